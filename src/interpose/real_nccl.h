@@ -1,0 +1,25 @@
+// Finding and loading the real NCCL that SketchCCL forwards to.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sketchccl::interpose {
+
+struct RealNccl {
+  bool standalone = false;  // SKETCHCCL_NCCL_LIB=none, or nothing loadable was found
+  void* handle = nullptr;   // dlopen handle of the real library
+  std::string path;         // the file actually loaded
+  int version = 0;          // pncclGetVersion's answer
+  std::string how;          // which rule found it ("SKETCHCCL_NCCL_LIB", "already loaded", ...)
+  std::vector<std::string> tried;  // "candidate: why it was skipped", for diagnostics
+  std::string error;        // set when SKETCHCCL_NCCL_LIB names a library that cannot be used
+};
+
+// setting: the value of SKETCHCCL_NCCL_LIB ("" = search, "none" = standalone, else a path).
+// Search order: a libnccl.so.2 already loaded in the process, the pip wheel's nvidia/nccl/lib
+// under $VIRTUAL_ENV or $CONDA_PREFIX, the loader path, /usr/local/cuda/lib64. A candidate that
+// is SketchCCL itself (exports sketchcclGetVersion) is skipped.
+RealNccl load_real_nccl(const std::string& setting);
+
+}  // namespace sketchccl::interpose

@@ -1,0 +1,142 @@
+// sketchccl-info: what this SketchCCL is, how it is configured, and what it can use here.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda_probe.h"
+#include "core/config.h"
+#include "interpose/real_nccl.h"
+#include "sketchccl/sketchccl.h"
+#include "sketchccl_build_config.h"
+#include "transport/probe.h"
+
+namespace {
+
+using sketchccl::Config;
+using sketchccl::Var;
+using sketchccl::VarSpec;
+
+void print_help() {
+  std::printf(
+      "Usage: sketchccl-info [--help] [--config-table]\n"
+      "\n"
+      "Prints the SketchCCL version, every configuration value and where it came from\n"
+      "(environment, a file, or the default), the CUDA devices or why there are none, the real\n"
+      "NCCL that would be loaded, and which transports were compiled in and work here.\n"
+      "Exits 1 when the configuration has a bad value.\n"
+      "\n"
+      "  --config-table  print the configuration reference as a Markdown table (the README's)\n"
+      "  --help          this text\n"
+      "\n"
+      "Configuration is read from the environment, then $SKETCHCCL_CONF_FILE or\n"
+      "~/.sketchccl.conf, then /etc/sketchccl.conf (NAME=value lines, # comments).\n"
+      "Variables:\n");
+  for (const VarSpec& s : sketchccl::var_specs()) {
+    std::printf("  %-28s %s (default '%s'; %s)\n", s.name, s.description, s.default_value,
+                s.accepted);
+  }
+}
+
+// Escapes '|' for Markdown table cells.
+std::string md(const char* text) {
+  std::string out;
+  for (const char* p = text; *p; ++p) {
+    if (*p == '|') out += "\\";
+    out += *p;
+  }
+  return out;
+}
+
+void print_config_table() {
+  std::printf("| variable | type | default | accepted | what it does |\n");
+  std::printf("| --- | --- | --- | --- | --- |\n");
+  for (const VarSpec& s : sketchccl::var_specs()) {
+    std::printf("| `%s` | %s | %s | %s | %s%s |\n", s.name, sketchccl::var_type_name(s.type),
+                s.default_value[0] ? ("`" + std::string(s.default_value) + "`").c_str() : "(empty)",
+                md(s.accepted).c_str(), md(s.description).c_str(),
+                s.protocol ? " (must agree across ranks)" : "");
+  }
+}
+
+void print_config(const Config& cfg) {
+  std::printf("Configuration:\n");
+  for (const VarSpec& s : sketchccl::var_specs()) {
+    const sketchccl::Setting& set = cfg.setting(s.id);
+    std::string value = set.canonical.empty() ? "(empty)" : set.canonical;
+    std::printf("  %-28s = %-14s (%s)\n", s.name, value.c_str(), set.origin.describe().c_str());
+  }
+  for (const std::string& w : cfg.warnings()) std::printf("  warning: %s\n", w.c_str());
+  for (const std::string& e : cfg.errors()) std::printf("  ERROR: %s\n", e.c_str());
+}
+
+void print_cuda() {
+  sketchccl::backend::CudaProbe p = sketchccl::backend::probe_cuda();
+  std::printf("CUDA:\n");
+  if (!p.compiled) {
+    std::printf("  none: %s\n", p.reason.c_str());
+    return;
+  }
+  std::printf("  runtime %d.%d, driver %s\n", p.runtime_version / 1000,
+              (p.runtime_version % 1000) / 10,
+              p.driver_version ? std::to_string(p.driver_version).c_str() : "none");
+  std::printf("  kernels built for sm_%s (+PTX)\n", SKETCHCCL_CUDA_ARCHS);
+  if (p.devices.empty()) std::printf("  no device: %s\n", p.reason.c_str());
+  for (const auto& d : p.devices) {
+    std::printf("  device %d: %s, sm_%d%d, %.1f GiB\n", d.index, d.name.c_str(), d.cc_major,
+                d.cc_minor, static_cast<double>(d.memory_bytes) / (1 << 30));
+  }
+}
+
+void print_nccl(const Config& cfg) {
+  std::printf("Real NCCL:\n");
+  std::printf("  built against nccl.h %s\n", SKETCHCCL_NCCL_HEADER_VERSION);
+  sketchccl::interpose::RealNccl r =
+      sketchccl::interpose::load_real_nccl(cfg.get_string(Var::kNcclLib));
+  if (!r.error.empty()) {
+    std::printf("  ERROR: %s\n", r.error.c_str());
+  } else if (r.standalone) {
+    std::printf("  standalone mode (%s): SketchCCL runs what it implements by itself\n",
+                r.how.c_str());
+  } else {
+    std::printf("  %s, version %d.%d.%d (code %d), found by: %s\n", r.path.c_str(),
+                r.version / 10000, (r.version % 10000) / 100, r.version % 100, r.version,
+                r.how.c_str());
+  }
+  for (const std::string& t : r.tried) std::printf("  skipped %s\n", t.c_str());
+}
+
+void print_transports() {
+  std::printf("Transports:\n");
+  for (const auto& t : sketchccl::transport::probe_transports()) {
+    const char* state = !t.compiled ? "not built" : t.works ? "works" : "unavailable";
+    std::printf("  %-8s %-12s %s\n", t.name.c_str(), state, t.detail.c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      print_help();
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--config-table")) {
+      print_config_table();
+      return 0;
+    }
+    std::fprintf(stderr, "sketchccl-info: unknown argument '%s' (see --help)\n", argv[i]);
+    return 2;
+  }
+  const Config& cfg = Config::global();
+  std::printf("SketchCCL %s\n", sketchcclGetVersionString());
+  print_config(cfg);
+  print_cuda();
+  print_nccl(cfg);
+  print_transports();
+  if (!cfg.errors().empty()) {
+    std::fprintf(stderr, "sketchccl-info: %s\n", cfg.status().message().c_str());
+    return 1;
+  }
+  return 0;
+}

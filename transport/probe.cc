@@ -1,0 +1,103 @@
+#include "transport/probe.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sketchccl_build_config.h"
+
+#if SKETCHCCL_HAVE_UCX
+#include <ucp/api/ucp.h>
+#endif
+#if SKETCHCCL_HAVE_IBVERBS
+#include <infiniband/verbs.h>
+#endif
+
+namespace sketchccl::transport {
+namespace {
+
+TransportProbe probe_ucx() {
+  TransportProbe p{"ucx", false, false, "not built (configure with -Ducx=enabled and libucx-dev)"};
+#if SKETCHCCL_HAVE_UCX
+  p.compiled = true;
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  std::string version = "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." +
+                        std::to_string(release);
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) {
+    p.detail = version + ": ucp_config_read failed: " + ucs_status_string(st);
+    return p;
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG;
+  ucp_context_h ctx = nullptr;
+  st = ucp_init(&params, config, &ctx);
+  ucp_config_release(config);
+  if (st != UCS_OK) {
+    p.detail = version + ": ucp_init failed: " + ucs_status_string(st);
+    return p;
+  }
+  ucp_cleanup(ctx);
+  p.works = true;
+  p.detail = version;
+#endif
+  return p;
+}
+
+TransportProbe probe_socket() {
+  TransportProbe p{"socket", true, false, ""};
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    p.detail = std::string("socket() failed: ") + std::strerror(errno);
+    return p;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) {
+    p.detail = std::string("cannot listen on loopback: ") + std::strerror(errno);
+  } else {
+    p.works = true;
+    p.detail = "TCP";
+  }
+  ::close(fd);
+  return p;
+}
+
+TransportProbe probe_ibverbs() {
+  TransportProbe p{"ibverbs", false, false,
+                   "not built (configure with -Dibverbs=enabled and libibverbs-dev)"};
+#if SKETCHCCL_HAVE_IBVERBS
+  p.compiled = true;
+  int n = 0;
+  errno = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) {
+    p.detail = std::string("no device: ibv_get_device_list failed: ") + std::strerror(errno);
+    return p;
+  }
+  if (n == 0) {
+    p.detail = "no device: ibv_get_device_list found none";
+  } else {
+    p.detail = "device " + std::string(ibv_get_device_name(list[0])) +
+               " found; the verbs transport is not implemented yet";
+  }
+  ibv_free_device_list(list);
+#endif
+  return p;
+}
+
+}  // namespace
+
+std::vector<TransportProbe> probe_transports() {
+  return {probe_ucx(), probe_socket(), probe_ibverbs()};
+}
+
+}  // namespace sketchccl::transport
