@@ -1,0 +1,70 @@
+// The codec contract of DESIGN.md section 2, callable from the host. Each codec is written once
+// as __host__ __device__ code in kernels/ and compiled twice: for the CPU (kernels/host/) and
+// for CUDA (kernels/cuda/). The ring engine (src/coll) only ever sees this interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace sketchccl::kernels {
+
+enum class CodecId : uint8_t {
+  kNone = 0,
+  kBf16 = 1,
+  kFp16 = 2,
+  kQ8 = 3,
+  kQ4 = 4,
+  kQ2 = 5,
+  kCasq2 = 6,
+  kCasq3 = 7,
+  kCasq4 = 8,
+  kS2 = 9,
+  kSparse = 10,  // two-phase; its phases use the helpers in kernels/sparse.h, not encode/step
+};
+
+// "q8" -> kQ8; false for unknown names ("auto" is decided above, in coll).
+bool codec_from_name(const char* name, CodecId* out);
+const char* codec_name(CodecId id);
+
+// Element types of user buffers; arithmetic is always fp32.
+enum class ElemType : uint8_t { kF32 = 0, kF16 = 1, kBf16 = 2 };
+size_t elem_size(ElemType t);
+
+// Everything that shapes a packet or its randomness. The engine fills it identically on every
+// rank for a given (buffer, call, slice, step), so packets are identical bit for bit.
+struct CodecParams {
+  CodecId codec = CodecId::kNone;
+  uint64_t seed = 0;         // SKETCHCCL_SEED
+  uint64_t call = 0;         // per-buffer call counter, agreed across ranks
+  uint32_t slice = 0;        // slice index within the buffer
+  uint32_t step = 0;         // ring step that produces the packet (encode: 0)
+  uint32_t s2_rows = 3;      // SKETCHCCL_S2_ROWS
+  uint32_t s2_counters = 0;  // s2 counters per row for this slice (the engine's budget decision)
+  float casq_buckets = 0.01f;  // SKETCHCCL_CASQ_BUCKETS: bucket budget / slice elements
+};
+
+// What decode learned; s2 fills the peeling figures.
+struct DecodeStats {
+  uint64_t nonzeros = 0;   // set bits of the merged bitmap (s2), else non-zero outputs
+  uint64_t peeled = 0;     // s2 positions recovered exactly by peeling
+  uint64_t estimated = 0;  // s2 positions left to the median estimate
+};
+
+// Exact size in bytes of a packet for n elements (fixed for given params and n).
+size_t packet_bytes(const CodecParams& p, size_t n);
+
+// Compresses the local slice x[n] into pkt (cap bytes, at least packet_bytes).
+Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt, size_t cap);
+
+// The fused ring step: out = packet of (everything in `in`) + x[n]. `in` is validated first
+// (header, count, parameters, size); a mismatch is an error, never an out-of-bounds read.
+Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
+            size_t n, void* out, size_t cap);
+
+// y[n] = decoded values times `scale` (1/P for ncclAvg, else 1). Validates like step.
+Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
+              size_t n, float scale, DecodeStats* stats);
+
+}  // namespace sketchccl::kernels

@@ -1,0 +1,54 @@
+// The Transport interface of DESIGN.md section 7: what the ring needs to move packets.
+// Implementations: ucx/ (primary), socket/ (always built), ibverbs/ (later).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace sketchccl::transport {
+
+using Blob = std::vector<uint8_t>;  // an endpoint's address, all-gathered by the bootstrap
+using RequestId = uint64_t;
+
+struct TransportOptions {
+  std::string kind = "auto";  // SKETCHCCL_TRANSPORT: auto | ucx | socket | ibverbs
+  int rank = 0;
+  int nranks = 1;
+  double timeout_s = 300;  // SKETCHCCL_TIMEOUT: bound on every wait
+  std::string ifname;      // SKETCHCCL_SOCKET_IFNAME
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // This rank's address, to be all-gathered.
+  virtual Blob address() const = 0;
+  // Connects to `peer` from its address blob. Both sides of a pair call it.
+  virtual Status connect(int peer, const Blob& address) = 0;
+  // Tagged, non-blocking. A receive matches the send from `peer` with the same tag, whichever
+  // is posted first. Buffers stay valid until the request completes. A message larger than the
+  // receive buffer is an error on the receiver.
+  virtual Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, RequestId* id) = 0;
+  virtual Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) = 0;
+  // Drives communication; called by the owning (proxy) thread only.
+  virtual Status progress() = 0;
+  // *done = true once complete (and the request is released); a failed request returns its
+  // error (peer gone: kRemoteError; timeout: kRemoteError naming the peer). *bytes = received.
+  virtual Status test(RequestId id, bool* done, size_t* bytes) = 0;
+  // Optional registration of long-lived buffers (staging areas); a no-op where not needed.
+  virtual Status register_memory(void* buf, size_t bytes) = 0;
+  virtual void deregister_memory(void* buf) = 0;
+  // Orderly close: cancels what is pending, disconnects.
+  virtual void close() = 0;
+};
+
+// Creates the transport named by opts.kind; "auto" picks the best that works here.
+Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out);
+
+}  // namespace sketchccl::transport
