@@ -1,0 +1,316 @@
+#include "coll/allreduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <cstring>
+
+#include "core/log.h"
+#include "kernels/convert.h"
+#include "kernels/sparse.h"
+
+namespace sketchccl::coll {
+namespace {
+
+using kernels::CodecId;
+using kernels::CodecParams;
+using kernels::DecodeStats;
+using kernels::ElemType;
+
+bool is_lossy_and_nonlinear(CodecId c) {
+  // Error feedback applies where encode/step introduce error: casts, quantizers, CASQ. `none`
+  // and `sparse` are exact; s2 steps are exact (linear sketch), its error arises at decode.
+  return c != CodecId::kNone && c != CodecId::kSparse && c != CodecId::kS2;
+}
+
+// The kernels' codec over this rank's buffers, one slice at a time; with error feedback it
+// compresses x + residual and keeps what the compression lost in the residual.
+class CodecSliceOps : public SliceOps {
+ public:
+  CodecSliceOps(const CodecParams& base, const AllReduceArgs& args, float scale,
+                std::function<uint32_t(size_t)> counters, float* residual, CodecStats* cs)
+      : base_(base),
+        send_(static_cast<const uint8_t*>(args.send)),
+        recv_(static_cast<uint8_t*>(args.recv)),
+        type_(args.type),
+        esz_(kernels::elem_size(args.type)),
+        scale_(scale),
+        counters_(std::move(counters)),
+        residual_(residual),
+        cs_(cs) {}
+
+  size_t packet_bytes(size_t offset, size_t n) const override {
+    return kernels::packet_bytes(params(offset, n, 0), n);
+  }
+
+  Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) override {
+    CodecParams p = params(offset, n, static_cast<uint32_t>(step));
+    if (residual_ == nullptr) return kernels::encode(p, src(offset), type_, n, pkt, cap);
+    float* x = compensated(offset, n);
+    SCCL_RETURN_IF_ERROR(kernels::encode(p, x, ElemType::kF32, n, pkt, cap));
+    // residual = (x + r) - decode(encode(x + r))
+    tmp_.resize(n);
+    SCCL_RETURN_IF_ERROR(kernels::decode(p, pkt, cap, tmp_.data(), ElemType::kF32, n, 1.0f,
+                                         nullptr));
+    keep_residual(offset, n, x, tmp_.data(), nullptr);
+    return Status::Ok();
+  }
+
+  Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
+              size_t cap) override {
+    CodecParams p = params(offset, n, static_cast<uint32_t>(step));
+    if (residual_ == nullptr) {
+      return kernels::step(p, in, in_bytes, src(offset), type_, n, out, cap);
+    }
+    float* x = compensated(offset, n);
+    SCCL_RETURN_IF_ERROR(kernels::step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
+    // residual = (decode(in) + x + r) - decode(out): the error this step added.
+    CodecParams pin = params(offset, n, static_cast<uint32_t>(step - 1));
+    tmp_.resize(n);
+    tmp_in_.resize(n);
+    SCCL_RETURN_IF_ERROR(kernels::decode(pin, in, in_bytes, tmp_in_.data(), ElemType::kF32, n,
+                                         1.0f, nullptr));
+    SCCL_RETURN_IF_ERROR(kernels::decode(p, out, cap, tmp_.data(), ElemType::kF32, n, 1.0f,
+                                         nullptr));
+    keep_residual(offset, n, x, tmp_.data(), tmp_in_.data());
+    return Status::Ok();
+  }
+
+  Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
+    DecodeStats ds;
+    CodecParams p = params(offset, n, 0);
+    SCCL_RETURN_IF_ERROR(
+        kernels::decode(p, pkt, bytes, recv_ + offset * esz_, type_, n, scale_, &ds));
+    stats_.nonzeros += ds.nonzeros;
+    stats_.peeled += ds.peeled;
+    stats_.estimated += ds.estimated;
+    return Status::Ok();
+  }
+
+  const DecodeStats& decode_stats() const { return stats_; }
+
+ private:
+  CodecParams params(size_t offset, size_t n, uint32_t step) const {
+    CodecParams p = base_;
+    p.slice = static_cast<uint32_t>(offset ^ (offset >> 32));
+    p.step = step;
+    if (p.codec == CodecId::kS2) p.s2_counters = counters_(n);
+    return p;
+  }
+  const void* src(size_t offset) const { return send_ + offset * esz_; }
+
+  // x + residual for this slice, in fp32.
+  float* compensated(size_t offset, size_t n) {
+    comp_.resize(n);
+    kernels::load_f32(src(offset), type_, n, comp_.data());
+    const float* r = residual_ + offset;
+    for (size_t i = 0; i < n; ++i) comp_[i] += r[i];
+    return comp_.data();
+  }
+  void keep_residual(size_t offset, size_t n, const float* x, const float* out,
+                     const float* in) {
+    float* r = residual_ + offset;
+    double in_sq = 0, res_sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float want = (in != nullptr ? in[i] : 0.0f) + x[i];
+      float e = want - out[i];
+      if (!std::isfinite(e)) e = 0;  // never carry NaN/Inf into later calls
+      r[i] = e;
+      in_sq += static_cast<double>(x[i]) * x[i];
+      res_sq += static_cast<double>(e) * e;
+    }
+    cs_->ef_input_sq += in_sq;
+    cs_->ef_residual_sq += res_sq;
+  }
+
+  CodecParams base_;
+  const uint8_t* send_;
+  uint8_t* recv_;
+  ElemType type_;
+  size_t esz_;
+  float scale_;
+  std::function<uint32_t(size_t)> counters_;
+  float* residual_;
+  CodecStats* cs_;
+  DecodeStats stats_;
+  std::vector<float> comp_, tmp_, tmp_in_;
+};
+
+// Phase 1 of `sparse`: an OR-allreduce of the non-zero bitmaps. Elements are 64-bit words.
+class BitmapSliceOps : public SliceOps {
+ public:
+  BitmapSliceOps(const AllReduceArgs& args, uint64_t* union_bits)
+      : x_(static_cast<const uint8_t*>(args.send)),
+        type_(args.type),
+        esz_(kernels::elem_size(args.type)),
+        count_(args.count),
+        union_(union_bits) {}
+
+  size_t packet_bytes(size_t, size_t n) const override { return n * sizeof(uint64_t); }
+  Status encode(size_t offset, size_t n, int, void* pkt, size_t cap) override {
+    return build(offset, n, static_cast<uint64_t*>(pkt), cap);
+  }
+  Status step(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
+              size_t cap) override {
+    if (in_bytes != n * sizeof(uint64_t)) {
+      return errorf(Code::kInvalidUsage, "sparse bitmap packet of %zu bytes, expected %zu",
+                    in_bytes, n * sizeof(uint64_t));
+    }
+    SCCL_RETURN_IF_ERROR(build(offset, n, static_cast<uint64_t*>(out), cap));
+    kernels::bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
+    return Status::Ok();
+  }
+  Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
+    if (bytes != n * sizeof(uint64_t)) {
+      return Status(Code::kInvalidUsage, "sparse bitmap packet has the wrong size");
+    }
+    std::memcpy(union_ + offset, pkt, bytes);
+    return Status::Ok();
+  }
+
+ private:
+  // Words [offset, offset + n) cover elements [64 offset, min(count, 64 (offset + n))).
+  Status build(size_t offset, size_t n, uint64_t* words, size_t cap) {
+    if (cap < n * sizeof(uint64_t)) return Status(Code::kInternalError, "bitmap packet too small");
+    const size_t first = offset * 64;
+    const size_t elems = std::min(count_ - first, n * 64);
+    std::memset(words, 0, n * sizeof(uint64_t));
+    kernels::bitmap_build(x_ + first * esz_, type_, elems, words);
+    return Status::Ok();
+  }
+
+  const uint8_t* x_;
+  ElemType type_;
+  size_t esz_;
+  size_t count_;
+  uint64_t* union_;
+};
+
+}  // namespace
+
+CodecId AllReduceEngine::choose_codec(const BufferState& state, size_t count) const {
+  if (!settings_.auto_codec) return settings_.codec;
+  // The first call on a buffer runs `sparse`: exact, and it measures the support. (A quantized
+  // result would not: stochastic rounding turns zeros into small values.)
+  if (!state.have_history) return CodecId::kSparse;
+  if (static_cast<double>(state.nonzeros) <= settings_.sparse_density * static_cast<double>(count)) {
+    return CodecId::kSparse;
+  }
+  return settings_.dense_codec;
+}
+
+uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t count,
+                                              size_t n) const {
+  if (!state.have_history || count == 0) {
+    return kernels::s2_counters_for_budget(n, settings_.s2_rows, settings_.s2_budget);
+  }
+  // The previous result's support, spread evenly: this slice's share of it.
+  const double density = static_cast<double>(state.nonzeros) / static_cast<double>(count);
+  const auto support = static_cast<uint64_t>(std::ceil(density * static_cast<double>(n)));
+  return kernels::s2_counters_for_support(support, settings_.s2_rows,
+                                          settings_.s2_counters_per_nz);
+}
+
+Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type};
+  BufferState& state = buffers_[key];
+  const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
+  CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
+  Status st;
+  if (nranks_ == 1) {
+    // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
+    if (args.recv != args.send) {
+      std::memmove(args.recv, args.send, args.count * kernels::elem_size(args.type));
+    }
+  } else if (codec == CodecId::kSparse) {
+    st = run_sparse(link, args, state, cs);
+  } else {
+    st = run_codec(link, args, codec, state, cs);
+  }
+  cs.calls++;
+  cs.bytes_in += args.count * kernels::elem_size(args.type);
+  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.ok()) {
+    stats_.calls_taken++;
+  } else {
+    stats_.calls_failed++;
+  }
+  return st;
+}
+
+Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& args, CodecId codec,
+                                  BufferState& state, CodecStats& cs) {
+  CodecParams base;
+  base.codec = codec;
+  base.seed = settings_.seed;
+  base.call = link.op_seq;
+  base.s2_rows = settings_.s2_rows;
+  base.casq_buckets = settings_.casq_buckets;
+  float* residual = nullptr;
+  if (settings_.error_feedback && is_lossy_and_nonlinear(codec)) {
+    if (state.residual.size() != args.count) state.residual.assign(args.count, 0.0f);
+    residual = state.residual.data();
+  }
+  const BufferState history = state;  // the decision uses the previous call only
+  auto counters = [this, &history, &args](size_t n) {
+    return s2_counters_per_row(history, args.count, n);
+  };
+  const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
+  CodecSliceOps ops(base, args, scale, counters, residual, &cs);
+  RingStats rs;
+  Status st = ring_allreduce(link, args.count, settings_.slice_elems, settings_.depth, ops, &rs);
+  cs.bytes_sent += rs.bytes_sent;
+  cs.bytes_received += rs.bytes_received;
+  if (!st.ok()) return st;
+  const DecodeStats& ds = ops.decode_stats();
+  if (codec == CodecId::kS2) {
+    cs.s2_nonzeros += ds.nonzeros;
+    cs.s2_peeled += ds.peeled;
+    cs.s2_estimated += ds.estimated;
+  }
+  state.have_history = true;
+  state.nonzeros = ds.nonzeros;
+  return Status::Ok();
+}
+
+Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& args,
+                                   BufferState& state, CodecStats& cs) {
+  // Phase 1: the union support, identical on every rank.
+  const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
+  std::vector<uint64_t> union_bits(words, 0);
+  BitmapSliceOps bitmap_ops(args, union_bits.data());
+  RingLink l1 = link;
+  l1.phase = 1;
+  RingStats rs;
+  const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
+  Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
+  if (st.ok()) {
+    // Phase 2: an exact fp32 ring over this rank's values on the union support.
+    const size_t support = kernels::bitmap_popcount(union_bits.data(), args.count);
+    std::vector<float> values(support), sums(support);
+    kernels::sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
+    CodecParams base;
+    base.codec = CodecId::kNone;
+    base.seed = settings_.seed;
+    base.call = link.op_seq;
+    AllReduceArgs dense{values.data(), sums.data(), support, ElemType::kF32, false};
+    CodecSliceOps ops(base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
+    RingLink l2 = link;
+    l2.phase = 2;
+    st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
+    if (st.ok()) {
+      const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
+      kernels::sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
+                              args.type);
+      state.have_history = true;
+      state.nonzeros = support;
+    }
+  }
+  cs.bytes_sent += rs.bytes_sent;
+  cs.bytes_received += rs.bytes_received;
+  return st;
+}
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,75 @@
+// A taken-over AllReduce: picks the codec (auto, s2 budget) from agreed numbers, runs the ring,
+// keeps per-buffer memory (history, error-feedback residual) and the statistics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coll/ring.h"
+#include "coll/settings.h"
+#include "coll/stats.h"
+#include "kernels/codec.h"
+
+namespace sketchccl::coll {
+
+struct AllReduceArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  kernels::ElemType type = kernels::ElemType::kF32;
+  bool avg = false;
+  bool exact = false;  // below SKETCHCCL_MIN_BYTES or SKETCHCCL_ENABLE=0 in standalone: `none`
+};
+
+// What one call on a buffer leaves for the next. DDP buckets keep their addresses, so a buffer
+// is (address, count, type). `nonzeros` comes from the reduced result, identical on all ranks.
+struct BufferKey {
+  uintptr_t addr;
+  size_t count;
+  kernels::ElemType type;
+  bool operator<(const BufferKey& o) const {
+    if (addr != o.addr) return addr < o.addr;
+    if (count != o.count) return count < o.count;
+    return type < o.type;
+  }
+};
+struct BufferState {
+  bool have_history = false;
+  uint64_t nonzeros = 0;        // of the previous reduced result
+  std::vector<float> residual;  // error feedback: this rank's compression error, per element
+};
+
+class AllReduceEngine {
+ public:
+  AllReduceEngine(const Settings& settings, int rank, int nranks)
+      : settings_(settings), rank_(rank), nranks_(nranks) {}
+
+  // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
+  Status run(const RingLink& link, const AllReduceArgs& args);
+
+  // The codec this call would use, from agreed numbers only (exposed for tests and stats).
+  kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
+  // s2 counters per row for a slice of n elements.
+  uint32_t s2_counters_per_row(const BufferState& state, size_t count, size_t n) const;
+
+  CommStats& stats() { return stats_; }
+  const CommStats& stats() const { return stats_; }
+  const Settings& settings() const { return settings_; }
+
+ private:
+  Status run_codec(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
+                   BufferState& state, CodecStats& cs);
+  Status run_sparse(const RingLink& link, const AllReduceArgs& args, BufferState& state,
+                    CodecStats& cs);
+
+  Settings settings_;
+  int rank_;
+  int nranks_;
+  std::map<BufferKey, BufferState> buffers_;
+  CommStats stats_;
+};
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,283 @@
+#include "coll/comm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/log.h"
+
+namespace sketchccl::coll {
+namespace {
+
+uint64_t hash_bytes(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+constexpr uint8_t kPhaseAllReduce = 0;
+constexpr uint8_t kPhaseSmall = 15;  // membership exchanges
+
+}  // namespace
+
+std::shared_ptr<Communicator> Communicator::create(const InitArgs& args, const Settings& settings,
+                                                   uint64_t config_hash) {
+  std::shared_ptr<Communicator> c(new Communicator(args, settings, config_hash));
+  c->init_work_ = std::make_shared<Work>([raw = c.get()] { return raw->join(); });
+  {
+    std::lock_guard<std::mutex> lock(c->mu_);
+    c->queue_.push_back(c->init_work_);
+  }
+  c->proxy_ = std::thread([raw = c.get()] { raw->proxy_main(); });
+  return c;
+}
+
+Communicator::Communicator(const InitArgs& args, const Settings& settings, uint64_t config_hash)
+    : rank_(args.rank),
+      nranks_(args.nranks),
+      cuda_device_(args.cuda_device),
+      id_(args.id),
+      id_hash_(hash_bytes(args.id.data(), args.id.size())),
+      settings_(settings),
+      config_hash_(config_hash),
+      engine_(settings, args.rank, args.nranks) {}
+
+Communicator::~Communicator() {
+  abort();
+}
+
+Status Communicator::async_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return async_error_;
+}
+
+void Communicator::fail(const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (async_error_.ok() || async_error_.code() == Code::kInProgress) async_error_ = st;
+}
+
+std::shared_ptr<Work> Communicator::submit(std::function<Status()> fn) {
+  auto w = std::make_shared<Work>(std::move(fn));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) {
+    w->complete(Status(Code::kInvalidUsage, "communicator is finalized or aborted"));
+    return w;
+  }
+  queue_.push_back(w);
+  cv_.notify_one();
+  return w;
+}
+
+void Communicator::proxy_main() {
+  for (;;) {
+    std::shared_ptr<Work> w;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;
+      w = queue_.front();
+      queue_.pop_front();
+    }
+    Status prior = async_error();
+    if (abort_.load()) {
+      w->complete(Status(Code::kRemoteError, "communicator aborted"));
+    } else if (!prior.ok() && prior.code() != Code::kInProgress) {
+      // A failed communicator runs nothing more: the ring may be out of step.
+      w->complete(Status(prior.code(), "communicator failed earlier: " + prior.message()));
+    } else {
+      w->run();
+    }
+  }
+  if (transport_) transport_->close();
+}
+
+Status Communicator::join() {
+  Status st = Status::Ok();
+  if (nranks_ > 1) st = rendezvous_and_connect();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (st.ok()) {
+    async_error_ = Status::Ok();
+  } else {
+    async_error_ = st;
+  }
+  return st;
+}
+
+Status Communicator::bootstrap_make_id(UniqueId* id) {
+  return bootstrap::create_root(id->data(), bootstrap::Options::from_config());
+}
+
+Status Communicator::rendezvous_and_connect() {
+  transport::TransportOptions topts = transport::TransportOptions::from_config(rank_, nranks_);
+  SCCL_RETURN_IF_ERROR(transport::create_transport(topts, &transport_));
+  std::unique_ptr<bootstrap::Join> join;
+  SCCL_RETURN_IF_ERROR(bootstrap::Join::start(id_.data(), rank_, nranks_, transport_->address(),
+                                              config_hash_, bootstrap::Options::from_config(),
+                                              &join));
+  Status st;
+  for (;;) {
+    st = join->wait(0.05);
+    if (st.code() != Code::kInProgress) break;
+    if (abort_.load()) return Status(Code::kRemoteError, "communicator aborted while joining");
+  }
+  SCCL_RETURN_IF_ERROR(st);
+  const bootstrap::JoinResult& table = join->result();
+  if (!table.configs_agree()) {
+    return Status(Code::kInvalidUsage,
+                  "the ranks of this communicator disagree on the protocol configuration "
+                  "(SKETCHCCL_CODEC, SLICE_BYTES, ...: see sketchccl-info on each host)");
+  }
+  const int left = (rank_ - 1 + nranks_) % nranks_, right = (rank_ + 1) % nranks_;
+  SCCL_RETURN_IF_ERROR(transport_->connect(right, table.addresses[static_cast<size_t>(right)]));
+  if (left != right) {
+    SCCL_RETURN_IF_ERROR(transport_->connect(left, table.addresses[static_cast<size_t>(left)]));
+  }
+  SCCL_INFO(kLogInit, "rank %d of %d joined over %s", rank_, nranks_, transport_->name());
+  return Status::Ok();
+}
+
+RingLink Communicator::link(uint8_t phase) {
+  RingLink l;
+  l.transport = transport_.get();
+  l.rank = rank_;
+  l.nranks = nranks_;
+  l.timeout_s = settings_.timeout_s;
+  l.abort = &abort_;
+  l.op_seq = op_seq_;
+  l.phase = phase;
+  return l;
+}
+
+std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) {
+  return submit([this, args] {
+    RingLink l = link(kPhaseAllReduce);
+    ++op_seq_;
+    Status st = engine_.run(l, args);
+    if (!st.ok()) {
+      SCCL_WARN(kLogColl, "AllReduce failed: %s", st.to_string().c_str());
+      fail(st);
+    }
+    return st;
+  });
+}
+
+Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) {
+  uint8_t* out = static_cast<uint8_t*>(all);
+  std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
+  if (nranks_ == 1) return Status::Ok();
+  const uint32_t seq = op_seq_++;
+  const int left = (rank_ - 1 + nranks_) % nranks_, right = (rank_ + 1) % nranks_;
+  auto wait = [this](transport::RequestId id) -> Status {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      if (abort_.load()) return Status(Code::kRemoteError, "communicator aborted");
+      SCCL_RETURN_IF_ERROR(transport_->progress());
+      bool done = false;
+      size_t got = 0;
+      SCCL_RETURN_IF_ERROR(transport_->test(id, &done, &got));
+      if (done) return Status::Ok();
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+          settings_.timeout_s) {
+        return errorf(Code::kRemoteError, "rank %d timed out in a membership exchange", rank_);
+      }
+      std::this_thread::yield();
+    }
+  };
+  // Step s forwards the block of rank (rank - s) to the right.
+  for (int s = 0; s < nranks_ - 1; ++s) {
+    const int send_block = (rank_ - s + nranks_) % nranks_;
+    const int recv_block = (rank_ - s - 1 + nranks_) % nranks_;
+    const uint64_t tag = ring_tag(seq, kPhaseSmall, s, 0);
+    transport::RequestId rid = 0, sid = 0;
+    SCCL_RETURN_IF_ERROR(transport_->irecv(left, tag, out + static_cast<size_t>(recv_block) * bytes,
+                                           bytes, &rid));
+    SCCL_RETURN_IF_ERROR(transport_->isend(
+        right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, &sid));
+    SCCL_RETURN_IF_ERROR(wait(rid));
+    SCCL_RETURN_IF_ERROR(wait(sid));
+  }
+  return Status::Ok();
+}
+
+std::shared_ptr<Work> Communicator::submit_split(int color, int key,
+                                                 std::shared_ptr<Communicator>* child) {
+  return submit([this, color, key, child] {
+    Status st = split_on_proxy(color, key, child);
+    if (!st.ok()) fail(st);
+    return st;
+  });
+}
+
+Status Communicator::split_on_proxy(int color, int key, std::shared_ptr<Communicator>* child) {
+  struct Member {
+    int32_t color;
+    int32_t key;
+    int32_t rank;
+    int32_t pad;
+  };
+  Member me{color, key, rank_, 0};
+  std::vector<Member> all(static_cast<size_t>(nranks_));
+  SCCL_RETURN_IF_ERROR(allgather_small(&me, sizeof me, all.data()));
+  // New ranks: members of my color ordered by (key, old rank), as NCCL does.
+  std::vector<Member> group;
+  for (const Member& m : all) {
+    if (m.color == color) group.push_back(m);
+  }
+  std::sort(group.begin(), group.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+  });
+  int new_rank = -1;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i].rank == rank_) new_rank = static_cast<int>(i);
+  }
+  // The leader (new rank 0) of each color makes the id; everyone learns every leader's id.
+  UniqueId mine{};
+  const bool no_color = color < 0;
+  if (!no_color && new_rank == 0) SCCL_RETURN_IF_ERROR(bootstrap_make_id(&mine));
+  std::vector<UniqueId> ids(static_cast<size_t>(nranks_));
+  SCCL_RETURN_IF_ERROR(allgather_small(mine.data(), kIdBytes, ids.data()));
+  if (no_color) {
+    *child = nullptr;
+    return Status::Ok();
+  }
+  InitArgs args;
+  args.rank = new_rank;
+  args.nranks = static_cast<int>(group.size());
+  args.id = ids[static_cast<size_t>(group[0].rank)];
+  args.cuda_device = cuda_device_;
+  *child = Communicator::create(args, settings_, config_hash_);
+  return Status::Ok();
+}
+
+void Communicator::abort() {
+  abort_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& w : queue_) w->complete(Status(Code::kRemoteError, "communicator aborted"));
+    queue_.clear();
+    cv_.notify_all();
+  }
+  if (proxy_.joinable() && proxy_.get_id() != std::this_thread::get_id()) proxy_.join();
+}
+
+Status Communicator::finalize() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (proxy_.joinable() && proxy_.get_id() != std::this_thread::get_id()) proxy_.join();
+  Status st = async_error();
+  return st.code() == Code::kInProgress ? Status::Ok() : st;
+}
+
+std::string Communicator::stats_json() const {
+  CommStats s = engine_.stats();
+  s.calls_forwarded = forwarded_.load();
+  return s.to_json(rank_, nranks_, id_hash_);
+}
+
+}  // namespace sketchccl::coll

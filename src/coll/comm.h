@@ -1,0 +1,108 @@
+// A SketchCCL communicator: rank, ring neighbours, transport and a proxy thread that owns them.
+// Every operation (init, AllReduce, split) runs on the proxy thread, in submission order; the
+// caller's thread only enqueues and, for blocking semantics, waits.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "coll/allreduce.h"
+#include "coll/settings.h"
+#include "coll/work.h"
+#include "core/status.h"
+#include "transport/transport.h"
+
+namespace sketchccl::coll {
+
+constexpr size_t kIdBytes = 128;  // sizeof(ncclUniqueId)
+using UniqueId = std::array<uint8_t, kIdBytes>;
+
+class Communicator {
+ public:
+  struct InitArgs {
+    int rank = 0;
+    int nranks = 1;
+    UniqueId id{};
+    int cuda_device = -1;
+  };
+
+  // Starts the proxy thread, whose first work is joining the other ranks (in the background:
+  // several ranks may be created by one thread inside a group).
+  static std::shared_ptr<Communicator> create(const InitArgs& args, const Settings& settings,
+                                              uint64_t config_hash);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int cuda_device() const { return cuda_device_; }
+  uint64_t id_hash() const { return id_hash_; }
+
+  // The init work (wait on it for blocking init).
+  const std::shared_ptr<Work>& init_work() const { return init_work_; }
+  // ncclCommGetAsyncError: kInProgress while joining, the first failure, else ok.
+  Status async_error() const;
+
+  // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
+  std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
+  // Queues the membership exchange of ncclCommSplit; *child is set when the work completes
+  // (nullptr for NCCL_SPLIT_NOCOLOR).
+  std::shared_ptr<Work> submit_split(int color, int key,
+                                     std::shared_ptr<Communicator>* child);
+
+  // Writes a fresh rendezvous record (and starts its root listener) into id bytes 40-127.
+  static Status bootstrap_make_id(UniqueId* id);
+
+  // Stops promptly from any thread: pending and running work fail, the proxy exits.
+  void abort();
+  // Waits for queued work, then stops the proxy and closes the transport.
+  Status finalize();
+
+  // Statistics (read after finalize, or racy-but-harmless for reporting).
+  std::string stats_json() const;
+  void count_forwarded() { forwarded_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  Communicator(const InitArgs& args, const Settings& settings, uint64_t config_hash);
+  std::shared_ptr<Work> submit(std::function<Status()> fn);
+  void proxy_main();
+  Status join();  // on the proxy: rendezvous_and_connect, then ready
+  Status rendezvous_and_connect();  // bootstrap all-gather of addresses, ring connections
+  Status split_on_proxy(int color, int key, std::shared_ptr<Communicator>* child);
+  // Small all-gather of `bytes` per rank over the ring (membership exchange).
+  Status allgather_small(const void* mine, size_t bytes, void* all);
+  RingLink link(uint8_t phase = 0);
+  void fail(const Status& st);
+
+  const int rank_;
+  const int nranks_;
+  const int cuda_device_;
+  const UniqueId id_;
+  const uint64_t id_hash_;
+  const Settings settings_;
+  const uint64_t config_hash_;
+
+  std::unique_ptr<transport::Transport> transport_;
+  AllReduceEngine engine_;
+  uint32_t op_seq_ = 0;  // proxy-only: agreed across ranks because all ranks submit in order
+
+  std::shared_ptr<Work> init_work_;
+  std::atomic<bool> abort_{false};
+  std::atomic<uint64_t> forwarded_{0};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Work>> queue_;
+  bool stopping_ = false;
+  Status async_error_{Code::kInProgress, "communicator is joining its peers"};
+  std::thread proxy_;
+};
+
+}  // namespace sketchccl::coll

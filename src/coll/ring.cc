@@ -1,0 +1,329 @@
+#include "coll/ring.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/log.h"
+
+namespace sketchccl::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::RequestId;
+
+int mod(int a, int p) { return ((a % p) + p) % p; }
+
+// One slice lane: walks slice j through the 2(P-1) transfer steps.
+struct Lane {
+  int j = -1;
+  int k = 0;  // transfer step in flight: 0..P-2 reduce-scatter, P-1..2P-3 all-gather
+  bool send_active = false;
+  bool recv_active = false;
+  RequestId send_id = 0;
+  RequestId recv_id = 0;
+  size_t recv_expected = 0;
+  std::vector<uint8_t> in;   // reduce-scatter receive
+  std::vector<uint8_t> out;  // reduce-scatter send
+};
+
+class RingRun {
+ public:
+  RingRun(const RingLink& link, size_t count, size_t slice_elems, SliceOps& ops, RingStats* st)
+      : link_(link), plan_(count, link.nranks, slice_elems), ops_(ops), stats_(st) {
+    const int p = link_.nranks;
+    const int s = plan_.max_slices();
+    final_offset_.assign(static_cast<size_t>(p) * static_cast<size_t>(s) + 1, 0);
+    size_t total = 0;
+    for (int c = 0; c < p; ++c) {
+      for (int j = 0; j < s; ++j) {
+        final_offset_[idx(c, j)] = total;
+        total += packet_bytes(c, j);
+      }
+    }
+    final_.resize(total);
+  }
+
+  Status run(int depth) {
+    const int s = plan_.max_slices();
+    if (link_.nranks == 1) {
+      Lane lane;
+      for (int j = 0; j < s; ++j) SCCL_RETURN_IF_ERROR(start(lane, j));
+      return Status::Ok();
+    }
+    std::vector<Lane> lanes(static_cast<size_t>(depth < 1 ? 1 : depth));
+    int next_j = 0;
+    int done = 0;
+    for (Lane& lane : lanes) {
+      if (next_j < s) SCCL_RETURN_IF_ERROR(start(lane, next_j++));
+    }
+    auto last_progress = Clock::now();
+    int idle = 0;
+    while (done < s) {
+      if (link_.abort != nullptr && link_.abort->load(std::memory_order_relaxed)) {
+        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      }
+      SCCL_RETURN_IF_ERROR(link_.transport->progress());
+      bool moved = false;
+      for (Lane& lane : lanes) {
+        if (lane.j < 0) continue;
+        bool lane_moved = false;
+        SCCL_RETURN_IF_ERROR(poll(lane, &lane_moved));
+        moved = moved || lane_moved;
+        if (!lane.send_active && !lane.recv_active) {
+          SCCL_RETURN_IF_ERROR(advance(lane));
+          if (lane.j < 0) {
+            ++done;
+            if (next_j < s) SCCL_RETURN_IF_ERROR(start(lane, next_j++));
+          }
+        }
+      }
+      if (moved) {
+        last_progress = Clock::now();
+        idle = 0;
+        continue;
+      }
+      if (++idle > 256) {
+        // Many ranks may share few cores: let them run.
+        if (idle > 4096) usleep(50); else sched_yield();
+        double waited = std::chrono::duration<double>(Clock::now() - last_progress).count();
+        if (waited > link_.timeout_s) return timeout_error(lanes);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  size_t idx(int c, int j) const {
+    return static_cast<size_t>(c) * static_cast<size_t>(plan_.max_slices()) +
+           static_cast<size_t>(j);
+  }
+  size_t packet_bytes(int c, int j) const {
+    size_t off = 0, n = 0;
+    plan_.slice(c, j, &off, &n);
+    return n == 0 ? 0 : ops_.packet_bytes(off, n);
+  }
+  uint8_t* final_packet(int c, int j) { return final_.data() + final_offset_[idx(c, j)]; }
+
+  // Chunk sent / received at transfer step k.
+  int send_chunk(int k) const {
+    const int p = link_.nranks, r = link_.rank;
+    return k < p - 1 ? mod(r - k, p) : mod(r + 1 - (k - (p - 1)), p);
+  }
+  int recv_chunk(int k) const {
+    const int p = link_.nranks, r = link_.rank;
+    return k < p - 1 ? mod(r - k - 1, p) : mod(r - (k - (p - 1)), p);
+  }
+
+  Status start(Lane& lane, int j) {
+    lane.j = j;
+    lane.k = 0;
+    const int p = link_.nranks;
+    if (p == 1) {
+      // Alone: the codec's own round trip, so one rank sees what P ranks would.
+      size_t off = 0, n = 0;
+      plan_.slice(0, j, &off, &n);
+      uint8_t* pkt = final_packet(0, j);
+      SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, pkt, packet_bytes(0, j)));
+      SCCL_RETURN_IF_ERROR(ops_.decode(off, n, pkt, packet_bytes(0, j)));
+      lane.j = -1;
+      lane.k = -1;
+      return Status::Ok();
+    }
+    // Step 0 sends this rank's own chunk, encoded.
+    const int c = send_chunk(0);
+    size_t off = 0, n = 0;
+    plan_.slice(c, j, &off, &n);
+    lane.out.resize(packet_bytes(c, j));
+    if (n > 0) SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, lane.out.data(), lane.out.size()));
+    return post(lane);
+  }
+
+  // Posts the receive and the send of lane.k.
+  Status post(Lane& lane) {
+    const int p = link_.nranks;
+    const int k = lane.k;
+    const int left = mod(link_.rank - 1, p), right = mod(link_.rank + 1, p);
+    const uint64_t tag = ring_tag(link_.op_seq, link_.phase, k, lane.j);
+    const int rc = recv_chunk(k), sc = send_chunk(k);
+    const size_t rbytes = packet_bytes(rc, lane.j);
+    if (rbytes > 0) {
+      uint8_t* dst;
+      if (k < p - 1) {
+        lane.in.resize(rbytes);
+        dst = lane.in.data();
+      } else {
+        dst = final_packet(rc, lane.j);
+      }
+      lane.recv_expected = rbytes;
+      SCCL_RETURN_IF_ERROR(link_.transport->irecv(left, tag, dst, rbytes, &lane.recv_id));
+      lane.recv_active = true;
+    }
+    const size_t sbytes = packet_bytes(sc, lane.j);
+    if (sbytes > 0) {
+      const uint8_t* src = k < p - 1 ? lane.out.data() : final_packet(sc, lane.j);
+      SCCL_RETURN_IF_ERROR(link_.transport->isend(right, tag, src, sbytes, &lane.send_id));
+      lane.send_active = true;
+      if (stats_ != nullptr) stats_->bytes_sent += sbytes;
+    }
+    return Status::Ok();
+  }
+
+  Status poll(Lane& lane, bool* moved) {
+    if (lane.recv_active) {
+      bool done = false;
+      size_t got = 0;
+      Status st = link_.transport->test(lane.recv_id, &done, &got);
+      if (!st.ok()) return annotate(st, lane, "receive from the left neighbour");
+      if (done) {
+        lane.recv_active = false;
+        *moved = true;
+        if (stats_ != nullptr) stats_->bytes_received += got;
+        if (got != lane.recv_expected) {
+          return errorf(Code::kInvalidUsage,
+                        "rank %d received %zu bytes for slice %d at ring step %d, expected %zu: "
+                        "the ranks disagree on the count, type or codec of this call",
+                        link_.rank, got, lane.j, lane.k, lane.recv_expected);
+        }
+      }
+    }
+    if (lane.send_active) {
+      bool done = false;
+      size_t sent = 0;
+      Status st = link_.transport->test(lane.send_id, &done, &sent);
+      if (!st.ok()) return annotate(st, lane, "send to the right neighbour");
+      if (done) {
+        lane.send_active = false;
+        *moved = true;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Both transfers of lane.k are complete: compute and post lane.k + 1, or finish the lane.
+  Status advance(Lane& lane) {
+    const int p = link_.nranks;
+    const int k = lane.k;
+    if (k < p - 1) {
+      // The received partial sum of chunk rc, plus this rank's slice of it.
+      const int rc = recv_chunk(k);
+      size_t off = 0, n = 0;
+      plan_.slice(rc, lane.j, &off, &n);
+      if (n > 0) {
+        const bool last = k == p - 2;
+        uint8_t* dst = last ? final_packet(rc, lane.j) : nullptr;
+        size_t cap = packet_bytes(rc, lane.j);
+        if (!last) {
+          lane.out.resize(cap);
+          dst = lane.out.data();
+        }
+        Status st = ops_.step(off, n, k + 1, lane.in.data(), lane.in.size(), dst, cap);
+        if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
+      }
+    }
+    if (k + 1 < 2 * (p - 1)) {
+      lane.k = k + 1;
+      return post(lane);
+    }
+    // Every chunk's slice j is final here: decode it into the output.
+    for (int c = 0; c < p; ++c) {
+      size_t off = 0, n = 0;
+      plan_.slice(c, lane.j, &off, &n);
+      if (n == 0) continue;
+      Status st = ops_.decode(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
+      if (!st.ok()) return annotate(st, lane, "decode of a reduced packet");
+    }
+    lane.j = -1;
+    return Status::Ok();
+  }
+
+  Status annotate(const Status& st, const Lane& lane, const char* what) const {
+    return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
+                                 std::to_string(link_.nranks) + ", " + what + ", slice " +
+                                 std::to_string(lane.j) + ", ring step " +
+                                 std::to_string(lane.k) + ")");
+  }
+
+  Status timeout_error(const std::vector<Lane>& lanes) const {
+    for (const Lane& lane : lanes) {
+      if (lane.j < 0) continue;
+      const int p = link_.nranks;
+      const char* waiting = lane.recv_active ? "a packet from rank" : "the send to rank";
+      int peer = lane.recv_active ? mod(link_.rank - 1, p) : mod(link_.rank + 1, p);
+      return errorf(Code::kRemoteError,
+                    "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s %d "
+                    "(slice %d, ring step %d)",
+                    link_.rank, link_.timeout_s, waiting, peer, lane.j, lane.k);
+    }
+    return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
+  }
+
+  const RingLink& link_;
+  RingPlan plan_;
+  SliceOps& ops_;
+  RingStats* stats_;
+  std::vector<size_t> final_offset_;
+  std::vector<uint8_t> final_;
+};
+
+}  // namespace
+
+RingPlan::RingPlan(size_t count, int nranks, size_t slice_elems)
+    : count_(count), nranks_(nranks), slice_elems_(slice_elems == 0 ? 1 : slice_elems) {
+  max_slices_ = 0;
+  for (int c = 0; c < nranks_; ++c) max_slices_ = std::max(max_slices_, slices(c));
+}
+
+size_t RingPlan::chunk_offset(int c) const {
+  // The first count % P chunks hold one element more; no product can overflow.
+  const size_t q = count_ / static_cast<size_t>(nranks_);
+  const size_t r = count_ % static_cast<size_t>(nranks_);
+  const size_t uc = static_cast<size_t>(c);
+  return uc * q + std::min(uc, r);
+}
+
+int RingPlan::slices(int c) const {
+  return static_cast<int>((chunk_len(c) + slice_elems_ - 1) / slice_elems_);
+}
+
+void RingPlan::slice(int c, int j, size_t* offset, size_t* n) const {
+  const size_t len = chunk_len(c);
+  const size_t start = static_cast<size_t>(j) * slice_elems_;
+  *offset = chunk_offset(c) + start;
+  *n = start >= len ? 0 : std::min(slice_elems_, len - start);
+}
+
+uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice) {
+  // 44 bits, the most every transport carries: op 8 | phase 4 | step 12 | slice 20. Operations
+  // of a communicator run one at a time and consume all their messages, so op wraps safely.
+  return (static_cast<uint64_t>(op_seq & 0xffu) << 36) |
+         (static_cast<uint64_t>(phase & 0xfu) << 32) |
+         (static_cast<uint64_t>(step & 0xfffu) << 20) | (static_cast<uint64_t>(slice) & 0xfffffu);
+}
+
+Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
+                      SliceOps& ops, RingStats* stats) {
+  if (count == 0) return Status::Ok();
+  if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
+    return errorf(Code::kInternalError, "ring: rank %d of %d", link.rank, link.nranks);
+  }
+  if (link.nranks > 1 && link.transport == nullptr) {
+    return Status(Code::kInternalError, "ring: no transport");
+  }
+  if (link.nranks > 2048) {
+    return errorf(Code::kInvalidUsage, "ring: %d ranks exceed the 2048 the tags can name",
+                  link.nranks);
+  }
+  RingPlan plan(count, link.nranks, slice_elems);
+  if (plan.max_slices() > 0xfffff) {
+    return errorf(Code::kInvalidUsage, "ring: %d slices per chunk exceed 2^20; raise "
+                  "SKETCHCCL_SLICE_BYTES", plan.max_slices());
+  }
+  RingRun run(link, count, slice_elems, ops, stats);
+  return run.run(depth);
+}
+
+}  // namespace sketchccl::coll

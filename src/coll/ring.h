@@ -1,0 +1,72 @@
+// The compressed ring of DESIGN.md section 3, generic over what a packet is.
+// Reduce-scatter (P-1 steps, each a fused `step`), all-gather (P-1 steps forwarding the reduced
+// packets), then every rank decodes every packet. Slices are pipelined: up to `depth` slice
+// lanes are in flight, so transfers of one lane overlap the codec work of another.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "transport/transport.h"
+
+namespace sketchccl::coll {
+
+// How a buffer of `count` elements is cut: P chunks (sizes differ by at most one element),
+// each cut into slices of at most `slice_elems` elements.
+class RingPlan {
+ public:
+  RingPlan(size_t count, int nranks, size_t slice_elems);
+  size_t chunk_offset(int c) const;
+  size_t chunk_len(int c) const { return chunk_offset(c + 1) - chunk_offset(c); }
+  int slices(int c) const;  // 0 for an empty chunk
+  int max_slices() const { return max_slices_; }
+  // Element range of slice j of chunk c; n = 0 when it does not exist.
+  void slice(int c, int j, size_t* offset, size_t* n) const;
+
+ private:
+  size_t count_;
+  int nranks_;
+  size_t slice_elems_;
+  int max_slices_;
+};
+
+// What the ring needs from a codec, per slice [offset, offset + n) of the element space.
+// Implementations read this rank's input and write its output; the ring moves the packets.
+class SliceOps {
+ public:
+  virtual ~SliceOps() = default;
+  virtual size_t packet_bytes(size_t offset, size_t n) const = 0;
+  // step: ring step index that produces the packet (0 for encode), for RNG streams.
+  virtual Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) = 0;
+  virtual Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes,
+                      void* out, size_t cap) = 0;
+  virtual Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) = 0;
+};
+
+// The ring neighbours and the rules of waiting.
+struct RingLink {
+  transport::Transport* transport = nullptr;
+  int rank = 0;
+  int nranks = 1;
+  double timeout_s = 300;
+  const std::atomic<bool>* abort = nullptr;  // set by ncclCommAbort from another thread
+  uint32_t op_seq = 0;                       // distinguishes the tags of successive operations
+  uint8_t phase = 0;                         // distinguishes rings inside one operation
+};
+
+struct RingStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+// Runs the whole ring over `count` elements. count == 0 does nothing; nranks == 1 encodes and
+// decodes locally (so every rank, even alone, sees the codec's result).
+Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
+                      SliceOps& ops, RingStats* stats);
+
+// Tag of one transfer: operation, phase, ring step, slice.
+uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice);
+
+}  // namespace sketchccl::coll

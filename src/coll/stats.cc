@@ -1,0 +1,51 @@
+#include "coll/stats.h"
+
+#include <cstdio>
+
+namespace sketchccl::coll {
+
+std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
+                "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"codecs\": {",
+                static_cast<unsigned long long>(comm_id), rank, nranks,
+                static_cast<unsigned long long>(calls_taken),
+                static_cast<unsigned long long>(calls_forwarded),
+                static_cast<unsigned long long>(calls_failed));
+  out += buf;
+  bool first = true;
+  for (const auto& [name, c] : by_codec) {
+    const double wire_ratio = c.bytes_in ? static_cast<double>(c.bytes_sent) / c.bytes_in : 0;
+    const uint64_t s2_total = c.s2_peeled + c.s2_estimated;
+    std::snprintf(
+        buf, sizeof buf,
+        "%s\"%s\": {\"calls\": %llu, \"bytes_in\": %llu, \"bytes_sent\": %llu, "
+        "\"bytes_received\": %llu, \"wire_per_input_byte\": %.6g, \"seconds\": %.6f",
+        first ? "" : ", ", name.c_str(), static_cast<unsigned long long>(c.calls),
+        static_cast<unsigned long long>(c.bytes_in), static_cast<unsigned long long>(c.bytes_sent),
+        static_cast<unsigned long long>(c.bytes_received), wire_ratio, c.seconds);
+    out += buf;
+    if (s2_total > 0 || c.s2_nonzeros > 0) {
+      std::snprintf(buf, sizeof buf,
+                    ", \"s2_nonzeros\": %llu, \"s2_peeled\": %llu, \"s2_estimated\": %llu, "
+                    "\"s2_peel_rate\": %.6f",
+                    static_cast<unsigned long long>(c.s2_nonzeros),
+                    static_cast<unsigned long long>(c.s2_peeled),
+                    static_cast<unsigned long long>(c.s2_estimated),
+                    s2_total ? static_cast<double>(c.s2_peeled) / s2_total : 1.0);
+      out += buf;
+    }
+    if (c.ef_input_sq > 0) {
+      std::snprintf(buf, sizeof buf, ", \"local_nmse\": %.6g", c.ef_residual_sq / c.ef_input_sq);
+      out += buf;
+    }
+    out += "}";
+    first = false;
+  }
+  out += "}}";
+  return out;
+}
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,45 @@
+// A unit of work handed to a communicator's proxy thread and completed exactly once.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
+#include "core/status.h"
+
+namespace sketchccl::coll {
+
+class Work {
+ public:
+  explicit Work(std::function<Status()> fn) : fn_(std::move(fn)) {}
+
+  // On the proxy thread.
+  void run() { complete(fn_()); }
+  void complete(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    status_ = std::move(st);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  // On the caller's thread.
+  Status wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    return status_;
+  }
+  bool done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+ private:
+  std::function<Status()> fn_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,123 @@
+#include "interpose/runtime.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/config.h"
+#include "core/log.h"
+
+namespace sketchccl::interpose {
+namespace {
+
+std::mutex g_error_mu;
+std::string& g_last_error() {
+  static std::string* s = new std::string();  // leaked: used by exit handlers
+  return *s;
+}
+
+}  // namespace
+
+Runtime& Runtime::get() {
+  static Runtime* rt = [] {
+    auto* r = new Runtime();  // leaked on purpose: communicators may outlive static destructors
+    std::atexit(&Runtime::at_exit);
+    return r;
+  }();
+  return *rt;
+}
+
+Runtime::Runtime() {
+  const Config& cfg = Config::global();
+  config_status_ = cfg.status();
+  for (const std::string& w : cfg.warnings()) SCCL_WARN(kLogEnv, "%s", w.c_str());
+  if (!config_status_.ok()) SCCL_WARN(kLogEnv, "%s", config_status_.message().c_str());
+  settings_ = coll::Settings::from_config(cfg);
+  config_hash_ = cfg.protocol_hash();
+  stats_path_ = cfg.get_string(Var::kStatsFile);
+  real_ = load_real_nccl(cfg.get_string(Var::kNcclLib));
+  if (!real_.error.empty()) {
+    SCCL_WARN(kLogInit, "%s; running standalone", real_.error.c_str());
+    real_.standalone = true;
+  }
+  if (real_.standalone) {
+    SCCL_INFO(kLogInit, "standalone mode (%s)", real_.how.c_str());
+  } else {
+    SCCL_INFO(kLogInit, "forwarding to %s (NCCL %d, %s)", real_.path.c_str(), real_.version,
+              real_.how.c_str());
+  }
+}
+
+void* Runtime::real_symbol(const char* name) const {
+  return real_.handle != nullptr ? dlsym(real_.handle, name) : nullptr;
+}
+
+ncclComm_t Runtime::add(std::shared_ptr<coll::Communicator> comm) {
+  // Standalone handles are addresses SketchCCL owns; nobody dereferences them.
+  auto handle = reinterpret_cast<ncclComm_t>(comm.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  comms_[handle] = std::move(comm);
+  return handle;
+}
+
+std::shared_ptr<coll::Communicator> Runtime::find(ncclComm_t handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = comms_.find(handle);
+  return it == comms_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<coll::Communicator> Runtime::remove(ncclComm_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = comms_.find(handle);
+  if (it == comms_.end()) return nullptr;
+  auto c = it->second;
+  comms_.erase(it);
+  return c;
+}
+
+void Runtime::write_stats(const coll::Communicator& comm) const {
+  if (stats_path_.empty()) return;
+  const std::string path = expand_path_pattern(stats_path_);
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) {
+    SCCL_WARN(kLogColl, "cannot write SKETCHCCL_STATS_FILE '%s'", path.c_str());
+    return;
+  }
+  std::fprintf(f, "%s\n", comm.stats_json().c_str());
+  std::fclose(f);
+}
+
+void Runtime::at_exit() {
+  Runtime& rt = get();
+  std::map<ncclComm_t, std::shared_ptr<coll::Communicator>> left;
+  {
+    std::lock_guard<std::mutex> lock(rt.mu_);
+    left.swap(rt.comms_);
+  }
+  for (auto& [handle, comm] : left) {
+    comm->abort();  // a program that exits without destroying: stop the proxy threads
+    rt.write_stats(*comm);
+  }
+}
+
+void set_last_error(const std::string& text) {
+  std::lock_guard<std::mutex> lock(g_error_mu);
+  g_last_error() = text;
+}
+
+std::string last_error() {
+  std::lock_guard<std::mutex> lock(g_error_mu);
+  return g_last_error();
+}
+
+ncclResult_t report(const Status& st, const char* api) {
+  if (!st.ok() && st.code() != Code::kInProgress) {
+    std::string text = std::string(api) + ": " + st.message();
+    set_last_error(text);
+    SCCL_WARN(kLogColl, "%s", text.c_str());
+  }
+  return static_cast<ncclResult_t>(st.code());
+}
+
+}  // namespace sketchccl::interpose

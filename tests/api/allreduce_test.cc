@@ -1,0 +1,279 @@
+// The NCCL API end to end in standalone mode: P processes over loopback, every codec, through
+// nccl.h only (the worker links libsketchccl.so). Each case: every rank OK, identical bytes.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launcher.h"
+
+namespace {
+
+std::string g_worker;  // path of nccl_worker, from argv
+
+std::string new_id_hex() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  std::string hex;
+  char b[3];
+  for (char c : id.internal) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+    hex += b;
+  }
+  return hex;
+}
+
+struct Outcome {
+  std::vector<sketchccl::testing::RankOutput> ranks;
+  double seconds = 0;
+};
+
+Outcome run(const std::string& scenario, int nranks, const std::vector<std::string>& env,
+            const std::vector<std::string>& args, double timeout_s = 120) {
+  const std::string id = new_id_hex();
+  auto t0 = std::chrono::steady_clock::now();
+  Outcome o;
+  o.ranks = sketchccl::testing::run_ranks(
+      nranks,
+      [&](int r) {
+        std::vector<std::string> argv = {g_worker, scenario, std::to_string(r),
+                                         std::to_string(nranks), id};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+      },
+      env, timeout_s);
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+// Every rank exited 0, printed only OK cases, the same case names, the same hash per case.
+void expect_agreement(const Outcome& o, bool expect_exit_zero = true) {
+  std::map<std::string, std::string> hash_of;  // case -> hash on rank 0
+  size_t cases0 = 0;
+  for (size_t r = 0; r < o.ranks.size(); ++r) {
+    const auto& ro = o.ranks[r];
+    if (expect_exit_zero) {
+      EXPECT_EQ(ro.exit_code, 0) << "rank " << r << " (signal " << ro.signal << ")\n" << ro.out;
+    }
+    std::istringstream in(ro.out);
+    std::string line;
+    size_t cases = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("CASE ", 0) != 0) continue;
+      ++cases;
+      std::istringstream ls(line);
+      std::string tag, name, hashtag, hash, verdict;
+      ls >> tag >> name >> hashtag >> hash >> verdict;
+      EXPECT_EQ(verdict, "OK") << "rank " << r << ": " << line;
+      if (r == 0) {
+        hash_of[name] = hash;
+      } else {
+        auto it = hash_of.find(name);
+        ASSERT_NE(it, hash_of.end()) << "rank " << r << " has a case rank 0 lacks: " << name;
+        EXPECT_EQ(it->second, hash) << "ranks 0 and " << r << " differ on " << name;
+      }
+    }
+    if (r == 0) cases0 = cases;
+    EXPECT_EQ(cases, cases0) << "rank " << r << " ran a different number of cases\n" << ro.out;
+    EXPECT_GT(cases, 0u) << "rank " << r << " ran no case\n" << ro.out;
+  }
+}
+
+// The worker printed "CASE <name> HASH <h> OK".
+bool case_ok(const std::string& out, const std::string& name) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CASE " + name + " HASH ", 0) == 0) {
+      return line.size() >= 3 && line.compare(line.size() - 3, 3, " OK") == 0;
+    }
+  }
+  return false;
+}
+
+const std::vector<std::string> kCounts(int p) {
+  return {"0", "1", std::to_string(p - 1), std::to_string(p + 1), std::to_string((1 << 20) + 3)};
+}
+
+std::string data_for(const std::string& codec) {
+  if (codec == "none") return "int";
+  if (codec == "sparse" || codec == "s2") return "sparse";
+  return "gauss";
+}
+
+struct MatrixCase {
+  std::string codec;
+  int nranks;
+};
+
+class AllReduceMatrix : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(AllReduceMatrix, EveryCountTypeOpAndPlacement) {
+  const MatrixCase& c = GetParam();
+  std::vector<std::string> args = {data_for(c.codec)};
+  for (const std::string& n : kCounts(c.nranks)) args.push_back(n);
+  Outcome o = run("matrix", c.nranks, {"SKETCHCCL_CODEC=" + c.codec}, args, 240);
+  expect_agreement(o);
+  std::printf("[ info ] %s x%d: %.1f s\n", c.codec.c_str(), c.nranks, o.seconds);
+}
+
+std::vector<MatrixCase> matrix_cases() {
+  std::vector<MatrixCase> out;
+  for (const char* codec : {"none", "bf16", "fp16", "q8", "q4", "q2", "casq2", "casq3", "casq4",
+                            "s2", "sparse", "auto"}) {
+    out.push_back({codec, 4});
+  }
+  for (int p : {2, 3, 8}) {
+    for (const char* codec : {"none", "q8", "s2", "sparse"}) out.push_back({codec, p});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Standalone, AllReduceMatrix, ::testing::ValuesIn(matrix_cases()),
+                         [](const auto& info) {
+                           return info.param.codec + "_x" + std::to_string(info.param.nranks);
+                         });
+
+TEST(AllReduce, S2PeelsNearlyEverythingOnSparseData) {
+  for (int p : {2, 4}) {
+    Outcome o = run("s2", p, {"SKETCHCCL_CODEC=s2"}, {"2000000"});
+    expect_agreement(o);
+  }
+}
+
+TEST(AllReduce, SixtyFourMiElements) {
+  Outcome o = run("big", 2, {"SKETCHCCL_CODEC=q8"}, {std::to_string(64u << 20)}, 300);
+  expect_agreement(o);
+}
+
+TEST(AllReduce, BadInputGivesErrorsAndLeavesTheCommunicatorUsable) {
+  Outcome o = run("bad", 3, {"SKETCHCCL_DEBUG=NONE"}, {});
+  expect_agreement(o);
+}
+
+TEST(AllReduce, OneThreadDrivesTwoRanksInAGroup) {
+  auto outs = sketchccl::testing::run_ranks(
+      1, [](int) { return std::vector<std::string>{g_worker, "group", "2"}; },
+      {"SKETCHCCL_CODEC=q8"}, 120);
+  EXPECT_EQ(outs[0].exit_code, 0) << outs[0].out;
+  EXPECT_NE(outs[0].out.find("CASE group-one-thread HASH"), std::string::npos) << outs[0].out;
+  EXPECT_EQ(outs[0].out.find("FAIL"), std::string::npos) << outs[0].out;
+}
+
+TEST(AllReduce, TwoCommunicatorsAtOnce) {
+  const std::string id2 = new_id_hex();
+  Outcome o = run("twocomms", 3, {"SKETCHCCL_CODEC=q8"}, {id2});
+  expect_agreement(o);
+}
+
+TEST(AllReduce, SplitCommunicator) {
+  Outcome o = run("split", 4, {"SKETCHCCL_CODEC=none"}, {});
+  for (const auto& r : o.ranks) {
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  }
+}
+
+TEST(AllReduce, CountMismatchFailsOnEveryRankWithoutHanging) {
+  Outcome o = run("mismatch", 3, {"SKETCHCCL_CODEC=q8", "SKETCHCCL_TIMEOUT=10"}, {}, 60);
+  expect_agreement(o);
+  EXPECT_LT(o.seconds, 30);
+}
+
+TEST(AllReduce, KilledRankGivesErrorsWithinTheTimeoutAndAbortIsPrompt) {
+  Outcome o = run("kill", 3, {"SKETCHCCL_CODEC=none", "SKETCHCCL_TIMEOUT=8", "SKETCHCCL_DEBUG=NONE"},
+                  {"1000000"}, 60);
+  for (size_t r = 0; r + 1 < o.ranks.size(); ++r) {
+    const auto& ro = o.ranks[r];
+    EXPECT_TRUE(case_ok(ro.out, "peer-killed-gives-error")) << "rank " << r << "\n" << ro.out;
+    EXPECT_TRUE(case_ok(ro.out, "abort-is-prompt")) << "rank " << r << "\n" << ro.out;
+  }
+  EXPECT_EQ(o.ranks.back().signal, SIGKILL);
+  EXPECT_LT(o.seconds, 30);
+}
+
+TEST(AllReduce, NonBlockingInitReturnsInProgressThenCompletes) {
+  Outcome o = run("nonblocking", 3, {"SKETCHCCL_CODEC=none"}, {});
+  expect_agreement(o);
+}
+
+double ef_mean_nmse(const Outcome& o) {
+  const std::string& out = o.ranks[0].out;
+  size_t at = out.find("EF_MEAN_NMSE ");
+  return at == std::string::npos ? -1 : std::stod(out.substr(at + 13));
+}
+
+TEST(AllReduce, ErrorFeedbackCancelsCompressionErrorAcrossCalls) {
+  const std::vector<std::string> args = {"65536", "16"};
+  Outcome plain = run("ef", 3, {"SKETCHCCL_CODEC=q4", "SKETCHCCL_ERROR_FEEDBACK=0"}, args);
+  Outcome ef = run("ef", 3, {"SKETCHCCL_CODEC=q4", "SKETCHCCL_ERROR_FEEDBACK=1"}, args);
+  expect_agreement(plain);
+  expect_agreement(ef);
+  const double a = ef_mean_nmse(plain), b = ef_mean_nmse(ef);
+  std::printf("[ info ] q4, 3 ranks, mean of 16 calls: NMSE %.3g without, %.3g with feedback\n",
+              a, b);
+  ASSERT_GT(a, 0);
+  ASSERT_GE(b, 0);
+  EXPECT_LT(b, a / 5) << "error feedback should cancel most of the error of the mean";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs a scenario with SKETCHCCL_STATS_FILE set and returns each rank's JSON line.
+std::vector<std::string> run_with_stats(const std::string& scenario, int nranks,
+                                        std::vector<std::string> env,
+                                        const std::vector<std::string>& args) {
+  char dir[] = "/tmp/sketchccl_stats_XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  env.push_back("SKETCHCCL_STATS_FILE=" + std::string(dir) + "/stats.%p.json");
+  Outcome o = run(scenario, nranks, env, args);
+  expect_agreement(o);
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    out.push_back(read_file(entry.path()));
+    std::filesystem::remove(entry.path());
+  }
+  std::filesystem::remove(dir);
+  EXPECT_EQ(out.size(), static_cast<size_t>(nranks));
+  return out;
+}
+
+TEST(AllReduce, AutoKeepsSparseBuffersSparseAndStatsAreWritten) {
+  for (const std::string& json : run_with_stats("s2auto", 2, {"SKETCHCCL_CODEC=auto"}, {"300000"})) {
+    EXPECT_NE(json.find("\"sparse\": {\"calls\": 3,"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"calls_taken\": 3,"), std::string::npos) << json;
+    EXPECT_EQ(json.find("\"q8\""), std::string::npos) << json;
+  }
+}
+
+TEST(AllReduce, AutoTurnsDenseBuffersToTheDenseCodec) {
+  for (const std::string& json :
+       run_with_stats("ef", 2, {"SKETCHCCL_CODEC=auto", "SKETCHCCL_DENSE_CODEC=q4"}, {"100000", "5"})) {
+    EXPECT_NE(json.find("\"sparse\": {\"calls\": 1,"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"q4\": {\"calls\": 4,"), std::string::npos) << json;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATH_TO_nccl_worker [gtest flags]\n", argv[0]);
+    return 2;
+  }
+  g_worker = argv[1];
+  return RUN_ALL_TESTS();
+}

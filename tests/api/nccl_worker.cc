@@ -1,0 +1,527 @@
+// One rank of a multi-process test, using only nccl.h (linked against libsketchccl.so,
+// standalone). The driver (allreduce_test.cc) starts P of these and compares what they print.
+//
+//   nccl_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]
+//
+// Every check prints one line "CASE <name> HASH <fnv1a of the output bytes> <OK|FAIL why>";
+// the driver requires OK everywhere and the same HASH on every rank for a case.
+#include <nccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int g_rank = 0, g_nranks = 1;
+
+uint64_t fnv(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+bool parse_id(const char* hex, ncclUniqueId* id) {
+  if (std::strlen(hex) != 2 * sizeof(id->internal)) return false;
+  for (size_t i = 0; i < sizeof(id->internal); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
+    id->internal[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+// fp16/bf16 conversions for building inputs and reading outputs (exactly representable values).
+uint16_t to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xff, m = x & 0x7fffffu;
+  if (f == 0) return static_cast<uint16_t>(sign);
+  int he = static_cast<int>(e) - 127 + 15;
+  if (he <= 0) return static_cast<uint16_t>(sign);                          // flush tiny to zero
+  if (he >= 31) return static_cast<uint16_t>(sign | 0x7c00u);               // tests stay in range
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(he) << 10) | (m >> 13));
+}
+float from_half(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0 && m == 0) {
+    x = sign;
+  } else if (e == 0) {
+    float v = static_cast<float>(m) / 16777216.0f;
+    return sign ? -v : v;
+  } else if (e == 31) {
+    x = sign | 0x7f800000u | (m << 13);
+  } else {
+    x = sign | ((e - 15 + 127) << 23) | (m << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return static_cast<uint16_t>(x >> 16);  // inputs are exact in bf16
+}
+float from_bf16(uint16_t b) {
+  uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+size_t type_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 2; }
+const char* type_name(ncclDataType_t t) {
+  return t == ncclFloat32 ? "f32" : t == ncclFloat16 ? "f16" : "bf16";
+}
+
+void store(ncclDataType_t t, void* buf, size_t i, float v) {
+  if (t == ncclFloat32) static_cast<float*>(buf)[i] = v;
+  else if (t == ncclFloat16) static_cast<uint16_t*>(buf)[i] = to_half(v);
+  else static_cast<uint16_t*>(buf)[i] = to_bf16(v);
+}
+float load(ncclDataType_t t, const void* buf, size_t i) {
+  if (t == ncclFloat32) return static_cast<const float*>(buf)[i];
+  if (t == ncclFloat16) return from_half(static_cast<const uint16_t*>(buf)[i]);
+  return from_bf16(static_cast<const uint16_t*>(buf)[i]);
+}
+
+// Rank r's input. "int": small integers, so every sum is exact in fp32 (and fp16/bf16 inputs
+// are exact); "sparse": 1% of positions non-zero, integers; "gauss": smooth values.
+float input_value(const std::string& data, int r, size_t i) {
+  uint64_t h = (static_cast<uint64_t>(r) * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
+  h ^= h >> 31;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  if (data == "sparse") {
+    if (h % 100 != 0) return 0.0f;
+    return static_cast<float>(static_cast<int>((h >> 20) % 15) - 7 + ((h >> 40) % 2 ? 8 : -8));
+  }
+  if (data == "gauss") {
+    double u1 = ((h >> 11) + 1.0) / 9007199254740993.0, u2 = ((h * 31) >> 11) / 9007199254740992.0;
+    return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  return static_cast<float>(static_cast<int>(h % 17) - 8);
+}
+
+struct Check {
+  double nmse = 0;      // ||y - exact||^2 / ||exact||^2
+  double exact_frac = 1;  // fraction of positions equal to the exact result
+  bool finite = true;
+};
+
+// The exact sum of every rank's input, computed once per (data, count).
+const std::vector<double>& exact_sums(const std::string& data, size_t count) {
+  static std::string cached_data;
+  static std::vector<double> sums;
+  if (cached_data != data || sums.size() != count) {
+    sums.assign(count, 0.0);
+    for (size_t i = 0; i < count; ++i) {
+      for (int r = 0; r < g_nranks; ++r) sums[i] += input_value(data, r, i);
+    }
+    cached_data = data;
+  }
+  return sums;
+}
+
+// Compares a rank's output with the exact reduction (computed from every rank's inputs).
+Check check(const std::string& data, ncclDataType_t t, ncclRedOp_t op, const void* out,
+            size_t count) {
+  Check c;
+  const std::vector<double>& sums = exact_sums(data, count);
+  double err = 0, ref = 0;
+  size_t exact = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double sum = op == ncclAvg ? sums[i] / g_nranks : sums[i];
+    double y = load(t, out, i);
+    if (!std::isfinite(y)) c.finite = false;
+    if (y == static_cast<double>(static_cast<float>(sum)) || std::fabs(y - sum) < 1e-6) exact++;
+    err += (y - sum) * (y - sum);
+    ref += sum * sum;
+  }
+  c.nmse = ref > 0 ? err / ref : err;
+  c.exact_frac = count ? static_cast<double>(exact) / count : 1.0;
+  return c;
+}
+
+// The bound each codec is held to on this data (NMSE), from docs/codecs.md.
+double nmse_bound(const std::string& codec, ncclDataType_t t) {
+  double b = codec == "none" || codec == "sparse" ? 0
+             : codec == "bf16"                    ? 1e-4
+             : codec == "fp16"                    ? 1e-5
+             : codec == "q8"                      ? 1e-3
+             : codec == "q4"                      ? 0.15
+             : codec == "q2"                      ? 3.5
+             : codec == "casq2"                   ? 0.6
+             : codec == "casq3"                   ? 0.3
+             : codec == "casq4"                   ? 0.1
+             : codec == "s2"                      ? 1e-3
+                                                  : 1e-3;  // auto: q8 or sparse
+  if (t != ncclFloat32) b += 2e-5;  // the output's own rounding (fp16/bf16)
+  return b;
+}
+
+int fail_count = 0;
+void report(const std::string& name, const void* out, size_t bytes, const std::string& verdict) {
+  if (verdict != "OK") fail_count++;
+  std::printf("CASE %s HASH %016llx %s\n", name.c_str(),
+              static_cast<unsigned long long>(fnv(out, bytes)), verdict.c_str());
+  std::fflush(stdout);
+}
+
+#define NCCL_OK(call)                                                                         \
+  do {                                                                                        \
+    ncclResult_t r_ = (call);                                                                 \
+    if (r_ != ncclSuccess) {                                                                  \
+      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_),     \
+                  ncclGetLastError(nullptr));                                                 \
+      std::fflush(stdout);                                                                    \
+      std::exit(3);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+// The allreduce matrix: counts x types x ops x in/out-of-place, `calls` times each. Small
+// counts run every combination; large ones a covering subset (each type, op and placement).
+int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string& data,
+                    const std::vector<size_t>& counts, int calls) {
+  struct Combo {
+    ncclDataType_t t;
+    ncclRedOp_t op;
+    int inplace;
+  };
+  std::vector<Combo> all, large = {{ncclFloat32, ncclSum, 1},
+                                   {ncclFloat32, ncclAvg, 0},
+                                   {ncclFloat16, ncclSum, 0},
+                                   {ncclBfloat16, ncclAvg, 1}};
+  for (ncclDataType_t t : {ncclFloat32, ncclFloat16, ncclBfloat16}) {
+    for (ncclRedOp_t op : {ncclSum, ncclAvg}) {
+      for (int inplace = 0; inplace < 2; ++inplace) all.push_back({t, op, inplace});
+    }
+  }
+  for (size_t count : counts) {
+    for (const Combo& cb : count > 4096 ? large : all) {
+      const ncclDataType_t t = cb.t;
+      const ncclRedOp_t op = cb.op;
+      const int inplace = cb.inplace;
+      const size_t bytes = count * type_size(t);
+      std::vector<uint8_t> send(bytes + 1), recv(bytes + 1);
+      for (int call = 0; call < calls; ++call) {
+        for (size_t i = 0; i < count; ++i) store(t, send.data(), i, input_value(data, g_rank, i));
+        void* out = inplace ? send.data() : recv.data();
+        NCCL_OK(ncclAllReduce(send.data(), out, count, t, op, comm, nullptr));
+        Check c = check(data, t, op, out, count);
+        double bound = nmse_bound(codec, t);
+        if (op == ncclAvg && (codec == "none" || codec == "sparse")) {
+          // Exact sums; only the division and the output type round.
+          bound = t == ncclFloat32 ? 1e-12 : t == ncclFloat16 ? 1e-6 : 2e-5;
+        }
+        std::string verdict = "OK";
+        char why[160];
+        if (!c.finite) {
+          verdict = "FAIL non-finite output";
+        } else if (c.nmse > bound) {
+          std::snprintf(why, sizeof why, "FAIL nmse %.3g > bound %.3g", c.nmse, bound);
+          verdict = why;
+        }
+        std::snprintf(why, sizeof why, "%s/n=%zu/%s/%s/%s/call%d", codec.c_str(), count,
+                      type_name(t), op == ncclSum ? "sum" : "avg",
+                      inplace ? "inplace" : "outofplace", call);
+        report(why, out, bytes, verdict);
+      }
+    }
+  }
+  return 0;
+}
+
+// s2 on sparse data: after the first call the budget follows the support; nearly every position
+// must be recovered exactly.
+int scenario_s2(ncclComm_t comm, size_t count, int calls, bool check_first = true) {
+  std::vector<float> send(count), recv(count);
+  for (size_t i = 0; i < count; ++i) send[i] = input_value("sparse", g_rank, i);
+  for (int call = 0; call < calls; ++call) {
+    NCCL_OK(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+    Check c = check("sparse", ncclFloat32, ncclSum, recv.data(), count);
+    char name[64], verdict[96] = "OK";
+    if ((call > 0 || check_first) && c.exact_frac < 0.99) std::snprintf(verdict, sizeof verdict, "FAIL exact fraction %.4f", c.exact_frac);
+    std::snprintf(name, sizeof name, "s2-peel/n=%zu/call%d", count, call);
+    report(name, recv.data(), count * 4, verdict);
+  }
+  return 0;
+}
+
+// Bad input: each must fail with the right code, and the communicator must stay usable.
+int scenario_bad_input(ncclComm_t comm) {
+  float buf[16] = {0};
+  auto expect = [&](const char* name, ncclResult_t got, ncclResult_t want) {
+    std::string v = got == want ? "OK" : std::string("FAIL got ") + ncclGetErrorString(got);
+    report(name, &want, sizeof want, v);
+  };
+  expect("null-send", ncclAllReduce(nullptr, buf, 16, ncclFloat32, ncclSum, comm, nullptr),
+         ncclInvalidArgument);
+  expect("null-recv", ncclAllReduce(buf, nullptr, 16, ncclFloat32, ncclSum, comm, nullptr),
+         ncclInvalidArgument);
+  expect("int-type", ncclAllReduce(buf, buf, 16, ncclInt32, ncclSum, comm, nullptr),
+         ncclInvalidUsage);
+  expect("max-op", ncclAllReduce(buf, buf, 16, ncclFloat32, ncclMax, comm, nullptr),
+         ncclInvalidUsage);
+  expect("misaligned",
+         ncclAllReduce(reinterpret_cast<char*>(buf) + 1, buf, 4, ncclFloat32, ncclSum, comm,
+                       nullptr),
+         ncclInvalidArgument);
+  expect("overlap", ncclAllReduce(buf, buf + 1, 8, ncclFloat32, ncclSum, comm, nullptr),
+         ncclInvalidArgument);
+  expect("null-comm", ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, nullptr, nullptr),
+         ncclInvalidArgument);
+  const char* last = ncclGetLastError(nullptr);
+  expect("last-error-text", std::strstr(last, "comm") ? ncclSuccess : ncclInternalError,
+         ncclSuccess);
+  // Still usable.
+  for (int i = 0; i < 16; ++i) buf[i] = static_cast<float>(g_rank + 1);
+  NCCL_OK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, nullptr));
+  float want = static_cast<float>(g_nranks * (g_nranks + 1) / 2);
+  report("usable-after-bad-input", buf, sizeof buf, buf[0] == want ? "OK" : "FAIL wrong sum");
+  return 0;
+}
+
+// Ranks pass different counts: every rank gets an error, nobody hangs or overruns.
+int scenario_count_mismatch(ncclComm_t comm) {
+  size_t count = 4096 + static_cast<size_t>(g_rank) * 64;
+  std::vector<float> buf(count + 1024, 1.0f);
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  std::string v = r != ncclSuccess && async != ncclSuccess ? "OK" : "FAIL no error";
+  report("count-mismatch-fails", &r, 0, v);
+  std::printf("INFO rank %d: %s / %s: %s\n", g_rank, ncclGetErrorString(r),
+              ncclGetErrorString(async), ncclGetLastError(comm));
+  return 0;
+}
+
+// The last rank dies in the middle of a large call; the others must return an error in time.
+int scenario_kill(ncclComm_t comm, size_t count) {
+  std::vector<float> buf(count, 1.0f);
+  if (g_rank == g_nranks - 1) {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      raise(SIGKILL);
+    }).detach();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 1000 && r == ncclSuccess; ++i) {
+    r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("INFO rank %d: error after %.2f s: %s\n", g_rank, secs, ncclGetLastError(comm));
+  report("peer-killed-gives-error", &g_nranks, 0, r != ncclSuccess ? "OK" : "FAIL no error");
+  auto a0 = std::chrono::steady_clock::now();
+  ncclCommAbort(comm);
+  double abort_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+  report("abort-is-prompt", &g_nranks, 0, abort_secs < 2.0 ? "OK" : "FAIL abort took long");
+  return 1;  // the communicator is gone: do not destroy
+}
+
+// One large call (64 Mi elements and up), exact data.
+int scenario_big(ncclComm_t comm, const std::string& codec, size_t count) {
+  std::vector<float> buf(count);
+  for (size_t i = 0; i < count; ++i) buf[i] = input_value("int", g_rank, i);
+  NCCL_OK(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+  Check c = check("int", ncclFloat32, ncclSum, buf.data(), count);
+  char name[64];
+  std::snprintf(name, sizeof name, "big/%s/n=%zu", codec.c_str(), count);
+  report(name, buf.data(), count * 4, c.nmse <= nmse_bound(codec, ncclFloat32) ? "OK" : "FAIL nmse");
+  return 0;
+}
+
+// A second communicator on another id, used alternately with the first.
+int scenario_two_comms(ncclComm_t comm, const char* id2_hex) {
+  ncclUniqueId id2;
+  if (!parse_id(id2_hex, &id2)) return 2;
+  ncclComm_t comm2 = nullptr;
+  NCCL_OK(ncclCommInitRank(&comm2, g_nranks, id2, g_rank));
+  const size_t n = 300000;
+  std::vector<float> a(n), b(n);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = input_value("int", g_rank, i);
+      b[i] = input_value("int", g_rank, i + 7);
+    }
+    NCCL_OK(ncclAllReduce(a.data(), a.data(), n, ncclFloat32, ncclSum, comm, nullptr));
+    NCCL_OK(ncclAllReduce(b.data(), b.data(), n, ncclFloat32, ncclSum, comm2, nullptr));
+    bool ok = check("int", ncclFloat32, ncclSum, a.data(), n).nmse < 1e-3;
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (int r = 0; r < g_nranks; ++r) sum += input_value("int", r, i + 7);
+      err += (b[i] - sum) * (b[i] - sum);
+      ref += sum * sum;
+    }
+    ok = ok && err / ref < 1e-3;
+    report("two-comms/round" + std::to_string(round), a.data(), n * 4, ok ? "OK" : "FAIL");
+  }
+  NCCL_OK(ncclCommDestroy(comm2));
+  return 0;
+}
+
+// Split by parity; each half reduces on its own.
+int scenario_split(ncclComm_t comm) {
+  ncclComm_t sub = nullptr;
+  NCCL_OK(ncclCommSplit(comm, g_rank % 2, g_rank, &sub, nullptr));
+  int sub_rank = -1, sub_size = -1;
+  NCCL_OK(ncclCommUserRank(sub, &sub_rank));
+  NCCL_OK(ncclCommCount(sub, &sub_size));
+  const int expect_size = (g_nranks + 1 - g_rank % 2) / 2;
+  const size_t n = 100000;
+  std::vector<float> v(n, static_cast<float>(g_rank));
+  NCCL_OK(ncclAllReduce(v.data(), v.data(), n, ncclFloat32, ncclSum, sub, nullptr));
+  float want = 0;
+  for (int r = g_rank % 2; r < g_nranks; r += 2) want += static_cast<float>(r);
+  bool ok = sub_size == expect_size && sub_rank == g_rank / 2;
+  for (size_t i = 0; i < n && ok; ++i) ok = v[i] == want;
+  report("split/color" + std::to_string(g_rank % 2), v.data(), n * 4, ok ? "OK" : "FAIL");
+  // A NOCOLOR split returns no communicator.
+  ncclComm_t none = reinterpret_cast<ncclComm_t>(0x1);
+  NCCL_OK(ncclCommSplit(comm, g_rank == 0 ? NCCL_SPLIT_NOCOLOR : 1, 0, &none, nullptr));
+  bool nocolor_ok = g_rank == 0 ? none == nullptr : none != nullptr;
+  report("split/nocolor", &nocolor_ok, 0, nocolor_ok ? "OK" : "FAIL");
+  if (none != nullptr) NCCL_OK(ncclCommDestroy(none));
+  NCCL_OK(ncclCommDestroy(sub));
+  return 0;
+}
+
+// One process, one thread, NRANKS ranks: ncclCommInitAll, then grouped AllReduces.
+int scenario_group_single_thread(int nranks) {
+  std::vector<ncclComm_t> comms(static_cast<size_t>(nranks));
+  NCCL_OK(ncclCommInitAll(comms.data(), nranks, nullptr));
+  const size_t n = 500003;
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(nranks), std::vector<float>(n));
+  for (int r = 0; r < nranks; ++r) {
+    for (size_t i = 0; i < n; ++i) bufs[static_cast<size_t>(r)][i] = input_value("int", r, i);
+  }
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < nranks; ++r) {
+    auto& b = bufs[static_cast<size_t>(r)];
+    NCCL_OK(ncclAllReduce(b.data(), b.data(), n, ncclFloat32, ncclSum,
+                          comms[static_cast<size_t>(r)], nullptr));
+  }
+  NCCL_OK(ncclGroupEnd());
+  g_nranks = nranks;
+  bool same = true;
+  for (int r = 1; r < nranks; ++r) same = same && bufs[static_cast<size_t>(r)] == bufs[0];
+  Check c = check("int", ncclFloat32, ncclSum, bufs[0].data(), n);
+  report("group-one-thread", bufs[0].data(), n * 4,
+         same && c.nmse < 1e-3 ? "OK" : "FAIL results differ or wrong");
+  for (ncclComm_t c2 : comms) NCCL_OK(ncclCommDestroy(c2));
+  return 0;
+}
+
+// The same input K times on one buffer: prints the NMSE of the mean of the K outputs. With
+// error feedback the compression error cancels across calls (O(1/K)); without, it only
+// averages out (O(1/sqrt K)).
+int scenario_error_feedback(ncclComm_t comm, size_t count, int k) {
+  std::vector<float> send(count), recv(count);
+  std::vector<double> mean(count, 0.0);
+  for (size_t i = 0; i < count; ++i) send[i] = input_value("gauss", g_rank, i);
+  for (int call = 0; call < k; ++call) {
+    NCCL_OK(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i) mean[i] += recv[i] / k;
+  }
+  const std::vector<double>& sums = exact_sums("gauss", count);
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < count; ++i) {
+    err += (mean[i] - sums[i]) * (mean[i] - sums[i]);
+    ref += sums[i] * sums[i];
+  }
+  std::printf("EF_MEAN_NMSE %.6g\n", err / ref);
+  report("ef-mean", recv.data(), count * 4, "OK");
+  return 0;
+}
+
+// ncclCommInitRankConfig with blocking = 0: ncclInProgress, then poll ncclCommGetAsyncError.
+int scenario_nonblocking(const ncclUniqueId& id) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, g_nranks, id, g_rank, &config);
+  report("nonblocking-init-returns", &r, 0,
+         r == ncclInProgress || r == ncclSuccess ? "OK" : "FAIL unexpected result");
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 3000 && state == ncclInProgress; ++i) {
+    ncclCommGetAsyncError(comm, &state);
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  report("nonblocking-init-completes", &state, 0, state == ncclSuccess ? "OK" : "FAIL");
+  std::vector<float> v(2000, 1.0f);
+  NCCL_OK(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr));
+  report("nonblocking-allreduce", v.data(), 8000,
+         v[0] == static_cast<float>(g_nranks) ? "OK" : "FAIL");
+  NCCL_OK(ncclCommDestroy(comm));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "group") {
+    alarm(300);
+    return scenario_group_single_thread(std::atoi(argv[2])) || fail_count ? 1 : 0;
+  }
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: nccl_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]\n");
+    return 2;
+  }
+  alarm(300);  // never outlive a broken driver
+  const std::string scenario = argv[1];
+  g_rank = std::atoi(argv[2]);
+  g_nranks = std::atoi(argv[3]);
+  ncclUniqueId id;
+  if (!parse_id(argv[4], &id)) {
+    std::fprintf(stderr, "bad id\n");
+    return 2;
+  }
+  const char* codec_env = std::getenv("SKETCHCCL_CODEC");
+  const std::string codec = codec_env ? codec_env : "auto";
+  if (scenario == "nonblocking") return scenario_nonblocking(id) || fail_count ? 1 : 0;
+  ncclComm_t comm = nullptr;
+  NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
+  int rc = 0;
+  if (scenario == "matrix") {
+    std::vector<size_t> counts;
+    for (int i = 6; i < argc; ++i) counts.push_back(std::strtoull(argv[i], nullptr, 10));
+    rc = scenario_matrix(comm, codec, argv[5], counts, 2);
+  } else if (scenario == "s2") {
+    rc = scenario_s2(comm, std::strtoull(argv[5], nullptr, 10), 3);
+  } else if (scenario == "bad") {
+    rc = scenario_bad_input(comm);
+  } else if (scenario == "mismatch") {
+    rc = scenario_count_mismatch(comm);
+  } else if (scenario == "big") {
+    rc = scenario_big(comm, codec, std::strtoull(argv[5], nullptr, 10));
+  } else if (scenario == "twocomms") {
+    rc = scenario_two_comms(comm, argv[5]);
+  } else if (scenario == "ef") {
+    rc = scenario_error_feedback(comm, std::strtoull(argv[5], nullptr, 10), std::atoi(argv[6]));
+  } else if (scenario == "s2auto") {
+    // auto's first call has no history and runs the dense codec: only later calls are exact.
+    rc = scenario_s2(comm, std::strtoull(argv[5], nullptr, 10), 3, false);
+  } else if (scenario == "split") {
+    rc = scenario_split(comm);
+  } else if (scenario == "kill") {
+    rc = scenario_kill(comm, std::strtoull(argv[5], nullptr, 10));
+  } else {
+    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  if (rc == 0) ncclCommDestroy(comm);
+  return fail_count > 0 ? 1 : 0;
+}
