@@ -65,8 +65,10 @@ void print_config(const Config& cfg) {
     std::string value = set.canonical.empty() ? "(empty)" : set.canonical;
     std::printf("  %-28s = %-14s (%s)\n", s.name, value.c_str(), set.origin.describe().c_str());
   }
-  for (const std::string& w : cfg.warnings()) std::printf("  warning: %s\n", w.c_str());
-  for (const std::string& e : cfg.errors()) std::printf("  ERROR: %s\n", e.c_str());
+  for (const std::string& w : cfg.warnings())
+    std::printf("  warning: %s\n", w.c_str());
+  for (const std::string& e : cfg.errors())
+    std::printf("  ERROR: %s\n", e.c_str());
 }
 
 void print_cuda() {
@@ -102,7 +104,8 @@ void print_nccl(const Config& cfg) {
                 r.version / 10000, (r.version % 10000) / 100, r.version % 100, r.version,
                 r.how.c_str());
   }
-  for (const std::string& t : r.tried) std::printf("  skipped %s\n", t.c_str());
+  for (const std::string& t : r.tried)
+    std::printf("  skipped %s\n", t.c_str());
 }
 
 void print_transports() {

@@ -15,11 +15,11 @@ struct CudaDeviceInfo {
 };
 
 struct CudaProbe {
-  bool compiled = false;              // built with CUDA
+  bool compiled = false;  // built with CUDA
   std::vector<CudaDeviceInfo> devices;
-  std::string reason;                 // why there are none (driver missing, ...)
-  int runtime_version = 0;            // cudaRuntimeGetVersion
-  int driver_version = 0;             // cudaDriverGetVersion (0: no driver)
+  std::string reason;       // why there are none (driver missing, ...)
+  int runtime_version = 0;  // cudaRuntimeGetVersion
+  int driver_version = 0;   // cudaDriverGetVersion (0: no driver)
 };
 
 // "No device" includes cudaErrorInsufficientDriver and cudaErrorNoDevice; never fails.

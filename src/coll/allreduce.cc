@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
+#include "backend/backend.h"
 #include "core/log.h"
-#include "kernels/convert.h"
 #include "kernels/sparse.h"
 
 namespace sketchccl::coll {
@@ -28,9 +28,11 @@ bool is_lossy_and_nonlinear(CodecId c) {
 // compresses x + residual and keeps what the compression lost in the residual.
 class CodecSliceOps : public SliceOps {
  public:
-  CodecSliceOps(const CodecParams& base, const AllReduceArgs& args, float scale,
-                std::function<uint32_t(size_t)> counters, float* residual, CodecStats* cs)
-      : base_(base),
+  CodecSliceOps(backend::Backend& be, const CodecParams& base, const AllReduceArgs& args,
+                float scale, std::function<uint32_t(size_t)> counters, float* residual,
+                CodecStats* cs)
+      : be_(be),
+        base_(base),
         send_(static_cast<const uint8_t*>(args.send)),
         recv_(static_cast<uint8_t*>(args.recv)),
         type_(args.type),
@@ -41,18 +43,17 @@ class CodecSliceOps : public SliceOps {
         cs_(cs) {}
 
   size_t packet_bytes(size_t offset, size_t n) const override {
-    return kernels::packet_bytes(params(offset, n, 0), n);
+    return be_.packet_bytes(params(offset, n, 0), n);
   }
 
   Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) override {
     CodecParams p = params(offset, n, static_cast<uint32_t>(step));
-    if (residual_ == nullptr) return kernels::encode(p, src(offset), type_, n, pkt, cap);
+    if (residual_ == nullptr) return be_.encode(p, src(offset), type_, n, pkt, cap);
     float* x = compensated(offset, n);
-    SCCL_RETURN_IF_ERROR(kernels::encode(p, x, ElemType::kF32, n, pkt, cap));
+    SCCL_RETURN_IF_ERROR(be_.encode(p, x, ElemType::kF32, n, pkt, cap));
     // residual = (x + r) - decode(encode(x + r))
     tmp_.resize(n);
-    SCCL_RETURN_IF_ERROR(kernels::decode(p, pkt, cap, tmp_.data(), ElemType::kF32, n, 1.0f,
-                                         nullptr));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_.data(), ElemType::kF32, n, 1.0f, nullptr));
     keep_residual(offset, n, x, tmp_.data(), nullptr);
     return Status::Ok();
   }
@@ -61,18 +62,17 @@ class CodecSliceOps : public SliceOps {
               size_t cap) override {
     CodecParams p = params(offset, n, static_cast<uint32_t>(step));
     if (residual_ == nullptr) {
-      return kernels::step(p, in, in_bytes, src(offset), type_, n, out, cap);
+      return be_.step(p, in, in_bytes, src(offset), type_, n, out, cap);
     }
     float* x = compensated(offset, n);
-    SCCL_RETURN_IF_ERROR(kernels::step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
+    SCCL_RETURN_IF_ERROR(be_.step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
     // residual = (decode(in) + x + r) - decode(out): the error this step added.
     CodecParams pin = params(offset, n, static_cast<uint32_t>(step - 1));
     tmp_.resize(n);
     tmp_in_.resize(n);
-    SCCL_RETURN_IF_ERROR(kernels::decode(pin, in, in_bytes, tmp_in_.data(), ElemType::kF32, n,
-                                         1.0f, nullptr));
-    SCCL_RETURN_IF_ERROR(kernels::decode(p, out, cap, tmp_.data(), ElemType::kF32, n, 1.0f,
-                                         nullptr));
+    SCCL_RETURN_IF_ERROR(
+        be_.decode(pin, in, in_bytes, tmp_in_.data(), ElemType::kF32, n, 1.0f, nullptr));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, out, cap, tmp_.data(), ElemType::kF32, n, 1.0f, nullptr));
     keep_residual(offset, n, x, tmp_.data(), tmp_in_.data());
     return Status::Ok();
   }
@@ -80,8 +80,7 @@ class CodecSliceOps : public SliceOps {
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     DecodeStats ds;
     CodecParams p = params(offset, n, 0);
-    SCCL_RETURN_IF_ERROR(
-        kernels::decode(p, pkt, bytes, recv_ + offset * esz_, type_, n, scale_, &ds));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, bytes, recv_ + offset * esz_, type_, n, scale_, &ds));
     stats_.nonzeros += ds.nonzeros;
     stats_.peeled += ds.peeled;
     stats_.estimated += ds.estimated;
@@ -103,13 +102,13 @@ class CodecSliceOps : public SliceOps {
   // x + residual for this slice, in fp32.
   float* compensated(size_t offset, size_t n) {
     comp_.resize(n);
-    kernels::load_f32(src(offset), type_, n, comp_.data());
+    be_.load_f32(src(offset), type_, n, comp_.data());
     const float* r = residual_ + offset;
-    for (size_t i = 0; i < n; ++i) comp_[i] += r[i];
+    for (size_t i = 0; i < n; ++i)
+      comp_[i] += r[i];
     return comp_.data();
   }
-  void keep_residual(size_t offset, size_t n, const float* x, const float* out,
-                     const float* in) {
+  void keep_residual(size_t offset, size_t n, const float* x, const float* out, const float* in) {
     float* r = residual_ + offset;
     double in_sq = 0, res_sq = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -124,6 +123,7 @@ class CodecSliceOps : public SliceOps {
     cs_->ef_residual_sq += res_sq;
   }
 
+  backend::Backend& be_;
   CodecParams base_;
   const uint8_t* send_;
   uint8_t* recv_;
@@ -140,8 +140,9 @@ class CodecSliceOps : public SliceOps {
 // Phase 1 of `sparse`: an OR-allreduce of the non-zero bitmaps. Elements are 64-bit words.
 class BitmapSliceOps : public SliceOps {
  public:
-  BitmapSliceOps(const AllReduceArgs& args, uint64_t* union_bits)
-      : x_(static_cast<const uint8_t*>(args.send)),
+  BitmapSliceOps(backend::Backend& be, const AllReduceArgs& args, uint64_t* union_bits)
+      : be_(be),
+        x_(static_cast<const uint8_t*>(args.send)),
         type_(args.type),
         esz_(kernels::elem_size(args.type)),
         count_(args.count),
@@ -158,7 +159,7 @@ class BitmapSliceOps : public SliceOps {
                     in_bytes, n * sizeof(uint64_t));
     }
     SCCL_RETURN_IF_ERROR(build(offset, n, static_cast<uint64_t*>(out), cap));
-    kernels::bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
+    be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
     return Status::Ok();
   }
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
@@ -176,10 +177,11 @@ class BitmapSliceOps : public SliceOps {
     const size_t first = offset * 64;
     const size_t elems = std::min(count_ - first, n * 64);
     std::memset(words, 0, n * sizeof(uint64_t));
-    kernels::bitmap_build(x_ + first * esz_, type_, elems, words);
+    be_.bitmap_build(x_ + first * esz_, type_, elems, words);
     return Status::Ok();
   }
 
+  backend::Backend& be_;
   const uint8_t* x_;
   ElemType type_;
   size_t esz_;
@@ -194,7 +196,8 @@ CodecId AllReduceEngine::choose_codec(const BufferState& state, size_t count) co
   // The first call on a buffer runs `sparse`: exact, and it measures the support. (A quantized
   // result would not: stochastic rounding turns zeros into small values.)
   if (!state.have_history) return CodecId::kSparse;
-  if (static_cast<double>(state.nonzeros) <= settings_.sparse_density * static_cast<double>(count)) {
+  if (static_cast<double>(state.nonzeros) <=
+      settings_.sparse_density * static_cast<double>(count)) {
     return CodecId::kSparse;
   }
   return settings_.dense_codec;
@@ -208,8 +211,7 @@ uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t c
   // The previous result's support, spread evenly: this slice's share of it.
   const double density = static_cast<double>(state.nonzeros) / static_cast<double>(count);
   const auto support = static_cast<uint64_t>(std::ceil(density * static_cast<double>(n)));
-  return kernels::s2_counters_for_support(support, settings_.s2_rows,
-                                          settings_.s2_counters_per_nz);
+  return kernels::s2_counters_for_support(support, settings_.s2_rows, settings_.s2_counters_per_nz);
 }
 
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
@@ -258,7 +260,7 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
     return s2_counters_per_row(history, args.count, n);
   };
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-  CodecSliceOps ops(base, args, scale, counters, residual, &cs);
+  CodecSliceOps ops(*backend_, base, args, scale, counters, residual, &cs);
   RingStats rs;
   Status st = ring_allreduce(link, args.count, settings_.slice_elems, settings_.depth, ops, &rs);
   cs.bytes_sent += rs.bytes_sent;
@@ -280,7 +282,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   // Phase 1: the union support, identical on every rank.
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
   std::vector<uint64_t> union_bits(words, 0);
-  BitmapSliceOps bitmap_ops(args, union_bits.data());
+  BitmapSliceOps bitmap_ops(*backend_, args, union_bits.data());
   RingLink l1 = link;
   l1.phase = 1;
   RingStats rs;
@@ -288,22 +290,23 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
   if (st.ok()) {
     // Phase 2: an exact fp32 ring over this rank's values on the union support.
-    const size_t support = kernels::bitmap_popcount(union_bits.data(), args.count);
+    const size_t support = backend_->bitmap_popcount(union_bits.data(), args.count);
     std::vector<float> values(support), sums(support);
-    kernels::sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
+    backend_->sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
     CodecParams base;
     base.codec = CodecId::kNone;
     base.seed = settings_.seed;
     base.call = link.op_seq;
     AllReduceArgs dense{values.data(), sums.data(), support, ElemType::kF32, false};
-    CodecSliceOps ops(base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
+    CodecSliceOps ops(
+        *backend_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
     RingLink l2 = link;
     l2.phase = 2;
     st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
     if (st.ok()) {
       const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-      kernels::sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
-                              args.type);
+      backend_->sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
+                               args.type);
       state.have_history = true;
       state.nonzeros = support;
     }

@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
@@ -45,7 +47,7 @@ struct BufferState {
 class AllReduceEngine {
  public:
   AllReduceEngine(const Settings& settings, int rank, int nranks)
-      : settings_(settings), rank_(rank), nranks_(nranks) {}
+      : settings_(settings), rank_(rank), nranks_(nranks), backend_(backend::make_host_backend()) {}
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
   Status run(const RingLink& link, const AllReduceArgs& args);
@@ -68,6 +70,7 @@ class AllReduceEngine {
   Settings settings_;
   int rank_;
   int nranks_;
+  std::unique_ptr<backend::Backend> backend_;
   std::map<BufferKey, BufferState> buffers_;
   CommStats stats_;
 };

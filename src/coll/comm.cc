@@ -13,7 +13,8 @@ namespace {
 
 uint64_t hash_bytes(const uint8_t* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
 
@@ -191,10 +192,10 @@ Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) 
     const int recv_block = (rank_ - s - 1 + nranks_) % nranks_;
     const uint64_t tag = ring_tag(seq, kPhaseSmall, s, 0);
     transport::RequestId rid = 0, sid = 0;
-    SCCL_RETURN_IF_ERROR(transport_->irecv(left, tag, out + static_cast<size_t>(recv_block) * bytes,
-                                           bytes, &rid));
-    SCCL_RETURN_IF_ERROR(transport_->isend(
-        right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, &sid));
+    SCCL_RETURN_IF_ERROR(
+        transport_->irecv(left, tag, out + static_cast<size_t>(recv_block) * bytes, bytes, &rid));
+    SCCL_RETURN_IF_ERROR(
+        transport_->isend(right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, &sid));
     SCCL_RETURN_IF_ERROR(wait(rid));
     SCCL_RETURN_IF_ERROR(wait(sid));
   }
@@ -256,7 +257,8 @@ void Communicator::abort() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (auto& w : queue_) w->complete(Status(Code::kRemoteError, "communicator aborted"));
+    for (auto& w : queue_)
+      w->complete(Status(Code::kRemoteError, "communicator aborted"));
     queue_.clear();
     cv_.notify_all();
   }

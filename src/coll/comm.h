@@ -55,8 +55,7 @@ class Communicator {
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
   // Queues the membership exchange of ncclCommSplit; *child is set when the work completes
   // (nullptr for NCCL_SPLIT_NOCOLOR).
-  std::shared_ptr<Work> submit_split(int color, int key,
-                                     std::shared_ptr<Communicator>* child);
+  std::shared_ptr<Work> submit_split(int color, int key, std::shared_ptr<Communicator>* child);
 
   // Writes a fresh rendezvous record (and starts its root listener) into id bytes 40-127.
   static Status bootstrap_make_id(UniqueId* id);
@@ -74,7 +73,7 @@ class Communicator {
   Communicator(const InitArgs& args, const Settings& settings, uint64_t config_hash);
   std::shared_ptr<Work> submit(std::function<Status()> fn);
   void proxy_main();
-  Status join();  // on the proxy: rendezvous_and_connect, then ready
+  Status join();                    // on the proxy: rendezvous_and_connect, then ready
   Status rendezvous_and_connect();  // bootstrap all-gather of addresses, ring connections
   Status split_on_proxy(int color, int key, std::shared_ptr<Communicator>* child);
   // Small all-gather of `bytes` per rank over the ring (membership exchange).

@@ -15,7 +15,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using transport::RequestId;
 
-int mod(int a, int p) { return ((a % p) + p) % p; }
+int mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
 
 // One slice lane: walks slice j through the 2(P-1) transfer steps.
 struct Lane {
@@ -51,7 +53,8 @@ class RingRun {
     const int s = plan_.max_slices();
     if (link_.nranks == 1) {
       Lane lane;
-      for (int j = 0; j < s; ++j) SCCL_RETURN_IF_ERROR(start(lane, j));
+      for (int j = 0; j < s; ++j)
+        SCCL_RETURN_IF_ERROR(start(lane, j));
       return Status::Ok();
     }
     std::vector<Lane> lanes(static_cast<size_t>(depth < 1 ? 1 : depth));
@@ -88,7 +91,10 @@ class RingRun {
       }
       if (++idle > 256) {
         // Many ranks may share few cores: let them run.
-        if (idle > 4096) usleep(50); else sched_yield();
+        if (idle > 4096)
+          usleep(50);
+        else
+          sched_yield();
         double waited = std::chrono::duration<double>(Clock::now() - last_progress).count();
         if (waited > link_.timeout_s) return timeout_error(lanes);
       }
@@ -243,8 +249,8 @@ class RingRun {
   Status annotate(const Status& st, const Lane& lane, const char* what) const {
     return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
                                  std::to_string(link_.nranks) + ", " + what + ", slice " +
-                                 std::to_string(lane.j) + ", ring step " +
-                                 std::to_string(lane.k) + ")");
+                                 std::to_string(lane.j) + ", ring step " + std::to_string(lane.k) +
+                                 ")");
   }
 
   Status timeout_error(const std::vector<Lane>& lanes) const {
@@ -274,7 +280,8 @@ class RingRun {
 RingPlan::RingPlan(size_t count, int nranks, size_t slice_elems)
     : count_(count), nranks_(nranks), slice_elems_(slice_elems == 0 ? 1 : slice_elems) {
   max_slices_ = 0;
-  for (int c = 0; c < nranks_; ++c) max_slices_ = std::max(max_slices_, slices(c));
+  for (int c = 0; c < nranks_; ++c)
+    max_slices_ = std::max(max_slices_, slices(c));
 }
 
 size_t RingPlan::chunk_offset(int c) const {
@@ -319,8 +326,10 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
   }
   RingPlan plan(count, link.nranks, slice_elems);
   if (plan.max_slices() > 0xfffff) {
-    return errorf(Code::kInvalidUsage, "ring: %d slices per chunk exceed 2^20; raise "
-                  "SKETCHCCL_SLICE_BYTES", plan.max_slices());
+    return errorf(Code::kInvalidUsage,
+                  "ring: %d slices per chunk exceed 2^20; raise "
+                  "SKETCHCCL_SLICE_BYTES",
+                  plan.max_slices());
   }
   RingRun run(link, count, slice_elems, ops, stats);
   return run.run(depth);

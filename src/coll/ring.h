@@ -40,8 +40,8 @@ class SliceOps {
   virtual size_t packet_bytes(size_t offset, size_t n) const = 0;
   // step: ring step index that produces the packet (0 for encode), for RNG streams.
   virtual Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) = 0;
-  virtual Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes,
-                      void* out, size_t cap) = 0;
+  virtual Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
+                      size_t cap) = 0;
   virtual Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) = 0;
 };
 

@@ -11,7 +11,7 @@ namespace sketchccl::coll {
 
 struct Settings {
   bool auto_codec = true;                                // SKETCHCCL_CODEC=auto
-  kernels::CodecId codec = kernels::CodecId::kQ8;       // when not auto
+  kernels::CodecId codec = kernels::CodecId::kQ8;        // when not auto
   kernels::CodecId dense_codec = kernels::CodecId::kQ8;  // SKETCHCCL_DENSE_CODEC
   double sparse_density = 0.1;
   size_t slice_elems = 262144;  // SKETCHCCL_SLICE_BYTES / 4

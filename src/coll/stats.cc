@@ -19,13 +19,13 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   for (const auto& [name, c] : by_codec) {
     const double wire_ratio = c.bytes_in ? static_cast<double>(c.bytes_sent) / c.bytes_in : 0;
     const uint64_t s2_total = c.s2_peeled + c.s2_estimated;
-    std::snprintf(
-        buf, sizeof buf,
-        "%s\"%s\": {\"calls\": %llu, \"bytes_in\": %llu, \"bytes_sent\": %llu, "
-        "\"bytes_received\": %llu, \"wire_per_input_byte\": %.6g, \"seconds\": %.6f",
-        first ? "" : ", ", name.c_str(), static_cast<unsigned long long>(c.calls),
-        static_cast<unsigned long long>(c.bytes_in), static_cast<unsigned long long>(c.bytes_sent),
-        static_cast<unsigned long long>(c.bytes_received), wire_ratio, c.seconds);
+    std::snprintf(buf, sizeof buf,
+                  "%s\"%s\": {\"calls\": %llu, \"bytes_in\": %llu, \"bytes_sent\": %llu, "
+                  "\"bytes_received\": %llu, \"wire_per_input_byte\": %.6g, \"seconds\": %.6f",
+                  first ? "" : ", ", name.c_str(), static_cast<unsigned long long>(c.calls),
+                  static_cast<unsigned long long>(c.bytes_in),
+                  static_cast<unsigned long long>(c.bytes_sent),
+                  static_cast<unsigned long long>(c.bytes_received), wire_ratio, c.seconds);
     out += buf;
     if (s2_total > 0 || c.s2_nonzeros > 0) {
       std::snprintf(buf, sizeof buf,

@@ -9,15 +9,15 @@ namespace sketchccl::coll {
 
 struct CodecStats {
   uint64_t calls = 0;
-  uint64_t bytes_in = 0;        // user bytes reduced (count * element size)
-  uint64_t bytes_sent = 0;      // bytes this rank put on the wire
+  uint64_t bytes_in = 0;    // user bytes reduced (count * element size)
+  uint64_t bytes_sent = 0;  // bytes this rank put on the wire
   uint64_t bytes_received = 0;
   double seconds = 0;
-  uint64_t s2_nonzeros = 0;     // positions set in the merged bitmaps
-  uint64_t s2_peeled = 0;       // recovered exactly by peeling
-  uint64_t s2_estimated = 0;    // left to the median estimate
-  double ef_input_sq = 0;       // error feedback: sum of squares of what was compressed
-  double ef_residual_sq = 0;    //   and of the residual kept: their ratio is the codec's NMSE
+  uint64_t s2_nonzeros = 0;   // positions set in the merged bitmaps
+  uint64_t s2_peeled = 0;     // recovered exactly by peeling
+  uint64_t s2_estimated = 0;  // left to the median estimate
+  double ef_input_sq = 0;     // error feedback: sum of squares of what was compressed
+  double ef_residual_sq = 0;  //   and of the residual kept: their ratio is the codec's NMSE
 };
 
 struct CommStats {

@@ -27,7 +27,8 @@ std::string trim(const std::string& s) {
 }
 
 std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
@@ -66,12 +67,18 @@ bool parse_size(const std::string& text, int64_t* out) {
     suffix.pop_back();
   }
   int shift = 0;
-  if (suffix == "") shift = 0;
-  else if (suffix == "k") shift = 10;
-  else if (suffix == "m") shift = 20;
-  else if (suffix == "g") shift = 30;
-  else if (suffix == "t") shift = 40;
-  else return false;
+  if (suffix == "")
+    shift = 0;
+  else if (suffix == "k")
+    shift = 10;
+  else if (suffix == "m")
+    shift = 20;
+  else if (suffix == "g")
+    shift = 30;
+  else if (suffix == "t")
+    shift = 40;
+  else
+    return false;
   if (v > (static_cast<unsigned long long>(INT64_MAX) >> shift)) return false;
   *out = static_cast<int64_t>(v << shift);
   return true;
@@ -111,7 +118,9 @@ std::string format_number(double v) {
   return os.str();
 }
 
-bool is_blank_or_comment(const std::string& line) { return line.empty() || line[0] == '#'; }
+bool is_blank_or_comment(const std::string& line) {
+  return line.empty() || line[0] == '#';
+}
 
 }  // namespace
 
@@ -125,7 +134,9 @@ const std::vector<VarSpec>& var_specs() {
   return specs;
 }
 
-const VarSpec& var_spec(Var v) { return var_specs()[static_cast<size_t>(v)]; }
+const VarSpec& var_spec(Var v) {
+  return var_specs()[static_cast<size_t>(v)];
+}
 
 const VarSpec* find_var(std::string_view name) {
   for (const VarSpec& s : var_specs()) {
@@ -136,22 +147,32 @@ const VarSpec* find_var(std::string_view name) {
 
 const char* var_type_name(VarType t) {
   switch (t) {
-    case VarType::Bool: return "bool";
-    case VarType::Int: return "int";
-    case VarType::Size: return "size";
-    case VarType::Double: return "number";
-    case VarType::Enum: return "enum";
-    case VarType::EnumList: return "list";
-    case VarType::String: return "string";
+    case VarType::Bool:
+      return "bool";
+    case VarType::Int:
+      return "int";
+    case VarType::Size:
+      return "size";
+    case VarType::Double:
+      return "number";
+    case VarType::Enum:
+      return "enum";
+    case VarType::EnumList:
+      return "list";
+    case VarType::String:
+      return "string";
   }
   return "?";
 }
 
 std::string Origin::describe() const {
   switch (kind) {
-    case kDefault: return "default";
-    case kEnv: return "environment";
-    case kFile: return file + ":" + std::to_string(line);
+    case kDefault:
+      return "default";
+    case kEnv:
+      return "environment";
+    case kFile:
+      return file + ":" + std::to_string(line);
   }
   return "?";
 }
@@ -294,10 +315,11 @@ Config Config::load(const ConfigSources& sources) {
     std::ifstream in(*f);
     if (!in) {
       bool named = false;
-      for (const std::string& m : sources.must_exist) named = named || m == *f;
+      for (const std::string& m : sources.must_exist)
+        named = named || m == *f;
       if (named) {
-        cfg.errors_.push_back("SKETCHCCL_CONF_FILE='" + *f + "' cannot be read: " +
-                              std::strerror(errno));
+        cfg.errors_.push_back("SKETCHCCL_CONF_FILE='" + *f +
+                              "' cannot be read: " + std::strerror(errno));
       }
       continue;
     }
@@ -348,14 +370,16 @@ const Config& Config::global() {
 Status Config::status() const {
   if (errors_.empty()) return Status::Ok();
   std::string msg = "bad configuration: ";
-  for (size_t i = 0; i < errors_.size(); ++i) msg += (i ? "; " : "") + errors_[i];
+  for (size_t i = 0; i < errors_.size(); ++i)
+    msg += (i ? "; " : "") + errors_[i];
   return Status(Code::kInvalidArgument, msg);
 }
 
 uint64_t Config::protocol_hash() const {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    for (unsigned char c : s)
+      h = (h ^ c) * 1099511628211ull;
     h = (h ^ 0xff) * 1099511628211ull;  // separator, so "ab","c" != "a","bc"
   };
   for (const VarSpec& spec : var_specs()) {

@@ -43,8 +43,8 @@ const char* var_type_name(VarType t);
 // Where a value came from.
 struct Origin {
   enum Kind { kDefault, kEnv, kFile } kind = kDefault;
-  std::string file;  // for kFile
-  int line = 0;      // for kFile
+  std::string file;              // for kFile
+  int line = 0;                  // for kFile
   std::string describe() const;  // "default", "environment", "/etc/sketchccl.conf:3"
 };
 

@@ -67,10 +67,14 @@ const char* log_subsys_name(uint32_t subsys) {
 
 const char* log_level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kNone: return "NONE";
-    case LogLevel::kWarn: return "WARN";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kTrace: return "TRACE";
+    case LogLevel::kNone:
+      return "NONE";
+    case LogLevel::kWarn:
+      return "WARN";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kTrace:
+      return "TRACE";
   }
   return "?";
 }

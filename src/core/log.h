@@ -38,9 +38,10 @@ void log_write(LogLevel level, uint32_t subsys, const char* fmt, ...)
 }  // namespace sketchccl
 
 // WARN lines are printed whatever the subsystem filter says, as in NCCL.
-#define SCCL_LOG(level, subsys, ...)                                                      \
-  do {                                                                                    \
-    if (::sketchccl::log_enabled(level, subsys)) ::sketchccl::log_write(level, subsys, __VA_ARGS__); \
+#define SCCL_LOG(level, subsys, ...)                      \
+  do {                                                    \
+    if (::sketchccl::log_enabled(level, subsys))          \
+      ::sketchccl::log_write(level, subsys, __VA_ARGS__); \
   } while (0)
 #define SCCL_WARN(subsys, ...) SCCL_LOG(::sketchccl::LogLevel::kWarn, subsys, __VA_ARGS__)
 #define SCCL_INFO(subsys, ...) SCCL_LOG(::sketchccl::LogLevel::kInfo, subsys, __VA_ARGS__)

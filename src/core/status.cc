@@ -7,14 +7,22 @@ namespace sketchccl {
 
 const char* code_name(Code code) {
   switch (code) {
-    case Code::kOk: return "success";
-    case Code::kUnhandledCudaError: return "unhandled cuda error";
-    case Code::kSystemError: return "system error";
-    case Code::kInternalError: return "internal error";
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kInvalidUsage: return "invalid usage";
-    case Code::kRemoteError: return "remote error";
-    case Code::kInProgress: return "in progress";
+    case Code::kOk:
+      return "success";
+    case Code::kUnhandledCudaError:
+      return "unhandled cuda error";
+    case Code::kSystemError:
+      return "system error";
+    case Code::kInternalError:
+      return "internal error";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kInvalidUsage:
+      return "invalid usage";
+    case Code::kRemoteError:
+      return "remote error";
+    case Code::kInProgress:
+      return "in progress";
   }
   return "unknown error";
 }

@@ -43,8 +43,8 @@ Status errorf(Code code, const char* fmt, ...) __attribute__((format(printf, 2, 
 }  // namespace sketchccl
 
 // Propagates a non-ok Status to the caller.
-#define SCCL_RETURN_IF_ERROR(expr)           \
-  do {                                       \
-    ::sketchccl::Status sccl_status_ = (expr); \
+#define SCCL_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::sketchccl::Status sccl_status_ = (expr);   \
     if (!sccl_status_.ok()) return sccl_status_; \
   } while (0)

@@ -16,10 +16,17 @@ namespace {
 
 bool elem_type(ncclDataType_t t, kernels::ElemType* out) {
   switch (t) {
-    case ncclFloat32: *out = kernels::ElemType::kF32; return true;
-    case ncclFloat16: *out = kernels::ElemType::kF16; return true;
-    case ncclBfloat16: *out = kernels::ElemType::kBf16; return true;
-    default: return false;
+    case ncclFloat32:
+      *out = kernels::ElemType::kF32;
+      return true;
+    case ncclFloat16:
+      *out = kernels::ElemType::kF16;
+      return true;
+    case ncclBfloat16:
+      *out = kernels::ElemType::kBf16;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -56,15 +63,24 @@ Status validate_allreduce(const void* send, void* recv, size_t count, ncclDataTy
 
 const char* error_string(ncclResult_t r) {
   switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 

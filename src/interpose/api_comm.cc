@@ -90,7 +90,8 @@ using namespace sketchccl::interpose;  // NOLINT
 
 SCCL_NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
   SCCL_FORWARD(ncclGetVersion, (version));
-  if (version == nullptr) return report(Status(Code::kInvalidArgument, "version is NULL"), __func__);
+  if (version == nullptr)
+    return report(Status(Code::kInvalidArgument, "version is NULL"), __func__);
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
 }
@@ -120,8 +121,9 @@ SCCL_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* unique_id) {
 SCCL_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId,
               int rank) {
   SCCL_FORWARD(ncclCommInitRank, (comm, nranks, commId, rank));
-  SCCL_API_GUARD("ncclCommInitRank",
-                 { return init_rank(comm, nranks, commId, rank, CallerConfig{}, "ncclCommInitRank"); })
+  SCCL_API_GUARD("ncclCommInitRank", {
+    return init_rank(comm, nranks, commId, rank, CallerConfig{}, "ncclCommInitRank");
+  })
 }
 
 SCCL_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks,
@@ -154,14 +156,15 @@ SCCL_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const 
     Status st = group::end();
     if (first != ncclSuccess) return first;
     if (devlist != nullptr) {
-      for (int i = 0; i < ndev; ++i) (void)devlist[i];  // devices are recorded by the CUDA backend
+      for (int i = 0; i < ndev; ++i)
+        (void)devlist[i];  // devices are recorded by the CUDA backend
     }
     return report(st, "ncclCommInitAll");
   })
 }
 
-SCCL_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key,
-              ncclComm_t* newcomm, ncclConfig_t* config) {
+SCCL_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+              ncclConfig_t* config) {
   SCCL_FORWARD(ncclCommSplit, (comm, color, key, newcomm, config));
   SCCL_API_GUARD("ncclCommSplit", {
     Runtime& rt = Runtime::get();

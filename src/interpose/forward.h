@@ -14,16 +14,16 @@ Fn real_fn(const char* name) {
 
 // In front of a real NCCL: hand the call to pncclX unchanged and return its result.
 // `args` is the parenthesised argument list.
-#define SCCL_FORWARD(name, args)                                                            \
-  do {                                                                                     \
-    if (!::sketchccl::interpose::Runtime::get().standalone()) {                            \
-      auto real = ::sketchccl::interpose::real_fn<decltype(&p##name)>("p" #name);          \
-      if (real == nullptr) {                                                               \
-        return ::sketchccl::interpose::report(                                             \
-            ::sketchccl::Status(::sketchccl::Code::kInternalError,                         \
-                                "the real NCCL has no p" #name),                           \
-            #name);                                                                        \
-      }                                                                                    \
-      return real args;                                                            \
-    }                                                                                      \
+#define SCCL_FORWARD(name, args)                                                  \
+  do {                                                                            \
+    if (!::sketchccl::interpose::Runtime::get().standalone()) {                   \
+      auto real = ::sketchccl::interpose::real_fn<decltype(&p##name)>("p" #name); \
+      if (real == nullptr) {                                                      \
+        return ::sketchccl::interpose::report(                                    \
+            ::sketchccl::Status(::sketchccl::Code::kInternalError,                \
+                                "the real NCCL has no p" #name),                  \
+            #name);                                                               \
+      }                                                                           \
+      return real args;                                                           \
+    }                                                                             \
   } while (0)

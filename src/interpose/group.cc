@@ -23,9 +23,13 @@ GroupState& state() {
 
 }  // namespace
 
-bool active() { return state().depth > 0; }
+bool active() {
+  return state().depth > 0;
+}
 
-void start() { state().depth++; }
+void start() {
+  state().depth++;
+}
 
 void defer(std::shared_ptr<coll::Work> work, bool nonblocking,
            std::function<void(const Status&)> on_done) {

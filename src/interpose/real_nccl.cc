@@ -69,7 +69,8 @@ std::vector<std::string> pip_candidates() {
         std::string(prefix) + "/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2";
     glob_t g{};
     if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
+      for (size_t i = 0; i < g.gl_pathc; ++i)
+        out.push_back(g.gl_pathv[i]);
     }
     globfree(&g);
   }

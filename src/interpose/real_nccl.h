@@ -13,7 +13,7 @@ struct RealNccl {
   int version = 0;          // pncclGetVersion's answer
   std::string how;          // which rule found it ("SKETCHCCL_NCCL_LIB", "already loaded", ...)
   std::vector<std::string> tried;  // "candidate: why it was skipped", for diagnostics
-  std::string error;        // set when SKETCHCCL_NCCL_LIB names a library that cannot be used
+  std::string error;  // set when SKETCHCCL_NCCL_LIB names a library that cannot be used
 };
 
 // setting: the value of SKETCHCCL_NCCL_LIB ("" = search, "none" = standalone, else a path).

@@ -31,7 +31,8 @@ Runtime& Runtime::get() {
 Runtime::Runtime() {
   const Config& cfg = Config::global();
   config_status_ = cfg.status();
-  for (const std::string& w : cfg.warnings()) SCCL_WARN(kLogEnv, "%s", w.c_str());
+  for (const std::string& w : cfg.warnings())
+    SCCL_WARN(kLogEnv, "%s", w.c_str());
   if (!config_status_.ok()) SCCL_WARN(kLogEnv, "%s", config_status_.message().c_str());
   settings_ = coll::Settings::from_config(cfg);
   config_hash_ = cfg.protocol_hash();

@@ -4,9 +4,9 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
@@ -111,6 +111,7 @@ std::string data_for(const std::string& codec) {
 struct MatrixCase {
   std::string codec;
   int nranks;
+  std::string transport = "auto";  // SKETCHCCL_TRANSPORT
 };
 
 class AllReduceMatrix : public ::testing::TestWithParam<MatrixCase> {};
@@ -118,8 +119,10 @@ class AllReduceMatrix : public ::testing::TestWithParam<MatrixCase> {};
 TEST_P(AllReduceMatrix, EveryCountTypeOpAndPlacement) {
   const MatrixCase& c = GetParam();
   std::vector<std::string> args = {data_for(c.codec)};
-  for (const std::string& n : kCounts(c.nranks)) args.push_back(n);
-  Outcome o = run("matrix", c.nranks, {"SKETCHCCL_CODEC=" + c.codec}, args, 240);
+  for (const std::string& n : kCounts(c.nranks))
+    args.push_back(n);
+  Outcome o = run("matrix", c.nranks,
+                  {"SKETCHCCL_CODEC=" + c.codec, "SKETCHCCL_TRANSPORT=" + c.transport}, args, 240);
   expect_agreement(o);
   std::printf("[ info ] %s x%d: %.1f s\n", c.codec.c_str(), c.nranks, o.seconds);
 }
@@ -131,14 +134,19 @@ std::vector<MatrixCase> matrix_cases() {
     out.push_back({codec, 4});
   }
   for (int p : {2, 3, 8}) {
-    for (const char* codec : {"none", "q8", "s2", "sparse"}) out.push_back({codec, p});
+    for (const char* codec : {"none", "q8", "s2", "sparse"})
+      out.push_back({codec, p});
   }
+  for (const char* codec : {"none", "q8", "sparse"})
+    out.push_back({codec, 4, "socket"});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Standalone, AllReduceMatrix, ::testing::ValuesIn(matrix_cases()),
                          [](const auto& info) {
-                           return info.param.codec + "_x" + std::to_string(info.param.nranks);
+                           return info.param.codec + "_x" + std::to_string(info.param.nranks) +
+                                  (info.param.transport == "auto" ? ""
+                                                                  : "_" + info.param.transport);
                          });
 
 TEST(AllReduce, S2PeelsNearlyEverythingOnSparseData) {
@@ -160,7 +168,10 @@ TEST(AllReduce, BadInputGivesErrorsAndLeavesTheCommunicatorUsable) {
 
 TEST(AllReduce, OneThreadDrivesTwoRanksInAGroup) {
   auto outs = sketchccl::testing::run_ranks(
-      1, [](int) { return std::vector<std::string>{g_worker, "group", "2"}; },
+      1,
+      [](int) {
+        return std::vector<std::string>{g_worker, "group", "2"};
+      },
       {"SKETCHCCL_CODEC=q8"}, 120);
   EXPECT_EQ(outs[0].exit_code, 0) << outs[0].out;
   EXPECT_NE(outs[0].out.find("CASE group-one-thread HASH"), std::string::npos) << outs[0].out;
@@ -188,8 +199,9 @@ TEST(AllReduce, CountMismatchFailsOnEveryRankWithoutHanging) {
 }
 
 TEST(AllReduce, KilledRankGivesErrorsWithinTheTimeoutAndAbortIsPrompt) {
-  Outcome o = run("kill", 3, {"SKETCHCCL_CODEC=none", "SKETCHCCL_TIMEOUT=8", "SKETCHCCL_DEBUG=NONE"},
-                  {"1000000"}, 60);
+  Outcome o =
+      run("kill", 3, {"SKETCHCCL_CODEC=none", "SKETCHCCL_TIMEOUT=8", "SKETCHCCL_DEBUG=NONE"},
+          {"1000000"}, 60);
   for (size_t r = 0; r + 1 < o.ranks.size(); ++r) {
     const auto& ro = o.ranks[r];
     EXPECT_TRUE(case_ok(ro.out, "peer-killed-gives-error")) << "rank " << r << "\n" << ro.out;
@@ -217,8 +229,8 @@ TEST(AllReduce, ErrorFeedbackCancelsCompressionErrorAcrossCalls) {
   expect_agreement(plain);
   expect_agreement(ef);
   const double a = ef_mean_nmse(plain), b = ef_mean_nmse(ef);
-  std::printf("[ info ] q4, 3 ranks, mean of 16 calls: NMSE %.3g without, %.3g with feedback\n",
-              a, b);
+  std::printf("[ info ] q4, 3 ranks, mean of 16 calls: NMSE %.3g without, %.3g with feedback\n", a,
+              b);
   ASSERT_GT(a, 0);
   ASSERT_GE(b, 0);
   EXPECT_LT(b, a / 5) << "error feedback should cancel most of the error of the mean";
@@ -251,7 +263,8 @@ std::vector<std::string> run_with_stats(const std::string& scenario, int nranks,
 }
 
 TEST(AllReduce, AutoKeepsSparseBuffersSparseAndStatsAreWritten) {
-  for (const std::string& json : run_with_stats("s2auto", 2, {"SKETCHCCL_CODEC=auto"}, {"300000"})) {
+  for (const std::string& json :
+       run_with_stats("s2auto", 2, {"SKETCHCCL_CODEC=auto"}, {"300000"})) {
     EXPECT_NE(json.find("\"sparse\": {\"calls\": 3,"), std::string::npos) << json;
     EXPECT_NE(json.find("\"calls_taken\": 3,"), std::string::npos) << json;
     EXPECT_EQ(json.find("\"q8\""), std::string::npos) << json;
@@ -259,8 +272,8 @@ TEST(AllReduce, AutoKeepsSparseBuffersSparseAndStatsAreWritten) {
 }
 
 TEST(AllReduce, AutoTurnsDenseBuffersToTheDenseCodec) {
-  for (const std::string& json :
-       run_with_stats("ef", 2, {"SKETCHCCL_CODEC=auto", "SKETCHCCL_DENSE_CODEC=q4"}, {"100000", "5"})) {
+  for (const std::string& json : run_with_stats(
+           "ef", 2, {"SKETCHCCL_CODEC=auto", "SKETCHCCL_DENSE_CODEC=q4"}, {"100000", "5"})) {
     EXPECT_NE(json.find("\"sparse\": {\"calls\": 1,"), std::string::npos) << json;
     EXPECT_NE(json.find("\"q4\": {\"calls\": 4,"), std::string::npos) << json;
   }

@@ -21,16 +21,20 @@ std::vector<RankOutput> run_ranks(int nranks,
   std::vector<pid_t> pids(static_cast<size_t>(nranks), -1);
   std::vector<int> fds(static_cast<size_t>(nranks), -1);
   std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
-  for (const std::string& e : env) envs.push_back(e);
+  for (char** e = environ; *e != nullptr; ++e)
+    envs.emplace_back(*e);
+  for (const std::string& e : env)
+    envs.push_back(e);
   std::vector<char*> envp;
-  for (std::string& e : envs) envp.push_back(e.data());
+  for (std::string& e : envs)
+    envp.push_back(e.data());
   envp.push_back(nullptr);
 
   for (int r = 0; r < nranks; ++r) {
     std::vector<std::string> args = argv_for(r);
     std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
+    for (std::string& a : args)
+      argv.push_back(a.data());
     argv.push_back(nullptr);
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) continue;
@@ -49,7 +53,8 @@ std::vector<RankOutput> run_ranks(int nranks,
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   int open_fds = 0;
-  for (int fd : fds) open_fds += fd >= 0;
+  for (int fd : fds)
+    open_fds += fd >= 0;
   bool killed = false;
   while (open_fds > 0) {
     std::vector<pollfd> pfds;
@@ -61,7 +66,8 @@ std::vector<RankOutput> run_ranks(int nranks,
       if (fds[r] < 0) continue;
       char buf[4096];
       ssize_t n;
-      while ((n = read(fds[r], buf, sizeof buf)) > 0) out[r].out.append(buf, static_cast<size_t>(n));
+      while ((n = read(fds[r], buf, sizeof buf)) > 0)
+        out[r].out.append(buf, static_cast<size_t>(n));
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         close(fds[r]);
         fds[r] = -1;

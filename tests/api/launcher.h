@@ -10,7 +10,7 @@ namespace sketchccl::testing {
 struct RankOutput {
   int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
-  std::string out;     // stdout and stderr, interleaved
+  std::string out;  // stdout and stderr, interleaved
 };
 
 // argv_for(rank) gives each process's argv; `env` entries ("NAME=value") are added to the

@@ -26,7 +26,8 @@ int g_rank = 0, g_nranks = 1;
 uint64_t fnv(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -47,8 +48,8 @@ uint16_t to_half(float f) {
   uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xff, m = x & 0x7fffffu;
   if (f == 0) return static_cast<uint16_t>(sign);
   int he = static_cast<int>(e) - 127 + 15;
-  if (he <= 0) return static_cast<uint16_t>(sign);                          // flush tiny to zero
-  if (he >= 31) return static_cast<uint16_t>(sign | 0x7c00u);               // tests stay in range
+  if (he <= 0) return static_cast<uint16_t>(sign);             // flush tiny to zero
+  if (he >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // tests stay in range
   return static_cast<uint16_t>(sign | (static_cast<uint32_t>(he) << 10) | (m >> 13));
 }
 float from_half(uint16_t h) {
@@ -80,15 +81,20 @@ float from_bf16(uint16_t b) {
   return f;
 }
 
-size_t type_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 2; }
+size_t type_size(ncclDataType_t t) {
+  return t == ncclFloat32 ? 4 : 2;
+}
 const char* type_name(ncclDataType_t t) {
   return t == ncclFloat32 ? "f32" : t == ncclFloat16 ? "f16" : "bf16";
 }
 
 void store(ncclDataType_t t, void* buf, size_t i, float v) {
-  if (t == ncclFloat32) static_cast<float*>(buf)[i] = v;
-  else if (t == ncclFloat16) static_cast<uint16_t*>(buf)[i] = to_half(v);
-  else static_cast<uint16_t*>(buf)[i] = to_bf16(v);
+  if (t == ncclFloat32)
+    static_cast<float*>(buf)[i] = v;
+  else if (t == ncclFloat16)
+    static_cast<uint16_t*>(buf)[i] = to_half(v);
+  else
+    static_cast<uint16_t*>(buf)[i] = to_bf16(v);
 }
 float load(ncclDataType_t t, const void* buf, size_t i) {
   if (t == ncclFloat32) return static_cast<const float*>(buf)[i];
@@ -115,7 +121,7 @@ float input_value(const std::string& data, int r, size_t i) {
 }
 
 struct Check {
-  double nmse = 0;      // ||y - exact||^2 / ||exact||^2
+  double nmse = 0;        // ||y - exact||^2 / ||exact||^2
   double exact_frac = 1;  // fraction of positions equal to the exact result
   bool finite = true;
 };
@@ -127,7 +133,8 @@ const std::vector<double>& exact_sums(const std::string& data, size_t count) {
   if (cached_data != data || sums.size() != count) {
     sums.assign(count, 0.0);
     for (size_t i = 0; i < count; ++i) {
-      for (int r = 0; r < g_nranks; ++r) sums[i] += input_value(data, r, i);
+      for (int r = 0; r < g_nranks; ++r)
+        sums[i] += input_value(data, r, i);
     }
     cached_data = data;
   }
@@ -167,7 +174,7 @@ double nmse_bound(const std::string& codec, ncclDataType_t t) {
              : codec == "casq4"                   ? 0.1
              : codec == "s2"                      ? 1e-3
                                                   : 1e-3;  // auto: q8 or sparse
-  if (t != ncclFloat32) b += 2e-5;  // the output's own rounding (fp16/bf16)
+  if (t != ncclFloat32) b += 2e-5;    // the output's own rounding (fp16/bf16)
   return b;
 }
 
@@ -179,15 +186,15 @@ void report(const std::string& name, const void* out, size_t bytes, const std::s
   std::fflush(stdout);
 }
 
-#define NCCL_OK(call)                                                                         \
-  do {                                                                                        \
-    ncclResult_t r_ = (call);                                                                 \
-    if (r_ != ncclSuccess) {                                                                  \
-      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_),     \
-                  ncclGetLastError(nullptr));                                                 \
-      std::fflush(stdout);                                                                    \
-      std::exit(3);                                                                           \
-    }                                                                                         \
+#define NCCL_OK(call)                                                                     \
+  do {                                                                                    \
+    ncclResult_t r_ = (call);                                                             \
+    if (r_ != ncclSuccess) {                                                              \
+      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_), \
+                  ncclGetLastError(nullptr));                                             \
+      std::fflush(stdout);                                                                \
+      std::exit(3);                                                                       \
+    }                                                                                     \
   } while (0)
 
 // The allreduce matrix: counts x types x ops x in/out-of-place, `calls` times each. Small
@@ -205,7 +212,8 @@ int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string
                                    {ncclBfloat16, ncclAvg, 1}};
   for (ncclDataType_t t : {ncclFloat32, ncclFloat16, ncclBfloat16}) {
     for (ncclRedOp_t op : {ncclSum, ncclAvg}) {
-      for (int inplace = 0; inplace < 2; ++inplace) all.push_back({t, op, inplace});
+      for (int inplace = 0; inplace < 2; ++inplace)
+        all.push_back({t, op, inplace});
     }
   }
   for (size_t count : counts) {
@@ -216,7 +224,8 @@ int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string
       const size_t bytes = count * type_size(t);
       std::vector<uint8_t> send(bytes + 1), recv(bytes + 1);
       for (int call = 0; call < calls; ++call) {
-        for (size_t i = 0; i < count; ++i) store(t, send.data(), i, input_value(data, g_rank, i));
+        for (size_t i = 0; i < count; ++i)
+          store(t, send.data(), i, input_value(data, g_rank, i));
         void* out = inplace ? send.data() : recv.data();
         NCCL_OK(ncclAllReduce(send.data(), out, count, t, op, comm, nullptr));
         Check c = check(data, t, op, out, count);
@@ -247,12 +256,14 @@ int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string
 // must be recovered exactly.
 int scenario_s2(ncclComm_t comm, size_t count, int calls, bool check_first = true) {
   std::vector<float> send(count), recv(count);
-  for (size_t i = 0; i < count; ++i) send[i] = input_value("sparse", g_rank, i);
+  for (size_t i = 0; i < count; ++i)
+    send[i] = input_value("sparse", g_rank, i);
   for (int call = 0; call < calls; ++call) {
     NCCL_OK(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
     Check c = check("sparse", ncclFloat32, ncclSum, recv.data(), count);
     char name[64], verdict[96] = "OK";
-    if ((call > 0 || check_first) && c.exact_frac < 0.99) std::snprintf(verdict, sizeof verdict, "FAIL exact fraction %.4f", c.exact_frac);
+    if ((call > 0 || check_first) && c.exact_frac < 0.99)
+      std::snprintf(verdict, sizeof verdict, "FAIL exact fraction %.4f", c.exact_frac);
     std::snprintf(name, sizeof name, "s2-peel/n=%zu/call%d", count, call);
     report(name, recv.data(), count * 4, verdict);
   }
@@ -274,10 +285,10 @@ int scenario_bad_input(ncclComm_t comm) {
          ncclInvalidUsage);
   expect("max-op", ncclAllReduce(buf, buf, 16, ncclFloat32, ncclMax, comm, nullptr),
          ncclInvalidUsage);
-  expect("misaligned",
-         ncclAllReduce(reinterpret_cast<char*>(buf) + 1, buf, 4, ncclFloat32, ncclSum, comm,
-                       nullptr),
-         ncclInvalidArgument);
+  expect(
+      "misaligned",
+      ncclAllReduce(reinterpret_cast<char*>(buf) + 1, buf, 4, ncclFloat32, ncclSum, comm, nullptr),
+      ncclInvalidArgument);
   expect("overlap", ncclAllReduce(buf, buf + 1, 8, ncclFloat32, ncclSum, comm, nullptr),
          ncclInvalidArgument);
   expect("null-comm", ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, nullptr, nullptr),
@@ -286,7 +297,8 @@ int scenario_bad_input(ncclComm_t comm) {
   expect("last-error-text", std::strstr(last, "comm") ? ncclSuccess : ncclInternalError,
          ncclSuccess);
   // Still usable.
-  for (int i = 0; i < 16; ++i) buf[i] = static_cast<float>(g_rank + 1);
+  for (int i = 0; i < 16; ++i)
+    buf[i] = static_cast<float>(g_rank + 1);
   NCCL_OK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, nullptr));
   float want = static_cast<float>(g_nranks * (g_nranks + 1) / 2);
   report("usable-after-bad-input", buf, sizeof buf, buf[0] == want ? "OK" : "FAIL wrong sum");
@@ -297,7 +309,8 @@ int scenario_bad_input(ncclComm_t comm) {
 int scenario_count_mismatch(ncclComm_t comm) {
   size_t count = 4096 + static_cast<size_t>(g_rank) * 64;
   std::vector<float> buf(count + 1024, 1.0f);
-  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+  ncclResult_t r =
+      ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
   ncclResult_t async = ncclSuccess;
   ncclCommGetAsyncError(comm, &async);
   std::string v = r != ncclSuccess && async != ncclSuccess ? "OK" : "FAIL no error";
@@ -334,12 +347,14 @@ int scenario_kill(ncclComm_t comm, size_t count) {
 // One large call (64 Mi elements and up), exact data.
 int scenario_big(ncclComm_t comm, const std::string& codec, size_t count) {
   std::vector<float> buf(count);
-  for (size_t i = 0; i < count; ++i) buf[i] = input_value("int", g_rank, i);
+  for (size_t i = 0; i < count; ++i)
+    buf[i] = input_value("int", g_rank, i);
   NCCL_OK(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr));
   Check c = check("int", ncclFloat32, ncclSum, buf.data(), count);
   char name[64];
   std::snprintf(name, sizeof name, "big/%s/n=%zu", codec.c_str(), count);
-  report(name, buf.data(), count * 4, c.nmse <= nmse_bound(codec, ncclFloat32) ? "OK" : "FAIL nmse");
+  report(name, buf.data(), count * 4,
+         c.nmse <= nmse_bound(codec, ncclFloat32) ? "OK" : "FAIL nmse");
   return 0;
 }
 
@@ -362,7 +377,8 @@ int scenario_two_comms(ncclComm_t comm, const char* id2_hex) {
     double err = 0, ref = 0;
     for (size_t i = 0; i < n; ++i) {
       double sum = 0;
-      for (int r = 0; r < g_nranks; ++r) sum += input_value("int", r, i + 7);
+      for (int r = 0; r < g_nranks; ++r)
+        sum += input_value("int", r, i + 7);
       err += (b[i] - sum) * (b[i] - sum);
       ref += sum * sum;
     }
@@ -385,9 +401,11 @@ int scenario_split(ncclComm_t comm) {
   std::vector<float> v(n, static_cast<float>(g_rank));
   NCCL_OK(ncclAllReduce(v.data(), v.data(), n, ncclFloat32, ncclSum, sub, nullptr));
   float want = 0;
-  for (int r = g_rank % 2; r < g_nranks; r += 2) want += static_cast<float>(r);
+  for (int r = g_rank % 2; r < g_nranks; r += 2)
+    want += static_cast<float>(r);
   bool ok = sub_size == expect_size && sub_rank == g_rank / 2;
-  for (size_t i = 0; i < n && ok; ++i) ok = v[i] == want;
+  for (size_t i = 0; i < n && ok; ++i)
+    ok = v[i] == want;
   report("split/color" + std::to_string(g_rank % 2), v.data(), n * 4, ok ? "OK" : "FAIL");
   // A NOCOLOR split returns no communicator.
   ncclComm_t none = reinterpret_cast<ncclComm_t>(0x1);
@@ -406,7 +424,8 @@ int scenario_group_single_thread(int nranks) {
   const size_t n = 500003;
   std::vector<std::vector<float>> bufs(static_cast<size_t>(nranks), std::vector<float>(n));
   for (int r = 0; r < nranks; ++r) {
-    for (size_t i = 0; i < n; ++i) bufs[static_cast<size_t>(r)][i] = input_value("int", r, i);
+    for (size_t i = 0; i < n; ++i)
+      bufs[static_cast<size_t>(r)][i] = input_value("int", r, i);
   }
   NCCL_OK(ncclGroupStart());
   for (int r = 0; r < nranks; ++r) {
@@ -417,11 +436,13 @@ int scenario_group_single_thread(int nranks) {
   NCCL_OK(ncclGroupEnd());
   g_nranks = nranks;
   bool same = true;
-  for (int r = 1; r < nranks; ++r) same = same && bufs[static_cast<size_t>(r)] == bufs[0];
+  for (int r = 1; r < nranks; ++r)
+    same = same && bufs[static_cast<size_t>(r)] == bufs[0];
   Check c = check("int", ncclFloat32, ncclSum, bufs[0].data(), n);
   report("group-one-thread", bufs[0].data(), n * 4,
          same && c.nmse < 1e-3 ? "OK" : "FAIL results differ or wrong");
-  for (ncclComm_t c2 : comms) NCCL_OK(ncclCommDestroy(c2));
+  for (ncclComm_t c2 : comms)
+    NCCL_OK(ncclCommDestroy(c2));
   return 0;
 }
 
@@ -431,10 +452,12 @@ int scenario_group_single_thread(int nranks) {
 int scenario_error_feedback(ncclComm_t comm, size_t count, int k) {
   std::vector<float> send(count), recv(count);
   std::vector<double> mean(count, 0.0);
-  for (size_t i = 0; i < count; ++i) send[i] = input_value("gauss", g_rank, i);
+  for (size_t i = 0; i < count; ++i)
+    send[i] = input_value("gauss", g_rank, i);
   for (int call = 0; call < k; ++call) {
     NCCL_OK(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
-    for (size_t i = 0; i < count; ++i) mean[i] += recv[i] / k;
+    for (size_t i = 0; i < count; ++i)
+      mean[i] += recv[i] / k;
   }
   const std::vector<double>& sums = exact_sums("gauss", count);
   double err = 0, ref = 0;
@@ -497,7 +520,8 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (scenario == "matrix") {
     std::vector<size_t> counts;
-    for (int i = 6; i < argc; ++i) counts.push_back(std::strtoull(argv[i], nullptr, 10));
+    for (int i = 6; i < argc; ++i)
+      counts.push_back(std::strtoull(argv[i], nullptr, 10));
     rc = scenario_matrix(comm, codec, argv[5], counts, 2);
   } else if (scenario == "s2") {
     rc = scenario_s2(comm, std::strtoull(argv[5], nullptr, 10), 3);

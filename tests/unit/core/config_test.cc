@@ -189,8 +189,8 @@ TEST(Config, SizesAcceptBinarySuffixes) {
   struct {
     const char* text;
     uint64_t bytes;
-  } cases[] = {{"0", 0},          {"4096", 4096},       {"4K", 4096},      {"4k", 4096},
-               {"4KB", 4096},     {"4KiB", 4096},       {"2M", 2u << 20},  {"1G", 1u << 30},
+  } cases[] = {{"0", 0},           {"4096", 4096},      {"4K", 4096},     {"4k", 4096},
+               {"4KB", 4096},      {"4KiB", 4096},      {"2M", 2u << 20}, {"1G", 1u << 30},
                {"1T", 1ull << 40}, {" 16M ", 16u << 20}};
   for (const auto& c : cases) {
     Setting s;

@@ -71,10 +71,12 @@ TEST_F(LogTest, ConcurrentLinesAreNeverInterleaved) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([t] {
-      for (int i = 0; i < kLines; ++i) SCCL_INFO(kLogColl, "thread %d line %d end", t, i);
+      for (int i = 0; i < kLines; ++i)
+        SCCL_INFO(kLogColl, "thread %d line %d end", t, i);
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   log_configure_raw(LogLevel::kWarn, kLogAll, "");
   std::ifstream in(path_);
   std::string line;

@@ -1,0 +1,46 @@
+// Where codec work runs. The ring engine (src/coll) calls a Backend; the host backend runs the
+// kernels' CPU build on host memory; the CUDA backend (later) runs their CUDA build on device
+// buffers and stages packets. The ring never calls kernels/ directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/status.h"
+#include "kernels/codec.h"
+
+namespace sketchccl::backend {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // The codec contract (kernels/codec.h) on this backend's memory.
+  virtual size_t packet_bytes(const kernels::CodecParams& p, size_t n) const = 0;
+  virtual Status encode(const kernels::CodecParams& p, const void* x, kernels::ElemType t, size_t n,
+                        void* pkt, size_t cap) = 0;
+  virtual Status step(const kernels::CodecParams& p, const void* in, size_t in_bytes, const void* x,
+                      kernels::ElemType t, size_t n, void* out, size_t cap) = 0;
+  virtual Status decode(const kernels::CodecParams& p, const void* pkt, size_t bytes, void* y,
+                        kernels::ElemType t, size_t n, float scale,
+                        kernels::DecodeStats* stats) = 0;
+
+  // fp32 views of user buffers (error feedback).
+  virtual void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;
+
+  // The lossless sparse codec's phases (kernels/sparse.h).
+  virtual void bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) = 0;
+  virtual void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) = 0;
+  virtual size_t bitmap_popcount(const uint64_t* bits, size_t n) = 0;
+  virtual size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
+                                float* out) = 0;
+  virtual size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale,
+                                void* y, kernels::ElemType t) = 0;
+};
+
+// Host memory, the kernels' CPU build, the calling thread.
+std::unique_ptr<Backend> make_host_backend();
+
+}  // namespace sketchccl::backend
