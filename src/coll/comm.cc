@@ -39,6 +39,7 @@ Communicator::Communicator(const InitArgs& args, const Settings& settings, uint6
     : rank_(args.rank),
       nranks_(args.nranks),
       cuda_device_(args.cuda_device),
+      standalone_(args.standalone),
       id_(args.id),
       id_hash_(hash_bytes(args.id.data(), args.id.size())),
       settings_(settings),
@@ -126,6 +127,14 @@ Status Communicator::rendezvous_and_connect() {
   SCCL_RETURN_IF_ERROR(st);
   const bootstrap::JoinResult& table = join->result();
   if (!table.configs_agree()) {
+    configs_agree_.store(false);
+    if (!standalone_) {
+      SCCL_WARN(kLogInit,
+                "rank %d: the ranks disagree on the protocol configuration: every call of this "
+                "communicator goes to the real NCCL",
+                rank_);
+      return Status::Ok();
+    }
     return Status(Code::kInvalidUsage,
                   "the ranks of this communicator disagree on the protocol configuration "
                   "(SKETCHCCL_CODEC, SLICE_BYTES, ...: see sketchccl-info on each host)");
@@ -248,6 +257,7 @@ Status Communicator::split_on_proxy(int color, int key, std::shared_ptr<Communic
   args.nranks = static_cast<int>(group.size());
   args.id = ids[static_cast<size_t>(group[0].rank)];
   args.cuda_device = cuda_device_;
+  args.standalone = standalone_;
   *child = Communicator::create(args, settings_, config_hash_);
   return Status::Ok();
 }

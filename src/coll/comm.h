@@ -31,6 +31,9 @@ class Communicator {
     int nranks = 1;
     UniqueId id{};
     int cuda_device = -1;
+    // Standalone: a configuration mismatch is an error. In front of a real NCCL it only means
+    // that SketchCCL stays out of the way (every call is forwarded, on every rank alike).
+    bool standalone = true;
   };
 
   // Starts the proxy thread, whose first work is joining the other ranks (in the background:
@@ -50,6 +53,8 @@ class Communicator {
   const std::shared_ptr<Work>& init_work() const { return init_work_; }
   // ncclCommGetAsyncError: kInProgress while joining, the first failure, else ok.
   Status async_error() const;
+  // After a successful join: false when the ranks' protocol configurations differ.
+  bool configs_agree() const { return configs_agree_.load(); }
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
@@ -84,6 +89,8 @@ class Communicator {
   const int rank_;
   const int nranks_;
   const int cuda_device_;
+  const bool standalone_;
+  std::atomic<bool> configs_agree_{true};
   const UniqueId id_;
   const uint64_t id_hash_;
   const Settings settings_;

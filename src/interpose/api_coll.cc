@@ -2,13 +2,18 @@
 // (float32/float16/bfloat16, sum/avg) on host memory; anything else is ncclInvalidUsage.
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
+#include "backend/cuda_query.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "interpose/exports.h"
 #include "interpose/forward.h"
 #include "interpose/group.h"
+#include "interpose/policy.h"
 #include "interpose/runtime.h"
 
 namespace sketchccl::interpose {
@@ -84,6 +89,23 @@ const char* error_string(ncclResult_t r) {
   }
 }
 
+// The communicator's agreed state; waits (bounded) for a join still running, so that the first
+// call after init sees the same state on every rank.
+CommState comm_state(coll::Communicator* c, double timeout_s) {
+  if (c == nullptr) return CommState::kNone;
+  const auto& init = c->init_work();
+  if (!init->done()) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (!init->done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!init->done()) return CommState::kFailed;
+  }
+  if (!init->wait().ok()) return CommState::kFailed;
+  if (!c->configs_agree()) return CommState::kDisagree;
+  return CommState::kReady;
+}
+
 }  // namespace
 }  // namespace sketchccl::interpose
 
@@ -91,47 +113,84 @@ using namespace sketchccl;             // NOLINT: the exported C functions below
 using namespace sketchccl::interpose;  // NOLINT
 
 SCCL_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
-              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  SCCL_FORWARD(ncclAllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream));
-  SCCL_API_GUARD("ncclAllReduce", {
-    Runtime& rt = Runtime::get();
-    auto c = rt.find(comm);
-    if (c == nullptr) {
-      return report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
-                    "ncclAllReduce");
-    }
-    kernels::ElemType et{};
-    Status st = validate_allreduce(sendbuff, recvbuff, count, datatype, op, &et);
-    if (!st.ok()) return report(st, "ncclAllReduce");
-    coll::AllReduceArgs args;
-    args.send = sendbuff;
-    args.recv = recvbuff;
-    args.count = count;
-    args.type = et;
-    args.avg = op == ncclAvg;
-    // Standalone has no NCCL to forward small calls to: they run exact (`none`).
-    const Config& cfg = Config::global();
-    args.exact = !cfg.get_bool(Var::kEnable) ||
-                 count * kernels::elem_size(et) < cfg.get_size(Var::kMinBytes);
-    auto work = c->submit_allreduce(args);
-    if (group::active()) {
-      group::defer(work, false);
-      return ncclSuccess;
-    }
-    return report(work->wait(), "ncclAllReduce");
-  })
-}
+              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+              cudaStream_t stream){SCCL_API_GUARD(
+    "ncclAllReduce",
+    {
+      Runtime& rt = Runtime::get();
+      auto c = rt.find(comm);
+      const Config& cfg = Config::global();
+      if (!rt.standalone()) {
+        PolicyInput in;
+        in.enabled = cfg.get_bool(Var::kEnable);
+        in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));
+        in.op = op;
+        in.type = datatype;
+        in.count = count;
+        in.min_bytes = cfg.get_size(Var::kMinBytes);
+        if (in.comm == CommState::kReady && in.enabled) {
+          in.capturing = backend::stream_is_capturing(stream);
+          in.device_memory =
+              backend::is_device_pointer(sendbuff) || backend::is_device_pointer(recvbuff);
+          in.cuda_backend = backend::has_cuda_backend();
+        }
+        PolicyDecision d = decide(in);
+        if (!d.take_over) {
+          SCCL_TRACE(kLogColl, "ncclAllReduce of %zu elements forwarded: %s", count, d.reason);
+          if (c != nullptr) c->count_forwarded();
+          SCCL_FORWARD(ncclAllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream));
+        }
+      } else if (c == nullptr) {
+        return report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
+                      "ncclAllReduce");
+      }
+      kernels::ElemType et{};
+      Status st = validate_allreduce(sendbuff, recvbuff, count, datatype, op, &et);
+      if (!st.ok()) return report(st, "ncclAllReduce");
+      coll::AllReduceArgs args;
+      args.send = sendbuff;
+      args.recv = recvbuff;
+      args.count = count;
+      args.type = et;
+      args.avg = op == ncclAvg;
+      // Standalone has no NCCL to forward small calls to: they run exact (`none`).
+      args.exact =
+          rt.standalone() && (!cfg.get_bool(Var::kEnable) ||
+                              count * kernels::elem_size(et) < cfg.get_size(Var::kMinBytes));
+      auto work = c->submit_allreduce(args);
+      if (group::active()) {
+        group::defer(work, false);
+        return ncclSuccess;
+      }
+      return report(work->wait(), "ncclAllReduce");
+    })}
 
 SCCL_NCCL_API(ncclResult_t, ncclGroupStart, void) {
-  SCCL_FORWARD(ncclGroupStart, ());
   group::start();
+  SCCL_FORWARD(ncclGroupStart, ());
   return ncclSuccess;
 }
 
-SCCL_NCCL_API(ncclResult_t, ncclGroupEnd, void) {
-  SCCL_FORWARD(ncclGroupEnd, ());
-  SCCL_API_GUARD("ncclGroupEnd", { return report(group::end(), "ncclGroupEnd"); })
-}
+SCCL_NCCL_API(ncclResult_t, ncclGroupEnd, void){
+    SCCL_API_GUARD("ncclGroupEnd",
+                   {
+                     ncclResult_t real_result = ncclSuccess;
+                     if (!Runtime::get().standalone()) {
+                       // The real group first: it launches the forwarded calls and completes real
+                       // inits and splits (whose handles SketchCCL's deferred work then uses).
+                       auto real = real_fn<decltype(&pncclGroupEnd)>("pncclGroupEnd");
+                       if (real == nullptr) return missing_real("ncclGroupEnd");
+                       real_result = forwarded(real());
+                     }
+                     Status st = group::end();
+                     if (real_result != ncclSuccess && real_result != ncclInProgress)
+                       return real_result;
+                     if (!st.ok() && st.code() != Code::kInProgress)
+                       return report(st, "ncclGroupEnd");
+                     if (real_result == ncclInProgress || st.code() == Code::kInProgress)
+                       return ncclInProgress;
+                     return ncclSuccess;
+                   })}
 
 SCCL_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   if (!Runtime::get().standalone()) {
@@ -142,7 +201,7 @@ SCCL_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
 }
 
 SCCL_NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
-  if (!Runtime::get().standalone()) {
+  if (!Runtime::get().standalone() && !last_error_is_ours()) {
     auto real = real_fn<decltype(&pncclGetLastError)>("pncclGetLastError");
     if (real != nullptr) return real(comm);
   }

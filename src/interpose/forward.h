@@ -18,12 +18,7 @@ Fn real_fn(const char* name) {
   do {                                                                            \
     if (!::sketchccl::interpose::Runtime::get().standalone()) {                   \
       auto real = ::sketchccl::interpose::real_fn<decltype(&p##name)>("p" #name); \
-      if (real == nullptr) {                                                      \
-        return ::sketchccl::interpose::report(                                    \
-            ::sketchccl::Status(::sketchccl::Code::kInternalError,                \
-                                "the real NCCL has no p" #name),                  \
-            #name);                                                               \
-      }                                                                           \
-      return real args;                                                           \
+      if (real == nullptr) return ::sketchccl::interpose::missing_real(#name);    \
+      return ::sketchccl::interpose::forwarded(real args);                        \
     }                                                                             \
   } while (0)

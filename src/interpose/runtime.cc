@@ -12,6 +12,7 @@ namespace sketchccl::interpose {
 namespace {
 
 std::mutex g_error_mu;
+thread_local bool t_last_error_ours = false;
 std::string& g_last_error() {
   static std::string* s = new std::string();  // leaked: used by exit handlers
   return *s;
@@ -54,12 +55,22 @@ void* Runtime::real_symbol(const char* name) const {
   return real_.handle != nullptr ? dlsym(real_.handle, name) : nullptr;
 }
 
-ncclComm_t Runtime::add(std::shared_ptr<coll::Communicator> comm) {
+ncclComm_t Runtime::add_owned(std::shared_ptr<coll::Communicator> comm) {
   // Standalone handles are addresses SketchCCL owns; nobody dereferences them.
   auto handle = reinterpret_cast<ncclComm_t>(comm.get());
-  std::lock_guard<std::mutex> lock(mu_);
-  comms_[handle] = std::move(comm);
+  add(handle, std::move(comm));
   return handle;
+}
+
+void Runtime::add(ncclComm_t handle, std::shared_ptr<coll::Communicator> comm) {
+  std::shared_ptr<coll::Communicator> stale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = comms_[handle];
+    stale = std::move(slot);  // a handle NCCL reused after a destroy we did not see
+    slot = std::move(comm);
+  }
+  if (stale) stale->abort();
 }
 
 std::shared_ptr<coll::Communicator> Runtime::find(ncclComm_t handle) const {
@@ -112,8 +123,32 @@ std::string last_error() {
   return g_last_error();
 }
 
+ncclResult_t forwarded(ncclResult_t r) {
+  if (r != ncclSuccess && r != ncclInProgress) t_last_error_ours = false;
+  return r;
+}
+
+bool last_error_is_ours() {
+  return t_last_error_ours;
+}
+
+ncclResult_t missing_real(const char* api) {
+  return report(errorf(Code::kInternalError, "the real NCCL (%s) has no p%s",
+                       Runtime::get().real().path.c_str(), api),
+                api);
+}
+
+ncclResult_t not_in_standalone(const char* api) {
+  return report(errorf(Code::kInvalidUsage,
+                       "%s is not implemented in standalone mode (SKETCHCCL_NCCL_LIB=none or no "
+                       "real NCCL found): only communicators and float AllReduce are",
+                       api),
+                api);
+}
+
 ncclResult_t report(const Status& st, const char* api) {
   if (!st.ok() && st.code() != Code::kInProgress) {
+    t_last_error_ours = true;
     std::string text = std::string(api) + ": " + st.message();
     set_last_error(text);
     SCCL_WARN(kLogColl, "%s", text.c_str());

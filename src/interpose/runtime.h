@@ -31,8 +31,10 @@ class Runtime {
   const coll::Settings& settings() const { return settings_; }
   uint64_t config_hash() const { return config_hash_; }
 
-  // Handles: in standalone mode SketchCCL mints them; either way they key this table.
-  ncclComm_t add(std::shared_ptr<coll::Communicator> comm);
+  // The side table. Standalone: SketchCCL mints the handle (add_owned). In front of a real
+  // NCCL: keyed by the real communicator (add).
+  ncclComm_t add_owned(std::shared_ptr<coll::Communicator> comm);
+  void add(ncclComm_t real, std::shared_ptr<coll::Communicator> comm);
   std::shared_ptr<coll::Communicator> find(ncclComm_t handle) const;
   std::shared_ptr<coll::Communicator> remove(ncclComm_t handle);
 
@@ -58,5 +60,13 @@ std::string last_error();
 
 // Converts an internal Status to ncclResult_t, recording the message for ncclGetLastError.
 ncclResult_t report(const Status& st, const char* api);
+// The result of a forwarded call, passed through; an error makes ncclGetLastError the real one's.
+ncclResult_t forwarded(ncclResult_t r);
+// Whether the last failure seen on this thread was SketchCCL's own (else the real NCCL's).
+bool last_error_is_ours();
+// The real library lacks the symbol (a broken or foreign libnccl).
+ncclResult_t missing_real(const char* api);
+// Standalone mode has no implementation of this function.
+ncclResult_t not_in_standalone(const char* api);
 
 }  // namespace sketchccl::interpose
