@@ -1,0 +1,89 @@
+// Runs forward_client (linked against the fake libnccl.so.2) in several processes under
+// LD_PRELOAD=libsketchccl.so and checks every CHECK line it prints.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../api/launcher.h"
+
+namespace {
+
+std::string g_client, g_shim, g_fake;
+
+struct Result {
+  int fails = 0;
+  int checks = 0;
+  std::string text;
+};
+
+// Runs `nranks` clients; codec_for(rank) gives each rank's SKETCHCCL_CODEC.
+Result run(const std::string& mode, int nranks, const std::function<std::string(int)>& codec_for) {
+  char dir[] = "/tmp/sketchccl_fake_XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  auto outs = sketchccl::testing::run_ranks(
+      nranks,
+      [&](int r) {
+        return std::vector<std::string>{"/usr/bin/env",
+                                        "FAKE_NCCL_LOG=" + d + "/log." + std::to_string(r),
+                                        "SKETCHCCL_CODEC=" + codec_for(r),
+                                        g_client,
+                                        std::to_string(r),
+                                        std::to_string(nranks),
+                                        d + "/id",
+                                        mode};
+      },
+      {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=30"}, 120);
+  Result res;
+  for (size_t r = 0; r < outs.size(); ++r) {
+    res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
+                ", signal " + std::to_string(outs[r].signal) + ")\n" + outs[r].out;
+    if (outs[r].exit_code != 0) res.fails++;
+    size_t pos = 0;
+    while ((pos = outs[r].out.find("CHECK ", pos)) != std::string::npos) {
+      res.checks++;
+      size_t eol = outs[r].out.find('\n', pos);
+      std::string line = outs[r].out.substr(pos, eol - pos);
+      if (line.find(" FAIL") != std::string::npos) res.fails++;
+      pos = eol;
+    }
+  }
+  std::filesystem::remove_all(d);
+  return res;
+}
+
+TEST(Forwarding, EveryFunctionArrivesUnchangedAndThePolicyTakesOverTheRest) {
+  Result r = run("full", 3, [](int) { return "auto"; });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_GT(r.checks, 3 * 40) << r.text;
+}
+
+TEST(Forwarding, AnIdWithoutARecordIsForwardedOnEveryRank) {
+  Result r = run("norecord", 3, [](int) { return "q8"; });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_GT(r.checks, 3 * 10) << r.text;
+}
+
+TEST(Forwarding, RanksThatDisagreeOnConfigurationAreForwardedOnEveryRank) {
+  Result r = run("mismatch", 3, [](int rank) { return rank == 1 ? "q4" : "q8"; });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_GT(r.checks, 3 * 10) << r.text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s CLIENT LIBSKETCHCCL FAKE_LIBNCCL\n", argv[0]);
+    return 2;
+  }
+  g_client = argv[1];
+  g_shim = argv[2];
+  g_fake = argv[3];
+  return RUN_ALL_TESTS();
+}

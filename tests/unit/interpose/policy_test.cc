@@ -1,0 +1,70 @@
+#include "interpose/policy.h"
+
+#include <gtest/gtest.h>
+
+namespace sketchccl::interpose {
+namespace {
+
+PolicyInput eligible() {
+  PolicyInput in;
+  in.comm = CommState::kReady;
+  in.op = ncclSum;
+  in.type = ncclFloat32;
+  in.count = 1 << 18;  // exactly 1 MiB
+  in.min_bytes = 1 << 20;
+  return in;
+}
+
+TEST(Policy, TakesOverEligibleFloatSumsAndAverages) {
+  EXPECT_TRUE(decide(eligible()).take_over);
+  PolicyInput in = eligible();
+  in.op = ncclAvg;
+  EXPECT_TRUE(decide(in).take_over);
+  in.type = ncclBfloat16;
+  in.count = 1 << 19;
+  EXPECT_TRUE(decide(in).take_over);
+  in.type = ncclFloat16;
+  EXPECT_TRUE(decide(in).take_over);
+}
+
+TEST(Policy, ForwardsEverythingElse) {
+  struct Row {
+    const char* what;
+    void (*change)(PolicyInput&);
+  };
+  const Row rows[] = {
+      {"disabled", [](PolicyInput& in) { in.enabled = false; }},
+      {"no state", [](PolicyInput& in) { in.comm = CommState::kNone; }},
+      {"configs disagree", [](PolicyInput& in) { in.comm = CommState::kDisagree; }},
+      {"join failed", [](PolicyInput& in) { in.comm = CommState::kFailed; }},
+      {"max", [](PolicyInput& in) { in.op = ncclMax; }},
+      {"min", [](PolicyInput& in) { in.op = ncclMin; }},
+      {"prod", [](PolicyInput& in) { in.op = ncclProd; }},
+      {"premulsum", [](PolicyInput& in) { in.op = static_cast<ncclRedOp_t>(ncclNumOps); }},
+      {"premulsum+3", [](PolicyInput& in) { in.op = static_cast<ncclRedOp_t>(ncclNumOps + 3); }},
+      {"float64", [](PolicyInput& in) { in.type = ncclFloat64; }},
+      {"int32", [](PolicyInput& in) { in.type = ncclInt32; }},
+      {"fp8", [](PolicyInput& in) { in.type = ncclFloat8e4m3; }},
+      {"one element short", [](PolicyInput& in) { in.count -= 1; }},
+      {"bf16 of half the bytes", [](PolicyInput& in) { in.type = ncclBfloat16; }},
+      {"graph capture", [](PolicyInput& in) { in.capturing = true; }},
+      {"device memory without CUDA backend", [](PolicyInput& in) { in.device_memory = true; }},
+  };
+  for (const Row& row : rows) {
+    PolicyInput in = eligible();
+    row.change(in);
+    PolicyDecision d = decide(in);
+    EXPECT_FALSE(d.take_over) << row.what;
+    EXPECT_NE(std::string(d.reason), "") << row.what;
+  }
+}
+
+TEST(Policy, DeviceMemoryIsTakenOverWithACudaBackend) {
+  PolicyInput in = eligible();
+  in.device_memory = true;
+  in.cuda_backend = true;
+  EXPECT_TRUE(decide(in).take_over);
+}
+
+}  // namespace
+}  // namespace sketchccl::interpose
