@@ -21,13 +21,13 @@ namespace sketchccl::transport {
 namespace {
 
 TransportProbe probe_ucx() {
-  TransportProbe p{"ucx", false, false, "not built (configure with -Ducx=enabled and libucx-dev)"};
+  TransportProbe p{"ucx", false, false, "configure with -Ducx=enabled and libucx-dev"};
 #if SKETCHCCL_HAVE_UCX
   p.compiled = true;
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  std::string version = "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." +
-                        std::to_string(release);
+  std::string version =
+      "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) {
@@ -72,8 +72,7 @@ TransportProbe probe_socket() {
 }
 
 TransportProbe probe_ibverbs() {
-  TransportProbe p{"ibverbs", false, false,
-                   "not built (configure with -Dibverbs=enabled and libibverbs-dev)"};
+  TransportProbe p{"ibverbs", false, false, "configure with -Dibverbs=enabled and libibverbs-dev"};
 #if SKETCHCCL_HAVE_IBVERBS
   p.compiled = true;
   int n = 0;

@@ -8,10 +8,10 @@
 namespace sketchccl::transport {
 
 struct TransportProbe {
-  std::string name;     // "ucx", "socket", "ibverbs"
+  std::string name;  // "ucx", "socket", "ibverbs"
   bool compiled = false;
   bool works = false;
-  std::string detail;   // version or the reason it does not work
+  std::string detail;  // version or the reason it does not work
 };
 
 // In order of preference for SKETCHCCL_TRANSPORT=auto.

@@ -21,6 +21,10 @@ struct TransportOptions {
   int nranks = 1;
   double timeout_s = 300;  // SKETCHCCL_TIMEOUT: bound on every wait
   std::string ifname;      // SKETCHCCL_SOCKET_IFNAME
+  int address_family = 0;  // socket transport: 0 (IPv4 preferred, else IPv6), AF_INET, AF_INET6
+
+  // kind, timeout_s and ifname from Config::global(); rank and nranks as given.
+  static TransportOptions from_config(int rank, int nranks);
 };
 
 class Transport {
@@ -48,7 +52,14 @@ class Transport {
   virtual void close() = 0;
 };
 
-// Creates the transport named by opts.kind; "auto" picks the best that works here.
+// The UCX transport carries the sending rank in the top bits of the UCP tag: tags given to
+// isend/irecv must be below 2^kUcxTagBits (ranks below 2^(64 - kUcxTagBits)). The socket
+// transport takes any 64-bit tag.
+constexpr int kUcxTagBits = 44;
+
+// Creates the transport named by opts.kind; "auto" picks the best that works here (ucx when
+// built and working, else socket). "ibverbs" fails with a message saying why (not built / no
+// device / not implemented yet).
 Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out);
 
 }  // namespace sketchccl::transport

@@ -1,0 +1,295 @@
+// Transports in one process: two (or three) instances on loopback, driven from one thread.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sketchccl_build_config.h"
+#include "transport/transport.h"
+
+using namespace sketchccl;
+using namespace sketchccl::transport;
+
+namespace {
+
+struct Param {
+  std::string kind;
+  std::string tls;  // UCX_TLS, "" for UCX's default
+};
+
+std::string param_name(const testing::TestParamInfo<Param>& p) {
+  std::string s = p.param.kind + "_" + (p.param.tls.empty() ? "default" : p.param.tls);
+  for (char& c : s) {
+    if (c == ',') c = '_';
+  }
+  return s;
+}
+
+class TransportTest : public testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (GetParam().kind == "ucx" && !SKETCHCCL_HAVE_UCX) GTEST_SKIP() << "UCX not built";
+    if (GetParam().tls.empty()) {
+      unsetenv("UCX_TLS");
+    } else {
+      setenv("UCX_TLS", GetParam().tls.c_str(), 1);
+    }
+    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+  }
+
+  void make(int n, double timeout = 5) {
+    t_.clear();
+    for (int r = 0; r < n; ++r) {
+      TransportOptions o;
+      o.kind = GetParam().kind;
+      o.rank = r;
+      o.nranks = n;
+      o.timeout_s = timeout;
+      o.ifname = "lo";
+      std::unique_ptr<Transport> t;
+      Status st = create_transport(o, &t);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      t_.push_back(std::move(t));
+    }
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) {
+        if (a == b) continue;
+        Status st = t_[a]->connect(b, t_[b]->address());
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+    }
+  }
+
+  // Progresses every transport until `id` on transport `who` is done or `seconds` pass.
+  Status wait(int who, RequestId id, size_t* bytes, double seconds = 10) {
+    for (int i = 0; i < 2000000; ++i) {
+      for (auto& t : t_) {
+        if (t) (void)t->progress();
+      }
+      bool done = false;
+      Status st = t_[who]->test(id, &done, bytes);
+      if (done) return st;
+      if (i > 1000) usleep(50);
+      if (i * 50e-6 > seconds && i > 1000) break;
+    }
+    return Status(Code::kInternalError, "test wait gave up");
+  }
+
+  std::vector<std::unique_ptr<Transport>> t_;
+};
+
+TEST_P(TransportTest, SmallAndLargeMessagesBothOrders) {
+  make(2);
+  for (size_t size :
+       {size_t{0}, size_t{1}, size_t{8}, size_t{1000}, size_t{70000}, size_t{3} << 20}) {
+    for (int recv_first = 0; recv_first < 2; ++recv_first) {
+      std::vector<uint8_t> src(size), dst(size + 8, 0xee);
+      for (size_t i = 0; i < size; ++i)
+        src[i] = static_cast<uint8_t>(i * 13 + size);
+      RequestId s = 0, r = 0;
+      uint64_t tag = size * 2 + recv_first;
+      if (recv_first) {
+        ASSERT_TRUE(t_[1]->irecv(0, tag, dst.data(), dst.size(), &r).ok());
+      }
+      ASSERT_TRUE(t_[0]->isend(1, tag, src.data(), size, &s).ok());
+      if (!recv_first) {
+        for (int k = 0; k < 100; ++k) {
+          (void)t_[0]->progress();
+          (void)t_[1]->progress();
+        }
+        ASSERT_TRUE(t_[1]->irecv(0, tag, dst.data(), dst.size(), &r).ok());
+      }
+      size_t got = 99;
+      Status st = wait(1, r, &got);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(got, size) << "size " << size << " recv_first " << recv_first;
+      if (size > 0) {
+        EXPECT_EQ(0, std::memcmp(src.data(), dst.data(), size));
+      }
+      EXPECT_EQ(dst[size], 0xee);
+      ASSERT_TRUE(wait(0, s, &got).ok());
+    }
+  }
+}
+
+TEST_P(TransportTest, SameTagMatchesInOrderAndTagsAreIndependent) {
+  make(2);
+  std::vector<uint8_t> a(100, 1), b(50, 2), c(10, 3);
+  RequestId s1, s2, s3;
+  ASSERT_TRUE(t_[0]->isend(1, 7, a.data(), a.size(), &s1).ok());
+  ASSERT_TRUE(t_[0]->isend(1, 7, b.data(), b.size(), &s2).ok());
+  ASSERT_TRUE(t_[0]->isend(1, 9, c.data(), c.size(), &s3).ok());
+  std::vector<uint8_t> r9(64), r7a(128), r7b(128);
+  RequestId q9, q7a, q7b;
+  ASSERT_TRUE(t_[1]->irecv(0, 9, r9.data(), r9.size(), &q9).ok());
+  ASSERT_TRUE(t_[1]->irecv(0, 7, r7a.data(), r7a.size(), &q7a).ok());
+  ASSERT_TRUE(t_[1]->irecv(0, 7, r7b.data(), r7b.size(), &q7b).ok());
+  size_t n = 0;
+  ASSERT_TRUE(wait(1, q9, &n).ok());
+  EXPECT_EQ(n, 10u);
+  EXPECT_EQ(r9[0], 3);
+  ASSERT_TRUE(wait(1, q7a, &n).ok());
+  EXPECT_EQ(n, 100u);
+  EXPECT_EQ(r7a[99], 1);
+  ASSERT_TRUE(wait(1, q7b, &n).ok());
+  EXPECT_EQ(n, 50u);
+  EXPECT_EQ(r7b[0], 2);
+  for (RequestId s : {s1, s2, s3})
+    ASSERT_TRUE(wait(0, s, &n).ok());
+}
+
+TEST_P(TransportTest, MessagesFromDifferentPeersAreNotConfused) {
+  make(3);
+  uint64_t x0 = 0x1111, x2 = 0x2222, g0 = 0, g2 = 0;
+  RequestId s0, s2, r0, r2;
+  ASSERT_TRUE(t_[1]->irecv(2, 5, &g2, 8, &r2).ok());
+  ASSERT_TRUE(t_[1]->irecv(0, 5, &g0, 8, &r0).ok());
+  ASSERT_TRUE(t_[0]->isend(1, 5, &x0, 8, &s0).ok());
+  ASSERT_TRUE(t_[2]->isend(1, 5, &x2, 8, &s2).ok());
+  size_t n;
+  ASSERT_TRUE(wait(1, r0, &n).ok());
+  ASSERT_TRUE(wait(1, r2, &n).ok());
+  EXPECT_EQ(g0, x0);
+  EXPECT_EQ(g2, x2);
+  ASSERT_TRUE(wait(0, s0, &n).ok());
+  ASSERT_TRUE(wait(2, s2, &n).ok());
+}
+
+TEST_P(TransportTest, MessageLargerThanReceiveIsAnError) {
+  make(2);
+  std::vector<uint8_t> big(4096, 7), small(100);
+  RequestId s, r;
+  ASSERT_TRUE(t_[1]->irecv(0, 1, small.data(), small.size(), &r).ok());
+  ASSERT_TRUE(t_[0]->isend(1, 1, big.data(), big.size(), &s).ok());
+  size_t n;
+  Status st = wait(1, r, &n);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("larger than the receive buffer"), std::string::npos) << st.message();
+  (void)wait(0, s, &n);
+  // The connection still works afterwards.
+  uint32_t v = 42, g = 0;
+  ASSERT_TRUE(t_[1]->irecv(0, 2, &g, 4, &r).ok());
+  ASSERT_TRUE(t_[0]->isend(1, 2, &v, 4, &s).ok());
+  ASSERT_TRUE(wait(1, r, &n).ok());
+  EXPECT_EQ(g, 42u);
+}
+
+TEST_P(TransportTest, ClosedPeerFailsPendingReceive) {
+  make(2, 3);
+  uint64_t g = 0;
+  RequestId r;
+  ASSERT_TRUE(t_[1]->irecv(0, 1, &g, 8, &r).ok());
+  // Make sure the connection exists before the peer goes away.
+  uint64_t v = 1, g2 = 0;
+  RequestId s2, r2;
+  ASSERT_TRUE(t_[1]->irecv(0, 2, &g2, 8, &r2).ok());
+  ASSERT_TRUE(t_[0]->isend(1, 2, &v, 8, &s2).ok());
+  size_t n;
+  ASSERT_TRUE(wait(1, r2, &n).ok());
+  ASSERT_TRUE(wait(0, s2, &n).ok());
+  t_[0]->close();
+  t_[0].reset();
+  Status st = wait(1, r, &n, 10);
+  EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
+}
+
+TEST_P(TransportTest, SilentPeerTimesOut) {
+  make(2, 0.5);
+  uint64_t g = 0;
+  RequestId r;
+  ASSERT_TRUE(t_[1]->irecv(0, 1, &g, 8, &r).ok());
+  size_t n;
+  Status st = wait(1, r, &n, 10);
+  EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
+  EXPECT_NE(st.message().find("timeout"), std::string::npos) << st.message();
+}
+
+TEST_P(TransportTest, BadArguments) {
+  make(2);
+  RequestId id;
+  uint8_t b[4];
+  EXPECT_EQ(t_[0]->isend(5, 1, b, 4, &id).code(), Code::kInvalidArgument);
+  EXPECT_EQ(t_[0]->irecv(-1, 1, b, 4, &id).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(t_[0]->connect(1, Blob{1, 2, 3}).ok() && false);
+  bool done;
+  size_t n;
+  EXPECT_EQ(t_[0]->test(12345, &done, &n).code(), Code::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TransportTest,
+                         testing::Values(Param{"socket", ""}, Param{"ucx", "tcp"},
+                                         Param{"ucx", "posix,self"}, Param{"ucx", "sm"},
+                                         Param{"ucx", ""}),
+                         param_name);
+
+TEST(CreateTransport, UnknownAndIbverbsKindsExplainThemselves) {
+  TransportOptions o;
+  o.kind = "carrier-pigeon";
+  std::unique_ptr<Transport> t;
+  Status st = create_transport(o, &t);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("auto|ucx|socket|ibverbs"), std::string::npos);
+  o.kind = "ibverbs";
+  st = create_transport(o, &t);
+  EXPECT_FALSE(st.ok());
+  bool explains = st.message().find("not built") != std::string::npos ||
+                  st.message().find("no device") != std::string::npos ||
+                  st.message().find("not implemented") != std::string::npos;
+  EXPECT_TRUE(explains) << st.message();
+}
+
+TEST(CreateTransport, AutoPicksUcxWhenBuiltAndUcxNeedsIt) {
+  TransportOptions o;
+  o.kind = "auto";
+  o.ifname = "lo";
+  std::unique_ptr<Transport> t;
+  Status st = create_transport(o, &t);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_STREQ(t->name(), SKETCHCCL_HAVE_UCX ? "ucx" : "socket");
+  o.kind = "ucx";
+  st = create_transport(o, &t);
+  if (SKETCHCCL_HAVE_UCX) {
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  } else {
+    EXPECT_NE(st.message().find("not built"), std::string::npos) << st.message();
+  }
+  o.kind = "socket";
+  o.timeout_s = 0;
+  EXPECT_EQ(create_transport(o, &t).code(), Code::kInvalidArgument);
+}
+
+TEST(CreateTransport, SocketOverIpv6Loopback) {
+  TransportOptions o;
+  o.kind = "socket";
+  o.nranks = 2;
+  o.ifname = "lo";
+  o.address_family = AF_INET6;
+  o.timeout_s = 5;
+  std::unique_ptr<Transport> a, b;
+  Status st = create_transport(o, &a);
+  if (!st.ok()) GTEST_SKIP() << "no IPv6 loopback: " << st.message();
+  o.rank = 1;
+  ASSERT_TRUE(create_transport(o, &b).ok());
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  ASSERT_TRUE(b->connect(0, a->address()).ok());
+  uint32_t v = 7, g = 0;
+  RequestId s, r;
+  ASSERT_TRUE(b->irecv(0, 3, &g, 4, &r).ok());
+  ASSERT_TRUE(a->isend(1, 3, &v, 4, &s).ok());
+  bool done = false;
+  size_t n = 0;
+  for (int i = 0; i < 100000 && !done; ++i) {
+    (void)a->progress();
+    (void)b->progress();
+    ASSERT_TRUE(b->test(r, &done, &n).ok());
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(g, 7u);
+}
+
+}  // namespace

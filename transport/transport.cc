@@ -1,0 +1,64 @@
+#include "transport/transport.h"
+
+#include "core/config.h"
+#include "core/log.h"
+#include "sketchccl_build_config.h"
+#include "transport/probe.h"
+#include "transport/socket/socket_transport.h"
+#if SKETCHCCL_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
+
+namespace sketchccl::transport {
+
+TransportOptions TransportOptions::from_config(int rank, int nranks) {
+  const Config& cfg = Config::global();
+  TransportOptions o;
+  o.kind = cfg.get_string(Var::kTransport);
+  o.timeout_s = cfg.get_double(Var::kTimeout);
+  o.ifname = cfg.get_string(Var::kSocketIfname);
+  o.rank = rank;
+  o.nranks = nranks;
+  return o;
+}
+
+Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return errorf(Code::kInvalidArgument, "create_transport: null output");
+  if (!(opts.timeout_s > 0)) {
+    return errorf(Code::kInvalidArgument, "transport timeout must be positive, got %g",
+                  opts.timeout_s);
+  }
+  const std::string& kind = opts.kind;
+  if (kind == "socket") return create_socket_transport(opts, out);
+  if (kind == "ucx" || kind == "auto") {
+#if SKETCHCCL_HAVE_UCX
+    Status st = create_ucx_transport(opts, out);
+    if (st.ok() || kind == "ucx") return st;
+    SCCL_INFO(kLogNet, "SKETCHCCL_TRANSPORT=auto: UCX unusable (%s); using the socket transport",
+              st.message().c_str());
+#else
+    if (kind == "ucx") {
+      return errorf(Code::kInvalidArgument,
+                    "SKETCHCCL_TRANSPORT=ucx: the UCX transport is not built (configure with "
+                    "-Ducx=enabled and libucx-dev)");
+    }
+#endif
+    return create_socket_transport(opts, out);
+  }
+  if (kind == "ibverbs") {
+    for (const TransportProbe& p : probe_transports()) {
+      if (p.name != "ibverbs") continue;
+      if (!p.compiled) {
+        return errorf(Code::kInvalidArgument,
+                      "SKETCHCCL_TRANSPORT=ibverbs: the verbs transport is not built (%s)",
+                      p.detail.c_str());
+      }
+      return errorf(Code::kSystemError, "SKETCHCCL_TRANSPORT=ibverbs: %s", p.detail.c_str());
+    }
+  }
+  return errorf(Code::kInvalidArgument,
+                "SKETCHCCL_TRANSPORT='%s' is not a transport (accepted: auto|ucx|socket|ibverbs)",
+                kind.c_str());
+}
+
+}  // namespace sketchccl::transport
