@@ -36,12 +36,12 @@ size_t elem_size(ElemType t);
 // rank for a given (buffer, call, slice, step), so packets are identical bit for bit.
 struct CodecParams {
   CodecId codec = CodecId::kNone;
-  uint64_t seed = 0;         // SKETCHCCL_SEED
-  uint64_t call = 0;         // per-buffer call counter, agreed across ranks
-  uint32_t slice = 0;        // slice index within the buffer
-  uint32_t step = 0;         // ring step that produces the packet (encode: 0)
-  uint32_t s2_rows = 3;      // SKETCHCCL_S2_ROWS
-  uint32_t s2_counters = 0;  // s2 counters per row for this slice (the engine's budget decision)
+  uint64_t seed = 0;           // SKETCHCCL_SEED
+  uint64_t call = 0;           // per-buffer call counter, agreed across ranks
+  uint32_t slice = 0;          // slice index within the buffer
+  uint32_t step = 0;           // ring step that produces the packet (encode: 0)
+  uint32_t s2_rows = 3;        // SKETCHCCL_S2_ROWS
+  uint32_t s2_counters = 0;    // s2 counters per row for this slice (the engine's budget decision)
   float casq_buckets = 0.01f;  // SKETCHCCL_CASQ_BUCKETS: bucket budget / slice elements
 };
 
@@ -66,5 +66,15 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
 // y[n] = decoded values times `scale` (1/P for ncclAvg, else 1). Validates like step.
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats);
+
+// ---- additions (codecs issue) ---------------------------------------------------------------
+// s2 budget helpers for the engine, from agreed numbers only. Both return counters PER ROW for
+// CodecParams::s2_counters, at least kS2MinCounters and at most 2^30.
+constexpr uint32_t kS2MinCounters = 16;
+// First call on a buffer: `budget` (SKETCHCCL_S2_BUDGET) counters, all rows, per slice element.
+uint32_t s2_counters_for_budget(size_t n, uint32_t rows, double budget);
+// Later calls: `per_nonzero` (SKETCHCCL_S2_COUNTERS_PER_NZ) counters, all rows, per non-zero
+// of the previous call's union support (DecodeStats::nonzeros of that slice).
+uint32_t s2_counters_for_support(uint64_t support, uint32_t rows, double per_nonzero);
 
 }  // namespace sketchccl::kernels

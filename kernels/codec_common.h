@@ -1,0 +1,207 @@
+// Building blocks shared by every codec, written once for the CPU build (g++/clang++) and for
+// CUDA (nvcc): SCCL_HD marks functions __host__ __device__ under nvcc and is empty otherwise.
+// Nothing here allocates, touches global state or includes anything above core/.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/codec.h"
+
+#if defined(__CUDACC__)
+#define SCCL_HD __host__ __device__
+#define SCCL_HD_INLINE __host__ __device__ __forceinline__
+#else
+#define SCCL_HD
+#define SCCL_HD_INLINE inline
+#endif
+
+namespace sketchccl::kernels::detail {
+
+// ---- packet header ------------------------------------------------------------------------------
+// Every packet starts with this 32-byte header (little-endian, as every supported host is).
+constexpr uint32_t kMagic = 0x4B434353u;  // "SCCK" in memory order
+constexpr uint8_t kVersion = 1;
+constexpr size_t kBlock = 256;              // quantizer block and non-finite mask granularity
+constexpr uint64_t kMaxElems = 1ull << 40;  // larger slices are rejected as invalid arguments
+constexpr uint32_t kMaxS2Rows = 8;
+constexpr uint32_t kMaxS2Counters = 1u << 30;
+constexpr uint32_t kCasqSample = 4096;  // values sampled to fit the CASQ clusters
+constexpr int kCasqLloydIters = 6;
+
+struct PacketHeader {
+  uint32_t magic;
+  uint8_t version;
+  uint8_t codec;  // CodecId
+  uint8_t bits;   // q*: bits per code; casq*: bits per code; else 0
+  uint8_t rows;   // s2: sketch rows; else 0
+  uint64_t n;     // element count
+  uint32_t p0;    // s2: counters per row; casq: total buckets; q*: block size; else 0
+  uint32_t p1;    // casq: clusters (2^bits); else 0
+  uint64_t salt;  // s2: hash salt of (seed, call, slice); casq: of (seed, call, slice, step)
+};
+static_assert(sizeof(PacketHeader) == 32, "header layout");
+
+SCCL_HD_INLINE size_t round8(size_t b) {
+  return (b + 7) & ~size_t(7);
+}
+SCCL_HD_INLINE size_t div_up(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+
+// ---- counter-based randomness
+// --------------------------------------------------------------------
+SCCL_HD_INLINE uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// 32-bit avalanche hash (lowbias32), cheap enough to run per element and vectorizable.
+SCCL_HD_INLINE uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+// Key of one (seed, call, slice, step) stream.
+SCCL_HD_INLINE uint64_t stream_key(uint64_t seed, uint64_t call, uint32_t slice, uint32_t step) {
+  return mix64(mix64(mix64(seed ^ 0x5343434c52474e31ull) ^ call) ^
+               ((uint64_t(slice) << 32) | step));
+}
+// s2 hashes must be identical at every step of the ring: no step in the salt.
+SCCL_HD_INLINE uint64_t s2_salt(uint64_t seed, uint64_t call, uint32_t slice) {
+  return mix64(stream_key(seed, call, slice, 0xffffffffu) ^ 0x5332u);
+}
+// Uniform in [0, 1) with 24 random bits, for element j of a block whose key is k32.
+SCCL_HD_INLINE float uniform24(uint32_t k32, uint32_t j) {
+  return float(int32_t(mix32(k32 ^ (j * 0x9e3779b9u)) >> 8)) * (1.0f / 16777216.0f);
+}
+// Lemire's range reduction: uniform 32-bit h -> [0, m).
+SCCL_HD_INLINE uint32_t fastrange(uint32_t h, uint32_t m) {
+  return uint32_t((uint64_t(h) * m) >> 32);
+}
+
+// ---- float formats
+// -------------------------------------------------------------------------------
+SCCL_HD_INLINE uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+SCCL_HD_INLINE float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+SCCL_HD_INLINE bool is_finite(float f) {
+  return (f2u(f) & 0x7f800000u) != 0x7f800000u;
+}
+SCCL_HD_INLINE float qnan() {
+  return u2f(0x7fc00000u);
+}
+
+SCCL_HD_INLINE float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0x1f) return u2f(sign | 0x7f800000u | (man << 13));  // Inf / NaN
+  if (exp == 0) {
+    if (man == 0) return u2f(sign);
+    // Subnormal: value = man * 2^-24.
+    float v = float(man) * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return u2f(sign | ((exp + 112) << 23) | (man << 13));
+}
+// Round to nearest even; overflow gives Inf, NaN stays NaN.
+SCCL_HD_INLINE uint16_t float_to_half(float f) {
+  uint32_t x = f2u(f);
+  uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: Inf
+  if (ax < 0x38800000u) {                                  // below the smallest normal half
+    if (ax < 0x33000000u) return sign;                     // < 2^-25: rounds to zero
+    uint32_t e = ax >> 23;
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e;  // 14..24 for the subnormal range
+    uint32_t r = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return uint16_t(sign | r);
+  }
+  uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);  // round to nearest even at bit 13
+  return uint16_t(sign | ((r >> 13) - (112u << 10)));
+}
+SCCL_HD_INLINE float bf16_to_float(uint16_t b) {
+  return u2f(uint32_t(b) << 16);
+}
+SCCL_HD_INLINE uint16_t float_to_bf16(float f) {
+  uint32_t x = f2u(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // quiet NaN
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// Typed element access; ET is an ElemType value.
+template <int ET>
+SCCL_HD_INLINE float load_elem(const void* x, size_t i) {
+  if constexpr (ET == int(ElemType::kF32)) {
+    return static_cast<const float*>(x)[i];
+  } else if constexpr (ET == int(ElemType::kF16)) {
+    return half_to_float(static_cast<const uint16_t*>(x)[i]);
+  } else {
+    return bf16_to_float(static_cast<const uint16_t*>(x)[i]);
+  }
+}
+template <int ET>
+SCCL_HD_INLINE void store_elem(void* y, size_t i, float v) {
+  if constexpr (ET == int(ElemType::kF32)) {
+    static_cast<float*>(y)[i] = v;
+  } else if constexpr (ET == int(ElemType::kF16)) {
+    static_cast<uint16_t*>(y)[i] = float_to_half(v);
+  } else {
+    static_cast<uint16_t*>(y)[i] = float_to_bf16(v);
+  }
+}
+
+// ---- code packing: groups of 8 codes of b bits occupy b bytes ----------------------------------
+SCCL_HD_INLINE void pack8(const uint32_t* codes, uint32_t b, uint8_t* out) {
+  uint64_t w = 0;
+  for (uint32_t k = 0; k < 8; ++k)
+    w |= uint64_t(codes[k]) << (k * b);
+  for (uint32_t k = 0; k < b; ++k)
+    out[k] = uint8_t(w >> (8 * k));
+}
+SCCL_HD_INLINE void unpack8(const uint8_t* in, uint32_t b, uint32_t* codes) {
+  uint64_t w = 0;
+  for (uint32_t k = 0; k < b; ++k)
+    w |= uint64_t(in[k]) << (8 * k);
+  uint32_t mask = (1u << b) - 1u;
+  for (uint32_t k = 0; k < 8; ++k)
+    codes[k] = uint32_t(w >> (k * b)) & mask;
+}
+SCCL_HD_INLINE uint32_t unpack_one(const uint8_t* codes, uint32_t b, size_t i) {
+  const uint8_t* g = codes + (i / 8) * b;
+  uint32_t bit = uint32_t(i % 8) * b;
+  uint32_t v = 0;
+  uint32_t bytes = (bit + b + 7) / 8;  // at most 2 bytes for b <= 8 within a group
+  for (uint32_t k = 0; k < bytes; ++k)
+    v |= uint32_t(g[bit / 8 + k]) << (8 * k);
+  return (v >> (bit % 8)) & ((1u << b) - 1u);
+}
+
+// ---- bitmaps
+// -------------------------------------------------------------------------------------
+SCCL_HD_INLINE size_t bitmap_words(size_t n) {
+  return div_up(n, 64);
+}
+SCCL_HD_INLINE bool bit_get(const uint64_t* bm, size_t i) {
+  return (bm[i >> 6] >> (i & 63)) & 1u;
+}
+
+}  // namespace sketchccl::kernels::detail

@@ -1,0 +1,50 @@
+// CUDA launch wrappers of the codecs (the same SCCL_HD routines as the CPU build, see
+// kernels/codec_impl.h), for the CUDA backend. All pointers are device pointers and every call
+// is stream-ordered and asynchronous: nothing here synchronizes except read_device_error.
+//
+// Packets are validated on the device: step and decode first run a one-thread kernel that
+// compares the packet header (and CASQ's table sizes) with the expected one and writes a reason
+// code into the workspace; every later kernel of the call returns at once when it is set, so a
+// malformed packet is never read out of bounds. The host-side checks (parameters, capacities,
+// packet length) return a Status at once. Read the device verdict with read_device_error.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/codec.h"
+
+namespace sketchccl::kernels::cuda {
+
+// Device workspace (bytes, 256-aligned start) that encode/step/decode need for (p, n).
+size_t workspace_bytes(const CodecParams& p, size_t n);
+
+Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt, size_t cap,
+              void* ws, size_t ws_bytes, cudaStream_t stream);
+
+Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
+            size_t n, void* out, size_t cap, void* ws, size_t ws_bytes, cudaStream_t stream);
+
+// stats_dev: optional device DecodeStats, written by the kernels. s2 decoding peels in rounds
+// of parallel kernels and checks its progress every 16 rounds (a stream synchronization).
+Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
+              size_t n, float scale, DecodeStats* stats_dev, void* ws, size_t ws_bytes,
+              cudaStream_t stream);
+
+// Synchronizes `stream` and returns the device-side verdict of the last step/decode on ws.
+Status read_device_error(const void* ws, cudaStream_t stream);
+
+// Sparse helpers (kernels/sparse.h) on the device. count_dev receives the popcount.
+void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits, cudaStream_t stream);
+void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n, cudaStream_t stream);
+void bitmap_popcount(const uint64_t* bits, size_t n, unsigned long long* count_dev,
+                     cudaStream_t stream);
+size_t sparse_workspace_bytes(size_t n);
+void sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, float* out, void* ws,
+                    cudaStream_t stream);
+void sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
+                    ElemType t, void* ws, cudaStream_t stream);
+
+}  // namespace sketchccl::kernels::cuda

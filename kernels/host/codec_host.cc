@@ -1,0 +1,690 @@
+// CPU build of the codecs: the SCCL_HD routines of kernels/codec_impl.h driven by plain loops.
+// This is what the host backend and every test use; kernels/cuda/ drives the same routines.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/codec.h"
+#include "kernels/codec_impl.h"
+#include "kernels/codec_internal.h"
+
+namespace sketchccl::kernels {
+
+using namespace detail;  // NOLINT: this file is the detail routines' driver
+
+namespace {
+
+const char* const kNames[] = {"none",  "bf16",  "fp16",  "q8", "q4",    "q2",
+                              "casq2", "casq3", "casq4", "s2", "sparse"};
+constexpr int kNumCodecs = 11;
+
+Status bad(const char* fmt, const char* what) {
+  return errorf(Code::kInvalidArgument, fmt, what);
+}
+
+}  // namespace
+
+namespace detail {
+
+Status check_params(const CodecParams& p, size_t n) {
+  if (int(p.codec) >= kNumCodecs) {
+    return errorf(Code::kInvalidArgument, "codec: unknown codec id %d", int(p.codec));
+  }
+  if (p.codec == CodecId::kSparse) {
+    return bad("codec %s: two-phase, use the helpers of kernels/sparse.h", "sparse");
+  }
+  if (n > kMaxElems) {
+    return errorf(Code::kInvalidArgument, "codec %s: %zu elements exceed the limit of 2^40",
+                  codec_name(p.codec), n);
+  }
+  if (p.codec == CodecId::kS2) {
+    if (p.s2_rows < 1 || p.s2_rows > kMaxS2Rows) {
+      return errorf(Code::kInvalidArgument, "codec s2: %u rows, expected 1 to %u", p.s2_rows,
+                    kMaxS2Rows);
+    }
+    if (p.s2_counters < 1 || p.s2_counters > kMaxS2Counters) {
+      return errorf(Code::kInvalidArgument, "codec s2: %u counters per row, expected 1 to 2^30",
+                    p.s2_counters);
+    }
+  }
+  if (is_casq(p.codec) && !(p.casq_buckets > 0.0f && p.casq_buckets <= 1.0f)) {
+    return errorf(Code::kInvalidArgument, "codec %s: bucket fraction %g, expected (0, 1]",
+                  codec_name(p.codec), double(p.casq_buckets));
+  }
+  return Status::Ok();
+}
+
+size_t bytes_unchecked(const CodecParams& p, size_t n) {
+  const size_t h = sizeof(PacketHeader);
+  switch (p.codec) {
+    case CodecId::kNone:
+      return h + round8(n * 4);
+    case CodecId::kBf16:
+    case CodecId::kFp16:
+      return h + round8(n * 2);
+    case CodecId::kQ8:
+    case CodecId::kQ4:
+    case CodecId::kQ2:
+      return h + div_up(n, kBlock) * q_record_bytes(codec_bits(p.codec));
+    case CodecId::kCasq2:
+    case CodecId::kCasq3:
+    case CodecId::kCasq4:
+      return casq_layout(codec_bits(p.codec), n, p.casq_buckets).total;
+    case CodecId::kS2:
+      return s2_layout(p.s2_rows, p.s2_counters, n).total;
+    default:
+      return 0;
+  }
+}
+
+PacketHeader expected_header(const CodecParams& p, size_t n) {
+  PacketHeader hd;
+  memset(&hd, 0, sizeof(hd));
+  hd.magic = kMagic;
+  hd.version = kVersion;
+  hd.codec = uint8_t(p.codec);
+  hd.bits = uint8_t(codec_bits(p.codec));
+  hd.n = n;
+  if (is_quant(p.codec)) hd.p0 = uint32_t(kBlock);
+  if (is_casq(p.codec)) {
+    CasqLayout L = casq_layout(hd.bits, n, p.casq_buckets);
+    hd.p0 = L.buckets;
+    hd.p1 = L.clusters;
+    hd.salt = stream_key(p.seed, p.call, p.slice, p.step) ^ 0xca5ca5ull;
+  }
+  if (p.codec == CodecId::kS2) {
+    hd.rows = uint8_t(p.s2_rows);
+    hd.p0 = p.s2_counters;
+    hd.salt = s2_salt(p.seed, p.call, p.slice);
+  }
+  return hd;
+}
+
+}  // namespace detail
+
+namespace {
+
+Status check_out(const CodecParams& p, size_t n, const void* x, void* pkt, size_t cap,
+                 size_t* need) {
+  SCCL_RETURN_IF_ERROR(check_params(p, n));
+  *need = bytes_unchecked(p, n);
+  if (pkt == nullptr || (reinterpret_cast<uintptr_t>(pkt) & 7u) != 0) {
+    return bad("codec %s: output packet is null or not 8-byte aligned", codec_name(p.codec));
+  }
+  if (cap < *need) {
+    return errorf(Code::kInvalidArgument, "codec %s: output capacity %zu < packet size %zu",
+                  codec_name(p.codec), cap, *need);
+  }
+  if (n > 0 && x == nullptr) return bad("codec %s: null input", codec_name(p.codec));
+  return Status::Ok();
+}
+
+// Validates a received packet against what the caller expects, before any payload access.
+Status check_packet(const CodecParams& p, size_t n, const void* pkt, size_t bytes) {
+  SCCL_RETURN_IF_ERROR(check_params(p, n));
+  const char* name = codec_name(p.codec);
+  if (pkt == nullptr || (reinterpret_cast<uintptr_t>(pkt) & 7u) != 0) {
+    return bad("codec %s: packet is null or not 8-byte aligned", name);
+  }
+  if (bytes < sizeof(PacketHeader)) {
+    return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, no header)", name,
+                  bytes);
+  }
+  PacketHeader h, e = expected_header(p, n);
+  memcpy(&h, pkt, sizeof(h));
+  if (h.magic != kMagic) return bad("codec %s: bad packet magic", name);
+  if (h.version != kVersion) {
+    return errorf(Code::kInvalidArgument, "codec %s: packet format version %u, expected %u", name,
+                  h.version, kVersion);
+  }
+  if (h.codec != e.codec) {
+    return errorf(Code::kInvalidArgument, "codec %s: packet holds codec %s (id %u)", name,
+                  h.codec < kNumCodecs ? kNames[h.codec] : "?", h.codec);
+  }
+  if (h.n != e.n) {
+    return errorf(Code::kInvalidArgument, "codec %s: packet holds %llu elements, expected %zu",
+                  name, static_cast<unsigned long long>(h.n), n);
+  }
+  if (h.bits != e.bits || h.rows != e.rows || h.p0 != e.p0 || h.p1 != e.p1) {
+    return errorf(Code::kInvalidArgument,
+                  "codec %s: packet parameters (bits %u rows %u p0 %u p1 %u) differ from the "
+                  "expected (bits %u rows %u p0 %u p1 %u)",
+                  name, h.bits, h.rows, h.p0, h.p1, e.bits, e.rows, e.p0, e.p1);
+  }
+  if (p.codec == CodecId::kS2 && h.salt != e.salt) {
+    return bad("codec %s: packet hashed with another seed, call or slice", name);
+  }
+  size_t need = bytes_unchecked(p, n);
+  if (bytes < need) {
+    return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
+                  name, bytes, need);
+  }
+  if (is_casq(p.codec)) {
+    CasqLayout L = casq_layout(e.bits, n, p.casq_buckets);
+    const uint8_t* b = static_cast<const uint8_t*>(pkt);
+    uint64_t sum = 0;
+    for (uint32_t c = 0; c < L.clusters; ++c) {
+      uint32_t s;
+      memcpy(&s, b + L.sizes_off + 4 * c, 4);
+      if (s == 0) return bad("codec %s: empty bucket table in packet", name);
+      sum += s;
+    }
+    if (sum != L.buckets) return bad("codec %s: bucket table sizes do not add up", name);
+  }
+  return Status::Ok();
+}
+
+void put_header(const CodecParams& p, size_t n, void* pkt) {
+  PacketHeader h = expected_header(p, n);
+  memcpy(pkt, &h, sizeof(h));
+}
+
+template <typename F>
+Status by_type(ElemType t, F&& f) {
+  switch (t) {
+    case ElemType::kF32:
+      f(std::integral_constant<int, 0>());
+      return Status::Ok();
+    case ElemType::kF16:
+      f(std::integral_constant<int, 1>());
+      return Status::Ok();
+    case ElemType::kBf16:
+      f(std::integral_constant<int, 2>());
+      return Status::Ok();
+  }
+  return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
+}
+
+template <int ET, typename F>
+uint64_t store_all(void* y, size_t n, float scale, F&& value) {
+  uint64_t nz = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float v = value(i) * scale;
+    nz += v != 0.0f;
+    store_elem<ET>(y, i, v);
+  }
+  return nz;
+}
+
+// ---- casts -----------------------------------------------------------------------------------
+template <int ET>
+void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+  if (c == CodecId::kNone) {
+    const float* a = reinterpret_cast<const float*>(in);
+    float* o = reinterpret_cast<float*>(out);
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = a[i] + load_elem<ET>(x, i);
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = load_elem<ET>(x, i);
+    }
+    return;
+  }
+  const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
+  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  if (c == CodecId::kBf16) {
+    for (size_t i = 0; i < n; ++i) {
+      o[i] = float_to_bf16((a ? bf16_to_float(a[i]) : 0.0f) + load_elem<ET>(x, i));
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      o[i] = float_to_half((a ? half_to_float(a[i]) : 0.0f) + load_elem<ET>(x, i));
+    }
+  }
+}
+
+template <int ET>
+uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
+  if (c == CodecId::kNone) {
+    const float* a = reinterpret_cast<const float*>(in);
+    return store_all<ET>(y, n, scale, [&](size_t i) { return a[i]; });
+  }
+  const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
+  if (c == CodecId::kBf16) {
+    return store_all<ET>(y, n, scale, [&](size_t i) { return bf16_to_float(a[i]); });
+  }
+  return store_all<ET>(y, n, scale, [&](size_t i) { return half_to_float(a[i]); });
+}
+
+// ---- q* --------------------------------------------------------------------------------------
+template <uint32_t BITS, int ET>
+void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+  const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
+  const size_t R = q_record_bytes(BITS);
+  float v[kBlock];
+  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+    size_t cnt = std::min(kBlock, n - base);
+    if (in) {
+      q_unpack_record<BITS>(in + blk * R, cnt, v);
+      for (size_t j = 0; j < cnt; ++j)
+        v[j] += load_elem<ET>(x, base + j);
+    } else {
+      for (size_t j = 0; j < cnt; ++j)
+        v[j] = load_elem<ET>(x, base + j);
+    }
+    q_pack_record<BITS>(v, cnt, q_block_key(key, blk), out + blk * R);
+  }
+}
+
+template <uint32_t BITS, int ET>
+uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
+  const size_t R = q_record_bytes(BITS);
+  float v[kBlock];
+  uint64_t nz = 0;
+  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+    size_t cnt = std::min(kBlock, n - base);
+    q_unpack_record<BITS>(in + blk * R, cnt, v);
+    for (size_t j = 0; j < cnt; ++j) {
+      float o = v[j] * scale;
+      nz += o != 0.0f;
+      store_elem<ET>(y, base + j, o);
+    }
+  }
+  return nz;
+}
+
+template <int ET>
+void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+  switch (p.codec) {
+    case CodecId::kQ8:
+      q_run<8, ET>(p, in, x, n, out);
+      break;
+    case CodecId::kQ4:
+      q_run<4, ET>(p, in, x, n, out);
+      break;
+    default:
+      q_run<2, ET>(p, in, x, n, out);
+      break;
+  }
+}
+
+// ---- CASQ ------------------------------------------------------------------------------------
+
+// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller).
+template <int ET>
+void mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
+  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+    size_t cnt = std::min(kBlock, n - base);
+    bool fin = true;
+    for (size_t j = 0; j < cnt; ++j)
+      fin &= is_finite(load_elem<ET>(x, base + j));
+    if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
+  }
+}
+
+// Encodes x (already combined) with the non-finite block mask nf into a CASQ packet body.
+template <uint32_t BITS, int ET>
+void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
+                      uint8_t* out) {
+  constexpr uint32_t bits = BITS;  // compile-time: the code search and packing unroll
+  const CasqLayout L = casq_layout(bits, n, p.casq_buckets);
+  const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
+  const uint64_t salt = key ^ 0xca5ca5ull;
+  auto value = [&](size_t i) { return bit_get(nf, i / kBlock) ? 0.0f : load_elem<ET>(x, i); };
+  const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
+  std::vector<float> sample(S), work(2 * size_t(S));
+  for (uint32_t k = 0; k < S; ++k)
+    sample[k] = value(casq_sample_index(key, n, S, k));
+  float centers[16], thr[16];
+  uint32_t sizes[16], off[16];
+  casq_fit(sample.data(), S, bits, L.buckets, key, work.data(), centers, sizes);
+  casq_thresholds(centers, L.clusters, thr);
+  for (uint32_t c = 0, o = 0; c < L.clusters; ++c) {
+    off[c] = o;
+    o += sizes[c];
+  }
+  memcpy(out + L.sizes_off, sizes, 4 * L.clusters);
+  if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
+  std::vector<double> sum(L.buckets, 0.0);
+  std::vector<uint32_t> cnt(L.buckets, 0);
+  double* psum = sum.data();
+  uint32_t* pcnt = cnt.data();
+  uint8_t* codes = out + L.codes_off;
+  for (size_t g = 0; g * 8 < n; ++g) {
+    uint32_t c8[8];
+    for (size_t k = 0; k < 8; ++k) {
+      size_t i = g * 8 + k;
+      c8[k] = 0;
+      if (i >= n || bit_get(nf, i / kBlock)) continue;
+      float v = load_elem<ET>(x, i);
+      uint32_t c = casq_code(thr, 1u << BITS, v);
+      uint32_t b = off[c] + casq_bucket(salt, i, sizes[c]);
+      psum[b] += v;
+      pcnt[b]++;
+      c8[k] = c;
+    }
+    pack8(c8, bits, codes + g * bits);
+  }
+  float* table = reinterpret_cast<float*>(out + L.table_off);
+  for (uint32_t c = 0; c < L.clusters; ++c) {
+    for (uint32_t b = off[c]; b < off[c] + sizes[c]; ++b) {
+      table[b] = cnt[b] ? float(sum[b] / cnt[b]) : centers[c];
+    }
+  }
+}
+
+template <int ET>
+void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
+                      uint8_t* out) {
+  switch (codec_bits(p.codec)) {
+    case 2:
+      casq_encode_bits<2, ET>(p, x, n, nf, out);
+      break;
+    case 3:
+      casq_encode_bits<3, ET>(p, x, n, nf, out);
+      break;
+    default:
+      casq_encode_bits<4, ET>(p, x, n, nf, out);
+      break;
+  }
+}
+
+// Reads a validated CASQ packet.
+struct CasqReader {
+  const float* table;
+  const uint64_t* nf;
+  const uint8_t* codes;
+  uint32_t bits, off[16], sizes[16];
+  uint64_t salt;
+  CasqReader(const CodecParams& p, const uint8_t* pkt, size_t n) {
+    bits = codec_bits(p.codec);
+    CasqLayout L = casq_layout(bits, n, p.casq_buckets);
+    PacketHeader h;
+    memcpy(&h, pkt, sizeof(h));
+    salt = h.salt;
+    memcpy(sizes, pkt + L.sizes_off, 4 * L.clusters);
+    for (uint32_t c = 0, o = 0; c < L.clusters; ++c) {
+      off[c] = o;
+      o += sizes[c];
+    }
+    table = reinterpret_cast<const float*>(pkt + L.table_off);
+    nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
+    codes = pkt + L.codes_off;
+  }
+  // All n values into out, 8 codes at a time.
+  void decode_all(size_t n, float* out) const {
+    for (size_t g = 0; g * 8 < n; ++g) {
+      uint32_t c8[8];
+      unpack8(codes + g * bits, bits, c8);
+      const bool nan_block = bit_get(nf, g * 8 / kBlock);  // 8 divides the block size
+      for (size_t k = 0; k < 8 && g * 8 + k < n; ++k) {
+        size_t i = g * 8 + k;
+        out[i] = nan_block ? qnan() : table[off[c8[k]] + casq_bucket(salt, i, sizes[c8[k]])];
+      }
+    }
+  }
+};
+
+// ---- s2 --------------------------------------------------------------------------------------
+
+// Adds x's finite non-zeros to the bitmap and sketch of out (zeroed or holding a packet).
+template <int ET>
+void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) {
+  const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
+  const uint64_t salt = s2_salt(p.seed, p.call, p.slice);
+  uint64_t* bm = reinterpret_cast<uint64_t*>(out + L.bitmap_off);
+  uint64_t* nf = reinterpret_cast<uint64_t*>(out + L.nf_off);
+  double* sk = reinterpret_cast<double*>(out + L.sketch_off);
+  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+    size_t cnt = std::min(kBlock, n - base);
+    bool fin = true;
+    for (size_t j = 0; j < cnt; ++j)
+      fin &= is_finite(load_elem<ET>(x, base + j));
+    if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
+    if (bit_get(nf, blk)) continue;  // decodes as NaN anyway (also when an earlier rank set it)
+    for (size_t j = 0; j < cnt; ++j) {
+      float v = load_elem<ET>(x, base + j);
+      if (v == 0.0f) continue;
+      size_t i = base + j;
+      bm[i >> 6] |= 1ull << (i & 63);
+      for (uint32_t r = 0; r < L.rows; ++r) {
+        bool neg;
+        uint32_t b = s2_bucket(salt, r, i, L.counters, &neg);
+        sk[size_t(r) * L.counters + b] += neg ? -double(v) : double(v);
+      }
+    }
+  }
+}
+
+// Bitmap-informed peeling; fills val (one per set bit, in index order) and the stats.
+void s2_peel(const CodecParams& p, const uint8_t* pkt, size_t n, std::vector<size_t>* pos,
+             std::vector<float>* val, DecodeStats* st) {
+  const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
+  const uint64_t salt = s2_salt(p.seed, p.call, p.slice);
+  const uint64_t* bm = reinterpret_cast<const uint64_t*>(pkt + L.bitmap_off);
+  const double* sk = reinterpret_cast<const double*>(pkt + L.sketch_off);
+  const uint32_t r = L.rows, c = L.counters;
+  const size_t nc = size_t(r) * c;
+  for (size_t w = 0; w < bitmap_words(n); ++w) {
+    uint64_t bits = bm[w];
+    if (w == bitmap_words(n) - 1 && (n & 63)) bits &= (1ull << (n & 63)) - 1;
+    while (bits) {
+      pos->push_back(w * 64 + size_t(__builtin_ctzll(bits)));
+      bits &= bits - 1;
+    }
+  }
+  const size_t m = pos->size();
+  std::vector<double> res(sk, sk + nc);
+  std::vector<uint32_t> cnt(nc, 0);
+  std::vector<uint64_t> xr(nc, 0);
+  std::vector<uint32_t> bk(m * r);
+  for (size_t k = 0; k < m; ++k) {
+    for (uint32_t j = 0; j < r; ++j) {
+      bool neg;
+      uint32_t b = s2_bucket(salt, j, (*pos)[k], c, &neg);
+      bk[k * r + j] = b | (neg ? 0x80000000u : 0u);
+      size_t id = size_t(j) * c + b;
+      cnt[id]++;
+      xr[id] ^= k;
+    }
+  }
+  std::vector<size_t> queue;
+  for (size_t id = 0; id < nc; ++id) {
+    if (cnt[id] == 1) queue.push_back(id);
+  }
+  val->assign(m, 0.0f);
+  std::vector<uint8_t> done(m, 0);
+  uint64_t peeled = 0;
+  while (!queue.empty()) {
+    size_t id = queue.back();
+    queue.pop_back();
+    if (cnt[id] != 1) continue;
+    size_t k = size_t(xr[id]);
+    uint32_t j = uint32_t(id / c);
+    double v = (bk[k * r + j] >> 31) ? -res[id] : res[id];
+    (*val)[k] = float(v);
+    done[k] = 1;
+    peeled++;
+    for (uint32_t jj = 0; jj < r; ++jj) {
+      uint32_t e = bk[k * r + jj];
+      size_t id2 = size_t(jj) * c + (e & 0x7fffffffu);
+      res[id2] -= (e >> 31) ? -v : v;
+      cnt[id2]--;
+      xr[id2] ^= k;
+      if (cnt[id2] == 1) queue.push_back(id2);
+    }
+  }
+  double est[kMaxS2Rows];
+  for (size_t k = 0; k < m; ++k) {
+    if (done[k]) continue;
+    for (uint32_t j = 0; j < r; ++j) {
+      uint32_t e = bk[k * r + j];
+      double cv = res[size_t(j) * c + (e & 0x7fffffffu)];
+      est[j] = (e >> 31) ? -cv : cv;
+    }
+    std::sort(est, est + r);
+    (*val)[k] = float(r & 1 ? est[r / 2] : 0.5 * (est[r / 2 - 1] + est[r / 2]));
+  }
+  st->nonzeros = m;
+  st->peeled = peeled;
+  st->estimated = m - peeled;
+}
+
+}  // namespace
+
+bool codec_from_name(const char* name, CodecId* out) {
+  if (name == nullptr) return false;
+  for (int i = 0; i < kNumCodecs; ++i) {
+    if (strcmp(name, kNames[i]) == 0) {
+      *out = CodecId(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* codec_name(CodecId id) {
+  return int(id) < kNumCodecs ? kNames[int(id)] : "unknown";
+}
+
+size_t elem_size(ElemType t) {
+  return t == ElemType::kF32 ? 4 : 2;
+}
+
+size_t packet_bytes(const CodecParams& p, size_t n) {
+  if (!check_params(p, n).ok()) return 0;
+  return bytes_unchecked(p, n);
+}
+
+uint32_t s2_counters_for_budget(size_t n, uint32_t rows, double budget) {
+  if (rows == 0) rows = 1;
+  double c = std::ceil(budget * double(n) / rows);
+  return uint32_t(std::clamp(c, double(kS2MinCounters), double(kMaxS2Counters)));
+}
+
+uint32_t s2_counters_for_support(uint64_t support, uint32_t rows, double per_nonzero) {
+  if (rows == 0) rows = 1;
+  double c = std::ceil(per_nonzero * double(support) / rows);
+  return uint32_t(std::clamp(c, double(kS2MinCounters), double(kMaxS2Counters)));
+}
+
+Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt, size_t cap) {
+  size_t need = 0;
+  SCCL_RETURN_IF_ERROR(check_out(p, n, x, pkt, cap, &need));
+  uint8_t* out = static_cast<uint8_t*>(pkt);
+  memset(out, 0, need);
+  put_header(p, n, out);
+  uint8_t* body = out + sizeof(PacketHeader);
+  return by_type(t, [&](auto et) {
+    constexpr int ET = decltype(et)::value;
+    if (is_quant(p.codec)) {
+      q_dispatch<ET>(p, nullptr, x, n, body);
+    } else if (is_casq(p.codec)) {
+      std::vector<uint64_t> nf(nf_words(n), 0);
+      mark_nonfinite<ET>(x, n, nf.data());
+      casq_encode_body<ET>(p, x, n, nf.data(), out);
+    } else if (p.codec == CodecId::kS2) {
+      s2_accumulate<ET>(p, x, n, out);
+    } else {
+      cast_run<ET>(p.codec, nullptr, x, n, body);
+    }
+  });
+}
+
+Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
+            size_t n, void* out, size_t cap) {
+  SCCL_RETURN_IF_ERROR(check_packet(p, n, in, in_bytes));
+  size_t need = 0;
+  SCCL_RETURN_IF_ERROR(check_out(p, n, x, out, cap, &need));
+  const uint8_t* ib = static_cast<const uint8_t*>(in);
+  uint8_t* ob = static_cast<uint8_t*>(out);
+  if (is_casq(p.codec)) {
+    // Not linear: decode, add, refit, re-encode (in may alias out: decode first).
+    // Per-thread scratch, kept between calls: a fresh 1 MiB buffer per step costs page faults.
+    thread_local std::vector<float> sum;
+    if (sum.size() < n) sum.resize(n);
+    std::vector<uint64_t> nf(nf_words(n), 0);
+    CasqReader rd(p, ib, n);
+    rd.decode_all(n, sum.data());
+    Status st = by_type(t, [&](auto et) {
+      constexpr int ET = decltype(et)::value;
+      mark_nonfinite<ET>(x, n, nf.data());
+      for (size_t i = 0; i < n; ++i)
+        sum[i] += load_elem<ET>(x, i);
+    });
+    SCCL_RETURN_IF_ERROR(st);
+    mark_nonfinite<0>(sum.data(), n, nf.data());
+    memset(ob, 0, need);
+    put_header(p, n, ob);
+    casq_encode_body<0>(p, sum.data(), n, nf.data(), ob);
+    return Status::Ok();
+  }
+  if (ob != ib) memmove(ob, ib, need);
+  put_header(p, n, ob);  // the producing step's header (q*, casq carry step-specific salts)
+  uint8_t* body = ob + sizeof(PacketHeader);
+  return by_type(t, [&](auto et) {
+    constexpr int ET = decltype(et)::value;
+    if (is_quant(p.codec)) {
+      q_dispatch<ET>(p, body, x, n, body);
+    } else if (p.codec == CodecId::kS2) {
+      s2_accumulate<ET>(p, x, n, ob);
+    } else {
+      cast_run<ET>(p.codec, body, x, n, body);
+    }
+  });
+}
+
+Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
+              size_t n, float scale, DecodeStats* stats) {
+  SCCL_RETURN_IF_ERROR(check_packet(p, n, pkt, pkt_bytes));
+  if (n > 0 && y == nullptr) return bad("codec %s: null output", codec_name(p.codec));
+  DecodeStats local;
+  DecodeStats* st = stats ? stats : &local;
+  *st = DecodeStats();
+  const uint8_t* b = static_cast<const uint8_t*>(pkt);
+  const uint8_t* body = b + sizeof(PacketHeader);
+  return by_type(t, [&](auto et) {
+    constexpr int ET = decltype(et)::value;
+    if (is_quant(p.codec)) {
+      switch (p.codec) {
+        case CodecId::kQ8:
+          st->nonzeros = q_decode<8, ET>(body, n, y, scale);
+          break;
+        case CodecId::kQ4:
+          st->nonzeros = q_decode<4, ET>(body, n, y, scale);
+          break;
+        default:
+          st->nonzeros = q_decode<2, ET>(body, n, y, scale);
+          break;
+      }
+    } else if (is_casq(p.codec)) {
+      CasqReader rd(p, b, n);
+      uint64_t nz = 0;
+      for (size_t g = 0; g * 8 < n; ++g) {
+        uint32_t c8[8];
+        unpack8(rd.codes + g * rd.bits, rd.bits, c8);
+        const bool nan_block = bit_get(rd.nf, g * 8 / kBlock);  // 8 divides the block size
+        for (size_t k = 0; k < 8 && g * 8 + k < n; ++k) {
+          size_t i = g * 8 + k;
+          uint32_t c = c8[k];
+          float o = nan_block ? qnan()
+                              : rd.table[rd.off[c] + casq_bucket(rd.salt, i, rd.sizes[c])] * scale;
+          nz += o != 0.0f;
+          store_elem<ET>(y, i, o);
+        }
+      }
+      st->nonzeros = nz;
+    } else if (p.codec == CodecId::kS2) {
+      std::vector<size_t> pos;
+      std::vector<float> val;
+      s2_peel(p, b, n, &pos, &val, st);
+      const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
+      const uint64_t* nf = reinterpret_cast<const uint64_t*>(b + L.nf_off);
+      for (size_t i = 0; i < n; ++i)
+        store_elem<ET>(y, i, 0.0f);
+      for (size_t k = 0; k < pos.size(); ++k)
+        store_elem<ET>(y, pos[k], val[k] * scale);
+      for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+        if (!bit_get(nf, blk)) continue;
+        for (size_t i = base; i < std::min(n, base + kBlock); ++i)
+          store_elem<ET>(y, i, qnan());
+      }
+    } else {
+      st->nonzeros = cast_decode<ET>(p.codec, body, n, y, scale);
+    }
+  });
+}
+
+}  // namespace sketchccl::kernels
