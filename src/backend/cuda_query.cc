@@ -37,9 +37,37 @@ bool stream_is_capturing(void* stream) {
 #endif
 }
 
-// The CUDA backend is the next issue; until then device buffers are forwarded.
+// A build with CUDA and at least one visible device (asked once: the answer does not change
+// within a process). Without a driver cudaGetDeviceCount fails (cudaErrorInsufficientDriver or
+// cudaErrorNoDevice): no backend, and device buffers are forwarded (or refused in standalone).
 bool has_cuda_backend() {
+#if SKETCHCCL_HAVE_CUDA
+  static const bool present = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return count > 0;
+  }();
+  return present;
+#else
   return false;
+#endif
+}
+
+int current_cuda_device() {
+#if SKETCHCCL_HAVE_CUDA
+  if (!has_cuda_backend()) return 0;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return dev;
+#else
+  return 0;
+#endif
 }
 
 }  // namespace sketchccl::backend

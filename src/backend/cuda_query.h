@@ -10,5 +10,7 @@ bool is_device_pointer(const void* p);
 bool stream_is_capturing(void* stream);
 // True when this build has a CUDA backend that can run the codecs on device buffers.
 bool has_cuda_backend();
+// The calling thread's current device (cudaGetDevice); 0 without a CUDA backend.
+int current_cuda_device();
 
 }  // namespace sketchccl::backend

@@ -221,15 +221,17 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   Status st;
-  if (nranks_ == 1) {
+  if (args.device) {
+    st = run_device(link, args, codec, state, cs);
+  } else if (nranks_ == 1) {
     // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
     if (args.recv != args.send) {
       std::memmove(args.recv, args.send, args.count * kernels::elem_size(args.type));
     }
   } else if (codec == CodecId::kSparse) {
-    st = run_sparse(link, args, state, cs);
+    st = run_sparse(link, args, state, cs, *backend_);
   } else {
-    st = run_codec(link, args, codec, state, cs);
+    st = run_codec(link, args, codec, state, cs, *backend_);
   }
   cs.calls++;
   cs.bytes_in += args.count * kernels::elem_size(args.type);
@@ -242,8 +244,33 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   return st;
 }
 
+Status AllReduceEngine::prepare_device() {
+  if (cuda_) return Status::Ok();
+  return backend::make_cuda_backend(cuda_device_, &cuda_);
+}
+
+// Device buffers (docs/cuda.md): the CUDA backend of the communicator's device, made current on
+// this (the proxy) thread. Every backend call returns with its results in place, so when this
+// returns the output is written and the stream gate may be released.
+Status AllReduceEngine::run_device(const RingLink& link, const AllReduceArgs& args, CodecId codec,
+                                   BufferState& state, CodecStats& cs) {
+  if (!cuda_) SCCL_RETURN_IF_ERROR(backend::make_cuda_backend(cuda_device_, &cuda_));
+  SCCL_RETURN_IF_ERROR(cuda_->activate());
+  Status st;
+  if (nranks_ == 1) {
+    st = cuda_->copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
+  } else if (codec == CodecId::kSparse) {
+    st = run_sparse(link, args, state, cs, *cuda_);
+  } else {
+    st = run_codec(link, args, codec, state, cs, *cuda_);
+  }
+  Status late = cuda_->take_error();  // from the helpers that return no Status
+  if (st.ok() && !late.ok()) st = late;
+  return st;
+}
+
 Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& args, CodecId codec,
-                                  BufferState& state, CodecStats& cs) {
+                                  BufferState& state, CodecStats& cs, backend::Backend& be) {
   CodecParams base;
   base.codec = codec;
   base.seed = settings_.seed;
@@ -251,6 +278,8 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   base.s2_rows = settings_.s2_rows;
   base.casq_buckets = settings_.casq_buckets;
   float* residual = nullptr;
+  // Device buffers too: the residual stays on the host, the CUDA backend stages the
+  // compensated slices (docs/cuda.md).
   if (settings_.error_feedback && is_lossy_and_nonlinear(codec)) {
     if (state.residual.size() != args.count) state.residual.assign(args.count, 0.0f);
     residual = state.residual.data();
@@ -260,7 +289,7 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
     return s2_counters_per_row(history, args.count, n);
   };
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-  CodecSliceOps ops(*backend_, base, args, scale, counters, residual, &cs);
+  CodecSliceOps ops(be, base, args, scale, counters, residual, &cs);
   RingStats rs;
   Status st = ring_allreduce(link, args.count, settings_.slice_elems, settings_.depth, ops, &rs);
   cs.bytes_sent += rs.bytes_sent;
@@ -277,12 +306,14 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   return Status::Ok();
 }
 
+// Phase 1 and the compaction/scatter touch the user's buffers (backend `be`); the union bitmap
+// and the phase-2 values are host memory, so phase 2 always runs on the host backend.
 Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& args,
-                                   BufferState& state, CodecStats& cs) {
+                                   BufferState& state, CodecStats& cs, backend::Backend& be) {
   // Phase 1: the union support, identical on every rank.
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
   std::vector<uint64_t> union_bits(words, 0);
-  BitmapSliceOps bitmap_ops(*backend_, args, union_bits.data());
+  BitmapSliceOps bitmap_ops(be, args, union_bits.data());
   RingLink l1 = link;
   l1.phase = 1;
   RingStats rs;
@@ -292,7 +323,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     // Phase 2: an exact fp32 ring over this rank's values on the union support.
     const size_t support = backend_->bitmap_popcount(union_bits.data(), args.count);
     std::vector<float> values(support), sums(support);
-    backend_->sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
+    be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
     CodecParams base;
     base.codec = CodecId::kNone;
     base.seed = settings_.seed;
@@ -305,8 +336,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
     if (st.ok()) {
       const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-      backend_->sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
-                               args.type);
+      be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv, args.type);
       state.have_history = true;
       state.nonzeros = support;
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
@@ -24,6 +25,10 @@ struct AllReduceArgs {
   kernels::ElemType type = kernels::ElemType::kF32;
   bool avg = false;
   bool exact = false;  // below SKETCHCCL_MIN_BYTES or SKETCHCCL_ENABLE=0 in standalone: `none`
+  // send/recv are device memory of the communicator's device: the CUDA backend runs the codecs
+  // (docs/cuda.md). The caller's stream is the stream gate's business (Communicator), not the
+  // engine's.
+  bool device = false;
 };
 
 // What one call on a buffer leaves for the next. DDP buckets keep their addresses, so a buffer
@@ -46,11 +51,19 @@ struct BufferState {
 
 class AllReduceEngine {
  public:
-  AllReduceEngine(const Settings& settings, int rank, int nranks)
-      : settings_(settings), rank_(rank), nranks_(nranks), backend_(backend::make_host_backend()) {}
+  AllReduceEngine(const Settings& settings, int nranks, int cuda_device = 0)
+      : settings_(settings),
+        nranks_(nranks),
+        cuda_device_(cuda_device),
+        backend_(backend::make_host_backend()) {}
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
   Status run(const RingLink& link, const AllReduceArgs& args);
+
+  // Creates the CUDA backend ahead of the first AllReduce on device buffers, on the caller's
+  // thread before any such work is queued (so that its stream and pinned staging are not
+  // allocated while a stream gate holds a stream). Idempotent; the proxy creates it otherwise.
+  Status prepare_device();
 
   // The codec this call would use, from agreed numbers only (exposed for tests and stats).
   kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
@@ -62,15 +75,21 @@ class AllReduceEngine {
   const Settings& settings() const { return settings_; }
 
  private:
+  // `be` runs the codecs on the user's buffers (the host or the CUDA backend).
   Status run_codec(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
-                   BufferState& state, CodecStats& cs);
+                   BufferState& state, CodecStats& cs, backend::Backend& be);
   Status run_sparse(const RingLink& link, const AllReduceArgs& args, BufferState& state,
-                    CodecStats& cs);
+                    CodecStats& cs, backend::Backend& be);
+
+  Status run_device(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
+                    BufferState& state, CodecStats& cs);
 
   Settings settings_;
-  int rank_;
   int nranks_;
+  int cuda_device_;
   std::unique_ptr<backend::Backend> backend_;
+  // Created on the proxy thread by the first AllReduce on device buffers.
+  std::unique_ptr<backend::CudaBackend> cuda_;
   std::map<BufferKey, BufferState> buffers_;
   CommStats stats_;
 };

@@ -44,7 +44,7 @@ Communicator::Communicator(const InitArgs& args, const Settings& settings, uint6
       id_hash_(hash_bytes(args.id.data(), args.id.size())),
       settings_(settings),
       config_hash_(config_hash),
-      engine_(settings, args.rank, args.nranks) {}
+      engine_(settings, args.nranks, args.cuda_device < 0 ? 0 : args.cuda_device) {}
 
 Communicator::~Communicator() {
   abort();
@@ -62,14 +62,20 @@ void Communicator::fail(const Status& st) {
 
 std::shared_ptr<Work> Communicator::submit(std::function<Status()> fn) {
   auto w = std::make_shared<Work>(std::move(fn));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) {
-    w->complete(Status(Code::kInvalidUsage, "communicator is finalized or aborted"));
-    return w;
-  }
-  queue_.push_back(w);
-  cv_.notify_one();
+  enqueue_work(w);
   return w;
+}
+
+void Communicator::enqueue_work(const std::shared_ptr<Work>& w) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(w);
+      cv_.notify_one();
+      return;
+    }
+  }
+  w->complete(Status(Code::kInvalidUsage, "communicator is finalized or aborted"));
 }
 
 void Communicator::proxy_main() {
@@ -173,7 +179,51 @@ std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) 
   });
 }
 
+Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream) {
+  Status prior = async_error();
+  if (!prior.ok() && prior.code() != Code::kInProgress) {
+    return Status(prior.code(), "communicator failed earlier: " + prior.message());
+  }
+  std::lock_guard<std::mutex> glock(gate_mu_);
+  if (!gate_) {
+    SCCL_RETURN_IF_ERROR(backend::StreamGate::create(
+        cuda_device_ < 0 ? 0 : cuda_device_, backend::StreamGate::Mechanism::kAuto, &gate_));
+    // No device work is queued yet, so the proxy does not touch the engine's CUDA backend
+    // concurrently; the queue's mutex publishes it to the proxy.
+    Status st = engine_.prepare_device();
+    if (!st.ok()) {
+      gate_.reset();
+      return st;
+    }
+  }
+  backend::GateTicket ticket;
+  SCCL_RETURN_IF_ERROR(gate_->enqueue(stream, &ticket));
+  auto w = std::make_shared<Work>([this, args, ticket] {
+    RingLink l = link(kPhaseAllReduce);
+    ++op_seq_;
+    // Work queued before the AllReduce on the caller's stream has finished once the marker ran.
+    Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
+    if (st.ok()) st = engine_.run(l, args);
+    if (!st.ok()) {
+      SCCL_WARN(kLogColl, "AllReduce on device buffers failed: %s", st.to_string().c_str());
+      fail(st);
+    }
+    return st;
+  });
+  // However the work ends (done, failed, dropped by abort), the caller's stream goes on.
+  w->set_on_complete([gate = gate_.get(), seq = ticket.seq] { gate->release(seq); });
+  enqueue_work(w);
+  return Status::Ok();
+}
+
 Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) {
+  Status st = allgather_small_ring(mine, bytes, all);
+  // Receives may still be posted into `all`: the communicator is finished, cancel them now.
+  if (!st.ok() && transport_) transport_->close();
+  return st;
+}
+
+Status Communicator::allgather_small_ring(const void* mine, size_t bytes, void* all) {
   uint8_t* out = static_cast<uint8_t*>(all);
   std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
   if (nranks_ == 1) return Status::Ok();

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backend/cuda/stream_gate.h"
 #include "coll/allreduce.h"
 #include "coll/settings.h"
 #include "coll/work.h"
@@ -58,6 +59,11 @@ class Communicator {
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
+  // Stream-ordered AllReduce on device buffers (args.device; docs/cuda.md): enqueues the stream
+  // gate (marker + wait) on `stream` (a cudaStream_t) and the work on the proxy, and returns at
+  // once without blocking. The proxy waits for the marker, runs the ring on the communicator's
+  // device and releases the stream -- also on failure, which becomes the async error.
+  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
   // Queues the membership exchange of ncclCommSplit; *child is set when the work completes
   // (nullptr for NCCL_SPLIT_NOCOLOR).
   std::shared_ptr<Work> submit_split(int color, int key, std::shared_ptr<Communicator>* child);
@@ -77,12 +83,14 @@ class Communicator {
  private:
   Communicator(const InitArgs& args, const Settings& settings, uint64_t config_hash);
   std::shared_ptr<Work> submit(std::function<Status()> fn);
+  void enqueue_work(const std::shared_ptr<Work>& w);
   void proxy_main();
   Status join();                    // on the proxy: rendezvous_and_connect, then ready
   Status rendezvous_and_connect();  // bootstrap all-gather of addresses, ring connections
   Status split_on_proxy(int color, int key, std::shared_ptr<Communicator>* child);
   // Small all-gather of `bytes` per rank over the ring (membership exchange).
   Status allgather_small(const void* mine, size_t bytes, void* all);
+  Status allgather_small_ring(const void* mine, size_t bytes, void* all);
   RingLink link(uint8_t phase = 0);
   void fail(const Status& st);
 
@@ -108,6 +116,10 @@ class Communicator {
   std::deque<std::shared_ptr<Work>> queue_;
   bool stopping_ = false;
   Status async_error_{Code::kInProgress, "communicator is joining its peers"};
+  // The stream gate of device AllReduces, made by the first one; gate_mu_ keeps the gate's
+  // sequence numbers in the proxy queue's order.
+  std::mutex gate_mu_;
+  std::unique_ptr<backend::StreamGate> gate_;
   std::thread proxy_;
 };
 

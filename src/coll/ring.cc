@@ -332,7 +332,11 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
                   plan.max_slices());
   }
   RingRun run(link, count, slice_elems, ops, stats);
-  return run.run(depth);
+  Status st = run.run(depth);
+  // A failed ring leaves receives posted into buffers `run` is about to free, and the ranks out
+  // of step: the communicator is finished, so close the transport first (it cancels them).
+  if (!st.ok() && link.transport != nullptr) link.transport->close();
+  return st;
 }
 
 }  // namespace sketchccl::coll

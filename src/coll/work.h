@@ -13,14 +13,24 @@ class Work {
  public:
   explicit Work(std::function<Status()> fn) : fn_(std::move(fn)) {}
 
+  // Runs exactly once when the work completes -- ran, failed, or dropped by abort or a
+  // finalized communicator -- on the completing thread. Set it before the work is queued.
+  // (The stream gate releases the caller's stream here.)
+  void set_on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
+
   // On the proxy thread.
   void run() { complete(fn_()); }
   void complete(Status st) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    status_ = std::move(st);
-    done_ = true;
-    cv_.notify_all();
+    std::function<void()> after;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return;
+      status_ = std::move(st);
+      done_ = true;
+      after = std::move(on_complete_);
+      cv_.notify_all();
+    }
+    if (after) after();
   }
 
   // On the caller's thread.
@@ -36,6 +46,7 @@ class Work {
 
  private:
   std::function<Status()> fn_;
+  std::function<void()> on_complete_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

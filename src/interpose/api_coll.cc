@@ -147,6 +147,28 @@ SCCL_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff,
       kernels::ElemType et{};
       Status st = validate_allreduce(sendbuff, recvbuff, count, datatype, op, &et);
       if (!st.ok()) return report(st, "ncclAllReduce");
+      // Device buffers (docs/cuda.md): stream-ordered on the CUDA backend. In front of a real
+      // NCCL the policy only takes them over when that backend exists; standalone has no one to
+      // forward to, so they are refused where it cannot run them.
+      bool device = false;
+      if (backend::has_cuda_backend()) {
+        const bool send_dev = backend::is_device_pointer(sendbuff);
+        const bool recv_dev = backend::is_device_pointer(recvbuff);
+        if (count > 0 && send_dev != recv_dev) {
+          return report(Status(Code::kInvalidArgument,
+                               "sendbuff and recvbuff must both be device memory or both host "
+                               "memory"),
+                        "ncclAllReduce");
+        }
+        device = send_dev || recv_dev;
+      }
+      if (device && rt.standalone() && backend::stream_is_capturing(stream)) {
+        return report(Status(Code::kInvalidUsage,
+                             "ncclAllReduce on a stream being captured into a CUDA graph: "
+                             "standalone mode cannot be captured (in front of a real NCCL the "
+                             "call is forwarded)"),
+                      "ncclAllReduce");
+      }
       coll::AllReduceArgs args;
       args.send = sendbuff;
       args.recv = recvbuff;
@@ -157,6 +179,13 @@ SCCL_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff,
       args.exact =
           rt.standalone() && (!cfg.get_bool(Var::kEnable) ||
                               count * kernels::elem_size(et) < cfg.get_size(Var::kMinBytes));
+      if (device) {
+        // Enqueued on `stream`; never blocks, inside a group or not. Failures found later are
+        // the communicator's async error (ncclCommGetAsyncError), as with NCCL.
+        args.device = true;
+        if (count == 0) return ncclSuccess;
+        return report(c->submit_allreduce_stream(args, stream), "ncclAllReduce");
+      }
       auto work = c->submit_allreduce(args);
       if (group::active()) {
         group::defer(work, false);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "backend/cuda_query.h"
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -66,6 +67,14 @@ void attach(ncclComm_t real, const uint8_t* id, int rank, int nranks) {
   args.nranks = nranks;
   std::memcpy(args.id.data(), id, coll::kIdBytes);
   args.standalone = false;
+  // The communicator's device: the real communicator's (ncclCommInitAll gives each its own),
+  // else the caller's current one, as NCCL takes it at init.
+  args.cuda_device = backend::current_cuda_device();
+  if (backend::has_cuda_backend()) {
+    auto cu = real_fn<decltype(&pncclCommCuDevice)>("pncclCommCuDevice");
+    int dev = -1;
+    if (cu != nullptr && cu(real, &dev) == ncclSuccess && dev >= 0) args.cuda_device = dev;
+  }
   rt.add(real, Communicator::create(args, rt.settings(), rt.config_hash()));
 }
 
@@ -84,7 +93,7 @@ ncclResult_t init_rank_standalone(ncclComm_t* comm, int nranks, const ncclUnique
   args.rank = rank;
   args.nranks = nranks;
   std::memcpy(args.id.data(), id.internal, coll::kIdBytes);
-  args.cuda_device = 0;
+  args.cuda_device = backend::current_cuda_device();  // 0 without a device, as before
   auto c = Communicator::create(args, rt.settings(), rt.config_hash());
   ncclComm_t handle = rt.add_owned(c);
   *comm = handle;

@@ -179,7 +179,15 @@ class SocketTransport final : public Transport {
   }
 
   Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) override {
-    SCCL_RETURN_IF_ERROR(check_post(peer, buf, bytes, id));
+    // A peer that closed (or died) after sending may have left whole messages behind: those
+    // are still delivered; only a receive nothing can satisfy fails.
+    SCCL_RETURN_IF_ERROR(check_post(peer, buf, bytes, id, /*allow_failed=*/true));
+    Peer& p = peers_[peer];
+    if (p.failed) {
+      bool buffered = false;
+      for (const Unexpected& u : p.unexpected) buffered = buffered || (u.tag == tag && u.complete);
+      if (!buffered) return Status(Code::kRemoteError, p.fail_message);
+    }
     Request r;
     r.peer = peer;
     r.tag = tag;
@@ -189,7 +197,6 @@ class SocketTransport final : public Transport {
     RequestId rid = next_id_++;
     auto it = reqs_.emplace(rid, std::move(r)).first;
     *id = rid;
-    Peer& p = peers_[peer];
     for (auto u = p.unexpected.begin(); u != p.unexpected.end(); ++u) {
       if (u->tag != tag || u->claimed != 0) continue;
       if (u->complete) {
@@ -291,7 +298,8 @@ class SocketTransport final : public Transport {
     return Status::Ok();
   }
 
-  Status check_post(int peer, const void* buf, size_t bytes, RequestId* id) {
+  Status check_post(int peer, const void* buf, size_t bytes, RequestId* id,
+                    bool allow_failed = false) {
     SCCL_RETURN_IF_ERROR(check_peer(peer, "post"));
     if (id == nullptr || (buf == nullptr && bytes != 0)) {
       return errorf(Code::kInvalidArgument, "socket transport: null buffer or request id");
@@ -300,7 +308,7 @@ class SocketTransport final : public Transport {
     if (!p.connect_called) {
       return errorf(Code::kInvalidUsage, "socket transport: rank %d is not connected", peer);
     }
-    if (p.failed) return Status(Code::kRemoteError, p.fail_message);
+    if (p.failed && !allow_failed) return Status(Code::kRemoteError, p.fail_message);
     return Status::Ok();
   }
 
@@ -333,7 +341,8 @@ class SocketTransport final : public Transport {
     p.fd.reset();
     p.sendq.clear();
     p.posted.clear();
-    p.unexpected.clear();
+    // Whole messages that arrived before the close stay deliverable; a partial one is lost.
+    p.unexpected.remove_if([](const Unexpected& u) { return !u.complete; });
     p.body_unexp = nullptr;
     p.in_body = false;
     for (auto& kv : reqs_) {

@@ -1,0 +1,976 @@
+// sketchccl-perf: an AllReduce sweep in the style of nccl-tests' all_reduce_perf, with the
+// codec's error against the exact sum in place of #wrong and the wire bytes per input byte.
+//
+// It resolves the NCCL API at run time, so the same binary runs
+//   - standalone (SKETCHCCL_NCCL_LIB=none, or no GPU here): libsketchccl.so on host memory;
+//   - with the shim in front of the real NCCL (LD_PRELOAD=libsketchccl.so, or --codec given):
+//     buffers on the GPU;
+//   - against the real NCCL alone (no shim): buffers on the GPU, no codec, no wire column.
+// Ranks: --nranks N alone starts N local processes (this binary, rank and id on their argv);
+// under mpirun/srun the rank comes from the launcher's environment and rank 0 passes the id to
+// the others through a file (--id-file, default /tmp/sketchccl-perf.<job>.id).
+#include <dlfcn.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "perf_common.h"
+
+namespace {
+
+using perfutil::parse_bytes;
+using perfutil::parse_int;
+
+[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "sketchccl-perf: ");
+  std::vfprintf(stderr, fmt, ap);
+  std::fprintf(stderr, "\n");
+  va_end(ap);
+  std::exit(2);
+}
+
+const char* kUsage =
+    "Usage: sketchccl-perf [nccl-tests flags] [sketchccl-perf flags]\n"
+    "nccl-tests flags (all_reduce_perf):\n"
+    "  -b, --minbytes SIZE      smallest size (default 32M; K/M/G suffixes)\n"
+    "  -e, --maxbytes SIZE      largest size (default 32M)\n"
+    "  -f, --stepfactor N       multiply the size by N each step\n"
+    "  -i, --stepbytes SIZE     or add SIZE each step (default 1M; used when -f is not given)\n"
+    "  -n, --iters N            timed iterations per size (default 20)\n"
+    "  -w, --warmup_iters N     untimed iterations first (default 5)\n"
+    "  -c, --check 0|1          compute the error against the exact sum (default 1)\n"
+    "  -d, --datatype T         float | half | bfloat16 (default float)\n"
+    "  -o, --op OP              sum | avg (default sum)\n"
+    "  -J, --output_file FILE   also write the results as JSON\n"
+    "sketchccl-perf flags:\n"
+    "  --nranks N               start N local ranks (or: the world size with --rank)\n"
+    "  --rank R                 this process is rank R (with --nranks and --id or --id-file)\n"
+    "  --id HEX | --id-file F   the ncclUniqueId (256 hex digits), or a file rank 0 writes it to\n"
+    "  --codec C                sets SKETCHCCL_CODEC (none bf16 fp16 q8 q4 q2 casq2 casq3 casq4\n"
+    "                           s2 sparse auto); implies the shim\n"
+    "  --error-feedback 0|1     sets SKETCHCCL_ERROR_FEEDBACK\n"
+    "  --data D                 gauss | laplace | sparse:DENSITY | FILE.npy (default gauss);\n"
+    "                           in FILE.npy, %r is replaced by the rank (one dump per rank)\n"
+    "  --seed S                 seed of the generated inputs (default 1)\n"
+    "  --standalone             no real NCCL (sets SKETCHCCL_NCCL_LIB=none); the default when\n"
+    "                           no GPU is present and SKETCHCCL_NCCL_LIB is unset\n"
+    "  --lib PATH               the NCCL library to load (libsketchccl.so or libnccl.so.2)\n"
+    "  --memory host|device     where buffers live (default: host standalone, else device)\n"
+    "  --wire 0|1               measure wire bytes per size (default 1: one communicator per\n"
+    "                           size, split from the first, read back from SKETCHCCL_STATS_FILE)\n"
+    "  -h, --help\n"
+    "Unless SKETCHCCL_MIN_BYTES is set, it is set to 0 so that every size is compressed.\n";
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct Options {
+  size_t min_bytes = 32u << 20, max_bytes = 32u << 20, step_bytes = 1u << 20;
+  long step_factor = 1;
+  bool factor_given = false;
+  long iters = 20, warmup = 5;
+  bool check = true;
+  ncclDataType_t type = ncclFloat32;
+  std::string type_name = "float";
+  ncclRedOp_t op = ncclSum;
+  std::string op_name = "sum";
+  std::string json;
+  long nranks = 0, rank = -1;
+  std::string id_hex, id_file;
+  std::string codec, ef;
+  std::string data = "gauss";
+  long seed = 1;
+  bool standalone = false;
+  std::string lib;
+  std::string memory;
+  bool wire = true;
+};
+
+Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (a == "--standalone") {
+      o.standalone = true;
+      passthrough->push_back(a);
+      continue;
+    }
+    std::string v;
+    size_t eq = a.find('=');
+    std::string key = a;
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      key = a.substr(0, eq);
+      v = a.substr(eq + 1);
+    } else if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
+      key = a.substr(0, 2);  // -b1M
+      v = a.substr(2);
+    } else {
+      if (i + 1 >= argc) die("option %s needs a value (see --help)", a.c_str());
+      v = argv[++i];
+    }
+    auto bad = [&](const char* what) {
+      die("bad value '%s' for %s: %s (see --help)", v.c_str(), key.c_str(), what);
+    };
+    bool pass = true;
+    long n = 0;
+    if (key == "-b" || key == "--minbytes") {
+      if (!parse_bytes(v, &o.min_bytes)) bad("a size like 1M");
+    } else if (key == "-e" || key == "--maxbytes") {
+      if (!parse_bytes(v, &o.max_bytes)) bad("a size like 64M");
+    } else if (key == "-i" || key == "--stepbytes") {
+      if (!parse_bytes(v, &o.step_bytes) || o.step_bytes == 0) bad("a size > 0");
+    } else if (key == "-f" || key == "--stepfactor") {
+      if (!parse_int(v, 1, 1 << 20, &o.step_factor)) bad("an integer >= 1");
+      o.factor_given = true;
+    } else if (key == "-n" || key == "--iters") {
+      if (!parse_int(v, 1, 1 << 30, &o.iters)) bad("an integer >= 1");
+    } else if (key == "-w" || key == "--warmup_iters") {
+      if (!parse_int(v, 0, 1 << 30, &o.warmup)) bad("an integer >= 0");
+    } else if (key == "-c" || key == "--check") {
+      if (!parse_int(v, 0, 1 << 30, &n)) bad("0 or 1");
+      o.check = n != 0;
+    } else if (key == "-d" || key == "--datatype") {
+      if (v == "float" || v == "float32" || v == "fp32") {
+        o.type = ncclFloat32, o.type_name = "float";
+      } else if (v == "half" || v == "float16" || v == "fp16") {
+        o.type = ncclFloat16, o.type_name = "half";
+      } else if (v == "bfloat16" || v == "bf16") {
+        o.type = ncclBfloat16, o.type_name = "bfloat16";
+      } else {
+        bad("float | half | bfloat16 (the types SketchCCL reduces)");
+      }
+    } else if (key == "-o" || key == "--op") {
+      if (v == "sum") {
+        o.op = ncclSum, o.op_name = "sum";
+      } else if (v == "avg") {
+        o.op = ncclAvg, o.op_name = "avg";
+      } else {
+        bad("sum | avg (the ops SketchCCL reduces)");
+      }
+    } else if (key == "-J" || key == "--output_file" || key == "--json") {
+      o.json = v;
+    } else if (key == "-t" || key == "--nthreads" || key == "-g" || key == "--ngpus") {
+      if (v != "1") bad("only 1: one rank per process (use --nranks or mpirun for more)");
+    } else if (key == "--nranks") {
+      if (!parse_int(v, 1, 4096, &o.nranks)) bad("an integer from 1 to 4096");
+    } else if (key == "--rank") {
+      if (!parse_int(v, 0, 4095, &o.rank)) bad("an integer >= 0");
+      pass = false;
+    } else if (key == "--id") {
+      o.id_hex = v;
+      pass = false;
+    } else if (key == "--id-file") {
+      o.id_file = v;
+    } else if (key == "--codec") {
+      static const char* codecs[] = {"none",  "bf16",  "fp16",  "q8", "q4",     "q2",
+                                     "casq2", "casq3", "casq4", "s2", "sparse", "auto"};
+      if (std::find_if(std::begin(codecs), std::end(codecs),
+                       [&](const char* c) { return v == c; }) == std::end(codecs))
+        bad("none bf16 fp16 q8 q4 q2 casq2 casq3 casq4 s2 sparse auto");
+      o.codec = v;
+    } else if (key == "--error-feedback") {
+      if (v != "0" && v != "1") bad("0 or 1");
+      o.ef = v;
+    } else if (key == "--data") {
+      o.data = v;
+    } else if (key == "--seed") {
+      if (!parse_int(v, 0, 2147483647, &o.seed)) bad("an integer from 0 to 2^31-1");
+    } else if (key == "--lib") {
+      o.lib = v;
+    } else if (key == "--wire") {
+      if (!parse_int(v, 0, 1, &n)) bad("0 or 1");
+      o.wire = n != 0;
+    } else if (key == "--memory") {
+      if (v != "host" && v != "device") bad("host | device");
+      o.memory = v;
+    } else {
+      die("unknown option '%s' (see --help)", a.c_str());
+    }
+    if (pass) {
+      passthrough->push_back(key);
+      passthrough->push_back(v);
+    }
+  }
+  if (o.min_bytes > o.max_bytes) die("-b (%zu) is larger than -e (%zu)", o.min_bytes, o.max_bytes);
+  if (o.rank >= 0 && o.nranks == 0) die("--rank needs --nranks");
+  if (o.rank >= o.nranks && o.rank >= 0)
+    die("--rank %ld is not below --nranks %ld", o.rank, o.nranks);
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The NCCL API, resolved at run time (the shim, the real NCCL, or the shim in front of it).
+
+struct Nccl {
+  decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
+  decltype(&ncclCommInitRank) CommInitRank = nullptr;
+  decltype(&ncclCommSplit) CommSplit = nullptr;
+  decltype(&ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&ncclAllReduce) AllReduce = nullptr;
+  decltype(&ncclGetErrorString) GetErrorString = nullptr;
+  decltype(&ncclGetLastError) GetLastError = nullptr;
+  decltype(&ncclGetVersion) GetVersion = nullptr;
+  bool shim = false;  // libsketchccl.so is what answers
+  std::string where;
+};
+
+template <typename F>
+void resolve(void* h, const char* name, F* out) {
+  void* p = dlsym(h, name);
+  if (p == nullptr) die("%s not found in the NCCL library (%s)", name, dlerror());
+  *out = reinterpret_cast<F>(p);
+}
+
+std::string dir_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? "." : p.substr(0, s);
+}
+
+Nccl load_nccl(const Options& o, bool want_shim) {
+  Nccl n;
+  void* h = nullptr;
+  if (!o.lib.empty()) {
+    h = dlopen(o.lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (h == nullptr) die("cannot load --lib %s: %s", o.lib.c_str(), dlerror());
+    n.where = o.lib;
+  } else if (dlsym(RTLD_DEFAULT, "ncclAllReduce") != nullptr) {
+    h = RTLD_DEFAULT;  // preloaded (LD_PRELOAD=libsketchccl.so) or linked in
+    n.where = "preloaded";
+  } else if (want_shim) {
+    std::string d = dir_of(perfutil::self_exe());
+    for (std::string c :
+         {d + "/../libsketchccl.so", d + "/libsketchccl.so", std::string("libsketchccl.so")}) {
+      if (c.find('/') != std::string::npos && !perfutil::file_exists(c)) continue;
+      h = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
+      if (h != nullptr) {
+        n.where = c;
+        break;
+      }
+    }
+    if (h == nullptr) die("cannot find libsketchccl.so next to this binary (use --lib PATH)");
+  } else {
+    h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    if (h == nullptr)
+      die("cannot load libnccl.so.2 (%s); use --lib PATH or --standalone", dlerror());
+    n.where = "libnccl.so.2";
+  }
+  resolve(h, "ncclGetUniqueId", &n.GetUniqueId);
+  resolve(h, "ncclCommInitRank", &n.CommInitRank);
+  resolve(h, "ncclCommSplit", &n.CommSplit);
+  resolve(h, "ncclCommDestroy", &n.CommDestroy);
+  resolve(h, "ncclAllReduce", &n.AllReduce);
+  resolve(h, "ncclGetErrorString", &n.GetErrorString);
+  resolve(h, "ncclGetLastError", &n.GetLastError);
+  resolve(h, "ncclGetVersion", &n.GetVersion);
+  n.shim = dlsym(h, "sketchcclGetVersion") != nullptr;
+  return n;
+}
+
+Nccl g_nccl;
+int g_rank = 0, g_nranks = 1;
+
+#define NCCLCHECK(call)                                                                    \
+  do {                                                                                     \
+    ncclResult_t r_ = (call);                                                              \
+    if (r_ != ncclSuccess) {                                                               \
+      std::fprintf(stderr, "sketchccl-perf: rank %d: %s failed: %s (%s)\n", g_rank, #call, \
+                   g_nccl.GetErrorString(r_), g_nccl.GetLastError(nullptr));               \
+      std::exit(3);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// Where buffers live. Host memory here; device memory through the CUDA runtime, loaded at run
+// time (for the real NCCL on a GPU machine; not exercised on the CPU-only machines of CI).
+
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;
+  virtual cudaStream_t stream() = 0;
+  virtual void sync() = 0;
+  virtual const char* name() const = 0;
+};
+
+class HostMemory : public Memory {
+ public:
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, std::max<size_t>(bytes, 64)) != 0) die("out of host memory");
+    std::memset(p, 0, std::max<size_t>(bytes, 64));
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  cudaStream_t stream() override { return nullptr; }
+  void sync() override {}
+  const char* name() const override { return "host"; }
+};
+
+class DeviceMemory : public Memory {
+ public:
+  explicit DeviceMemory(int local_rank) {
+    void* h = dlopen("libcudart.so", RTLD_NOW);
+    if (h == nullptr) h = dlopen("libcudart.so.12", RTLD_NOW);
+    if (h == nullptr) h = dlopen("libcudart.so.13", RTLD_NOW);
+    if (h == nullptr) die("--memory device: cannot load the CUDA runtime (libcudart.so)");
+    resolve(h, "cudaGetDeviceCount", &get_count_);
+    resolve(h, "cudaSetDevice", &set_device_);
+    resolve(h, "cudaMalloc", &malloc_);
+    resolve(h, "cudaFree", &free_);
+    resolve(h, "cudaMemcpy", &memcpy_);
+    resolve(h, "cudaStreamCreate", &stream_create_);
+    resolve(h, "cudaStreamSynchronize", &stream_sync_);
+    int n = 0;
+    if (get_count_(&n) != 0 || n == 0) die("--memory device: no CUDA device");
+    check(set_device_(local_rank % n), "cudaSetDevice");
+    check(stream_create_(&stream_), "cudaStreamCreate");
+  }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    check(malloc_(&p, std::max<size_t>(bytes, 64)), "cudaMalloc");
+    return p;
+  }
+  void release(void* p) override { free_(p); }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    check(memcpy_(dst, src, bytes, 1), "cudaMemcpy H2D");
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    check(memcpy_(dst, src, bytes, 2), "cudaMemcpy D2H");
+  }
+  cudaStream_t stream() override { return stream_; }
+  void sync() override { check(stream_sync_(stream_), "cudaStreamSynchronize"); }
+  const char* name() const override { return "device"; }
+
+ private:
+  static void check(int rc, const char* what) {
+    if (rc != 0) die("%s failed (cudaError %d)", what, rc);
+  }
+  int (*get_count_)(int*) = nullptr;
+  int (*set_device_)(int) = nullptr;
+  int (*malloc_)(void**, size_t) = nullptr;
+  int (*free_)(void*) = nullptr;
+  int (*memcpy_)(void*, const void*, size_t, int) = nullptr;
+  int (*stream_create_)(cudaStream_t*) = nullptr;
+  int (*stream_sync_)(cudaStream_t) = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: element i of rank r is a function of (seed, r, i) only, so any rank can compute every
+// rank's input and the exact sum, and a smaller size is a prefix of a larger one.
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint16_t f32_to_f16(float f) {  // round to nearest even
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0));
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (x < 0x38800000u) {                                               // subnormal half
+    float a;
+    std::memcpy(&a, &x, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t r = x + 0xfffu + ((x >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {
+    float v = static_cast<float>(m) / 16777216.0f;
+    return sign ? -v : v;
+  }
+  uint32_t x = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+float bf16_to_f32(uint16_t b) {
+  uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// Rounds a value to what the buffer type can hold.
+float round_to(ncclDataType_t t, float v) {
+  if (t == ncclFloat16) return f16_to_f32(f32_to_f16(v));
+  if (t == ncclBfloat16) return bf16_to_f32(f32_to_bf16(v));
+  return v;
+}
+
+struct DataSpec {
+  enum Kind { kGauss, kLaplace, kSparse, kFile } kind = kGauss;
+  double density = 1;
+  std::string file;
+  std::string describe;
+};
+
+DataSpec parse_data(const std::string& d) {
+  DataSpec s;
+  s.describe = d;
+  if (d == "gauss") {
+    s.kind = DataSpec::kGauss;
+  } else if (d == "laplace") {
+    s.kind = DataSpec::kLaplace;
+  } else if (d.rfind("sparse:", 0) == 0 || d == "sparse") {
+    s.kind = DataSpec::kSparse;
+    s.density = 0.01;
+    if (d.size() > 7) {
+      char* end = nullptr;
+      s.density = std::strtod(d.c_str() + 7, &end);
+      if (*end == '%') s.density /= 100, ++end;
+      if (*end != '\0' || !(s.density > 0 && s.density <= 1))
+        die("bad --data '%s': sparse:DENSITY takes a fraction in (0, 1] (e.g. sparse:0.01 or "
+            "sparse:1%%)",
+            d.c_str());
+    }
+  } else if (d.size() > 4 && d.substr(d.size() - 4) == ".npy") {
+    s.kind = DataSpec::kFile;
+    s.file = d;
+  } else {
+    die("bad --data '%s': gauss | laplace | sparse:DENSITY | FILE.npy", d.c_str());
+  }
+  return s;
+}
+
+// A .npy file (little-endian f2/f4/f8, C order), flattened to float.
+std::vector<float> load_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) die("cannot open --data file %s", path.c_str());
+  char magic[8];
+  f.read(magic, 8);
+  if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) die("%s is not a .npy file", path.c_str());
+  uint32_t hlen = 0;
+  if (magic[6] == 1) {
+    uint16_t h16 = 0;
+    f.read(reinterpret_cast<char*>(&h16), 2);
+    hlen = h16;
+  } else {
+    f.read(reinterpret_cast<char*>(&hlen), 4);
+  }
+  std::string header(hlen, '\0');
+  f.read(header.data(), hlen);
+  if (!f) die("%s: truncated .npy header", path.c_str());
+  if (header.find("'fortran_order': True") != std::string::npos)
+    die("%s: Fortran-ordered arrays are not supported", path.c_str());
+  int width = header.find("'<f4'") != std::string::npos   ? 4
+              : header.find("'<f8'") != std::string::npos ? 8
+              : header.find("'<f2'") != std::string::npos ? 2
+                                                          : 0;
+  if (width == 0) die("%s: only little-endian float16/32/64 arrays are supported", path.c_str());
+  std::vector<char> raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t n = raw.size() / static_cast<size_t>(width);
+  if (n == 0) die("%s holds no elements", path.c_str());
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (width == 4) {
+      std::memcpy(&out[i], raw.data() + 4 * i, 4);
+    } else if (width == 8) {
+      double d;
+      std::memcpy(&d, raw.data() + 8 * i, 8);
+      out[i] = static_cast<float>(d);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      out[i] = f16_to_f32(h);
+    }
+  }
+  return out;
+}
+
+class Inputs {
+ public:
+  Inputs(const DataSpec& spec, uint64_t seed, ncclDataType_t type)
+      : spec_(spec), seed_(seed), type_(type) {}
+
+  // Rank r's first `count` inputs (as float, already rounded to the buffer type).
+  void generate(int r, size_t count, std::vector<float>* out) {
+    out->resize(count);
+    if (spec_.kind == DataSpec::kFile) {
+      const std::vector<float>& src = file_for(r);
+      // One file for all ranks: rank r reads it from a rank-dependent offset (cyclically).
+      size_t off = per_rank_files_
+                       ? 0
+                       : (src.size() / static_cast<size_t>(g_nranks)) * static_cast<size_t>(r);
+      for (size_t i = 0; i < count; ++i)
+        (*out)[i] = round_to(type_, src[(off + i) % src.size()]);
+      return;
+    }
+    const uint64_t base = mix(seed_ * 0x100000001b3ull + static_cast<uint64_t>(r) + 1);
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t h = mix(base ^ (i * 0xd6e8feb86659fd93ull));
+      float v;
+      // Values are put on a grid of 2^-12 so that the fp32 sum of up to thousands of ranks is
+      // exact in any order: the exact `none` ring then shows an error of exactly 0.
+      if (spec_.kind == DataSpec::kSparse) {
+        double u = (h >> 11) * (1.0 / 9007199254740992.0);
+        if (u >= spec_.density) {
+          (*out)[i] = 0.0f;
+          continue;
+        }
+        v = gauss(mix(h));
+        if (std::fabs(v) < 1.0f / 4096) v = v < 0 ? -1.0f / 4096 : 1.0f / 4096;
+      } else if (spec_.kind == DataSpec::kLaplace) {
+        double u = ((h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        v = static_cast<float>(u < 0.5 ? std::log(2 * u) : -std::log(2 - 2 * u));
+      } else {
+        v = gauss(h);
+      }
+      (*out)[i] = round_to(type_, std::nearbyint(v * 4096.0f) / 4096.0f);
+    }
+  }
+
+ private:
+  static float gauss(uint64_t h) {
+    float u1 = static_cast<float>(((h >> 40) + 0.5) * (1.0 / 16777216.0));
+    float u2 = static_cast<float>((h & 0xffffffu) * (1.0 / 16777216.0));
+    return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+  }
+  const std::vector<float>& file_for(int r) {
+    std::string path = spec_.file;
+    size_t p = path.find("%r");
+    if (p != std::string::npos) {
+      per_rank_files_ = true;
+      path.replace(p, 2, std::to_string(r));
+    }
+    if (cached_path_ != path) {
+      cached_ = load_npy(path);
+      cached_path_ = path;
+    }
+    return cached_;
+  }
+  DataSpec spec_;
+  uint64_t seed_;
+  ncclDataType_t type_;
+  bool per_rank_files_ = false;
+  std::string cached_path_;
+  std::vector<float> cached_;
+};
+
+void to_buffer(ncclDataType_t t, const float* src, size_t n, std::vector<char>* out) {
+  size_t ts = t == ncclFloat32 ? 4 : 2;
+  out->resize(n * ts);
+  if (t == ncclFloat32) {
+    std::memcpy(out->data(), src, n * 4);
+    return;
+  }
+  auto* h = reinterpret_cast<uint16_t*>(out->data());
+  for (size_t i = 0; i < n; ++i)
+    h[i] = t == ncclFloat16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+}
+double from_buffer(ncclDataType_t t, const char* buf, size_t i) {
+  if (t == ncclFloat32) {
+    float f;
+    std::memcpy(&f, buf + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, buf + 2 * i, 2);
+  return t == ncclFloat16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire bytes from the shim's statistics file (one JSON line per communicator at destroy).
+
+std::string expand_stats_path(std::string p) {
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  for (size_t i; (i = p.find("%p")) != std::string::npos;)
+    p.replace(i, 2, std::to_string(getpid()));
+  for (size_t i; (i = p.find("%h")) != std::string::npos;)
+    p.replace(i, 2, host);
+  return p;
+}
+
+// Sums bytes_in and bytes_sent over the codecs of the last line of the file. False if absent.
+bool last_stats(const std::string& path, double* wire_per_in) {
+  std::ifstream f(path);
+  std::string line, last;
+  while (std::getline(f, line)) {
+    if (!line.empty()) last = line;
+  }
+  if (last.empty()) return false;
+  auto sum_key = [&](const std::string& key) {
+    double s = 0;
+    for (size_t p = 0; (p = last.find("\"" + key + "\": ", p)) != std::string::npos;) {
+      p += key.size() + 4;
+      s += std::strtod(last.c_str() + p, nullptr);
+    }
+    return s;
+  };
+  double in = sum_key("bytes_in"), sent = sum_key("bytes_sent");
+  if (in <= 0) return false;
+  *wire_per_in = sent / in;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Result {
+  size_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  double nmse = -1, maxrel = -1, wire = -1;
+};
+
+std::string fmt_err(double v) {
+  if (v < 0) return "N/A";
+  char b[32];
+  if (v == 0)
+    std::snprintf(b, sizeof b, "0");
+  else
+    std::snprintf(b, sizeof b, "%.2e", v);
+  return b;
+}
+
+int run_rank(const Options& o, const ncclUniqueId& id) {
+  const size_t tsize = o.type == ncclFloat32 ? 4 : 2;
+  DataSpec spec = parse_data(o.data);
+  bool device = o.memory == "device" || (o.memory.empty() && !o.standalone);
+  std::unique_ptr<Memory> mem;
+  if (device) {
+    const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    mem = std::make_unique<DeviceMemory>(lr != nullptr ? std::atoi(lr) : g_rank);
+  } else {
+    mem = std::make_unique<HostMemory>();
+  }
+
+  std::string stats_path;
+  if (g_nccl.shim && o.wire) {
+    const char* sp = std::getenv("SKETCHCCL_STATS_FILE");
+    if (sp != nullptr && *sp) stats_path = expand_stats_path(sp);
+  }
+
+  ncclComm_t world;
+  NCCLCHECK(g_nccl.CommInitRank(&world, g_nranks, id, g_rank));
+
+  // Sizes, as nccl-tests walks them.
+  std::vector<size_t> sizes;
+  for (size_t s = o.min_bytes; s <= o.max_bytes && s > 0;) {
+    sizes.push_back(s);
+    size_t next = o.factor_given ? s * static_cast<size_t>(o.step_factor) : s + o.step_bytes;
+    if (next <= s) break;
+    s = next;
+  }
+  if (o.min_bytes == 0) sizes.insert(sizes.begin(), 0);
+  const size_t max_count = o.max_bytes / tsize;
+
+  Inputs inputs(spec, static_cast<uint64_t>(o.seed), o.type);
+  std::vector<float> mine;
+  inputs.generate(g_rank, max_count, &mine);
+  std::vector<char> sendhost;
+  to_buffer(o.type, mine.data(), max_count, &sendhost);
+
+  // The exact reduction, on rank 0 (every rank's result is the same, bit for bit).
+  std::vector<double> exact;
+  if (o.check && g_rank == 0) {
+    exact.assign(max_count, 0.0);
+    std::vector<float> other;
+    for (int r = 0; r < g_nranks; ++r) {
+      inputs.generate(r, max_count, &other);
+      for (size_t i = 0; i < max_count; ++i)
+        exact[i] += other[i];
+    }
+  }
+
+  void* sendbuf = mem->alloc(max_count * tsize);
+  void* recvbuf = mem->alloc(max_count * tsize);
+  mem->upload(sendbuf, sendhost.data(), max_count * tsize);
+  std::vector<char> out(max_count * tsize);
+
+  if (g_rank == 0) {
+    std::printf("#\n");
+    std::printf("#                                                              out-of-place\n");
+    std::printf(
+        "#       size         count      type   redop    root     time    algbw    busbw"
+        "      nmse    maxrel  wire/in\n");
+    std::printf(
+        "#        (B)    (elements)                               (us)   (GB/s)   (GB/s)"
+        "                          \n");
+    std::fflush(stdout);
+  }
+
+  std::vector<Result> results;
+  double bw_sum = 0;
+  for (size_t bytes : sizes) {
+    Result res;
+    res.count = bytes / tsize;
+    res.bytes = res.count * tsize;
+    ncclComm_t comm = world;
+    bool split = !stats_path.empty();
+    if (split) NCCLCHECK(g_nccl.CommSplit(world, 0, g_rank, &comm, nullptr));
+    for (long w = 0; w < o.warmup; ++w)
+      NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
+    mem->sync();
+    auto t0 = std::chrono::steady_clock::now();
+    for (long it = 0; it < o.iters; ++it)
+      NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
+    mem->sync();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.time_us = secs / static_cast<double>(o.iters) * 1e6;
+    res.algbw = res.time_us > 0 ? static_cast<double>(res.bytes) / (res.time_us * 1e3) : 0;
+    res.busbw = res.algbw * 2.0 * (g_nranks - 1) / g_nranks;
+    // The error of the last timed call's result.
+    if (o.check && g_rank == 0) {
+      mem->download(out.data(), recvbuf, res.bytes);
+      double err = 0, ref = 0, maxerr = 0, maxref = 0;
+      for (size_t i = 0; i < res.count; ++i) {
+        double e = o.op == ncclAvg ? exact[i] / g_nranks : exact[i];
+        e = round_to(o.type, static_cast<float>(e));  // what the buffer type can hold
+        double y = from_buffer(o.type, out.data(), i);
+        double d = std::isfinite(y) ? y - e : INFINITY;
+        err += d * d;
+        ref += e * e;
+        maxerr = std::max(maxerr, std::fabs(d));
+        maxref = std::max(maxref, std::fabs(e));
+      }
+      res.nmse = ref > 0 ? err / ref : err;
+      res.maxrel = maxref > 0 ? maxerr / maxref : maxerr;
+    }
+    if (split) {
+      NCCLCHECK(g_nccl.CommDestroy(comm));
+      double w = 0;
+      if (last_stats(stats_path, &w)) res.wire = w;
+    }
+    if (g_rank == 0) {
+      char wire[32] = "N/A";
+      if (res.wire >= 0) std::snprintf(wire, sizeof wire, "%.4f", res.wire);
+      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.1f  %7.3f  %7.3f  %8s  %8s  %7s\n", res.bytes,
+                  res.count, o.type_name.c_str(), o.op_name.c_str(), -1, res.time_us, res.algbw,
+                  res.busbw, fmt_err(res.nmse).c_str(), fmt_err(res.maxrel).c_str(), wire);
+      std::fflush(stdout);
+    }
+    bw_sum += res.busbw;
+    results.push_back(res);
+  }
+  NCCLCHECK(g_nccl.CommDestroy(world));
+  mem->release(sendbuf);
+  mem->release(recvbuf);
+
+  if (g_rank == 0) {
+    std::printf(
+        "# Errors: nmse = |y-x|^2/|x|^2, maxrel = max|y-x|/max|x| against the exact sum x\n");
+    std::printf("# wire/in = bytes this rank sent / bytes it reduced (fp32 ring: 2(P-1)/P)\n");
+    std::printf("# Avg bus bandwidth    : %g \n", results.empty() ? 0.0 : bw_sum / results.size());
+    std::printf("#\n");
+    if (!o.json.empty()) {
+      std::ofstream j(o.json);
+      const char* codec = std::getenv("SKETCHCCL_CODEC");
+      j << "{\"tool\": \"sketchccl-perf\", \"collective\": \"allreduce\", \"nranks\": " << g_nranks
+        << ", \"codec\": \"" << (g_nccl.shim ? (codec ? codec : "auto") : "nccl")
+        << "\", \"type\": \"" << o.type_name << "\", \"op\": \"" << o.op_name << "\", \"data\": \""
+        << o.data << "\", \"seed\": " << o.seed << ", \"iters\": " << o.iters
+        << ", \"warmup\": " << o.warmup << ", \"memory\": \"" << mem->name()
+        << "\", \"results\": [";
+      for (size_t i = 0; i < results.size(); ++i) {
+        const Result& r = results[i];
+        char b[512];
+        std::snprintf(b, sizeof b,
+                      "%s{\"size\": %zu, \"count\": %zu, \"time_us\": %.3f, \"algbw\": %.6f, "
+                      "\"busbw\": %.6f, \"nmse\": %s, \"maxrel\": %s, \"wire_per_input_byte\": %s}",
+                      i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw,
+                      r.nmse < 0 ? "null" : std::to_string(r.nmse).c_str(),
+                      r.maxrel < 0 ? "null" : std::to_string(r.maxrel).c_str(),
+                      r.wire < 0 ? "null" : std::to_string(r.wire).c_str());
+        j << b;
+      }
+      j << "]}\n";
+      if (!j) die("cannot write -J %s", o.json.c_str());
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> passthrough;
+  Options o = parse_args(argc, argv, &passthrough);
+
+  // Configuration goes into the environment before the library is loaded (it reads it once).
+  const char* nccl_lib = std::getenv("SKETCHCCL_NCCL_LIB");
+  if (o.standalone) {
+    setenv("SKETCHCCL_NCCL_LIB", "none", 1);
+  } else if (o.lib.empty() && (nccl_lib == nullptr || !*nccl_lib) &&
+             !perfutil::file_exists("/dev/nvidiactl")) {
+    o.standalone = true;  // no GPU here: nothing else could run
+    setenv("SKETCHCCL_NCCL_LIB", "none", 1);
+  }
+  nccl_lib = std::getenv("SKETCHCCL_NCCL_LIB");
+  if (nccl_lib != nullptr && std::strcmp(nccl_lib, "none") == 0) o.standalone = true;
+  if (!o.codec.empty()) setenv("SKETCHCCL_CODEC", o.codec.c_str(), 1);
+  if (!o.ef.empty()) setenv("SKETCHCCL_ERROR_FEEDBACK", o.ef.c_str(), 1);
+  const char* mb = std::getenv("SKETCHCCL_MIN_BYTES");
+  if (mb == nullptr || !*mb) setenv("SKETCHCCL_MIN_BYTES", "0", 1);
+  parse_data(o.data);  // a bad --data fails here, before anything starts
+  if (o.data.size() > 4 && o.data.substr(o.data.size() - 4) == ".npy" &&
+      o.data.find("%r") == std::string::npos)
+    load_npy(o.data);
+
+  const bool want_shim = o.standalone || !o.codec.empty();
+  int launcher_rank = -1, launcher_size = 0;
+  std::string job;
+  const bool under_launcher =
+      o.rank < 0 && perfutil::rank_from_launcher(&launcher_rank, &launcher_size, &job);
+
+  // The local launcher: this process makes the id and starts the ranks.
+  if (o.rank < 0 && !under_launcher) {
+    if (o.nranks == 0) o.nranks = 1;
+    std::string stats_dir;
+    if (want_shim &&
+        (std::getenv("SKETCHCCL_STATS_FILE") == nullptr || !*std::getenv("SKETCHCCL_STATS_FILE"))) {
+      char tmpl[] = "/tmp/sketchccl-perf.XXXXXX";
+      if (mkdtemp(tmpl) == nullptr) die("mkdtemp failed");
+      stats_dir = tmpl;
+      setenv("SKETCHCCL_STATS_FILE", (stats_dir + "/stats.%p.json").c_str(), 1);
+    }
+    g_nccl = load_nccl(o, want_shim);
+    ncclUniqueId id;
+    NCCLCHECK(g_nccl.GetUniqueId(&id));
+    std::string hex = perfutil::to_hex(&id, sizeof id);
+    const char* codec = std::getenv("SKETCHCCL_CODEC");
+    int v = 0;
+    g_nccl.GetVersion(&v);
+    std::printf(
+        "# sketchccl-perf: AllReduce, nranks %ld, %s, codec %s, data %s (seed %ld), "
+        "SKETCHCCL_MIN_BYTES=%s\n",
+        o.nranks,
+        o.standalone  ? "standalone (host memory)"
+        : g_nccl.shim ? "SketchCCL in front of NCCL"
+                      : "NCCL without SketchCCL",
+        g_nccl.shim ? (codec ? codec : "auto (default)") : "n/a (exact NCCL)", o.data.c_str(),
+        o.seed, std::getenv("SKETCHCCL_MIN_BYTES"));
+    std::printf(
+        "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %ld "
+        "iters: %ld validation: %d\n",
+        o.min_bytes, o.max_bytes,
+        o.factor_given ? static_cast<size_t>(o.step_factor) : o.step_bytes,
+        o.factor_given ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
+    const char* tr = std::getenv("SKETCHCCL_TRANSPORT");
+    const char* ef = std::getenv("SKETCHCCL_ERROR_FEEDBACK");
+    std::printf("# library %s (NCCL API %d), transport %s, error feedback %s\n",
+                g_nccl.where.c_str(), v, tr ? tr : "auto", ef ? ef : "0");
+    std::fflush(stdout);
+    std::string exe = perfutil::self_exe();
+    std::vector<std::vector<std::string>> argvs;
+    for (int r = 0; r < o.nranks; ++r) {
+      std::vector<std::string> a{exe};
+      a.insert(a.end(), passthrough.begin(), passthrough.end());
+      if (o.nranks > 0 &&
+          std::find(passthrough.begin(), passthrough.end(), "--nranks") == passthrough.end()) {
+        a.push_back("--nranks");
+        a.push_back(std::to_string(o.nranks));
+      }
+      a.push_back("--rank");
+      a.push_back(std::to_string(r));
+      a.push_back("--id");
+      a.push_back(hex);
+      if (o.standalone) a.push_back("--standalone");
+      argvs.push_back(a);
+    }
+    int rc = perfutil::run_local_ranks(static_cast<int>(o.nranks), argvs);
+    if (!stats_dir.empty()) {
+      std::string cmd = "rm -rf '" + stats_dir + "'";
+      if (std::system(cmd.c_str()) != 0) {
+      }
+    }
+    return rc;
+  }
+
+  // A rank.
+  if (under_launcher) {
+    o.rank = launcher_rank;
+    if (o.nranks != 0 && o.nranks != launcher_size)
+      die("--nranks %ld differs from the launcher's world size %d", o.nranks, launcher_size);
+    o.nranks = launcher_size;
+    if (o.id_hex.empty() && o.id_file.empty()) {
+      if (job.empty())
+        die("under a launcher without a job id: pass --id-file PATH (on a shared filesystem)");
+      for (char& c : job)
+        if (c == '/' || c == ' ') c = '_';
+      o.id_file = "/tmp/sketchccl-perf." + job + ".id";
+    }
+  }
+  g_rank = static_cast<int>(o.rank);
+  g_nranks = static_cast<int>(o.nranks);
+  std::string stats_tmp;
+  if (want_shim &&
+      (std::getenv("SKETCHCCL_STATS_FILE") == nullptr || !*std::getenv("SKETCHCCL_STATS_FILE"))) {
+    stats_tmp = "/tmp/sketchccl-perf.stats." + std::to_string(getpid()) + ".json";
+    setenv("SKETCHCCL_STATS_FILE", stats_tmp.c_str(), 1);
+  }
+  g_nccl = load_nccl(o, want_shim);
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  if (!o.id_hex.empty()) {
+    if (!perfutil::from_hex(o.id_hex, &id, sizeof id))
+      die("--id must be %zu hex digits", 2 * sizeof id);
+  } else if (!o.id_file.empty()) {
+    std::string err, hex;
+    if (g_rank == 0) {
+      NCCLCHECK(g_nccl.GetUniqueId(&id));
+      if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err))
+        die("%s", err.c_str());
+    } else {
+      if (!perfutil::read_id_file(o.id_file, sizeof id, 120, &hex, &err)) die("%s", err.c_str());
+      perfutil::from_hex(hex, &id, sizeof id);
+    }
+  } else if (o.nranks == 1) {
+    NCCLCHECK(g_nccl.GetUniqueId(&id));
+  } else {
+    die("rank %d of %d: no id (--id HEX or --id-file PATH)", g_rank, g_nranks);
+  }
+  if (under_launcher && g_rank == 0) {
+    std::printf(
+        "# sketchccl-perf: AllReduce, nranks %d (launcher), codec %s, data %s, memory %s\n",
+        g_nranks,
+        g_nccl.shim ? (std::getenv("SKETCHCCL_CODEC") ? std::getenv("SKETCHCCL_CODEC") : "auto")
+                    : "n/a",
+        o.data.c_str(), o.memory.empty() ? (o.standalone ? "host" : "device") : o.memory.c_str());
+  }
+  int rc = run_rank(o, id);
+  if (g_rank == 0 && !o.id_file.empty()) unlink(o.id_file.c_str());
+  if (!stats_tmp.empty()) unlink(stats_tmp.c_str());
+  return rc;
+}

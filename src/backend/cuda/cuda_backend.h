@@ -1,0 +1,32 @@
+// The CUDA backend (docs/cuda.md): a Backend whose user buffers (x, y) are device memory of one
+// device and whose packets, bitmaps and sparse value arrays are host memory, as the ring hands
+// them to the transport. Codec kernels (kernels/cuda/codec_cuda.h) run on the backend's own
+// non-blocking stream; packets are staged through pinned host buffers. Every call returns when
+// its results are in place (one stream synchronization per call): see docs/cuda.md for the cost.
+//
+// Used only by the proxy thread of one communicator. No CUDA type appears here.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/status.h"
+
+namespace sketchccl::backend {
+
+class CudaBackend : public Backend {
+ public:
+  virtual int device() const = 0;
+  // Makes the backend's device current on the calling thread (the proxy, once per operation).
+  virtual Status activate() = 0;
+  // dst = src, `bytes` of device memory (a one-rank AllReduce).
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
+  // The first failure of a call that has no Status (load_f32, the sparse helpers) since the
+  // last take_error; Ok when none.
+  virtual Status take_error() = 0;
+};
+
+// kUnhandledCudaError (with the reason) without CUDA in the build or without the device.
+Status make_cuda_backend(int device, std::unique_ptr<CudaBackend>* out);
+
+}  // namespace sketchccl::backend

@@ -1,0 +1,316 @@
+#include "backend/cuda/stream_gate.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/log.h"
+#include "sketchccl_build_config.h"
+
+#if SKETCHCCL_HAVE_CUDA
+#include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPoint
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/gate_kernels.h"
+#endif
+
+namespace sketchccl::backend {
+
+void GateMarker::fire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fired_ = true;
+  cv_.notify_all();
+}
+
+bool GateMarker::fired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fired_;
+}
+
+Status GateMarker::wait(double timeout_s, const std::atomic<bool>* abort) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!fired_) {
+    if (abort != nullptr && abort->load()) {
+      return Status(Code::kRemoteError, "aborted while waiting for the caller's stream");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return errorf(Code::kRemoteError,
+                    "the caller's stream did not reach the AllReduce within SKETCHCCL_TIMEOUT "
+                    "(%.0f s): work queued before it on that stream never finished",
+                    timeout_s);
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  return Status::Ok();
+}
+
+const char* StreamGate::mechanism_name() const {
+  switch (mech_) {
+    case Mechanism::kStreamWaitValue:
+      return "cuStreamWaitValue32";
+    case Mechanism::kSpinKernel:
+      return "spin kernel";
+    default:
+      return "auto";
+  }
+}
+
+#if SKETCHCCL_HAVE_CUDA
+
+namespace {
+
+Status cuda_status(cudaError_t e, const char* what) {
+  return errorf(Code::kUnhandledCudaError, "%s: %s", what, cudaGetErrorString(e));
+}
+
+// Mapped, portable pinned words (one per 64-byte line) shared by every gate of the process and
+// never freed: a wait still queued on some stream may read its word after its gate is gone. A slot
+// given back keeps its value, and the next gate on it continues from there, so such a late
+// wait is never blocked by a reset.
+class FlagPool {
+ public:
+  static constexpr int kSlots = 1024;
+  static FlagPool& get() {
+    static FlagPool* pool = new FlagPool();  // never destroyed (see above)
+    return *pool;
+  }
+  Status acquire(int* slot, volatile uint32_t** host, void** dev) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (words_ == nullptr) {
+      // Our own pages, registered (mapped, portable) rather than cudaHostAlloc'ed: they stay
+      // mapped even after the CUDA runtime is torn down at exit, when an aborted communicator
+      // may still release its gate.
+      void* p = nullptr;
+      if (posix_memalign(&p, 4096, kSlots * 64) != 0) {
+        return Status(Code::kSystemError, "stream gate: out of memory for the flags");
+      }
+      std::memset(p, 0, kSlots * 64);
+      cudaError_t e =
+          cudaHostRegister(p, kSlots * 64, cudaHostRegisterMapped | cudaHostRegisterPortable);
+      if (e != cudaSuccess) {
+        std::free(p);
+        return cuda_status(e, "cudaHostRegister of the stream-gate flags");
+      }
+      void* d = nullptr;
+      e = cudaHostGetDevicePointer(&d, p, 0);
+      if (e != cudaSuccess) return cuda_status(e, "cudaHostGetDevicePointer of the gate flags");
+      words_ = static_cast<uint32_t*>(p);
+      dev_ = static_cast<uint8_t*>(d);
+      for (int i = kSlots - 1; i >= 0; --i)
+        free_.push_back(i);
+    }
+    if (free_.empty()) {
+      return Status(Code::kSystemError, "more than 1024 communicators with device AllReduces");
+    }
+    *slot = free_.back();
+    free_.pop_back();
+    // One word per 64-byte line: the host writes it, the GPU polls it.
+    *host = words_ + static_cast<size_t>(*slot) * 16;
+    *dev = dev_ + static_cast<size_t>(*slot) * 64;
+    return Status::Ok();
+  }
+  void give_back(int slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(slot);
+  }
+
+ private:
+  std::mutex mu_;
+  uint32_t* words_ = nullptr;
+  uint8_t* dev_ = nullptr;
+  std::vector<int> free_;
+};
+
+using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using GetAttrFn = CUresult (*)(int*, CUdevice_attribute, CUdevice);
+
+// cuStreamWaitValue32 from the driver, without linking libcuda; nullptr when unavailable.
+WaitValueFn wait_value_fn(int device) {
+  void* fn = nullptr;
+  void* attr_fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) !=
+          cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || fn == nullptr) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  // A driver that knows the v2 memory-operation attributes supports the v2 memops API. The
+  // attribute itself is about CU_STREAM_WAIT_VALUE_NOR, which the gate does not use (it waits
+  // with GEQ); a driver that still refuses the call makes enqueue fall back to the spin kernel.
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &attr_fn, 12000, cudaEnableDefault,
+                                       &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || attr_fn == nullptr) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  int nor = -1;
+  if (reinterpret_cast<GetAttrFn>(attr_fn)(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+                                           static_cast<CUdevice>(device)) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  SCCL_INFO(kLogInit, "device %d: stream memory operations available (WAIT_VALUE_NOR %d)", device,
+            nor);
+  return reinterpret_cast<WaitValueFn>(fn);
+}
+
+void CUDART_CB marker_fn(void* arg) {
+  // A host function must not call CUDA: it only signals the proxy.
+  auto* m = static_cast<std::shared_ptr<GateMarker>*>(arg);
+  (*m)->fire();
+  delete m;
+}
+
+// Makes `device` current on this thread for the scope, then restores the caller's device.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) {
+      cudaGetLastError();
+      prev_ = -1;
+    }
+    if (prev_ != device) {
+      err_ = cudaSetDevice(device);
+      switched_ = err_ == cudaSuccess;
+    }
+  }
+  ~DeviceScope() {
+    if (switched_ && prev_ >= 0) cudaSetDevice(prev_);
+  }
+  cudaError_t error() const { return err_; }
+
+ private:
+  int prev_ = -1;
+  bool switched_ = false;
+  cudaError_t err_ = cudaSuccess;
+};
+
+std::atomic<WaitValueFn> g_wait_value{nullptr};
+
+}  // namespace
+
+Status StreamGate::create(int device, Mechanism want, std::unique_ptr<StreamGate>* out) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return cuda_status(e, "stream gate: cudaGetDeviceCount");
+  }
+  if (device < 0 || device >= count) {
+    return errorf(Code::kInvalidUsage, "stream gate: device %d of %d", device, count);
+  }
+  std::unique_ptr<StreamGate> g(new StreamGate());
+  g->device_ = device;
+  {
+    DeviceScope scope(device);
+    if (scope.error() != cudaSuccess) return cuda_status(scope.error(), "cudaSetDevice");
+    SCCL_RETURN_IF_ERROR(FlagPool::get().acquire(&g->slot_, &g->flag_, &g->flag_dev_));
+  }
+  // Continue from the slot's current value (see FlagPool).
+  g->next_seq_.store(*g->flag_);
+  WaitValueFn fn = want == Mechanism::kSpinKernel ? nullptr : wait_value_fn(device);
+  if (want == Mechanism::kStreamWaitValue && fn == nullptr) {
+    return Status(Code::kUnhandledCudaError,
+                  "stream gate: cuStreamWaitValue32 is not available from this driver");
+  }
+  if (fn != nullptr) {
+    g_wait_value = fn;
+    g->mech_ = Mechanism::kStreamWaitValue;
+  } else {
+    g->mech_ = Mechanism::kSpinKernel;
+  }
+  SCCL_INFO(kLogInit, "device %d: AllReduces on device buffers wait on the caller's stream with %s",
+            device, g->mechanism_name());
+  *out = std::move(g);
+  return Status::Ok();
+}
+
+StreamGate::~StreamGate() {
+  if (slot_ < 0) return;
+  release_all();
+  FlagPool::get().give_back(slot_);
+}
+
+Status StreamGate::enqueue(void* stream, GateTicket* ticket) {
+  DeviceScope scope(device_);
+  if (scope.error() != cudaSuccess) return cuda_status(scope.error(), "cudaSetDevice");
+  auto s = static_cast<cudaStream_t>(stream);
+  const uint32_t seq = next_seq_.load() + 1;
+  auto marker = std::make_shared<GateMarker>();
+  auto* arg = new std::shared_ptr<GateMarker>(marker);
+  cudaError_t e = cudaLaunchHostFunc(s, marker_fn, arg);
+  if (e != cudaSuccess) {
+    delete arg;
+    cudaGetLastError();
+    return cuda_status(e, "cudaLaunchHostFunc (stream-gate marker)");
+  }
+  // From here the marker will run: the sequence number is taken even if the wait fails, and a
+  // later release covers it.
+  next_seq_.store(seq);
+  bool waiting = false;
+  if (mech_ == Mechanism::kStreamWaitValue) {
+    CUresult r =
+        g_wait_value.load()(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag_dev_),
+                            seq, CU_STREAM_WAIT_VALUE_GEQ);
+    if (r == CUDA_SUCCESS) {
+      waiting = true;
+    } else {
+      SCCL_WARN(kLogInit,
+                "device %d: cuStreamWaitValue32 failed (CUresult %d); using the spin kernel from "
+                "now on",
+                device_, static_cast<int>(r));
+      mech_ = Mechanism::kSpinKernel;
+    }
+  }
+  if (!waiting) {
+    e = cuda_detail::launch_gate_spin(static_cast<const volatile uint32_t*>(flag_dev_), seq, s);
+    if (e != cudaSuccess) {
+      // The marker is queued but nothing holds the stream: the proxy must not run this
+      // AllReduce (the stream would race with it). Release it so the slot stays consistent.
+      release(seq);
+      return cuda_status(e, "stream-gate wait kernel launch");
+    }
+  }
+  ticket->marker = std::move(marker);
+  ticket->seq = seq;
+  return Status::Ok();
+}
+
+void StreamGate::release(uint32_t seq) {
+  // Monotone in the cyclic order the wait uses; the host store is seen by the GPU over PCIe.
+  uint32_t cur = __atomic_load_n(const_cast<uint32_t*>(flag_), __ATOMIC_ACQUIRE);
+  while (static_cast<int32_t>(seq - cur) > 0) {
+    if (__atomic_compare_exchange_n(const_cast<uint32_t*>(flag_), &cur, seq, false,
+                                    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+      break;
+    }
+  }
+}
+
+void StreamGate::release_all() {
+  release(next_seq_.load());
+}
+
+#else  // !SKETCHCCL_HAVE_CUDA
+
+Status StreamGate::create(int, Mechanism, std::unique_ptr<StreamGate>*) {
+  return Status(Code::kUnhandledCudaError, "built without CUDA: no stream gate");
+}
+StreamGate::~StreamGate() {
+  // Never constructed without CUDA; the fields are named so that no compiler calls them unused.
+  (void)slot_;
+  (void)flag_;
+  (void)flag_dev_;
+  (void)next_seq_;
+}
+Status StreamGate::enqueue(void*, GateTicket*) {
+  return Status(Code::kUnhandledCudaError, "built without CUDA: no stream gate");
+}
+void StreamGate::release(uint32_t) {}
+void StreamGate::release_all() {}
+
+#endif
+
+}  // namespace sketchccl::backend

@@ -1,0 +1,171 @@
+// The whole AllReduce on device buffers through nccl.h, standalone, 2 and 4 processes sharing
+// one GPU over the socket transport (suite 'gpu'; skips without a device). Each case: every
+// rank OK and identical output bytes on every rank.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/api/launcher.h"
+
+namespace {
+
+std::string g_worker;
+
+bool have_device() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+std::string new_id_hex() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  std::string hex;
+  char b[3];
+  for (char c : id.internal) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+    hex += b;
+  }
+  return hex;
+}
+
+std::vector<sketchccl::testing::RankOutput> run(const std::string& scenario, int nranks,
+                                                const std::vector<std::string>& env,
+                                                const std::vector<std::string>& args) {
+  const std::string id = new_id_hex();
+  return sketchccl::testing::run_ranks(
+      nranks,
+      [&](int r) {
+        std::vector<std::string> argv = {g_worker, scenario, std::to_string(r),
+                                         std::to_string(nranks), id};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+      },
+      env, 240);
+}
+
+void expect_agreement(const std::vector<sketchccl::testing::RankOutput>& ranks) {
+  std::map<std::string, std::string> hash_of;
+  size_t cases0 = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& ro = ranks[r];
+    EXPECT_EQ(ro.exit_code, 0) << "rank " << r << " (signal " << ro.signal << ")\n" << ro.out;
+    std::istringstream in(ro.out);
+    std::string line;
+    size_t cases = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("CASE ", 0) != 0) continue;
+      ++cases;
+      std::istringstream ls(line);
+      std::string tag, name, hashtag, hash, verdict;
+      ls >> tag >> name >> hashtag >> hash >> verdict;
+      EXPECT_EQ(verdict, "OK") << "rank " << r << ": " << line;
+      if (r == 0) {
+        hash_of[name] = hash;
+      } else {
+        auto it = hash_of.find(name);
+        ASSERT_NE(it, hash_of.end()) << "rank " << r << " has a case rank 0 lacks: " << name;
+        EXPECT_EQ(it->second, hash) << "ranks 0 and " << r << " differ on " << name;
+      }
+    }
+    if (r == 0) cases0 = cases;
+    EXPECT_EQ(cases, cases0) << "rank " << r << "\n" << ro.out;
+    EXPECT_GT(cases, 0u) << "rank " << r << " ran no case\n" << ro.out;
+  }
+}
+
+std::vector<std::string> env_for(const std::string& codec) {
+  return {"SKETCHCCL_NCCL_LIB=none", "SKETCHCCL_TRANSPORT=socket", "SKETCHCCL_MIN_BYTES=0",
+          "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_CODEC=" + codec,
+          // Several slices per chunk, so the pipeline has lanes in flight.
+          "SKETCHCCL_SLICE_BYTES=65536"};
+}
+
+std::string data_for(const std::string& codec) {
+  if (codec == "none") return "int";
+  if (codec == "sparse" || codec == "s2") return "sparse";
+  return "gauss";
+}
+
+struct RingCase {
+  int nranks;
+  std::string codec;
+};
+
+class GpuAllReduce : public ::testing::TestWithParam<RingCase> {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount)";
+  }
+};
+
+TEST_P(GpuAllReduce, EveryRankGetsTheSameResultWithinTheCodecsBound) {
+  const RingCase c = GetParam();
+  // Fewer elements than ranks, a few, and several slices per chunk (SLICE_BYTES 64 KiB).
+  expect_agreement(run("ring", c.nranks, env_for(c.codec), {"1,3,100003", data_for(c.codec)}));
+}
+
+std::vector<RingCase> ring_cases() {
+  std::vector<RingCase> v;
+  for (int p : {2, 4}) {
+    for (const char* codec : {"none", "bf16", "fp16", "q8", "q4", "q2", "casq2", "casq3", "casq4",
+                              "s2", "sparse", "auto"})
+      v.push_back({p, codec});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, GpuAllReduce, ::testing::ValuesIn(ring_cases()),
+                         [](const ::testing::TestParamInfo<RingCase>& i) {
+                           return std::to_string(i.param.nranks) + "ranks_" + i.param.codec;
+                         });
+
+// SKETCHCCL_ERROR_FEEDBACK=1 on device buffers: residuals on the host, slices staged.
+TEST_P(GpuAllReduce, WithErrorFeedback) {
+  const RingCase c = GetParam();
+  if (c.codec != "q4" && c.codec != "casq3" && c.codec != "bf16") GTEST_SKIP() << "lossy subset";
+  std::vector<std::string> env = env_for(c.codec);
+  env.push_back("SKETCHCCL_ERROR_FEEDBACK=1");
+  expect_agreement(run("ring", c.nranks, env, {"3,100003", data_for(c.codec)}));
+}
+
+class GpuApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount)";
+  }
+};
+
+TEST_F(GpuApi, StreamOrderIsKeptTheCallerIsNotBlockedOtherStreamsRun) {
+  for (int p : {2, 4})
+    expect_agreement(run("order", p, env_for("none"), {"1000000"}));
+}
+
+TEST_F(GpuApi, TwoAllReducesOnTwoStreamsInAGroup) {
+  expect_agreement(run("group", 2, env_for("none"), {"300000"}));
+}
+
+TEST_F(GpuApi, StandaloneRefusesGraphCapture) {
+  expect_agreement(run("capture", 1, env_for("none"), {"100000"}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATH_TO_gpu_worker [gtest flags]\n", argv[0]);
+    return 2;
+  }
+  g_worker = argv[1];
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,457 @@
+// The CUDA backend (src/backend/cuda) against the host backend, and the stream gate. Suite
+// 'gpu': every test that needs a device skips itself without one (GTEST_SKIP).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/stream_gate.h"
+#include "backend/cuda_query.h"
+#include "coll/work.h"
+#include "kernels/codec.h"
+#include "kernels/sparse.h"
+#include "tests/gpu/test_kernels.h"
+#include "tests/unit/kernels/codec_test_util.h"
+
+namespace sketchccl::backend {
+namespace {
+
+using kernels::CodecId;
+using kernels::CodecParams;
+using kernels::DecodeStats;
+using kernels::ElemType;
+using kernels::testing::Dist;
+using kernels::testing::make_data;
+using kernels::testing::nmse;
+using kernels::testing::Packet;
+using kernels::testing::params_for;
+
+bool have_device() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (!have_device()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount)"
+
+// Device memory for a test, freed at scope end.
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(p);
+  }
+};
+
+void put(void* d, const void* h, size_t b) {
+  ASSERT_EQ(cudaMemcpy(d, h, b, cudaMemcpyHostToDevice), cudaSuccess);
+}
+void get(void* h, const void* d, size_t b) {
+  ASSERT_EQ(cudaMemcpy(h, d, b, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+// fp16/bf16 copies of fp32 data (round to nearest even through the host conversion).
+std::vector<uint16_t> narrow(const std::vector<float>& v, ElemType t) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t x;
+    std::memcpy(&x, &v[i], 4);
+    if (t == ElemType::kBf16) {
+      out[i] = static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+    } else {
+      // Test data is in fp16's normal range or exactly 0: truncating conversion is enough here.
+      const uint32_t sign = (x >> 16) & 0x8000u;
+      const int e = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+      out[i] = e <= 0 ? static_cast<uint16_t>(sign)
+                      : static_cast<uint16_t>(sign | (static_cast<uint32_t>(e) << 10) |
+                                              ((x & 0x7fffffu) >> 13));
+    }
+  }
+  return out;
+}
+
+struct Case {
+  CodecId codec;
+  ElemType type;
+  size_t n;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& i) {
+  const char* t = i.param.type == ElemType::kF32   ? "f32"
+                  : i.param.type == ElemType::kF16 ? "f16"
+                                                   : "bf16";
+  return std::string(kernels::codec_name(i.param.codec)) + "_" + t + "_" +
+         std::to_string(i.param.n);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (CodecId c : kernels::testing::all_codecs()) {
+    for (size_t n : {size_t(1), size_t(3 * 256 + 17), size_t(262144 + 5)})
+      v.push_back({c, ElemType::kF32, n});
+    v.push_back({c, ElemType::kF16, 4099});
+    v.push_back({c, ElemType::kBf16, 4099});
+  }
+  return v;
+}
+
+class CudaBackendCodec : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE();
+    ASSERT_TRUE(make_cuda_backend(0, &gpu_).ok());
+    cpu_ = make_host_backend();
+  }
+  std::unique_ptr<CudaBackend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+// encode(a) -> step(., b) -> decode on both backends, same inputs and parameters. Packets of
+// the exact codecs and casts are bit-identical; the others agree within the tolerances of
+// docs/codecs.md (nvcc contracts a*b+c into FMA, which can flip a stochastic rounding), and each
+// path decodes the other's packets to the same values.
+TEST_P(CudaBackendCodec, EncodeStepDecodeMatchTheHostBackend) {
+  const Case c = GetParam();
+  const size_t n = c.n;
+  const bool sparse_data = c.codec == CodecId::kS2;
+  std::vector<float> a = make_data(sparse_data ? Dist::kSparse10 : Dist::kLaplace, n, 1);
+  std::vector<float> b = make_data(sparse_data ? Dist::kSparse10 : Dist::kLaplace, n, 2);
+  const size_t esz = kernels::elem_size(c.type);
+  std::vector<uint16_t> a16, b16;
+  const void* ha = a.data();
+  const void* hb = b.data();
+  if (c.type != ElemType::kF32) {
+    a16 = narrow(a, c.type);
+    b16 = narrow(b, c.type);
+    ha = a16.data();
+    hb = b16.data();
+  }
+  CodecParams p = params_for(c.codec, 2 * n / 10 + 1);
+  CodecParams p1 = p;
+  p1.step = 1;
+  const size_t bytes = cpu_->packet_bytes(p, n);
+  ASSERT_EQ(gpu_->packet_bytes(p, n), bytes);
+
+  Packet c0(bytes), c1(bytes), g0(bytes), g1(bytes);
+  ASSERT_TRUE(cpu_->encode(p, ha, c.type, n, c0.data(), bytes).ok());
+  ASSERT_TRUE(cpu_->step(p1, c0.data(), bytes, hb, c.type, n, c1.data(), bytes).ok());
+
+  Dev da(n * esz), db(n * esz), dy(n * esz);
+  put(da.p, ha, n * esz);
+  put(db.p, hb, n * esz);
+  Status st = gpu_->encode(p, da.p, c.type, n, g0.data(), bytes);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  st = gpu_->step(p1, g0.data(), bytes, db.p, c.type, n, g1.data(), bytes);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+
+  const bool exact =
+      c.codec == CodecId::kNone || c.codec == CodecId::kBf16 || c.codec == CodecId::kFp16;
+  if (exact) {
+    EXPECT_EQ(g0.raw(), c0.raw()) << "encode packet differs";
+    EXPECT_EQ(g1.raw(), c1.raw()) << "step packet differs";
+  }
+  // Decode in fp32 on both paths.
+  std::vector<float> ycpu(n), ygpu(n), ycross(n);
+  DecodeStats scpu, sgpu;
+  ASSERT_TRUE(cpu_->decode(p1, c1.data(), bytes, ycpu.data(), ElemType::kF32, n, 0.5f, &scpu).ok());
+  Dev dyf(n * 4);
+  st = gpu_->decode(p1, g1.data(), bytes, dyf.p, ElemType::kF32, n, 0.5f, &sgpu);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  get(ygpu.data(), dyf.p, n * 4);
+  ASSERT_TRUE(
+      cpu_->decode(p1, g1.data(), bytes, ycross.data(), ElemType::kF32, n, 0.5f, nullptr).ok());
+  EXPECT_LE(nmse(ycross, ygpu), 1e-12) << "the host decodes the GPU's packet differently";
+  const bool tight = exact || c.codec == CodecId::kS2;
+  // One flipped stochastic rounding weighs more in a short slice: q2's step is about a third
+  // of the block's range, so a single flip among 785 Laplace values is already ~3e-3.
+  const double loose = n >= 100000 ? 2e-3 : 2e-2;
+  EXPECT_LE(nmse(ycpu, ygpu), tight ? 1e-12 : loose);
+  if (c.codec == CodecId::kS2) {
+    EXPECT_EQ(sgpu.nonzeros, scpu.nonzeros);
+  }
+  // Decoding into the user's type on the device works too.
+  st = gpu_->decode(p1, g1.data(), bytes, dy.p, c.type, n, 1.0f, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCodecs, CudaBackendCodec, ::testing::ValuesIn(all_cases()), case_name);
+
+// Error feedback hands the backend host fp32 slices and decodes into host scratch: the CUDA
+// backend stages them, with the same packets and values as from device memory.
+TEST(CudaBackend, HostSlicesAndHostOutputAreStaged) {
+  SKIP_WITHOUT_DEVICE();
+  std::unique_ptr<CudaBackend> gpu;
+  ASSERT_TRUE(make_cuda_backend(0, &gpu).ok());
+  const size_t n = 70001;
+  std::vector<float> a = make_data(Dist::kLaplace, n, 5), b = make_data(Dist::kLaplace, n, 6);
+  Dev da(n * 4), db(n * 4), dy(n * 4);
+  put(da.p, a.data(), n * 4);
+  put(db.p, b.data(), n * 4);
+  for (CodecId c : {CodecId::kBf16, CodecId::kQ4, CodecId::kCasq3}) {
+    CodecParams p = params_for(c, n), p1 = p;
+    p1.step = 1;
+    const size_t bytes = gpu->packet_bytes(p, n);
+    Packet dev0(bytes), host0(bytes), dev1(bytes), host1(bytes);
+    ASSERT_TRUE(gpu->encode(p, da.p, ElemType::kF32, n, dev0.data(), bytes).ok());
+    ASSERT_TRUE(gpu->encode(p, a.data(), ElemType::kF32, n, host0.data(), bytes).ok());
+    if (c != CodecId::kCasq3) {  // CASQ bucket sums use fp64 atomics: order varies
+      EXPECT_EQ(host0.raw(), dev0.raw()) << kernels::codec_name(c);
+    }
+    ASSERT_TRUE(
+        gpu->step(p1, dev0.data(), bytes, db.p, ElemType::kF32, n, dev1.data(), bytes).ok());
+    ASSERT_TRUE(
+        gpu->step(p1, dev0.data(), bytes, b.data(), ElemType::kF32, n, host1.data(), bytes).ok());
+    if (c != CodecId::kCasq3) {
+      EXPECT_EQ(host1.raw(), dev1.raw()) << kernels::codec_name(c);
+    }
+    std::vector<float> yd(n), yh(n);
+    ASSERT_TRUE(gpu->decode(p1, dev1.data(), bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr).ok());
+    get(yd.data(), dy.p, n * 4);
+    ASSERT_TRUE(
+        gpu->decode(p1, dev1.data(), bytes, yh.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
+    EXPECT_EQ(yh, yd) << kernels::codec_name(c);
+  }
+  EXPECT_TRUE(gpu->take_error().ok());
+}
+
+TEST(CudaBackend, CorruptPacketIsAnErrorAndTheBackendStaysUsable) {
+  SKIP_WITHOUT_DEVICE();
+  std::unique_ptr<CudaBackend> gpu;
+  ASSERT_TRUE(make_cuda_backend(0, &gpu).ok());
+  const size_t n = 5000;
+  std::vector<float> a = make_data(Dist::kGauss, n, 3);
+  Dev da(n * 4), dy(n * 4);
+  put(da.p, a.data(), n * 4);
+  CodecParams p = params_for(CodecId::kQ8, n);
+  const size_t bytes = gpu->packet_bytes(p, n);
+  Packet pk(bytes), out(bytes);
+  ASSERT_TRUE(gpu->encode(p, da.p, ElemType::kF32, n, pk.data(), bytes).ok());
+  static_cast<uint8_t*>(pk.data())[0] ^= 0xff;  // magic
+  CodecParams p1 = p;
+  p1.step = 1;
+  EXPECT_FALSE(gpu->step(p1, pk.data(), bytes, da.p, ElemType::kF32, n, out.data(), bytes).ok());
+  EXPECT_FALSE(gpu->decode(p, pk.data(), bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr).ok());
+  EXPECT_FALSE(
+      gpu->step(p1, pk.data(), bytes - 1, da.p, ElemType::kF32, n, out.data(), bytes).ok());
+  // Still usable.
+  ASSERT_TRUE(gpu->encode(p, da.p, ElemType::kF32, n, pk.data(), bytes).ok());
+  ASSERT_TRUE(gpu->decode(p, pk.data(), bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr).ok());
+  EXPECT_TRUE(gpu->take_error().ok());
+}
+
+TEST(CudaBackend, SparseHelpersMatchTheHostBackend) {
+  SKIP_WITHOUT_DEVICE();
+  std::unique_ptr<CudaBackend> gpu;
+  ASSERT_TRUE(make_cuda_backend(0, &gpu).ok());
+  auto cpu = make_host_backend();
+  for (size_t n : {size_t(1), size_t(64), size_t(1000), size_t(100003)}) {
+    std::vector<float> x = make_data(Dist::kSparse10, n, n);
+    Dev dx(n * 4), dy(n * 4);
+    put(dx.p, x.data(), n * 4);
+    const size_t words = kernels::bitmap_bytes(n) / 8;
+    std::vector<uint64_t> bc(words, 0), bg(words, 0);
+    cpu->bitmap_build(x.data(), ElemType::kF32, n, bc.data());
+    gpu->bitmap_build(dx.p, ElemType::kF32, n, bg.data());
+    ASSERT_EQ(bg, bc) << n;
+    const size_t m = cpu->bitmap_popcount(bc.data(), n);
+    std::vector<float> vc(m + 1), vg(m + 1);
+    EXPECT_EQ(cpu->sparse_compact(bc.data(), n, x.data(), ElemType::kF32, vc.data()), m);
+    EXPECT_EQ(gpu->sparse_compact(bc.data(), n, dx.p, ElemType::kF32, vg.data()), m);
+    EXPECT_EQ(vg, vc);
+    std::vector<float> yc(n), yg(n);
+    EXPECT_EQ(cpu->sparse_scatter(bc.data(), n, vc.data(), 2.0f, yc.data(), ElemType::kF32), m);
+    EXPECT_EQ(gpu->sparse_scatter(bc.data(), n, vc.data(), 2.0f, dy.p, ElemType::kF32), m);
+    get(yg.data(), dy.p, n * 4);
+    EXPECT_EQ(yg, yc);
+    EXPECT_TRUE(gpu->take_error().ok());
+  }
+}
+
+// ---- without a device too ----------------------------------------------------------------
+
+TEST(CudaQuery, BackendExactlyWhenADeviceIsVisible) {
+  EXPECT_EQ(has_cuda_backend(), have_device());
+  if (!have_device()) {
+    EXPECT_EQ(current_cuda_device(), 0);
+    std::unique_ptr<CudaBackend> b;
+    EXPECT_EQ(make_cuda_backend(0, &b).code(), Code::kUnhandledCudaError);
+    std::unique_ptr<StreamGate> g;
+    EXPECT_FALSE(StreamGate::create(0, StreamGate::Mechanism::kAuto, &g).ok());
+  }
+}
+
+// The stream gate is released from Work's completion callback: it must run exactly once
+// whether the work ran, failed, or was dropped (abort completes queued work from another
+// thread), and after the status is visible.
+TEST(WorkOnComplete, RunsExactlyOnceHoweverTheWorkEnds) {
+  int calls = 0;
+  coll::Work ran([] { return Status(Code::kRemoteError, "peer gone"); });
+  ran.set_on_complete([&] {
+    ++calls;
+    EXPECT_TRUE(ran.done());
+  });
+  ran.run();
+  ran.complete(Status::Ok());  // a late abort
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(ran.wait().code(), Code::kRemoteError);
+
+  std::atomic<int> dropped_calls{0};
+  bool fn_ran = false;
+  coll::Work dropped([&] {
+    fn_ran = true;
+    return Status::Ok();
+  });
+  dropped.set_on_complete([&] { dropped_calls++; });
+  std::thread aborter([&] { dropped.complete(Status(Code::kRemoteError, "aborted")); });
+  aborter.join();
+  EXPECT_EQ(dropped_calls.load(), 1);
+  EXPECT_FALSE(fn_ran);
+  dropped.complete(Status::Ok());  // completing again changes nothing
+  EXPECT_EQ(dropped_calls.load(), 1);
+  EXPECT_EQ(dropped.wait().code(), Code::kRemoteError);
+}
+
+// ---- the stream gate ---------------------------------------------------------------------
+
+TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
+  GateMarker m;
+  std::atomic<bool> abort{false};
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = m.wait(0.1, &abort);
+  EXPECT_EQ(st.code(), Code::kRemoteError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    abort.store(true);
+  });
+  EXPECT_EQ(m.wait(30, &abort).code(), Code::kRemoteError);
+  t.join();
+  GateMarker fired;
+  std::thread f([&] { fired.fire(); });
+  EXPECT_TRUE(fired.wait(30, nullptr).ok());
+  f.join();
+}
+
+class Gate : public ::testing::TestWithParam<StreamGate::Mechanism> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE();
+    Status st = StreamGate::create(0, GetParam(), &gate_);
+    if (!st.ok() && GetParam() == StreamGate::Mechanism::kStreamWaitValue) {
+      GTEST_SKIP() << "no stream memory operations here: " << st.to_string();
+    }
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s1_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s2_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&proxy_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    if (s1_ != nullptr) cudaStreamDestroy(s1_);
+    if (s2_ != nullptr) cudaStreamDestroy(s2_);
+    if (proxy_ != nullptr) cudaStreamDestroy(proxy_);
+  }
+  // Polls `s` for up to `seconds`: true when it completed.
+  static bool finishes(cudaStream_t s, double seconds) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      cudaError_t e = cudaStreamQuery(s);
+      if (e == cudaSuccess) return true;
+      if (e != cudaErrorNotReady) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+  std::unique_ptr<StreamGate> gate_;
+  cudaStream_t s1_ = nullptr, s2_ = nullptr, proxy_ = nullptr;
+};
+
+// A kernel queued before the gate writes the input (slowly); the "proxy" sees it complete; a
+// kernel queued after reads what the proxy wrote; the caller never blocks; another stream runs
+// to completion while the gate is closed.
+TEST_P(Gate, OrdersTheCallersStreamWithoutBlockingOthers) {
+  const size_t n = 1 << 20;
+  Dev x(n * 4), y(n * 4), sum(sizeof(double));
+  ASSERT_EQ(cudaMemset(y.p, 0, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(gputest::fill_after_delay(x.as<float>(), n, 5.0f, 200, s1_), cudaSuccess);
+  GateTicket t;
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = gate_->enqueue(s1_, &t);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(gputest::sum_to(y.as<float>(), n, sum.as<double>(), s1_), cudaSuccess);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100))
+      << "enqueue blocked the caller";
+  EXPECT_EQ(cudaStreamQuery(s1_), cudaErrorNotReady);
+  EXPECT_FALSE(t.marker->fired()) << "the marker ran before the kernel queued ahead of it";
+
+  // The proxy: waits for the marker, checks the input is complete, writes y = x.
+  std::vector<float> seen(n);
+  ASSERT_TRUE(t.marker->wait(30, nullptr).ok());
+  ASSERT_EQ(cudaMemcpyAsync(seen.data(), x.p, n * 4, cudaMemcpyDeviceToHost, proxy_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(proxy_), cudaSuccess);
+  for (size_t i = 0; i < n; i += 4099)
+    ASSERT_EQ(seen[i], 5.0f + static_cast<float>(i % 7)) << i;
+  ASSERT_EQ(cudaMemcpyAsync(y.p, x.p, n * 4, cudaMemcpyDeviceToDevice, proxy_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(proxy_), cudaSuccess);
+
+  // While the gate is closed: the caller's stream waits, another stream runs.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(cudaStreamQuery(s1_), cudaErrorNotReady) << "the stream did not wait for the flag";
+  ASSERT_EQ(gputest::spin_ms(5, s2_), cudaSuccess);
+  const bool other_ran = finishes(s2_, 10);
+  gate_->release(t.seq);
+  EXPECT_TRUE(other_ran) << "another stream was blocked by the gate";
+  ASSERT_TRUE(finishes(s1_, 10)) << "release did not let the caller's stream go on";
+  double got = 0;
+  get(&got, sum.p, sizeof got);
+  double want = 0;
+  for (size_t i = 0; i < n; ++i)
+    want += 5.0 + static_cast<double>(i % 7);
+  EXPECT_EQ(got, want) << "the kernel after the gate did not see the proxy's output";
+}
+
+// Release before the stream gets there (a failed or aborted AllReduce): no wait ever blocks,
+// later tickets keep working.
+TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(gputest::spin_ms(20, s1_), cudaSuccess);
+    GateTicket t;
+    ASSERT_TRUE(gate_->enqueue(s1_, &t).ok());
+    gate_->release(t.seq);
+    EXPECT_TRUE(finishes(s1_, 10));
+    EXPECT_TRUE(t.marker->fired());
+  }
+  // The legacy default stream (nullptr) works too.
+  GateTicket t;
+  ASSERT_TRUE(gate_->enqueue(nullptr, &t).ok());
+  ASSERT_TRUE(t.marker->wait(10, nullptr).ok());
+  gate_->release_all();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mechanisms, Gate,
+                         ::testing::Values(StreamGate::Mechanism::kStreamWaitValue,
+                                           StreamGate::Mechanism::kSpinKernel),
+                         [](const ::testing::TestParamInfo<StreamGate::Mechanism>& i) {
+                           return i.param == StreamGate::Mechanism::kSpinKernel
+                                      ? std::string("SpinKernel")
+                                      : std::string("StreamWaitValue");
+                         });
+
+}  // namespace
+}  // namespace sketchccl::backend

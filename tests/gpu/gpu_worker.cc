@@ -1,0 +1,342 @@
+// One rank of the GPU multi-process tests (tests/gpu/api_test.cc), through nccl.h only, linked
+// against libsketchccl.so in standalone mode. All ranks share device 0.
+//
+//   gpu_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]
+//
+// Prints "CASE <name> HASH <fnv1a of the output> <OK|FAIL why>" per check, like
+// tests/api/nccl_worker.cc; the driver wants OK everywhere and equal hashes across ranks.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_kernels.h"
+
+namespace {
+
+int g_rank = 0, g_nranks = 1;
+int fail_count = 0;
+
+uint64_t fnv(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+bool parse_id(const char* hex, ncclUniqueId* id) {
+  if (std::strlen(hex) != 2 * sizeof(id->internal)) return false;
+  for (size_t i = 0; i < sizeof(id->internal); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
+    id->internal[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+void report(const std::string& name, const void* out, size_t bytes, const std::string& verdict) {
+  if (verdict != "OK") fail_count++;
+  std::printf("CASE %s HASH %016llx %s\n", name.c_str(),
+              static_cast<unsigned long long>(fnv(out, bytes)), verdict.c_str());
+  std::fflush(stdout);
+}
+
+#define NCCL_OK(call)                                                                     \
+  do {                                                                                    \
+    ncclResult_t r_ = (call);                                                             \
+    if (r_ != ncclSuccess) {                                                              \
+      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_), \
+                  ncclGetLastError(nullptr));                                             \
+      std::fflush(stdout);                                                                \
+      std::exit(3);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+#define CUDA_OK(call)                                                                 \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) {                                                          \
+      std::printf("CASE cuda HASH 0 FAIL %s -> %s\n", #call, cudaGetErrorString(e_)); \
+      std::fflush(stdout);                                                            \
+      std::exit(4);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+// Small integers (exact sums in fp32) or, for "gauss", smooth values.
+float input_value(const std::string& data, int r, size_t i) {
+  uint64_t h = (static_cast<uint64_t>(r) * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
+  h ^= h >> 31;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  if (data == "sparse") {
+    if (h % 100 != 0) return 0.0f;
+    return static_cast<float>(static_cast<int>((h >> 20) % 15) - 7 + ((h >> 40) % 2 ? 8 : -8));
+  }
+  if (data == "gauss") {
+    double u1 = ((h >> 11) + 1.0) / 9007199254740993.0, u2 = ((h * 31) >> 11) / 9007199254740992.0;
+    return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  return static_cast<float>(static_cast<int>(h % 17) - 8);
+}
+
+double nmse_bound(const std::string& codec) {
+  return codec == "none" || codec == "sparse" ? 0
+         : codec == "bf16"                    ? 1e-4
+         : codec == "fp16"                    ? 1e-5
+         : codec == "q8"                      ? 1e-3
+         : codec == "q4"                      ? 0.15
+         : codec == "q2"                      ? 3.5
+         : codec == "casq2"                   ? 0.6
+         : codec == "casq3"                   ? 0.3
+         : codec == "casq4"                   ? 0.1
+         : codec == "s2"                      ? 1e-3
+                                              : 1e-3;
+}
+
+std::string verdict_for(const std::string& data, const std::string& codec, const float* out,
+                        size_t count, bool avg) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double s = 0;
+    for (int r = 0; r < g_nranks; ++r)
+      s += input_value(data, r, i);
+    if (avg) s /= g_nranks;
+    if (!std::isfinite(out[i])) return "FAIL non-finite output";
+    err += (out[i] - s) * (out[i] - s);
+    ref += s * s;
+  }
+  const double nmse = ref > 0 ? err / ref : err;
+  double bound = nmse_bound(codec);
+  if (avg && bound == 0) bound = 1e-12;
+  if (nmse > bound) {
+    char why[96];
+    std::snprintf(why, sizeof why, "FAIL nmse %.3g > bound %.3g", nmse, bound);
+    return why;
+  }
+  return "OK";
+}
+
+// The ring on device buffers: in-place and out-of-place, sum and avg, `calls` times; inputs are
+// copied in and results out on the same stream as the AllReduce (stream order only).
+int scenario_ring(ncclComm_t comm, const std::string& codec, const std::string& data, size_t count,
+                  int calls) {
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const size_t bytes = count * sizeof(float);
+  float *hin = nullptr, *hout = nullptr, *dsend = nullptr, *drecv = nullptr;
+  CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&hin), bytes + 4));
+  CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&hout), bytes + 4));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dsend), bytes + 4));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&drecv), bytes + 4));
+  for (size_t i = 0; i < count; ++i)
+    hin[i] = input_value(data, g_rank, i);
+  for (int call = 0; call < calls; ++call) {
+    for (int inplace = 0; inplace < 2; ++inplace) {
+      for (ncclRedOp_t op : {ncclSum, ncclAvg}) {
+        float* out = inplace ? dsend : drecv;
+        CUDA_OK(cudaMemcpyAsync(dsend, hin, bytes, cudaMemcpyHostToDevice, s));
+        NCCL_OK(ncclAllReduce(dsend, out, count, ncclFloat32, op, comm, s));
+        CUDA_OK(cudaMemcpyAsync(hout, out, bytes, cudaMemcpyDeviceToHost, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        ncclResult_t async = ncclSuccess;
+        NCCL_OK(ncclCommGetAsyncError(comm, &async));
+        std::string verdict = async != ncclSuccess
+                                  ? std::string("FAIL async error ") + ncclGetErrorString(async)
+                                  : verdict_for(data, codec, hout, count, op == ncclAvg);
+        char name[160];
+        std::snprintf(name, sizeof name, "%s/%s/n=%zu/%s/%s/call%d", codec.c_str(), data.c_str(),
+                      count, op == ncclSum ? "sum" : "avg", inplace ? "inplace" : "outofplace",
+                      call);
+        report(name, hout, bytes, verdict);
+      }
+    }
+  }
+  cudaFree(dsend);
+  cudaFree(drecv);
+  cudaFreeHost(hin);
+  cudaFreeHost(hout);
+  cudaStreamDestroy(s);
+  return 0;
+}
+
+bool finishes(cudaStream_t s, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// Stream order through the API: a slow kernel before writes the input, a kernel after sums the
+// output; ncclAllReduce returns while the stream is still busy; rank 0 calls 300 ms late, so the
+// other ranks' streams wait in the gate meanwhile, and another stream of theirs still runs.
+int scenario_order(ncclComm_t comm, size_t count) {
+  cudaStream_t s1, s2;
+  CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  float* x = nullptr;
+  double* dsum = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&x), count * sizeof(float)));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dsum), sizeof(double)));
+  CUDA_OK(cudaMemset(x, 0, count * sizeof(float)));
+  CUDA_OK(cudaDeviceSynchronize());
+  if (g_rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CUDA_OK(sketchccl::gputest::fill_after_delay(x, count, static_cast<float>(g_rank), 200, s1));
+  auto t0 = std::chrono::steady_clock::now();
+  NCCL_OK(ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s1));
+  const double call_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CUDA_OK(sketchccl::gputest::sum_to(x, count, dsum, s1));
+  std::string verdict = "OK";
+  if (call_ms > 100)
+    verdict = "FAIL ncclAllReduce blocked the caller for " + std::to_string(call_ms) + " ms";
+  if (cudaStreamQuery(s1) != cudaErrorNotReady) verdict = "FAIL the stream was already idle";
+  if (g_rank != 0) {
+    // Our stream is held in the gate until rank 0 joins; another stream must still run.
+    CUDA_OK(sketchccl::gputest::spin_ms(2, s2));
+    if (!finishes(s2, 5)) verdict = "FAIL another stream was blocked while the gate waited";
+  }
+  if (!finishes(s1, 60)) verdict = "FAIL the AllReduce never completed on the stream";
+  double got = 0;
+  CUDA_OK(cudaMemcpy(&got, dsum, sizeof got, cudaMemcpyDeviceToHost));
+  // x[i] = sum over ranks of (r + i % 7).
+  double want = 0;
+  for (size_t i = 0; i < count; ++i)
+    for (int r = 0; r < g_nranks; ++r)
+      want += r + static_cast<double>(i % 7);
+  if (verdict == "OK" && got != want) {
+    verdict = "FAIL sum after the AllReduce is " + std::to_string(got) + ", expected " +
+              std::to_string(want);
+  }
+  report("order", &got, sizeof got, verdict);
+  cudaFree(x);
+  cudaFree(dsum);
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  return 0;
+}
+
+// Two AllReduces on two streams inside a group: neither blocks, both complete.
+int scenario_group(ncclComm_t comm, size_t count) {
+  cudaStream_t s[2];
+  float* d[2];
+  std::vector<float> h(count);
+  for (int k = 0; k < 2; ++k) {
+    CUDA_OK(cudaStreamCreateWithFlags(&s[k], cudaStreamNonBlocking));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d[k]), count * sizeof(float)));
+    for (size_t i = 0; i < count; ++i)
+      h[i] = input_value("int", g_rank + k, i);
+    CUDA_OK(cudaMemcpy(d[k], h.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  NCCL_OK(ncclGroupStart());
+  for (int k = 0; k < 2; ++k)
+    NCCL_OK(ncclAllReduce(d[k], d[k], count, ncclFloat32, ncclSum, comm, s[k]));
+  NCCL_OK(ncclGroupEnd());
+  std::string verdict = "OK";
+  std::vector<float> out(count);
+  for (int k = 0; k < 2; ++k) {
+    if (!finishes(s[k], 60)) verdict = "FAIL group AllReduce did not complete";
+    CUDA_OK(cudaMemcpy(out.data(), d[k], count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count && verdict == "OK"; ++i) {
+      double want = 0;
+      for (int r = 0; r < g_nranks; ++r)
+        want += input_value("int", r + k, i);
+      if (out[i] != want) verdict = "FAIL wrong value at " + std::to_string(i);
+    }
+    report("group" + std::to_string(k), out.data(), count * sizeof(float), verdict);
+    cudaFree(d[k]);
+    cudaStreamDestroy(s[k]);
+  }
+  return 0;
+}
+
+// Standalone mode refuses a capturing stream with ncclInvalidUsage (in front of a real NCCL
+// the policy forwards it instead: tests/unit/interpose).
+int scenario_capture(ncclComm_t comm, size_t count) {
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* d = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), count * sizeof(float)));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  ncclResult_t r = ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s);
+  cudaGraph_t g = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s, &g);
+  std::string verdict = "OK";
+  if (r != ncclInvalidUsage) {
+    verdict = std::string("FAIL capture gave ") + ncclGetErrorString(r);
+  } else if (std::strstr(ncclGetLastError(comm), "captured") == nullptr) {
+    verdict = std::string("FAIL message: ") + ncclGetLastError(comm);
+  } else if (e != cudaSuccess) {
+    verdict = std::string("FAIL capture broken: ") + cudaGetErrorString(e);
+  }
+  if (g != nullptr) cudaGraphDestroy(g);
+  report("capture", &r, sizeof r, verdict);
+  cudaFree(d);
+  cudaStreamDestroy(s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: gpu_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]\n");
+    return 2;
+  }
+  alarm(300);
+  const std::string scenario = argv[1];
+  g_rank = std::atoi(argv[2]);
+  g_nranks = std::atoi(argv[3]);
+  ncclUniqueId id;
+  if (!parse_id(argv[4], &id)) {
+    std::fprintf(stderr, "bad id\n");
+    return 2;
+  }
+  CUDA_OK(cudaSetDevice(0));
+  const char* codec_env = std::getenv("SKETCHCCL_CODEC");
+  const std::string codec = codec_env ? codec_env : "auto";
+  ncclComm_t comm = nullptr;
+  NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
+  int dev = -1;
+  NCCL_OK(ncclCommCuDevice(comm, &dev));
+  if (dev != 0) report("cudevice", &dev, sizeof dev, "FAIL ncclCommCuDevice is not 0");
+  const size_t count = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 100000;
+  if (scenario == "ring") {
+    // COUNT may be a comma-separated list: one process start covers several sizes.
+    const std::string counts = argc > 5 ? argv[5] : "100000";
+    size_t pos = 0;
+    while (pos <= counts.size()) {
+      size_t end = counts.find(',', pos);
+      if (end == std::string::npos) end = counts.size();
+      if (end > pos) {
+        scenario_ring(comm, codec, argc > 6 ? argv[6] : "int",
+                      std::strtoull(counts.substr(pos, end - pos).c_str(), nullptr, 10), 2);
+      }
+      pos = end + 1;
+    }
+  } else if (scenario == "order") {
+    scenario_order(comm, count);
+  } else if (scenario == "group") {
+    scenario_group(comm, count);
+  } else if (scenario == "capture") {
+    scenario_capture(comm, count);
+  } else {
+    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  NCCL_OK(ncclCommDestroy(comm));
+  return fail_count ? 1 : 0;
+}

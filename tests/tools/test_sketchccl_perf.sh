@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# sketchccl-perf smoke test: 2 local ranks (standalone, loopback), tiny sizes; the nccl-tests
+# columns are there, the exact ring `none` has error 0 and an fp32 ring's wire ratio, a lossy
+# codec shows a small non-zero error, JSON is written, bad flags fail clearly. A few seconds.
+set -u
+perf=$1
+fails=0
+check() { # description, command...
+  local what=$1; shift
+  if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; fails=$((fails + 1)); fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset $(env | grep -o '^SKETCHCCL_[A-Z0-9_]*') 2>/dev/null || true
+export HOME=$tmp SKETCHCCL_NCCL_LIB=none SKETCHCCL_TIMEOUT=30
+
+timeout 60 "$perf" --nranks 2 -b 4K -e 256K -f 4 -n 2 -w 1 --codec none -J "$tmp/none.json" \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+cat "$tmp/out"
+check "none: exits 0" test "$rc" -eq 0
+check "none: nccl-tests column header" grep -qE 'size +count +type +redop +root +time +algbw +busbw +nmse +maxrel +wire/in' "$tmp/out"
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +float +sum' "$tmp/out")
+check "none: one row per size (4K 16K 64K 256K)" test "$rows" -eq 4
+check "none: nmse and maxrel are 0 on every row" \
+  awk '/^ +[0-9]/ { if ($9 != "0" || $10 != "0") bad = 1 } END { exit bad }' "$tmp/out"
+check "none: busbw = algbw for 2 ranks, positive" \
+  awk '/^ +[0-9]/ { if ($7 != $8 || $8 <= 0) bad = 1 } END { exit bad }' "$tmp/out"
+check "none: wire/in ~ 1 (fp32 ring, 2 ranks)" \
+  awk '/^ +[0-9]/ { if ($11 < 0.99 || $11 > 1.1) bad = 1 } END { exit bad }' "$tmp/out"
+check "none: JSON written with 4 results" test "$(grep -o '"size"' "$tmp/none.json" | wc -l)" -eq 4
+
+timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec q8 -d bfloat16 -o avg \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+cat "$tmp/out"
+check "q8 bf16 avg: exits 0" test "$rc" -eq 0
+check "q8: small non-zero error, wire about half of the bf16 input" \
+  awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-2 && $11 < 0.6)) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+
+timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec sparse --data sparse:0.05 \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "sparse on sparse data: exact and fewer wire bytes" \
+  awk '/^ +[0-9]/ { n++; if ($9 != "0" || $11 >= 0.5) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+
+"$perf" --codec nope >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad --codec: non-zero exit" test "$rc" -ne 0
+check "bad --codec: message lists the codecs" grep -qF "none bf16 fp16 q8" "$tmp/err"
+"$perf" -b 1X >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad -b: non-zero exit with message" test "$rc" -ne 0 -a -s "$tmp/err"
+"$perf" --data sparse:2 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad --data: non-zero exit" test "$rc" -ne 0
+"$perf" --bogus >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "unknown option: non-zero exit" test "$rc" -ne 0
+
+echo "$fails failure(s)"
+test "$fails" -eq 0
