@@ -6,6 +6,7 @@
 
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
+#include "kernels/cuda/launch_util.cuh"
 
 namespace sketchccl::kernels::cuda {
 
@@ -13,8 +14,6 @@ using namespace detail;  // NOLINT: this file is the detail routines' driver
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr size_t kWsAlign = 256;
 constexpr int kPeelBatch = 16;
 constexpr int kPeelMaxRounds = 4096;
 
@@ -30,11 +29,6 @@ enum DevErr : int {
   kDevTables = 7
 };
 
-unsigned grid_for(size_t work) {
-  size_t g = div_up(work, kThreads);
-  return unsigned(g == 0 ? 1 : (g > 0x7fffffffu ? 0x7fffffffu : g));
-}
-
 // Workspace carving: fixed fields first, then per-codec arrays.
 struct Ws {
   int* err;
@@ -47,9 +41,6 @@ Ws carve(void* ws) {
   uint8_t* b = static_cast<uint8_t*>(ws);
   return Ws{reinterpret_cast<int*>(b), reinterpret_cast<unsigned long long*>(b + 8),
             reinterpret_cast<unsigned long long*>(b + 16), b + kWsHead};
-}
-size_t al(size_t b) {
-  return (b + kWsAlign - 1) & ~(kWsAlign - 1);
 }
 
 struct CasqWs {
@@ -374,14 +365,6 @@ __global__ void k_s2_accumulate(const void* x, size_t n, uint64_t salt, uint32_t
   }
 }
 
-__global__ void k_or_words(uint64_t* acc, const uint64_t* other, size_t words, const int* err) {
-  if (err && *err) return;
-  for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < words;
-       w += size_t(gridDim.x) * blockDim.x) {
-    acc[w] |= other[w];
-  }
-}
-
 // Counts and index XORs of the set positions per counter.
 __global__ void k_s2_init(const uint64_t* bm, size_t n, uint64_t salt, uint32_t rows,
                           uint32_t counters, uint32_t* cnt, unsigned long long* xr, uint8_t* state,
@@ -491,28 +474,6 @@ __global__ void k_stats_out(const unsigned long long* stats, DecodeStats* out, c
   out->peeled = stats[0];
   out->estimated = stats[1];
   out->nonzeros = stats[2];
-}
-
-template <typename F>
-Status by_type(ElemType t, F&& f) {
-  switch (t) {
-    case ElemType::kF32:
-      f(std::integral_constant<int, 0>());
-      break;
-    case ElemType::kF16:
-      f(std::integral_constant<int, 1>());
-      break;
-    case ElemType::kBf16:
-      f(std::integral_constant<int, 2>());
-      break;
-    default:
-      return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
-  }
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    return errorf(Code::kUnhandledCudaError, "codec kernel launch: %s", cudaGetErrorString(e));
-  }
-  return Status::Ok();
 }
 
 Status check_ws(const CodecParams& p, size_t n, void* ws, size_t ws_bytes) {
@@ -782,140 +743,6 @@ Status read_device_error(const void* ws, cudaStream_t s) {
                   v > 0 && v < 8 ? kWhy[v] : "unknown");
   }
   return Status::Ok();
-}
-
-// ---- sparse helpers
-// ------------------------------------------------------------------------------
-namespace {
-
-template <int ET>
-__global__ void k_bitmap_build(const void* x, size_t n, uint64_t* bits) {
-  for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < bitmap_words(n);
-       w += size_t(gridDim.x) * blockDim.x) {
-    uint64_t v = 0;
-    size_t base = w * 64, cnt = n - base < 64 ? n - base : 64;
-    for (size_t j = 0; j < cnt; ++j)
-      v |= uint64_t(load_elem<ET>(x, base + j) != 0.0f) << j;
-    bits[w] = v;
-  }
-}
-
-__device__ uint64_t masked_word(const uint64_t* bits, size_t n, size_t w) {
-  uint64_t v = bits[w];
-  if (w == bitmap_words(n) - 1 && (n & 63)) v &= (1ull << (n & 63)) - 1;
-  return v;
-}
-
-__global__ void k_popcount(const uint64_t* bits, size_t n, unsigned long long* count) {
-  unsigned long long local = 0;
-  for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < bitmap_words(n);
-       w += size_t(gridDim.x) * blockDim.x) {
-    local += __popcll(masked_word(bits, n, w));
-  }
-  if (local) atomicAdd(count, local);
-}
-
-// Exclusive prefix of per-word popcounts, by one block (words are few: n / 64).
-__global__ void k_word_prefix(const uint64_t* bits, size_t n, unsigned long long* prefix) {
-  __shared__ unsigned long long part[kThreads];
-  const size_t words = bitmap_words(n);
-  const size_t per = div_up(words, kThreads);
-  const size_t lo = threadIdx.x * per, hi = lo + per < words ? lo + per : words;
-  unsigned long long s = 0;
-  for (size_t w = lo; w < hi; ++w)
-    s += __popcll(masked_word(bits, n, w));
-  part[threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long acc = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      unsigned long long v = part[t];
-      part[t] = acc;
-      acc += v;
-    }
-  }
-  __syncthreads();
-  s = part[threadIdx.x];
-  for (size_t w = lo; w < hi; ++w) {
-    prefix[w] = s;
-    s += __popcll(masked_word(bits, n, w));
-  }
-}
-
-template <int ET>
-__global__ void k_compact(const uint64_t* bits, size_t n, const void* x,
-                          const unsigned long long* prefix, float* out) {
-  for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < bitmap_words(n);
-       w += size_t(gridDim.x) * blockDim.x) {
-    uint64_t v = masked_word(bits, n, w);
-    size_t k = prefix[w];
-    while (v) {
-      out[k++] = load_elem<ET>(x, w * 64 + size_t(__ffsll((long long)v) - 1));
-      v &= v - 1;
-    }
-  }
-}
-
-template <int ET>
-__global__ void k_scatter(const uint64_t* bits, size_t n, const float* vals, float scale,
-                          const unsigned long long* prefix, void* y) {
-  for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < bitmap_words(n);
-       w += size_t(gridDim.x) * blockDim.x) {
-    uint64_t v = masked_word(bits, n, w);
-    size_t k = prefix[w], base = w * 64, cnt = n - base < 64 ? n - base : 64;
-    for (size_t j = 0; j < cnt; ++j) {
-      float o = 0.0f;
-      if ((v >> j) & 1) o = vals[k++] * scale;
-      store_elem<ET>(y, base + j, o);
-    }
-  }
-}
-
-}  // namespace
-
-void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits, cudaStream_t s) {
-  if (n == 0) return;
-  (void)by_type(t, [&](auto et) {
-    k_bitmap_build<decltype(et)::value><<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(x, n, bits);
-  });
-}
-
-void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n, cudaStream_t s) {
-  if (n == 0) return;
-  k_or_words<<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(acc, other, bitmap_words(n), nullptr);
-}
-
-void bitmap_popcount(const uint64_t* bits, size_t n, unsigned long long* count_dev,
-                     cudaStream_t s) {
-  cudaMemsetAsync(count_dev, 0, sizeof(*count_dev), s);
-  if (n == 0) return;
-  k_popcount<<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, count_dev);
-}
-
-size_t sparse_workspace_bytes(size_t n) {
-  return al(bitmap_words(n) * 8) + kWsAlign;
-}
-
-void sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, float* out, void* ws,
-                    cudaStream_t s) {
-  if (n == 0) return;
-  unsigned long long* prefix = static_cast<unsigned long long*>(ws);
-  k_word_prefix<<<1, kThreads, 0, s>>>(bits, n, prefix);
-  (void)by_type(t, [&](auto et) {
-    k_compact<decltype(et)::value>
-        <<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, x, prefix, out);
-  });
-}
-
-void sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
-                    ElemType t, void* ws, cudaStream_t s) {
-  if (n == 0) return;
-  unsigned long long* prefix = static_cast<unsigned long long*>(ws);
-  k_word_prefix<<<1, kThreads, 0, s>>>(bits, n, prefix);
-  (void)by_type(t, [&](auto et) {
-    k_scatter<decltype(et)::value>
-        <<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, vals, scale, prefix, y);
-  });
 }
 
 }  // namespace sketchccl::kernels::cuda

@@ -1,0 +1,59 @@
+// Launch helpers shared by the CUDA builds of the codecs and of the sparse helpers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/codec_common.h"
+
+namespace sketchccl::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kWsAlign = 256;
+
+inline unsigned grid_for(size_t work) {
+  size_t g = detail::div_up(work, kThreads);
+  return unsigned(g == 0 ? 1 : (g > 0x7fffffffu ? 0x7fffffffu : g));
+}
+
+// Rounds a workspace size up to the workspace alignment.
+inline size_t al(size_t b) {
+  return (b + kWsAlign - 1) & ~(kWsAlign - 1);
+}
+
+// Runs f(std::integral_constant<int, ET>) for the element type, then reports launch errors.
+template <typename F>
+Status by_type(ElemType t, F&& f) {
+  switch (t) {
+    case ElemType::kF32:
+      f(std::integral_constant<int, 0>());
+      break;
+    case ElemType::kF16:
+      f(std::integral_constant<int, 1>());
+      break;
+    case ElemType::kBf16:
+      f(std::integral_constant<int, 2>());
+      break;
+    default:
+      return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
+  }
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    return errorf(Code::kUnhandledCudaError, "codec kernel launch: %s", cudaGetErrorString(e));
+  }
+  return Status::Ok();
+}
+
+// acc |= other, word by word; `err` (optional) is the call's device verdict.
+__global__ void k_or_words(uint64_t* acc, const uint64_t* other, size_t words, const int* err) {
+  if (err && *err) return;
+  for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < words;
+       w += size_t(gridDim.x) * blockDim.x) {
+    acc[w] |= other[w];
+  }
+}
+
+}  // namespace
+}  // namespace sketchccl::kernels::cuda
