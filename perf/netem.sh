@@ -253,9 +253,6 @@ for tr in "${transport_list[@]}"; do
     env=(SKETCHCCL_NCCL_LIB=none SKETCHCCL_TRANSPORT="$tr" UCX_TLS=tcp SKETCHCCL_TIMEOUT=60
          SKETCHCCL_DEBUG=WARN)
     extra=()
-    # The socket transport fails at the destroy of the per-size communicators with 4+ ranks
-    # (see docs/perf.md): measure it without them (wire bytes are the codec's, the same as ucx).
-    [ "$tr" = socket ] && extra=(--wire 0)
     t0=$(date +%s.%N) d0=$(tbf_drops)
     if run_ranks "$OUT/$label.txt" "${env[@]}" -- "$PERF" --codec "$name" --data "$d" "${extra[@]}" \
         "${SWEEP[@]}"; then

@@ -185,7 +185,8 @@ class SocketTransport final : public Transport {
     Peer& p = peers_[peer];
     if (p.failed) {
       bool buffered = false;
-      for (const Unexpected& u : p.unexpected) buffered = buffered || (u.tag == tag && u.complete);
+      for (const Unexpected& u : p.unexpected)
+        buffered = buffered || (u.tag == tag && u.complete);
       if (!buffered) return Status(Code::kRemoteError, p.fail_message);
     }
     Request r;

@@ -60,7 +60,8 @@ class UcxTransport final : public Transport {
     std::string fail_message;
   };
 
-  Status check_post(int peer, uint64_t tag, const void* buf, size_t bytes, RequestId* id);
+  Status check_post(int peer, uint64_t tag, const void* buf, size_t bytes, RequestId* id,
+                    bool allow_failed = false);
   void fail_peer(int peer, const std::string& msg);
   void close_ep(int peer, bool force);
   void check_timeouts();
@@ -229,7 +230,7 @@ Status UcxTransport::connect(int peer, const Blob& address) {
 }
 
 Status UcxTransport::check_post(int peer, uint64_t tag, const void* buf, size_t bytes,
-                                RequestId* id) {
+                                RequestId* id, bool allow_failed) {
   if (closed_) return errorf(Code::kInvalidUsage, "ucx transport: post after close");
   if (peer < 0 || peer >= opts_.nranks) {
     return errorf(Code::kInvalidArgument, "ucx transport: peer %d outside [0, %d)", peer,
@@ -242,7 +243,9 @@ Status UcxTransport::check_post(int peer, uint64_t tag, const void* buf, size_t 
     return errorf(Code::kInvalidArgument, "ucx transport: tag %llu does not fit in %d bits",
                   static_cast<unsigned long long>(tag), kUcxTagBits);
   }
-  if (peers_[peer].failed) return Status(Code::kRemoteError, peers_[peer].fail_message);
+  if (peers_[peer].failed) {
+    return allow_failed ? Status::Ok() : Status(Code::kRemoteError, peers_[peer].fail_message);
+  }
   if (peers_[peer].ep == nullptr) {
     return errorf(Code::kInvalidUsage, "ucx transport: rank %d is not connected", peer);
   }
@@ -277,7 +280,16 @@ Status UcxTransport::isend(int peer, uint64_t tag, const void* buf, size_t bytes
 }
 
 Status UcxTransport::irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) {
-  SCCL_RETURN_IF_ERROR(check_post(peer, tag, buf, bytes, id));
+  SCCL_RETURN_IF_ERROR(check_post(peer, tag, buf, bytes, id, /*allow_failed=*/true));
+  if (peers_[peer].failed) {
+    // A peer that closed (or died) after its last eager sends: what already arrived is still
+    // delivered; a receive nothing can satisfy fails now.
+    ucp_tag_recv_info_t info{};
+    const uint64_t want = (static_cast<uint64_t>(peer) << kUcxTagBits) | tag;
+    if (ucp_tag_probe_nb(worker_, want, ~uint64_t{0}, 0, &info) == nullptr) {
+      return Status(Code::kRemoteError, peers_[peer].fail_message);
+    }
+  }
   auto r = std::make_unique<UcxRequest>();
   r->peer = peer;
   r->cap = bytes;

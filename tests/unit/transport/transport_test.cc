@@ -198,6 +198,39 @@ TEST_P(TransportTest, ClosedPeerFailsPendingReceive) {
   EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
 }
 
+// A rank that finishes its last sends and closes at once (the end of a collective): what it sent
+// must still reach receives posted after the close.
+TEST_P(TransportTest, MessagesSentBeforeACloseAreStillDelivered) {
+  make(2, 3);
+  // Small enough to complete at the sender before it is received (eager), on every transport.
+  std::vector<uint8_t> src(1000), dst(1000, 0);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<uint8_t>(i * 7);
+  RequestId s;
+  ASSERT_TRUE(t_[0]->isend(1, 5, src.data(), src.size(), &s).ok());
+  size_t n = 0;
+  ASSERT_TRUE(wait(0, s, &n).ok());
+  for (int k = 0; k < 200; ++k)
+    (void)t_[1]->progress();  // the message arrives, unexpected
+  t_[0]->close();
+  t_[0].reset();
+  for (int k = 0; k < 200; ++k)
+    (void)t_[1]->progress();  // and so does the close
+  RequestId r;
+  Status posted = t_[1]->irecv(0, 5, dst.data(), dst.size(), &r);
+  ASSERT_TRUE(posted.ok()) << posted.to_string();
+  Status st = wait(1, r, &n, 5);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(n, src.size());
+  EXPECT_EQ(src, dst);
+  // Nothing else will come from the closed peer.
+  uint64_t g = 0;
+  RequestId r2 = 0;
+  Status st2 = t_[1]->irecv(0, 6, &g, 8, &r2);
+  if (st2.ok()) st2 = wait(1, r2, &n, 10);
+  EXPECT_EQ(st2.code(), Code::kRemoteError) << st2.to_string();
+}
+
 TEST_P(TransportTest, SilentPeerTimesOut) {
   make(2, 0.5);
   uint64_t g = 0;
