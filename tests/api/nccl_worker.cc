@@ -19,27 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include "rank_report.h"
+
 namespace {
 
+using sketchccl::testing::g_case_failures;
+using sketchccl::testing::parse_id_hex;
+using sketchccl::testing::report_case;
+
 int g_rank = 0, g_nranks = 1;
-
-uint64_t fnv(const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
-bool parse_id(const char* hex, ncclUniqueId* id) {
-  if (std::strlen(hex) != 2 * sizeof(id->internal)) return false;
-  for (size_t i = 0; i < sizeof(id->internal); ++i) {
-    unsigned v = 0;
-    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
-    id->internal[i] = static_cast<char>(v);
-  }
-  return true;
-}
 
 // fp16/bf16 conversions for building inputs and reading outputs (exactly representable values).
 uint16_t to_half(float f) {
@@ -178,25 +166,6 @@ double nmse_bound(const std::string& codec, ncclDataType_t t) {
   return b;
 }
 
-int fail_count = 0;
-void report(const std::string& name, const void* out, size_t bytes, const std::string& verdict) {
-  if (verdict != "OK") fail_count++;
-  std::printf("CASE %s HASH %016llx %s\n", name.c_str(),
-              static_cast<unsigned long long>(fnv(out, bytes)), verdict.c_str());
-  std::fflush(stdout);
-}
-
-#define NCCL_OK(call)                                                                     \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    if (r_ != ncclSuccess) {                                                              \
-      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_), \
-                  ncclGetLastError(nullptr));                                             \
-      std::fflush(stdout);                                                                \
-      std::exit(3);                                                                       \
-    }                                                                                     \
-  } while (0)
-
 // The allreduce matrix: counts x types x ops x in/out-of-place, `calls` times each. Small
 // counts run every combination; large ones a covering subset (each type, op and placement).
 int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string& data,
@@ -245,7 +214,7 @@ int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string
         std::snprintf(why, sizeof why, "%s/n=%zu/%s/%s/%s/call%d", codec.c_str(), count,
                       type_name(t), op == ncclSum ? "sum" : "avg",
                       inplace ? "inplace" : "outofplace", call);
-        report(why, out, bytes, verdict);
+        report_case(why, out, bytes, verdict);
       }
     }
   }
@@ -265,7 +234,7 @@ int scenario_s2(ncclComm_t comm, size_t count, int calls, bool check_first = tru
     if ((call > 0 || check_first) && c.exact_frac < 0.99)
       std::snprintf(verdict, sizeof verdict, "FAIL exact fraction %.4f", c.exact_frac);
     std::snprintf(name, sizeof name, "s2-peel/n=%zu/call%d", count, call);
-    report(name, recv.data(), count * 4, verdict);
+    report_case(name, recv.data(), count * 4, verdict);
   }
   return 0;
 }
@@ -275,7 +244,7 @@ int scenario_bad_input(ncclComm_t comm) {
   float buf[16] = {0};
   auto expect = [&](const char* name, ncclResult_t got, ncclResult_t want) {
     std::string v = got == want ? "OK" : std::string("FAIL got ") + ncclGetErrorString(got);
-    report(name, &want, sizeof want, v);
+    report_case(name, &want, sizeof want, v);
   };
   expect("null-send", ncclAllReduce(nullptr, buf, 16, ncclFloat32, ncclSum, comm, nullptr),
          ncclInvalidArgument);
@@ -301,7 +270,7 @@ int scenario_bad_input(ncclComm_t comm) {
     buf[i] = static_cast<float>(g_rank + 1);
   NCCL_OK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, nullptr));
   float want = static_cast<float>(g_nranks * (g_nranks + 1) / 2);
-  report("usable-after-bad-input", buf, sizeof buf, buf[0] == want ? "OK" : "FAIL wrong sum");
+  report_case("usable-after-bad-input", buf, sizeof buf, buf[0] == want ? "OK" : "FAIL wrong sum");
   return 0;
 }
 
@@ -314,7 +283,7 @@ int scenario_count_mismatch(ncclComm_t comm) {
   ncclResult_t async = ncclSuccess;
   ncclCommGetAsyncError(comm, &async);
   std::string v = r != ncclSuccess && async != ncclSuccess ? "OK" : "FAIL no error";
-  report("count-mismatch-fails", &r, 0, v);
+  report_case("count-mismatch-fails", &r, 0, v);
   std::printf("INFO rank %d: %s / %s: %s\n", g_rank, ncclGetErrorString(r),
               ncclGetErrorString(async), ncclGetLastError(comm));
   return 0;
@@ -336,11 +305,11 @@ int scenario_kill(ncclComm_t comm, size_t count) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("INFO rank %d: error after %.2f s: %s\n", g_rank, secs, ncclGetLastError(comm));
-  report("peer-killed-gives-error", &g_nranks, 0, r != ncclSuccess ? "OK" : "FAIL no error");
+  report_case("peer-killed-gives-error", &g_nranks, 0, r != ncclSuccess ? "OK" : "FAIL no error");
   auto a0 = std::chrono::steady_clock::now();
   ncclCommAbort(comm);
   double abort_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
-  report("abort-is-prompt", &g_nranks, 0, abort_secs < 2.0 ? "OK" : "FAIL abort took long");
+  report_case("abort-is-prompt", &g_nranks, 0, abort_secs < 2.0 ? "OK" : "FAIL abort took long");
   return 1;  // the communicator is gone: do not destroy
 }
 
@@ -353,15 +322,15 @@ int scenario_big(ncclComm_t comm, const std::string& codec, size_t count) {
   Check c = check("int", ncclFloat32, ncclSum, buf.data(), count);
   char name[64];
   std::snprintf(name, sizeof name, "big/%s/n=%zu", codec.c_str(), count);
-  report(name, buf.data(), count * 4,
-         c.nmse <= nmse_bound(codec, ncclFloat32) ? "OK" : "FAIL nmse");
+  report_case(name, buf.data(), count * 4,
+              c.nmse <= nmse_bound(codec, ncclFloat32) ? "OK" : "FAIL nmse");
   return 0;
 }
 
 // A second communicator on another id, used alternately with the first.
 int scenario_two_comms(ncclComm_t comm, const char* id2_hex) {
   ncclUniqueId id2;
-  if (!parse_id(id2_hex, &id2)) return 2;
+  if (!parse_id_hex(id2_hex, &id2)) return 2;
   ncclComm_t comm2 = nullptr;
   NCCL_OK(ncclCommInitRank(&comm2, g_nranks, id2, g_rank));
   const size_t n = 300000;
@@ -383,7 +352,7 @@ int scenario_two_comms(ncclComm_t comm, const char* id2_hex) {
       ref += sum * sum;
     }
     ok = ok && err / ref < 1e-3;
-    report("two-comms/round" + std::to_string(round), a.data(), n * 4, ok ? "OK" : "FAIL");
+    report_case("two-comms/round" + std::to_string(round), a.data(), n * 4, ok ? "OK" : "FAIL");
   }
   NCCL_OK(ncclCommDestroy(comm2));
   return 0;
@@ -406,12 +375,12 @@ int scenario_split(ncclComm_t comm) {
   bool ok = sub_size == expect_size && sub_rank == g_rank / 2;
   for (size_t i = 0; i < n && ok; ++i)
     ok = v[i] == want;
-  report("split/color" + std::to_string(g_rank % 2), v.data(), n * 4, ok ? "OK" : "FAIL");
+  report_case("split/color" + std::to_string(g_rank % 2), v.data(), n * 4, ok ? "OK" : "FAIL");
   // A NOCOLOR split returns no communicator.
   ncclComm_t none = reinterpret_cast<ncclComm_t>(0x1);
   NCCL_OK(ncclCommSplit(comm, g_rank == 0 ? NCCL_SPLIT_NOCOLOR : 1, 0, &none, nullptr));
   bool nocolor_ok = g_rank == 0 ? none == nullptr : none != nullptr;
-  report("split/nocolor", &nocolor_ok, 0, nocolor_ok ? "OK" : "FAIL");
+  report_case("split/nocolor", &nocolor_ok, 0, nocolor_ok ? "OK" : "FAIL");
   if (none != nullptr) NCCL_OK(ncclCommDestroy(none));
   NCCL_OK(ncclCommDestroy(sub));
   return 0;
@@ -439,8 +408,8 @@ int scenario_group_single_thread(int nranks) {
   for (int r = 1; r < nranks; ++r)
     same = same && bufs[static_cast<size_t>(r)] == bufs[0];
   Check c = check("int", ncclFloat32, ncclSum, bufs[0].data(), n);
-  report("group-one-thread", bufs[0].data(), n * 4,
-         same && c.nmse < 1e-3 ? "OK" : "FAIL results differ or wrong");
+  report_case("group-one-thread", bufs[0].data(), n * 4,
+              same && c.nmse < 1e-3 ? "OK" : "FAIL results differ or wrong");
   for (ncclComm_t c2 : comms)
     NCCL_OK(ncclCommDestroy(c2));
   return 0;
@@ -466,7 +435,7 @@ int scenario_error_feedback(ncclComm_t comm, size_t count, int k) {
     ref += sums[i] * sums[i];
   }
   std::printf("EF_MEAN_NMSE %.6g\n", err / ref);
-  report("ef-mean", recv.data(), count * 4, "OK");
+  report_case("ef-mean", recv.data(), count * 4, "OK");
   return 0;
 }
 
@@ -476,18 +445,18 @@ int scenario_nonblocking(const ncclUniqueId& id) {
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, g_nranks, id, g_rank, &config);
-  report("nonblocking-init-returns", &r, 0,
-         r == ncclInProgress || r == ncclSuccess ? "OK" : "FAIL unexpected result");
+  report_case("nonblocking-init-returns", &r, 0,
+              r == ncclInProgress || r == ncclSuccess ? "OK" : "FAIL unexpected result");
   ncclResult_t state = ncclInProgress;
   for (int i = 0; i < 3000 && state == ncclInProgress; ++i) {
     ncclCommGetAsyncError(comm, &state);
     if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  report("nonblocking-init-completes", &state, 0, state == ncclSuccess ? "OK" : "FAIL");
+  report_case("nonblocking-init-completes", &state, 0, state == ncclSuccess ? "OK" : "FAIL");
   std::vector<float> v(2000, 1.0f);
   NCCL_OK(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr));
-  report("nonblocking-allreduce", v.data(), 8000,
-         v[0] == static_cast<float>(g_nranks) ? "OK" : "FAIL");
+  report_case("nonblocking-allreduce", v.data(), 8000,
+              v[0] == static_cast<float>(g_nranks) ? "OK" : "FAIL");
   NCCL_OK(ncclCommDestroy(comm));
   return 0;
 }
@@ -497,7 +466,7 @@ int scenario_nonblocking(const ncclUniqueId& id) {
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "group") {
     alarm(300);
-    return scenario_group_single_thread(std::atoi(argv[2])) || fail_count ? 1 : 0;
+    return scenario_group_single_thread(std::atoi(argv[2])) || g_case_failures ? 1 : 0;
   }
   if (argc < 5) {
     std::fprintf(stderr, "usage: nccl_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]\n");
@@ -508,13 +477,13 @@ int main(int argc, char** argv) {
   g_rank = std::atoi(argv[2]);
   g_nranks = std::atoi(argv[3]);
   ncclUniqueId id;
-  if (!parse_id(argv[4], &id)) {
+  if (!parse_id_hex(argv[4], &id)) {
     std::fprintf(stderr, "bad id\n");
     return 2;
   }
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "auto";
-  if (scenario == "nonblocking") return scenario_nonblocking(id) || fail_count ? 1 : 0;
+  if (scenario == "nonblocking") return scenario_nonblocking(id) || g_case_failures ? 1 : 0;
   ncclComm_t comm = nullptr;
   NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
   int rc = 0;
@@ -547,5 +516,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (rc == 0) ncclCommDestroy(comm);
-  return fail_count > 0 ? 1 : 0;
+  return g_case_failures > 0 ? 1 : 0;
 }

@@ -11,9 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/api/agreement.h"
 #include "tests/api/launcher.h"
 
 namespace {
+
+using sketchccl::testing::expect_agreement;
+using sketchccl::testing::new_id_hex;
 
 std::string g_worker;
 
@@ -24,18 +28,6 @@ bool have_device() {
     return false;
   }
   return count > 0;
-}
-
-std::string new_id_hex() {
-  ncclUniqueId id;
-  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
-  std::string hex;
-  char b[3];
-  for (char c : id.internal) {
-    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
-    hex += b;
-  }
-  return hex;
 }
 
 std::vector<sketchccl::testing::RankOutput> run(const std::string& scenario, int nranks,
@@ -51,36 +43,6 @@ std::vector<sketchccl::testing::RankOutput> run(const std::string& scenario, int
         return argv;
       },
       env, 240);
-}
-
-void expect_agreement(const std::vector<sketchccl::testing::RankOutput>& ranks) {
-  std::map<std::string, std::string> hash_of;
-  size_t cases0 = 0;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const auto& ro = ranks[r];
-    EXPECT_EQ(ro.exit_code, 0) << "rank " << r << " (signal " << ro.signal << ")\n" << ro.out;
-    std::istringstream in(ro.out);
-    std::string line;
-    size_t cases = 0;
-    while (std::getline(in, line)) {
-      if (line.rfind("CASE ", 0) != 0) continue;
-      ++cases;
-      std::istringstream ls(line);
-      std::string tag, name, hashtag, hash, verdict;
-      ls >> tag >> name >> hashtag >> hash >> verdict;
-      EXPECT_EQ(verdict, "OK") << "rank " << r << ": " << line;
-      if (r == 0) {
-        hash_of[name] = hash;
-      } else {
-        auto it = hash_of.find(name);
-        ASSERT_NE(it, hash_of.end()) << "rank " << r << " has a case rank 0 lacks: " << name;
-        EXPECT_EQ(it->second, hash) << "ranks 0 and " << r << " differ on " << name;
-      }
-    }
-    if (r == 0) cases0 = cases;
-    EXPECT_EQ(cases, cases0) << "rank " << r << "\n" << ro.out;
-    EXPECT_GT(cases, 0u) << "rank " << r << " ran no case\n" << ro.out;
-  }
 }
 
 std::vector<std::string> env_for(const std::string& codec) {

@@ -20,47 +20,15 @@
 #include <vector>
 
 #include "test_kernels.h"
+#include "tests/api/rank_report.h"
 
 namespace {
 
+using sketchccl::testing::g_case_failures;
+using sketchccl::testing::parse_id_hex;
+using sketchccl::testing::report_case;
+
 int g_rank = 0, g_nranks = 1;
-int fail_count = 0;
-
-uint64_t fnv(const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
-bool parse_id(const char* hex, ncclUniqueId* id) {
-  if (std::strlen(hex) != 2 * sizeof(id->internal)) return false;
-  for (size_t i = 0; i < sizeof(id->internal); ++i) {
-    unsigned v = 0;
-    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
-    id->internal[i] = static_cast<char>(v);
-  }
-  return true;
-}
-
-void report(const std::string& name, const void* out, size_t bytes, const std::string& verdict) {
-  if (verdict != "OK") fail_count++;
-  std::printf("CASE %s HASH %016llx %s\n", name.c_str(),
-              static_cast<unsigned long long>(fnv(out, bytes)), verdict.c_str());
-  std::fflush(stdout);
-}
-
-#define NCCL_OK(call)                                                                     \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    if (r_ != ncclSuccess) {                                                              \
-      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_), \
-                  ncclGetLastError(nullptr));                                             \
-      std::fflush(stdout);                                                                \
-      std::exit(3);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 #define CUDA_OK(call)                                                                 \
   do {                                                                                \
@@ -157,7 +125,7 @@ int scenario_ring(ncclComm_t comm, const std::string& codec, const std::string& 
         std::snprintf(name, sizeof name, "%s/%s/n=%zu/%s/%s/call%d", codec.c_str(), data.c_str(),
                       count, op == ncclSum ? "sum" : "avg", inplace ? "inplace" : "outofplace",
                       call);
-        report(name, hout, bytes, verdict);
+        report_case(name, hout, bytes, verdict);
       }
     }
   }
@@ -221,7 +189,7 @@ int scenario_order(ncclComm_t comm, size_t count) {
     verdict = "FAIL sum after the AllReduce is " + std::to_string(got) + ", expected " +
               std::to_string(want);
   }
-  report("order", &got, sizeof got, verdict);
+  report_case("order", &got, sizeof got, verdict);
   cudaFree(x);
   cudaFree(dsum);
   cudaStreamDestroy(s1);
@@ -256,7 +224,7 @@ int scenario_group(ncclComm_t comm, size_t count) {
         want += input_value("int", r + k, i);
       if (out[i] != want) verdict = "FAIL wrong value at " + std::to_string(i);
     }
-    report("group" + std::to_string(k), out.data(), count * sizeof(float), verdict);
+    report_case("group" + std::to_string(k), out.data(), count * sizeof(float), verdict);
     cudaFree(d[k]);
     cudaStreamDestroy(s[k]);
   }
@@ -283,7 +251,7 @@ int scenario_capture(ncclComm_t comm, size_t count) {
     verdict = std::string("FAIL capture broken: ") + cudaGetErrorString(e);
   }
   if (g != nullptr) cudaGraphDestroy(g);
-  report("capture", &r, sizeof r, verdict);
+  report_case("capture", &r, sizeof r, verdict);
   cudaFree(d);
   cudaStreamDestroy(s);
   return 0;
@@ -301,7 +269,7 @@ int main(int argc, char** argv) {
   g_rank = std::atoi(argv[2]);
   g_nranks = std::atoi(argv[3]);
   ncclUniqueId id;
-  if (!parse_id(argv[4], &id)) {
+  if (!parse_id_hex(argv[4], &id)) {
     std::fprintf(stderr, "bad id\n");
     return 2;
   }
@@ -312,7 +280,7 @@ int main(int argc, char** argv) {
   NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
   int dev = -1;
   NCCL_OK(ncclCommCuDevice(comm, &dev));
-  if (dev != 0) report("cudevice", &dev, sizeof dev, "FAIL ncclCommCuDevice is not 0");
+  if (dev != 0) report_case("cudevice", &dev, sizeof dev, "FAIL ncclCommCuDevice is not 0");
   const size_t count = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 100000;
   if (scenario == "ring") {
     // COUNT may be a comma-separated list: one process start covers several sizes.
@@ -338,5 +306,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   NCCL_OK(ncclCommDestroy(comm));
-  return fail_count ? 1 : 0;
+  return g_case_failures ? 1 : 0;
 }

@@ -1,0 +1,67 @@
+#include "agreement.h"
+
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace sketchccl::testing {
+
+std::string new_id_hex() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  std::string hex;
+  char b[3];
+  for (char c : id.internal) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+    hex += b;
+  }
+  return hex;
+}
+
+void expect_agreement(const std::vector<RankOutput>& ranks, bool expect_exit_zero) {
+  std::map<std::string, std::string> hash_of;  // case -> hash on rank 0
+  size_t cases0 = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankOutput& ro = ranks[r];
+    if (expect_exit_zero) {
+      EXPECT_EQ(ro.exit_code, 0) << "rank " << r << " (signal " << ro.signal << ")\n" << ro.out;
+    }
+    std::istringstream in(ro.out);
+    std::string line;
+    size_t cases = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("CASE ", 0) != 0) continue;
+      ++cases;
+      std::istringstream ls(line);
+      std::string tag, name, hashtag, hash, verdict;
+      ls >> tag >> name >> hashtag >> hash >> verdict;
+      EXPECT_EQ(verdict, "OK") << "rank " << r << ": " << line;
+      if (r == 0) {
+        hash_of[name] = hash;
+      } else {
+        auto it = hash_of.find(name);
+        ASSERT_NE(it, hash_of.end()) << "rank " << r << " has a case rank 0 lacks: " << name;
+        EXPECT_EQ(it->second, hash) << "ranks 0 and " << r << " differ on " << name;
+      }
+    }
+    if (r == 0) cases0 = cases;
+    EXPECT_EQ(cases, cases0) << "rank " << r << " ran a different number of cases\n" << ro.out;
+    EXPECT_GT(cases, 0u) << "rank " << r << " ran no case\n" << ro.out;
+  }
+}
+
+bool case_ok(const std::string& out, const std::string& name) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CASE " + name + " HASH ", 0) == 0) {
+      return line.size() >= 3 && line.compare(line.size() - 3, 3, " OK") == 0;
+    }
+  }
+  return false;
+}
+
+}  // namespace sketchccl::testing

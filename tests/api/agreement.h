@@ -1,0 +1,21 @@
+// The driver side of a multi-process NCCL test: a fresh id for the ranks, and the check that
+// every rank printed only OK cases, the same cases, and the same hash per case (rank_report.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher.h"
+
+namespace sketchccl::testing {
+
+// ncclGetUniqueId as 256 hex digits (this process hosts the rendezvous root).
+std::string new_id_hex();
+
+// GoogleTest expectations over every rank's output.
+void expect_agreement(const std::vector<RankOutput>& ranks, bool expect_exit_zero = true);
+
+// The rank printed "CASE <name> HASH <h> OK".
+bool case_ok(const std::string& out, const std::string& name);
+
+}  // namespace sketchccl::testing

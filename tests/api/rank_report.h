@@ -1,0 +1,57 @@
+// The worker side of a multi-process NCCL test: what a rank prints for the driver to compare.
+// Every check is one line "CASE <name> HASH <fnv1a of the output bytes> <OK|FAIL why>"; the
+// driver (agreement.h) requires OK everywhere and the same HASH on every rank for a case.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace sketchccl::testing {
+
+inline int g_case_failures = 0;
+
+inline uint64_t fnv1a(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+// The 128-byte id from the 256 hex digits the driver passes on the command line.
+inline bool parse_id_hex(const char* hex, ncclUniqueId* id) {
+  if (std::strlen(hex) != 2 * sizeof(id->internal)) return false;
+  for (size_t i = 0; i < sizeof(id->internal); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
+    id->internal[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+inline void report_case(const std::string& name, const void* out, size_t bytes,
+                        const std::string& verdict) {
+  if (verdict != "OK") g_case_failures++;
+  std::printf("CASE %s HASH %016llx %s\n", name.c_str(),
+              static_cast<unsigned long long>(fnv1a(out, bytes)), verdict.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace sketchccl::testing
+
+// A call that must succeed: on failure the rank prints a FAIL case and exits.
+#define NCCL_OK(call)                                                                     \
+  do {                                                                                    \
+    ncclResult_t r_ = (call);                                                             \
+    if (r_ != ncclSuccess) {                                                              \
+      std::printf("CASE call HASH 0 FAIL %s -> %s (%s)\n", #call, ncclGetErrorString(r_), \
+                  ncclGetLastError(nullptr));                                             \
+      std::fflush(stdout);                                                                \
+      std::exit(3);                                                                       \
+    }                                                                                     \
+  } while (0)
