@@ -24,6 +24,7 @@
 namespace {
 
 using sketchccl::testing::g_case_failures;
+using sketchccl::testing::input_value;
 using sketchccl::testing::parse_id_hex;
 using sketchccl::testing::report_case;
 
@@ -88,24 +89,6 @@ float load(ncclDataType_t t, const void* buf, size_t i) {
   if (t == ncclFloat32) return static_cast<const float*>(buf)[i];
   if (t == ncclFloat16) return from_half(static_cast<const uint16_t*>(buf)[i]);
   return from_bf16(static_cast<const uint16_t*>(buf)[i]);
-}
-
-// Rank r's input. "int": small integers, so every sum is exact in fp32 (and fp16/bf16 inputs
-// are exact); "sparse": 1% of positions non-zero, integers; "gauss": smooth values.
-float input_value(const std::string& data, int r, size_t i) {
-  uint64_t h = (static_cast<uint64_t>(r) * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
-  h ^= h >> 31;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 29;
-  if (data == "sparse") {
-    if (h % 100 != 0) return 0.0f;
-    return static_cast<float>(static_cast<int>((h >> 20) % 15) - 7 + ((h >> 40) % 2 ? 8 : -8));
-  }
-  if (data == "gauss") {
-    double u1 = ((h >> 11) + 1.0) / 9007199254740993.0, u2 = ((h * 31) >> 11) / 9007199254740992.0;
-    return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  }
-  return static_cast<float>(static_cast<int>(h % 17) - 8);
 }
 
 struct Check {

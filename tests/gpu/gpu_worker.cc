@@ -25,6 +25,7 @@
 namespace {
 
 using sketchccl::testing::g_case_failures;
+using sketchccl::testing::input_value;
 using sketchccl::testing::parse_id_hex;
 using sketchccl::testing::report_case;
 
@@ -39,23 +40,6 @@ int g_rank = 0, g_nranks = 1;
       std::exit(4);                                                                   \
     }                                                                                 \
   } while (0)
-
-// Small integers (exact sums in fp32) or, for "gauss", smooth values.
-float input_value(const std::string& data, int r, size_t i) {
-  uint64_t h = (static_cast<uint64_t>(r) * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
-  h ^= h >> 31;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 29;
-  if (data == "sparse") {
-    if (h % 100 != 0) return 0.0f;
-    return static_cast<float>(static_cast<int>((h >> 20) % 15) - 7 + ((h >> 40) % 2 ? 8 : -8));
-  }
-  if (data == "gauss") {
-    double u1 = ((h >> 11) + 1.0) / 9007199254740993.0, u2 = ((h * 31) >> 11) / 9007199254740992.0;
-    return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  }
-  return static_cast<float>(static_cast<int>(h % 17) - 8);
-}
 
 double nmse_bound(const std::string& codec) {
   return codec == "none" || codec == "sparse" ? 0
