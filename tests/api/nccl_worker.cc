@@ -132,20 +132,10 @@ Check check(const std::string& data, ncclDataType_t t, ncclRedOp_t op, const voi
   return c;
 }
 
-// The bound each codec is held to on this data (NMSE), from docs/codecs.md.
+// The codec's bound, plus the output type's own rounding (fp16/bf16).
 double nmse_bound(const std::string& codec, ncclDataType_t t) {
-  double b = codec == "none" || codec == "sparse" ? 0
-             : codec == "bf16"                    ? 1e-4
-             : codec == "fp16"                    ? 1e-5
-             : codec == "q8"                      ? 1e-3
-             : codec == "q4"                      ? 0.15
-             : codec == "q2"                      ? 3.5
-             : codec == "casq2"                   ? 0.6
-             : codec == "casq3"                   ? 0.3
-             : codec == "casq4"                   ? 0.1
-             : codec == "s2"                      ? 1e-3
-                                                  : 1e-3;  // auto: q8 or sparse
-  if (t != ncclFloat32) b += 2e-5;    // the output's own rounding (fp16/bf16)
+  double b = sketchccl::testing::codec_nmse_bound(codec);
+  if (t != ncclFloat32) b += 2e-5;  // the output's own rounding (fp16/bf16)
   return b;
 }
 

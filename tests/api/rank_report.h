@@ -62,6 +62,22 @@ inline float input_value(const std::string& data, int r, size_t i) {
   return static_cast<float>(static_cast<int>(h % 17) - 8);
 }
 
+// The NMSE each codec is held to on a ring of up to 8 ranks (fp32 output), from the bounds
+// measured in docs/codecs.md with margin.
+inline double codec_nmse_bound(const std::string& codec) {
+  return codec == "none" || codec == "sparse" ? 0
+         : codec == "bf16"                    ? 1e-4
+         : codec == "fp16"                    ? 1e-5
+         : codec == "q8"                      ? 1e-3
+         : codec == "q4"                      ? 0.15
+         : codec == "q2"                      ? 3.5
+         : codec == "casq2"                   ? 0.6
+         : codec == "casq3"                   ? 0.3
+         : codec == "casq4"                   ? 0.1
+         : codec == "s2"                      ? 1e-3
+                                              : 1e-3;  // auto: q8 or sparse
+}
+
 }  // namespace sketchccl::testing
 
 // A call that must succeed: on failure the rank prints a FAIL case and exits.

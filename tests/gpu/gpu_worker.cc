@@ -42,17 +42,7 @@ int g_rank = 0, g_nranks = 1;
   } while (0)
 
 double nmse_bound(const std::string& codec) {
-  return codec == "none" || codec == "sparse" ? 0
-         : codec == "bf16"                    ? 1e-4
-         : codec == "fp16"                    ? 1e-5
-         : codec == "q8"                      ? 1e-3
-         : codec == "q4"                      ? 0.15
-         : codec == "q2"                      ? 3.5
-         : codec == "casq2"                   ? 0.6
-         : codec == "casq3"                   ? 0.3
-         : codec == "casq4"                   ? 0.1
-         : codec == "s2"                      ? 1e-3
-                                              : 1e-3;
+  return sketchccl::testing::codec_nmse_bound(codec);
 }
 
 std::string verdict_for(const std::string& data, const std::string& codec, const float* out,
