@@ -185,6 +185,23 @@ SCCL_HD_INLINE void q_pack_record(const float* v, size_t cnt, uint32_t k32, uint
   }
 }
 
+// One block of q* encode or fused step: (the incoming block decoded, when `in_rec` is given) + x,
+// re-encoded with stochastic rounding. x holds elements [base, base + cnt) of type ET.
+template <uint32_t BITS, int ET>
+SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
+                                 uint32_t k32, uint8_t* out_rec) {
+  float v[kBlock];
+  if (in_rec != nullptr) {
+    q_unpack_record<BITS>(in_rec, cnt, v);
+    for (size_t j = 0; j < cnt; ++j)
+      v[j] += load_elem<ET>(x, base + j);
+  } else {
+    for (size_t j = 0; j < cnt; ++j)
+      v[j] = load_elem<ET>(x, base + j);
+  }
+  q_pack_record<BITS>(v, cnt, k32, out_rec);
+}
+
 // ---- CASQ
 // ----------------------------------------------------------------------------------------
 // Deterministic sample: S positions, one per stratum of n/S, jittered by the hash.

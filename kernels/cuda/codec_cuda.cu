@@ -187,16 +187,8 @@ __global__ void k_quant(uint64_t key, const uint8_t* in, const void* x, size_t n
   if (base >= n) return;
   const size_t cnt = n - base < kBlock ? n - base : kBlock;
   const size_t R = q_record_bytes(BITS);
-  float v[kBlock];
-  if (in) {
-    q_unpack_record<BITS>(in + blk * R, cnt, v);
-    for (size_t j = 0; j < cnt; ++j)
-      v[j] += load_elem<ET>(x, base + j);
-  } else {
-    for (size_t j = 0; j < cnt; ++j)
-      v[j] = load_elem<ET>(x, base + j);
-  }
-  q_pack_record<BITS>(v, cnt, q_block_key(key, blk), out + blk * R);
+  q_step_block<BITS, ET>(in ? in + blk * R : nullptr, x, base, cnt, q_block_key(key, blk),
+                         out + blk * R);
 }
 
 template <uint32_t BITS, int ET>

@@ -253,18 +253,10 @@ template <uint32_t BITS, int ET>
 void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
   const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
   const size_t R = q_record_bytes(BITS);
-  float v[kBlock];
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    size_t cnt = std::min(kBlock, n - base);
-    if (in) {
-      q_unpack_record<BITS>(in + blk * R, cnt, v);
-      for (size_t j = 0; j < cnt; ++j)
-        v[j] += load_elem<ET>(x, base + j);
-    } else {
-      for (size_t j = 0; j < cnt; ++j)
-        v[j] = load_elem<ET>(x, base + j);
-    }
-    q_pack_record<BITS>(v, cnt, q_block_key(key, blk), out + blk * R);
+    const size_t cnt = std::min(kBlock, n - base);
+    q_step_block<BITS, ET>(in ? in + blk * R : nullptr, x, base, cnt, q_block_key(key, blk),
+                           out + blk * R);
   }
 }
 
