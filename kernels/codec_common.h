@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "kernels/codec.h"
 
 #if defined(__CUDACC__)
@@ -145,6 +147,24 @@ SCCL_HD_INLINE uint16_t float_to_bf16(float f) {
   uint32_t x = f2u(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // quiet NaN
   return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// Calls f(std::integral_constant<int, ET>()) with the element type as a compile-time value, so
+// one template body serves every type; false (and no call) for an unknown type.
+template <typename F>
+inline bool for_elem_type(ElemType t, F&& f) {
+  switch (t) {
+    case ElemType::kF32:
+      f(std::integral_constant<int, int(ElemType::kF32)>());
+      return true;
+    case ElemType::kF16:
+      f(std::integral_constant<int, int(ElemType::kF16)>());
+      return true;
+    case ElemType::kBf16:
+      f(std::integral_constant<int, int(ElemType::kBf16)>());
+      return true;
+  }
+  return false;
 }
 
 // Typed element access; ET is an ElemType value.

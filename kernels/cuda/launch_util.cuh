@@ -26,18 +26,8 @@ inline size_t al(size_t b) {
 // Runs f(std::integral_constant<int, ET>) for the element type, then reports launch errors.
 template <typename F>
 Status by_type(ElemType t, F&& f) {
-  switch (t) {
-    case ElemType::kF32:
-      f(std::integral_constant<int, 0>());
-      break;
-    case ElemType::kF16:
-      f(std::integral_constant<int, 1>());
-      break;
-    case ElemType::kBf16:
-      f(std::integral_constant<int, 2>());
-      break;
-    default:
-      return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
+  if (!detail::for_elem_type(t, f)) {
+    return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {

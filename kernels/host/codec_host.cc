@@ -182,18 +182,10 @@ void put_header(const CodecParams& p, size_t n, void* pkt) {
 
 template <typename F>
 Status by_type(ElemType t, F&& f) {
-  switch (t) {
-    case ElemType::kF32:
-      f(std::integral_constant<int, 0>());
-      return Status::Ok();
-    case ElemType::kF16:
-      f(std::integral_constant<int, 1>());
-      return Status::Ok();
-    case ElemType::kBf16:
-      f(std::integral_constant<int, 2>());
-      return Status::Ok();
+  if (!for_elem_type(t, f)) {
+    return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
   }
-  return errorf(Code::kInvalidArgument, "codec: unknown element type %d", int(t));
+  return Status::Ok();
 }
 
 template <int ET, typename F>

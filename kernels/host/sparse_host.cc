@@ -20,19 +20,10 @@ inline uint64_t word(const uint64_t* bits, size_t n, size_t w) {
   return v;
 }
 
+// The engine validates types before it calls here: an unknown one does nothing.
 template <typename F>
 void by_type(ElemType t, F&& f) {
-  switch (t) {
-    case ElemType::kF32:
-      f(std::integral_constant<int, 0>());
-      break;
-    case ElemType::kF16:
-      f(std::integral_constant<int, 1>());
-      break;
-    default:
-      f(std::integral_constant<int, 2>());
-      break;
-  }
+  (void)detail::for_elem_type(t, f);
 }
 
 }  // namespace

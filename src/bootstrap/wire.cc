@@ -83,6 +83,19 @@ Status check_header(Reader* r, size_t len, uint16_t* type) {
   return Status::Ok();
 }
 
+// The checks every message starts with: a body of at most `max_bytes`, then magic, version and
+// type. `what` names the message ("hello", "reply") in the errors.
+Status open_message(const uint8_t* data, size_t len, size_t max_bytes, const char* what, Reader* r,
+                    uint16_t* type) {
+  if (data == nullptr && len != 0) return errorf(Code::kInvalidArgument, "null bootstrap message");
+  if (len > max_bytes) {
+    return errorf(Code::kInvalidArgument, "bootstrap %s of %zu bytes exceeds the limit of %zu",
+                  what, len, max_bytes);
+  }
+  *r = Reader{data, len};
+  return check_header(r, len, type);
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_hello(const Hello& h) {
@@ -123,14 +136,9 @@ std::vector<uint8_t> encode_error(const std::string& message) {
 }
 
 Status parse_hello(const uint8_t* data, size_t len, Hello* out) {
-  if (data == nullptr && len != 0) return errorf(Code::kInvalidArgument, "null bootstrap message");
-  if (len > kMaxHelloBytes) {
-    return errorf(Code::kInvalidArgument, "bootstrap hello of %zu bytes exceeds the limit of %zu",
-                  len, kMaxHelloBytes);
-  }
   Reader r{data, len};
   uint16_t type = 0;
-  SCCL_RETURN_IF_ERROR(check_header(&r, len, &type));
+  SCCL_RETURN_IF_ERROR(open_message(data, len, kMaxHelloBytes, "hello", &r, &type));
   if (type != kTypeHello) {
     return errorf(Code::kInvalidArgument, "bootstrap message of type %u where a hello (%u) belongs",
                   type, kTypeHello);
@@ -163,14 +171,9 @@ Status parse_hello(const uint8_t* data, size_t len, Hello* out) {
 }
 
 Status parse_reply(const uint8_t* data, size_t len, Reply* out) {
-  if (data == nullptr && len != 0) return errorf(Code::kInvalidArgument, "null bootstrap message");
-  if (len > kMaxReplyBytes) {
-    return errorf(Code::kInvalidArgument, "bootstrap reply of %zu bytes exceeds the limit of %zu",
-                  len, kMaxReplyBytes);
-  }
   Reader r{data, len};
   uint16_t type = 0;
-  SCCL_RETURN_IF_ERROR(check_header(&r, len, &type));
+  SCCL_RETURN_IF_ERROR(open_message(data, len, kMaxReplyBytes, "reply", &r, &type));
   Reply rep;
   if (type == kTypeError) {
     uint32_t n = 0;
