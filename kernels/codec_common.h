@@ -105,6 +105,11 @@ SCCL_HD_INLINE bool is_finite(float f) {
 SCCL_HD_INLINE float qnan() {
   return u2f(0x7fc00000u);
 }
+// Any NaN as qnan(): arithmetic producing NaN gives 0x7fffffff on the GPU but keeps the input's
+// sign and payload (or 0xffc00000) on x86, so results that may be NaN go through this.
+SCCL_HD_INLINE float canon_nan(float v) {
+  return (f2u(v) & 0x7fffffffu) > 0x7f800000u ? qnan() : v;
+}
 
 SCCL_HD_INLINE float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/codec_common.h"
+#include "kernels/q_block.h"
 
 namespace sketchccl::kernels::detail {
 
@@ -32,11 +33,6 @@ SCCL_HD_INLINE bool is_quant(CodecId c) {
 }
 SCCL_HD_INLINE bool is_casq(CodecId c) {
   return c == CodecId::kCasq2 || c == CodecId::kCasq3 || c == CodecId::kCasq4;
-}
-
-// q*: one record per block of 256: float min, float scale, 256 codes of b bits.
-SCCL_HD_INLINE size_t q_record_bytes(uint32_t bits) {
-  return 8 + kBlock * bits / 8;
 }
 
 // Non-finite block mask: one bit per block of kBlock elements.
@@ -81,125 +77,49 @@ SCCL_HD_INLINE S2Layout s2_layout(uint32_t rows, uint32_t counters, size_t n) {
   return L;
 }
 
-// ---- q*: blockwise uniform quantization with stochastic rounding -----------------------------
-SCCL_HD_INLINE uint32_t q_block_key(uint64_t key, size_t blk) {
-  return uint32_t(mix64(key ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull)));
+// ---- packet validation
+// -------------------------------------------------------------------------
+// Why a received packet is refused, checked before any payload access (both builds; the CPU
+// build turns the reason into a message, the CUDA kernels into the call's device verdict).
+enum PacketVerdict : int {
+  kPacketOk = 0,
+  kPacketMagic = 1,
+  kPacketVersion = 2,
+  kPacketCodec = 3,
+  kPacketCount = 4,
+  kPacketParams = 5,
+  kPacketSalt = 6,
+  kPacketTables = 7,
+};
+SCCL_HD_INLINE int header_verdict(const PacketHeader& h, const PacketHeader& e) {
+  if (h.magic != kMagic) return kPacketMagic;
+  if (h.version != kVersion) return kPacketVersion;
+  if (h.codec != e.codec) return kPacketCodec;
+  if (h.n != e.n) return kPacketCount;
+  if (h.bits != e.bits || h.rows != e.rows || h.p0 != e.p0 || h.p1 != e.p1) return kPacketParams;
+  // s2 hashes positions with the salt, the others carry 0; CASQ's is the producing step's, so
+  // any is valid (and the step rewrites it).
+  if (!is_casq(CodecId(e.codec)) && h.salt != e.salt) return kPacketSalt;
+  return kPacketOk;
 }
-
-// Values of one record (cnt <= 256 of them) into v.
-template <uint32_t BITS>
-SCCL_HD_INLINE void q_unpack_record(const uint8_t* rec, size_t cnt, float* v) {
-  float mn, sc;
-  memcpy(&mn, rec, 4);
-  memcpy(&sc, rec + 4, 4);
-  const uint8_t* codes = rec + 8;
-  if constexpr (8 % BITS == 0) {
-    constexpr uint32_t per = 8 / BITS, mask = (1u << BITS) - 1u;
-    const size_t full = cnt / per;  // whole bytes, then the tail
-    for (size_t b = 0; b < full; ++b) {
-      for (uint32_t k = 0; k < per; ++k) {
-        int32_t c = int32_t((uint32_t(codes[b]) >> (k * BITS)) & mask);
-        v[b * per + k] = mn + float(c) * sc;
-      }
-    }
-    for (size_t j = full * per; j < cnt; ++j) {
-      int32_t c = int32_t((uint32_t(codes[j / per]) >> ((j % per) * BITS)) & mask);
-      v[j] = mn + float(c) * sc;
-    }
-  } else {
-    for (size_t g = 0; g * 8 < cnt; ++g) {
-      uint32_t c[8];
-      unpack8(codes + g * BITS, BITS, c);
-      for (size_t k = 0; k < 8 && g * 8 + k < cnt; ++k)
-        v[g * 8 + k] = mn + float(c[k]) * sc;
-    }
+// CASQ: e.p1 table sizes at `sizes`, each >= 1, adding up to e.p0 buckets.
+SCCL_HD_INLINE int casq_tables_verdict(const uint8_t* sizes, const PacketHeader& e) {
+  uint64_t sum = 0;
+  for (uint32_t c = 0; c < e.p1; ++c) {
+    uint32_t size;
+    memcpy(&size, sizes + 4 * c, 4);
+    if (size == 0) return kPacketTables;
+    sum += size;
   }
+  return sum == e.p0 ? kPacketOk : kPacketTables;
 }
-
-// Encodes v[cnt] (cnt <= 256) as one record. Non-finite input makes min and scale NaN, so the
-// whole block decodes as NaN. Stochastic rounding: code = floor(u) + (uniform < frac(u)).
-template <uint32_t BITS>
-SCCL_HD_INLINE void q_pack_record(const float* v, size_t cnt, uint32_t k32, uint8_t* rec) {
-  constexpr uint32_t L = (1u << BITS) - 1u;
-  // Min and max in 8 independent lanes (vectorizes; the result does not depend on the order).
-  float mn = cnt > 0 ? v[0] : 0.0f, mx = mn;
-  float lo[8], hi[8];
-  for (int k = 0; k < 8; ++k)
-    lo[k] = hi[k] = mn;
-  size_t j8 = cnt & ~size_t(7);
-  for (size_t j = 0; j < j8; j += 8) {
-    for (int k = 0; k < 8; ++k) {
-      lo[k] = v[j + k] < lo[k] ? v[j + k] : lo[k];
-      hi[k] = v[j + k] > hi[k] ? v[j + k] : hi[k];
-    }
-  }
-  for (size_t j = j8; j < cnt; ++j) {
-    lo[0] = v[j] < lo[0] ? v[j] : lo[0];
-    hi[0] = v[j] > hi[0] ? v[j] : hi[0];
-  }
-  for (int k = 0; k < 8; ++k) {
-    mn = lo[k] < mn ? lo[k] : mn;
-    mx = hi[k] > mx ? hi[k] : mx;
-  }
-  uint32_t nonfinite = 0;
-  for (size_t j = 0; j < cnt; ++j) {
-    nonfinite |= uint32_t((f2u(v[j]) & 0x7f800000u) == 0x7f800000u);
-  }
-  const bool finite = nonfinite == 0;
-  float sc = mx / float(L) - mn / float(L);  // no overflow for finite mn, mx
-  if (!finite) {
-    mn = qnan();
-    sc = qnan();
-  }
-  memcpy(rec, &mn, 4);
-  memcpy(rec + 4, &sc, 4);
-  const float inv = (finite && sc > 0.0f) ? 1.0f / sc : 0.0f;
-  uint8_t code[kBlock];
-  for (size_t j = cnt; j < kBlock; ++j)
-    code[j] = 0;
-  // int32 conversions only (values < 2^24): they vectorize, unsigned ones do not.
-  for (size_t j = 0; j < cnt; ++j) {
-    float u = (v[j] - mn) * inv;
-    u = u > 0.0f ? u : 0.0f;  // also maps NaN to 0
-    u = u < float(L) ? u : float(L);
-    int32_t fl = int32_t(u);
-    int32_t c = fl + int32_t(uniform24(k32, uint32_t(j)) < u - float(fl));
-    code[j] = uint8_t(c > int32_t(L) ? int32_t(L) : c);
-  }
-  uint8_t* codes = rec + 8;
-  if constexpr (8 % BITS == 0) {
-    constexpr uint32_t per = 8 / BITS;
-    for (size_t b = 0; b < kBlock / per; ++b) {
-      uint32_t byte = 0;
-      for (uint32_t k = 0; k < per; ++k)
-        byte |= uint32_t(code[b * per + k]) << (k * BITS);
-      codes[b] = uint8_t(byte);
-    }
-  } else {
-    for (size_t g = 0; g < kBlock / 8; ++g) {
-      uint32_t c[8];
-      for (uint32_t k = 0; k < 8; ++k)
-        c[k] = code[g * 8 + k];
-      pack8(c, BITS, codes + g * BITS);
-    }
-  }
-}
-
-// One block of q* encode or fused step: (the incoming block decoded, when `in_rec` is given) + x,
-// re-encoded with stochastic rounding. x holds elements [base, base + cnt) of type ET.
-template <uint32_t BITS, int ET>
-SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
-                                 uint32_t k32, uint8_t* out_rec) {
-  float v[kBlock];
-  if (in_rec != nullptr) {
-    q_unpack_record<BITS>(in_rec, cnt, v);
-    for (size_t j = 0; j < cnt; ++j)
-      v[j] += load_elem<ET>(x, base + j);
-  } else {
-    for (size_t j = 0; j < cnt; ++j)
-      v[j] = load_elem<ET>(x, base + j);
-  }
-  q_pack_record<BITS>(v, cnt, k32, out_rec);
+// Both, for a packet of the full expected length.
+SCCL_HD_INLINE int packet_verdict(const uint8_t* pkt, const PacketHeader& e) {
+  PacketHeader h;
+  memcpy(&h, pkt, sizeof(h));
+  const int v = header_verdict(h, e);
+  if (v != kPacketOk || !is_casq(CodecId(e.codec))) return v;
+  return casq_tables_verdict(pkt + sizeof(PacketHeader), e);
 }
 
 // ---- CASQ
@@ -238,118 +158,6 @@ SCCL_HD_INLINE uint32_t nearest(const float* c, uint32_t k, float v) {
   return best;
 }
 
-// 1-D k-means on vals[m]: k-means++ seeding from the hash stream `key`, then Lloyd iterations.
-// d2[m] is scratch. Writes k sorted centers.
-SCCL_HD_INLINE void kmeans1d(const float* vals, uint32_t m, uint32_t k, uint64_t key, float* d2,
-                             float* centers) {
-  if (m == 0) {
-    for (uint32_t i = 0; i < k; ++i)
-      centers[i] = 0.0f;
-    return;
-  }
-  centers[0] = vals[mix64(key) % m];
-  double total = 0.0;
-  for (uint32_t i = 0; i < m; ++i) {
-    float d = vals[i] - centers[0];
-    d2[i] = d * d;
-    total += d2[i];
-  }
-  for (uint32_t c = 1; c < k; ++c) {
-    if (!(total > 0.0)) {
-      centers[c] = centers[c - 1];
-      continue;
-    }
-    double u = double(mix64(key + 0x9e37ull * (c + 1)) >> 11) * (1.0 / 9007199254740992.0);
-    double target = u * total, acc = 0.0;
-    uint32_t pick = m - 1;
-    for (uint32_t i = 0; i < m; ++i) {
-      acc += d2[i];
-      if (acc > target) {
-        pick = i;
-        break;
-      }
-    }
-    centers[c] = vals[pick];
-    total = 0.0;
-    for (uint32_t i = 0; i < m; ++i) {
-      float d = vals[i] - centers[c];
-      float dd = d * d;
-      d2[i] = dd < d2[i] ? dd : d2[i];
-      total += d2[i];
-    }
-  }
-  sort_small(centers, k);
-  for (int it = 0; it < kCasqLloydIters; ++it) {
-    double sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    uint32_t cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (uint32_t i = 0; i < m; ++i) {
-      uint32_t b = nearest(centers, k, vals[i]);
-      sum[b] += vals[i];
-      cnt[b]++;
-    }
-    for (uint32_t c = 0; c < k; ++c) {
-      if (cnt[c]) centers[c] = float(sum[c] / cnt[c]);
-    }
-    sort_small(centers, k);
-  }
-}
-
-// Fits K = 2^bits clusters (K/2 per sign) to sample[m] and sizes their bucket tables within
-// `buckets` (>= K) total. work holds 2*m floats. Writes K sorted centers and K sizes (>= 1).
-SCCL_HD_INLINE void casq_fit(const float* sample, uint32_t m, uint32_t bits, uint32_t buckets,
-                             uint64_t key, float* work, float* centers, uint32_t* sizes) {
-  const uint32_t K = 1u << bits, half = K / 2;
-  float* neg = work;
-  uint32_t nn = 0, np = 0;
-  for (uint32_t i = 0; i < m; ++i)
-    nn += sample[i] < 0.0f ? 1u : 0u;
-  float* pos = work + nn;
-  for (uint32_t i = 0; i < m; ++i) {
-    if (sample[i] < 0.0f) {
-      neg[i - np] = sample[i];
-    } else {
-      pos[np++] = sample[i];
-    }
-  }
-  float* d2 = work + m;
-  kmeans1d(neg, nn, half, key ^ 0x4e454700ull, d2, centers);
-  kmeans1d(pos, np, half, key ^ 0x504f5300ull, d2, centers + half);
-  sort_small(centers, K);
-  // Cluster statistics on the sample: share of items times spread decides the table sizes.
-  double cnt[16], s1[16], s2[16], w[16];
-  for (uint32_t c = 0; c < K; ++c)
-    cnt[c] = s1[c] = s2[c] = 0.0;
-  for (uint32_t i = 0; i < m; ++i) {
-    uint32_t c = nearest(centers, K, sample[i]);
-    cnt[c] += 1.0;
-    s1[c] += sample[i];
-    s2[c] += double(sample[i]) * sample[i];
-  }
-  double W = 0.0, Wc = 0.0;
-  for (uint32_t c = 0; c < K; ++c) {
-    double var = cnt[c] > 0 ? s2[c] / cnt[c] - (s1[c] / cnt[c]) * (s1[c] / cnt[c]) : 0.0;
-    w[c] = cnt[c] * sqrt(var > 0.0 ? var : 0.0);
-    W += w[c];
-    Wc += cnt[c];
-  }
-  if (!(W > 0.0)) {
-    for (uint32_t c = 0; c < K; ++c)
-      w[c] = cnt[c];
-    W = Wc;
-  }
-  uint32_t extra = buckets - K, given = 0, best = 0;
-  for (uint32_t c = 0; c < K; ++c) {
-    double f = W > 0.0 ? w[c] / W : 0.0;
-    f = f > 0.0 ? (f < 1.0 ? f : 1.0) : 0.0;  // also maps NaN to 0
-    uint32_t e = uint32_t(double(extra) * f);
-    e = e > extra - given ? extra - given : e;
-    sizes[c] = 1 + e;
-    given += e;
-    if (w[c] > w[best]) best = c;
-  }
-  sizes[best] += extra - given;
-}
-
 // Decision thresholds of K sorted centers: the midpoints (K - 1 of them).
 SCCL_HD_INLINE void casq_thresholds(const float* centers, uint32_t K, float* thr) {
   for (uint32_t c = 0; c + 1 < K; ++c)
@@ -364,6 +172,40 @@ SCCL_HD_INLINE uint32_t casq_code(const float* thr, uint32_t K, float v) {
 }
 SCCL_HD_INLINE uint32_t casq_bucket(uint64_t salt, size_t i, uint32_t size) {
   return fastrange(uint32_t(mix64(salt ^ uint64_t(i)) >> 32), size);
+}
+
+// Offsets of the K bucket tables in the table array.
+SCCL_HD_INLINE void casq_offsets(const uint32_t* sizes, uint32_t K, uint32_t* off) {
+  for (uint32_t c = 0, o = 0; c < K; ++c) {
+    off[c] = o;
+    o += sizes[c];
+  }
+}
+// Codes of one group of 8 values (elements i0 .. i0 + cnt - 1, in one block of kBlock), packed
+// as pack8 does; add(b, v) adds each value to the sum of its bucket b. A non-finite block
+// (`skip`) gets codes 0 and no bucket.
+template <uint32_t BITS, typename Add>
+SCCL_HD_INLINE uint64_t casq_group_codes(const float v[8], uint32_t cnt, size_t i0, bool skip,
+                                         const float* thr, const uint32_t* off,
+                                         const uint32_t* sizes, uint64_t salt, Add&& add) {
+  uint64_t w = 0;
+  if (skip) return w;
+  for (uint32_t k = 0; k < 8 && k < cnt; ++k) {
+    const uint32_t c = casq_code(thr, 1u << BITS, v[k]);
+    add(off[c] + casq_bucket(salt, i0 + k, sizes[c]), v[k]);
+    w |= uint64_t(c) << (k * BITS);
+  }
+  return w;
+}
+// Values of one group from its packed codes (NaN for a non-finite block).
+template <uint32_t BITS>
+SCCL_HD_INLINE void casq_group_values(uint64_t w, size_t i0, bool nan_block, const float* table,
+                                      const uint32_t* off, const uint32_t* sizes, uint64_t salt,
+                                      float v[8]) {
+  for (uint32_t k = 0; k < 8; ++k) {
+    const uint32_t c = uint32_t(w >> (k * BITS)) & ((1u << BITS) - 1u);
+    v[k] = nan_block ? qnan() : table[off[c] + casq_bucket(salt, i0 + k, sizes[c])];
+  }
 }
 
 // ---- s2

@@ -2,11 +2,16 @@
 // kernels/codec_impl.h), for the CUDA backend. All pointers are device pointers and every call
 // is stream-ordered and asynchronous: nothing here synchronizes except read_device_error.
 //
-// Packets are validated on the device: step and decode first run a one-thread kernel that
-// compares the packet header (and CASQ's table sizes) with the expected one and writes a reason
-// code into the workspace; every later kernel of the call returns at once when it is set, so a
-// malformed packet is never read out of bounds. The host-side checks (parameters, capacities,
-// packet length) return a Status at once. Read the device verdict with read_device_error.
+// Packets are validated on the device, inside the kernels that read them: every thread block
+// checks the header (and CASQ's table sizes) against the expected one before touching the
+// payload, and block 0 writes the reason into the workspace, which the call's later kernels (and
+// read_device_error) read; a malformed packet is never read out of bounds. The host-side checks
+// (parameters, capacities, packet length, overlap) return a Status at once.
+//
+// Work decomposition (one pass over the slice for the linear codecs' step): casts one group of
+// 8 elements per thread, q* one warp per 256-element record, s2 one thread block per 256-block,
+// CASQ two passes and a one-block fit (kernels/cuda/casq_kernels.cuh). Loads and stores of
+// element groups are 16-byte vector accesses when aligned (kernels/group_io.h).
 #pragma once
 
 #include <cuda_runtime_api.h>

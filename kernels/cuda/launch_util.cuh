@@ -13,9 +13,14 @@ namespace {
 constexpr int kThreads = 256;
 constexpr size_t kWsAlign = 256;
 
-inline unsigned grid_for(size_t work) {
-  size_t g = detail::div_up(work, kThreads);
+// Blocks for `units` units of work, `per_block` units each (at least one block).
+inline unsigned blocks_for(size_t units, size_t per_block) {
+  const size_t g = detail::div_up(units, per_block);
   return unsigned(g == 0 ? 1 : (g > 0x7fffffffu ? 0x7fffffffu : g));
+}
+// Blocks of kThreads for one unit of work per thread.
+inline unsigned grid_for(size_t work) {
+  return blocks_for(work, kThreads);
 }
 
 // Rounds a workspace size up to the workspace alignment.
@@ -23,7 +28,9 @@ inline size_t al(size_t b) {
   return (b + kWsAlign - 1) & ~(kWsAlign - 1);
 }
 
-// Runs f(std::integral_constant<int, ET>) for the element type, then reports launch errors.
+// Runs f(std::integral_constant<int, ET>) for the element type, then reports launch errors. The
+// runtime keeps the last error of any call, so this also reports a failed cudaMemsetAsync or
+// cudaMemcpyAsync of the sequence (their return values are not checked one by one).
 template <typename F>
 Status by_type(ElemType t, F&& f) {
   if (!detail::for_elem_type(t, f)) {

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "kernels/casq_fit.h"
 #include "kernels/codec.h"
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
@@ -133,44 +135,42 @@ Status check_packet(const CodecParams& p, size_t n, const void* pkt, size_t byte
   }
   PacketHeader h, e = expected_header(p, n);
   memcpy(&h, pkt, sizeof(h));
-  if (h.magic != kMagic) return bad("codec %s: bad packet magic", name);
-  if (h.version != kVersion) {
-    return errorf(Code::kInvalidArgument, "codec %s: packet format version %u, expected %u", name,
-                  h.version, kVersion);
+  switch (header_verdict(h, e)) {
+    case kPacketOk:
+      break;
+    case kPacketMagic:
+      return bad("codec %s: bad packet magic", name);
+    case kPacketVersion:
+      return errorf(Code::kInvalidArgument, "codec %s: packet format version %u, expected %u", name,
+                    h.version, kVersion);
+    case kPacketCodec:
+      return errorf(Code::kInvalidArgument, "codec %s: packet holds codec %s (id %u)", name,
+                    h.codec < kNumCodecs ? kNames[h.codec] : "?", h.codec);
+    case kPacketCount:
+      return errorf(Code::kInvalidArgument, "codec %s: packet holds %llu elements, expected %zu",
+                    name, static_cast<unsigned long long>(h.n), n);
+    case kPacketParams:
+      return errorf(Code::kInvalidArgument,
+                    "codec %s: packet parameters (bits %u rows %u p0 %u p1 %u) differ from the "
+                    "expected (bits %u rows %u p0 %u p1 %u)",
+                    name, h.bits, h.rows, h.p0, h.p1, e.bits, e.rows, e.p0, e.p1);
+    case kPacketSalt:
+      return errorf(Code::kInvalidArgument,
+                    "codec %s: packet salt %016llx, expected %016llx (another seed, call or "
+                    "slice, or a corrupted header)",
+                    name, static_cast<unsigned long long>(h.salt),
+                    static_cast<unsigned long long>(e.salt));
+    default:
+      break;
   }
-  if (h.codec != e.codec) {
-    return errorf(Code::kInvalidArgument, "codec %s: packet holds codec %s (id %u)", name,
-                  h.codec < kNumCodecs ? kNames[h.codec] : "?", h.codec);
-  }
-  if (h.n != e.n) {
-    return errorf(Code::kInvalidArgument, "codec %s: packet holds %llu elements, expected %zu",
-                  name, static_cast<unsigned long long>(h.n), n);
-  }
-  if (h.bits != e.bits || h.rows != e.rows || h.p0 != e.p0 || h.p1 != e.p1) {
-    return errorf(Code::kInvalidArgument,
-                  "codec %s: packet parameters (bits %u rows %u p0 %u p1 %u) differ from the "
-                  "expected (bits %u rows %u p0 %u p1 %u)",
-                  name, h.bits, h.rows, h.p0, h.p1, e.bits, e.rows, e.p0, e.p1);
-  }
-  if (p.codec == CodecId::kS2 && h.salt != e.salt) {
-    return bad("codec %s: packet hashed with another seed, call or slice", name);
-  }
-  size_t need = bytes_unchecked(p, n);
+  const size_t need = bytes_unchecked(p, n);
   if (bytes < need) {
     return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
                   name, bytes, need);
   }
-  if (is_casq(p.codec)) {
-    CasqLayout L = casq_layout(e.bits, n, p.casq_buckets);
-    const uint8_t* b = static_cast<const uint8_t*>(pkt);
-    uint64_t sum = 0;
-    for (uint32_t c = 0; c < L.clusters; ++c) {
-      uint32_t s;
-      memcpy(&s, b + L.sizes_off + 4 * c, 4);
-      if (s == 0) return bad("codec %s: empty bucket table in packet", name);
-      sum += s;
-    }
-    if (sum != L.buckets) return bad("codec %s: bucket table sizes do not add up", name);
+  if (is_casq(p.codec) &&
+      casq_tables_verdict(static_cast<const uint8_t*>(pkt) + sizeof(PacketHeader), e) != 0) {
+    return bad("codec %s: bucket table sizes in the packet are empty or do not add up", name);
   }
   return Status::Ok();
 }
@@ -192,7 +192,7 @@ template <int ET, typename F>
 uint64_t store_all(void* y, size_t n, float scale, F&& value) {
   uint64_t nz = 0;
   for (size_t i = 0; i < n; ++i) {
-    float v = value(i) * scale;
+    float v = canon_nan(value(i) * scale);
     nz += v != 0.0f;
     store_elem<ET>(y, i, v);
   }
@@ -207,7 +207,7 @@ void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* ou
     float* o = reinterpret_cast<float*>(out);
     if (a) {
       for (size_t i = 0; i < n; ++i)
-        o[i] = a[i] + load_elem<ET>(x, i);
+        o[i] = canon_nan(a[i] + load_elem<ET>(x, i));
     } else {
       for (size_t i = 0; i < n; ++i)
         o[i] = load_elem<ET>(x, i);
@@ -216,13 +216,16 @@ void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* ou
   }
   const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
   uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
   if (c == CodecId::kBf16) {
     for (size_t i = 0; i < n; ++i) {
-      o[i] = float_to_bf16((a ? bf16_to_float(a[i]) : 0.0f) + load_elem<ET>(x, i));
+      const float v = load_elem<ET>(x, i);
+      o[i] = float_to_bf16(a ? canon_nan(bf16_to_float(a[i]) + v) : v);
     }
   } else {
     for (size_t i = 0; i < n; ++i) {
-      o[i] = float_to_half((a ? half_to_float(a[i]) : 0.0f) + load_elem<ET>(x, i));
+      const float v = load_elem<ET>(x, i);
+      o[i] = float_to_half(a ? canon_nan(half_to_float(a[i]) + v) : v);
     }
   }
 }
@@ -261,7 +264,7 @@ uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
     size_t cnt = std::min(kBlock, n - base);
     q_unpack_record<BITS>(in + blk * R, cnt, v);
     for (size_t j = 0; j < cnt; ++j) {
-      float o = v[j] * scale;
+      float o = canon_nan(v[j] * scale);
       nz += o != 0.0f;
       store_elem<ET>(y, base + j, o);
     }
@@ -302,49 +305,47 @@ void mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
 template <uint32_t BITS, int ET>
 void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
                       uint8_t* out) {
-  constexpr uint32_t bits = BITS;  // compile-time: the code search and packing unroll
-  const CasqLayout L = casq_layout(bits, n, p.casq_buckets);
+  constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
+  const CasqLayout L = casq_layout(BITS, n, p.casq_buckets);
   const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
   const uint64_t salt = key ^ 0xca5ca5ull;
-  auto value = [&](size_t i) { return bit_get(nf, i / kBlock) ? 0.0f : load_elem<ET>(x, i); };
   const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
-  std::vector<float> sample(S), work(2 * size_t(S));
-  for (uint32_t k = 0; k < S; ++k)
-    sample[k] = value(casq_sample_index(key, n, S, k));
-  float centers[16], thr[16];
-  uint32_t sizes[16], off[16];
-  casq_fit(sample.data(), S, bits, L.buckets, key, work.data(), centers, sizes);
-  casq_thresholds(centers, L.clusters, thr);
-  for (uint32_t c = 0, o = 0; c < L.clusters; ++c) {
-    off[c] = o;
-    o += sizes[c];
+  // The fit's scratch (about 160 KiB), kept per thread: allocating it per slice costs more.
+  thread_local std::unique_ptr<CasqFitScratch> scratch(new CasqFitScratch);
+  CasqFitScratch* f = scratch.get();
+  for (uint32_t k = 0; k < S; ++k) {
+    const size_t i = casq_sample_index(key, n, S, k);
+    f->sample[k] = bit_get(nf, i / kBlock) ? 0.0f : load_elem<ET>(x, i);
   }
-  memcpy(out + L.sizes_off, sizes, 4 * L.clusters);
+  CasqHostExec ex;
+  casq_fit(ex, S, BITS, L.buckets, key, f);
+  float thr[kCasqMaxK];
+  uint32_t off[kCasqMaxK];
+  casq_thresholds(f->centers, K, thr);
+  casq_offsets(f->sizes, K, off);
+  memcpy(out + L.sizes_off, f->sizes, 4 * K);
   if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
   std::vector<double> sum(L.buckets, 0.0);
   std::vector<uint32_t> cnt(L.buckets, 0);
   double* psum = sum.data();
   uint32_t* pcnt = cnt.data();
+  auto add = [&](uint32_t b, float v) {
+    psum[b] += v;
+    pcnt[b]++;
+  };
   uint8_t* codes = out + L.codes_off;
-  for (size_t g = 0; g * 8 < n; ++g) {
-    uint32_t c8[8];
-    for (size_t k = 0; k < 8; ++k) {
-      size_t i = g * 8 + k;
-      c8[k] = 0;
-      if (i >= n || bit_get(nf, i / kBlock)) continue;
-      float v = load_elem<ET>(x, i);
-      uint32_t c = casq_code(thr, 1u << BITS, v);
-      uint32_t b = off[c] + casq_bucket(salt, i, sizes[c]);
-      psum[b] += v;
-      pcnt[b]++;
-      c8[k] = c;
-    }
-    pack8(c8, bits, codes + g * bits);
+  for (size_t g = 0; g * kGroup < n; ++g) {
+    const size_t i0 = g * kGroup;
+    const uint32_t c = uint32_t(std::min<size_t>(kGroup, n - i0));
+    float v[kGroup];
+    load8<ET>(x, i0, c, v);
+    store_le<BITS>(codes + g * BITS, casq_group_codes<BITS>(v, c, i0, bit_get(nf, i0 / kBlock), thr,
+                                                            off, f->sizes, salt, add));
   }
   float* table = reinterpret_cast<float*>(out + L.table_off);
-  for (uint32_t c = 0; c < L.clusters; ++c) {
-    for (uint32_t b = off[c]; b < off[c] + sizes[c]; ++b) {
-      table[b] = cnt[b] ? float(sum[b] / cnt[b]) : centers[c];
+  for (uint32_t c = 0; c < K; ++c) {
+    for (uint32_t b = off[c]; b < off[c] + f->sizes[c]; ++b) {
+      table[b] = cnt[b] ? float(sum[b] / cnt[b]) : f->centers[c];
     }
   }
 }
@@ -370,7 +371,7 @@ struct CasqReader {
   const float* table;
   const uint64_t* nf;
   const uint8_t* codes;
-  uint32_t bits, off[16], sizes[16];
+  uint32_t bits, off[kCasqMaxK], sizes[kCasqMaxK];
   uint64_t salt;
   CasqReader(const CodecParams& p, const uint8_t* pkt, size_t n) {
     bits = codec_bits(p.codec);
@@ -379,24 +380,33 @@ struct CasqReader {
     memcpy(&h, pkt, sizeof(h));
     salt = h.salt;
     memcpy(sizes, pkt + L.sizes_off, 4 * L.clusters);
-    for (uint32_t c = 0, o = 0; c < L.clusters; ++c) {
-      off[c] = o;
-      o += sizes[c];
-    }
+    casq_offsets(sizes, L.clusters, off);
     table = reinterpret_cast<const float*>(pkt + L.table_off);
     nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
     codes = pkt + L.codes_off;
   }
-  // All n values into out, 8 codes at a time.
+  // Values of group g (elements 8g ..) into v.
+  void group(size_t g, float v[kGroup]) const {
+    const size_t i0 = g * kGroup;
+    const bool nan_block = bit_get(nf, i0 / kBlock);
+    switch (bits) {
+      case 2:
+        casq_group_values<2>(load_le<2>(codes + g * 2), i0, nan_block, table, off, sizes, salt, v);
+        break;
+      case 3:
+        casq_group_values<3>(load_le<3>(codes + g * 3), i0, nan_block, table, off, sizes, salt, v);
+        break;
+      default:
+        casq_group_values<4>(load_le<4>(codes + g * 4), i0, nan_block, table, off, sizes, salt, v);
+        break;
+    }
+  }
+  // All n values into out.
   void decode_all(size_t n, float* out) const {
-    for (size_t g = 0; g * 8 < n; ++g) {
-      uint32_t c8[8];
-      unpack8(codes + g * bits, bits, c8);
-      const bool nan_block = bit_get(nf, g * 8 / kBlock);  // 8 divides the block size
-      for (size_t k = 0; k < 8 && g * 8 + k < n; ++k) {
-        size_t i = g * 8 + k;
-        out[i] = nan_block ? qnan() : table[off[c8[k]] + casq_bucket(salt, i, sizes[c8[k]])];
-      }
+    for (size_t g = 0; g * kGroup < n; ++g) {
+      float v[kGroup];
+      group(g, v);
+      store8<0>(out, g * kGroup, uint32_t(std::min<size_t>(kGroup, n - g * kGroup)), v);
     }
   }
 };
@@ -636,18 +646,15 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
     } else if (is_casq(p.codec)) {
       CasqReader rd(p, b, n);
       uint64_t nz = 0;
-      for (size_t g = 0; g * 8 < n; ++g) {
-        uint32_t c8[8];
-        unpack8(rd.codes + g * rd.bits, rd.bits, c8);
-        const bool nan_block = bit_get(rd.nf, g * 8 / kBlock);  // 8 divides the block size
-        for (size_t k = 0; k < 8 && g * 8 + k < n; ++k) {
-          size_t i = g * 8 + k;
-          uint32_t c = c8[k];
-          float o = nan_block ? qnan()
-                              : rd.table[rd.off[c] + casq_bucket(rd.salt, i, rd.sizes[c])] * scale;
-          nz += o != 0.0f;
-          store_elem<ET>(y, i, o);
+      for (size_t g = 0; g * kGroup < n; ++g) {
+        float v[kGroup];
+        rd.group(g, v);
+        const uint32_t c = uint32_t(std::min<size_t>(kGroup, n - g * kGroup));
+        for (uint32_t k = 0; k < c; ++k) {
+          v[k] = canon_nan(v[k] * scale);
+          nz += v[k] != 0.0f;
         }
+        store8<ET>(y, g * kGroup, c, v);
       }
       st->nonzeros = nz;
     } else if (p.codec == CodecId::kS2) {
@@ -659,7 +666,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       for (size_t i = 0; i < n; ++i)
         store_elem<ET>(y, i, 0.0f);
       for (size_t k = 0; k < pos.size(); ++k)
-        store_elem<ET>(y, pos[k], val[k] * scale);
+        store_elem<ET>(y, pos[k], canon_nan(val[k] * scale));
       for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
         if (!bit_get(nf, blk)) continue;
         for (size_t i = base; i < std::min(n, base + kBlock); ++i)

@@ -121,10 +121,10 @@ class CudaBackendCodec : public ::testing::TestWithParam<Case> {
   std::unique_ptr<Backend> cpu_;
 };
 
-// encode(a) -> step(., b) -> decode on both backends, same inputs and parameters. Packets of
-// the exact codecs and casts are bit-identical; the others agree within the tolerances of
-// docs/codecs.md (nvcc contracts a*b+c into FMA, which can flip a stochastic rounding), and each
-// path decodes the other's packets to the same values.
+// encode(a) -> step(., b) -> decode on both backends, same inputs and parameters. The kernels
+// are built without FMA contraction, so packets of the casts and q* are bit-identical and decode
+// to the same values; CASQ's bucket means and s2's counters are fp64 sums formed by atomics, so
+// those agree to rounding (docs/codecs.md), and each path decodes the other's packets alike.
 TEST_P(CudaBackendCodec, EncodeStepDecodeMatchTheHostBackend) {
   const Case c = GetParam();
   const size_t n = c.n;
@@ -159,8 +159,9 @@ TEST_P(CudaBackendCodec, EncodeStepDecodeMatchTheHostBackend) {
   st = gpu_->step(p1, g0.data(), bytes, db.p, c.type, n, g1.data(), bytes);
   ASSERT_TRUE(st.ok()) << st.to_string();
 
-  const bool exact =
-      c.codec == CodecId::kNone || c.codec == CodecId::kBf16 || c.codec == CodecId::kFp16;
+  const bool exact = c.codec == CodecId::kNone || c.codec == CodecId::kBf16 ||
+                     c.codec == CodecId::kFp16 || c.codec == CodecId::kQ8 ||
+                     c.codec == CodecId::kQ4 || c.codec == CodecId::kQ2;
   if (exact) {
     EXPECT_EQ(g0.raw(), c0.raw()) << "encode packet differs";
     EXPECT_EQ(g1.raw(), c1.raw()) << "step packet differs";
@@ -176,11 +177,11 @@ TEST_P(CudaBackendCodec, EncodeStepDecodeMatchTheHostBackend) {
   ASSERT_TRUE(
       cpu_->decode(p1, g1.data(), bytes, ycross.data(), ElemType::kF32, n, 0.5f, nullptr).ok());
   EXPECT_LE(nmse(ycross, ygpu), 1e-12) << "the host decodes the GPU's packet differently";
-  const bool tight = exact || c.codec == CodecId::kS2;
-  // One flipped stochastic rounding weighs more in a short slice: q2's step is about a third
-  // of the block's range, so a single flip among 785 Laplace values is already ~3e-3.
-  const double loose = n >= 100000 ? 2e-3 : 2e-2;
-  EXPECT_LE(nmse(ycpu, ygpu), tight ? 1e-12 : loose);
+  // CASQ: a last-bit difference in a bucket mean of the encode packet moves the step's sum, and
+  // that can move a code at a threshold, hence a looser bound than s2's.
+  const bool casq =
+      c.codec == CodecId::kCasq2 || c.codec == CodecId::kCasq3 || c.codec == CodecId::kCasq4;
+  EXPECT_LE(nmse(ycpu, ygpu), exact ? 0.0 : (casq ? 1e-6 : 1e-12));
   if (c.codec == CodecId::kS2) {
     EXPECT_EQ(sgpu.nonzeros, scpu.nonzeros);
   }

@@ -60,14 +60,15 @@ TEST(Unbiased, StochasticRoundingMeanConverges) {
 }
 
 // A blockwise uniform b-bit quantizer at the same bits as CASQ (q2/q4 are codecs; 3 bits uses
-// the same record routine instantiated for 3 bits).
+// the same block routine instantiated for 3 bits).
 template <uint32_t BITS>
 double uniform_nmse(const std::vector<float>& x) {
   std::vector<uint8_t> rec(detail::q_record_bytes(BITS));
   std::vector<float> y(x.size());
   for (size_t base = 0; base < x.size(); base += detail::kBlock) {
     size_t cnt = std::min(detail::kBlock, x.size() - base);
-    detail::q_pack_record<BITS>(x.data() + base, cnt, uint32_t(base * 2654435761u), rec.data());
+    detail::q_step_block<BITS, int(ElemType::kF32)>(nullptr, x.data(), base, cnt,
+                                                    uint32_t(base * 2654435761u), rec.data());
     detail::q_unpack_record<BITS>(rec.data(), cnt, y.data() + base);
   }
   return nmse(x, y);

@@ -1,0 +1,213 @@
+// Kernels of CASQ (cluster-aware sketch quantization). CASQ is not linear: a step decodes the
+// incoming packet, adds the local slice, refits the clusters and re-encodes. On the device that
+// is two passes over the slice and two small kernels:
+//   k_casq_combine  (step)  incoming + x -> fp32 scratch, non-finite blocks; validates `in`
+//   k_casq_mark     (encode) non-finite blocks of x
+//   k_casq_fit      one block: sample, fit (kernels/casq_fit.h), header, sizes, mask, zeroing
+//   k_casq_codes    codes, and each value into its bucket's sum
+//   k_casq_table    bucket means
+#pragma once
+
+#include "kernels/casq_fit.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/group_io.h"
+
+namespace sketchccl::kernels::cuda {
+namespace {
+
+using detail::CasqFitScratch;
+using detail::CasqLayout;
+using detail::kCasqMaxK;
+using detail::kGroup;
+using detail::PacketHeader;
+
+// A validated packet's tables, in shared memory for the block.
+struct CasqTables {
+  uint32_t sizes[kCasqMaxK], off[kCasqMaxK];
+  uint64_t salt;
+};
+__device__ void load_tables(const uint8_t* pkt, const CasqLayout& L, CasqTables* t) {
+  if (threadIdx.x == 0) {
+    memcpy(t->sizes, pkt + L.sizes_off, 4 * L.clusters);
+    detail::casq_offsets(t->sizes, L.clusters, t->off);
+    memcpy(&t->salt, pkt + offsetof(PacketHeader, salt), 8);
+  }
+  __syncthreads();
+}
+
+// Step, pass 1: tmp = decode(in) + x, and which 256-blocks of tmp hold a non-finite value (one
+// byte per block). One warp per block, one lane per group of 8.
+template <uint32_t BITS, int ET>
+__global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, const void* x,
+                               size_t n, float* tmp, uint8_t* nfb, int* err) {
+  if (!block_packet_ok(in, e, err)) return;
+  __shared__ CasqTables t;
+  load_tables(in, L, &t);
+  const float* table = reinterpret_cast<const float*>(in + L.table_off);
+  const uint64_t* nf = reinterpret_cast<const uint64_t*>(in + L.nf_off);
+  const uint8_t* codes = in + L.codes_off;
+  const uint32_t lane = threadIdx.x % kWarp;
+  const size_t blocks = detail::div_up(n, detail::kBlock);
+  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
+  for (size_t blk = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; blk < blocks;
+       blk += warps) {
+    const size_t base = blk * detail::kBlock;
+    const uint32_t c = detail::q_lane_count(lane, n - base);
+    const size_t i0 = base + size_t(lane) * kGroup;
+    float a[kGroup], v[kGroup];
+    bool bad = false;
+    if (c > 0) {
+      detail::casq_group_values<BITS>(detail::load_le<BITS>(codes + (i0 / kGroup) * BITS), i0,
+                                      detail::bit_get(nf, blk), table, t.off, t.sizes, t.salt, a);
+      detail::load8<ET>(x, i0, c, v);
+      for (uint32_t k = 0; k < kGroup; ++k) {
+        v[k] = a[k] + v[k];
+        bad |= k < c && !detail::is_finite(v[k]);
+      }
+      detail::store8<0>(tmp, i0, c, v);
+    }
+    bad = __any_sync(kFullMask, bad);
+    if (lane == 0) nfb[blk] = bad ? 1 : 0;
+  }
+}
+
+// Encode, pass 1: non-finite blocks of x.
+template <int ET>
+__global__ void k_casq_mark(const void* x, size_t n, uint8_t* nfb) {
+  const uint32_t lane = threadIdx.x % kWarp;
+  const size_t blocks = detail::div_up(n, detail::kBlock);
+  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
+  for (size_t blk = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; blk < blocks;
+       blk += warps) {
+    const size_t base = blk * detail::kBlock;
+    const uint32_t c = detail::q_lane_count(lane, n - base);
+    float v[kGroup];
+    detail::load8<ET>(x, base + size_t(lane) * kGroup, c, v);
+    bool bad = false;
+    for (uint32_t k = 0; k < kGroup; ++k)
+      bad |= k < c && !detail::is_finite(v[k]);
+    bad = __any_sync(kFullMask, bad);
+    if (lane == 0) nfb[blk] = bad ? 1 : 0;
+  }
+}
+
+// One block of kCasqLanes threads: the sample, the fit, and every part of the packet that does
+// not need the second pass. Also zeroes the bucket sums for k_casq_codes.
+template <int ET>
+__global__ void k_casq_fit(const void* x, size_t n, const uint8_t* nfb, uint64_t key,
+                           PacketHeader h, CasqLayout L, CasqFitScratch* f, double* sum,
+                           uint32_t* cnt, uint8_t* out, const int* err) {
+  if (err != nullptr && *err) return;
+  BlockExec ex;
+  const uint32_t S = uint32_t(n < detail::kCasqSample ? n : detail::kCasqSample);
+  ex.lanes([&](uint32_t l) {
+    for (uint32_t k = detail::casq_seg(l, S); k < detail::casq_seg(l + 1, S); ++k) {
+      const size_t i = detail::casq_sample_index(key, n, S, k);
+      f->sample[k] = nfb[i / detail::kBlock] ? 0.0f : detail::load_elem<ET>(x, i);
+    }
+  });
+  detail::casq_fit(ex, S, L.bits, L.buckets, key, f);
+  const size_t blocks = detail::div_up(n, detail::kBlock);
+  const size_t code_end = L.codes_off + detail::div_up(n, kGroup) * L.bits;
+  ex.lanes([&](uint32_t l) {
+    if (l == 0) {
+      memcpy(out, &h, sizeof(h));
+      memcpy(out + L.sizes_off, f->sizes, 4 * L.clusters);
+      // Padding after the sizes, the table and the codes (the rest is written in full).
+      for (size_t b = L.sizes_off + 4 * L.clusters; b < L.table_off; ++b)
+        out[b] = 0;
+      for (size_t b = L.table_off + 4 * size_t(L.buckets); b < L.nf_off; ++b)
+        out[b] = 0;
+      for (size_t b = code_end; b < L.total; ++b)
+        out[b] = 0;
+    }
+    uint64_t* nf = reinterpret_cast<uint64_t*>(out + L.nf_off);
+    for (size_t w = l; w < detail::nf_words(n); w += detail::kCasqLanes) {
+      uint64_t word = 0;
+      for (size_t b = 0; b < 64 && w * 64 + b < blocks; ++b)
+        word |= uint64_t(nfb[w * 64 + b] != 0) << b;
+      nf[w] = word;
+    }
+    for (size_t b = l; b < L.buckets; b += detail::kCasqLanes) {
+      sum[b] = 0.0;
+      cnt[b] = 0;
+    }
+  });
+}
+
+// Pass 2: codes, one group of 8 per thread; each value goes into its bucket's sum.
+template <uint32_t BITS, int ET>
+__global__ void k_casq_codes(const void* x, size_t n, const uint8_t* nfb, uint64_t salt,
+                             const CasqFitScratch* f, uint8_t* codes, double* sum, uint32_t* cnt,
+                             const int* err) {
+  if (err != nullptr && *err) return;
+  constexpr uint32_t K = 1u << BITS;
+  __shared__ float thr[kCasqMaxK];
+  __shared__ uint32_t sizes[kCasqMaxK], off[kCasqMaxK];
+  if (threadIdx.x == 0) {
+    detail::casq_thresholds(f->centers, K, thr);
+    for (uint32_t c = 0; c < K; ++c)
+      sizes[c] = f->sizes[c];
+    detail::casq_offsets(sizes, K, off);
+  }
+  __syncthreads();
+  auto add = [&](uint32_t b, float v) {
+    atomicAdd(sum + b, double(v));
+    atomicAdd(cnt + b, 1u);
+  };
+  const size_t groups = detail::div_up(n, kGroup);
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t i0 = g * kGroup;
+    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+    float v[kGroup];
+    detail::load8<ET>(x, i0, c, v);
+    detail::store_le<BITS>(codes + g * BITS,
+                           detail::casq_group_codes<BITS>(v, c, i0, nfb[i0 / detail::kBlock] != 0,
+                                                          thr, off, sizes, salt, add));
+  }
+}
+
+// Bucket means (an empty bucket keeps its cluster's center), one bucket per thread.
+__global__ void k_casq_table(CasqLayout L, const CasqFitScratch* f, const double* sum,
+                             const uint32_t* cnt, float* table, const int* err) {
+  if (err != nullptr && *err) return;
+  for (size_t b = blockIdx.x * size_t(blockDim.x) + threadIdx.x; b < L.buckets;
+       b += size_t(gridDim.x) * blockDim.x) {
+    uint32_t c = 0, end = f->sizes[0];
+    while (b >= end && c + 1 < L.clusters)
+      end += f->sizes[++c];
+    table[b] = cnt[b] ? float(sum[b] / cnt[b]) : f->centers[c];
+  }
+}
+
+template <uint32_t BITS, int ET>
+__global__ void k_casq_decode(const uint8_t* pkt, PacketHeader e, CasqLayout L, size_t n, void* y,
+                              float scale, int* err, unsigned long long* nonzeros) {
+  if (!block_packet_ok(pkt, e, err)) return;
+  __shared__ CasqTables t;
+  load_tables(pkt, L, &t);
+  const float* table = reinterpret_cast<const float*>(pkt + L.table_off);
+  const uint64_t* nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
+  const uint8_t* codes = pkt + L.codes_off;
+  unsigned long long nz = 0;
+  const size_t groups = detail::div_up(n, kGroup);
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t i0 = g * kGroup;
+    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+    float v[kGroup];
+    detail::casq_group_values<BITS>(detail::load_le<BITS>(codes + g * BITS), i0,
+                                    detail::bit_get(nf, i0 / detail::kBlock), table, t.off, t.sizes,
+                                    t.salt, v);
+    for (uint32_t k = 0; k < kGroup; ++k) {
+      v[k] = detail::canon_nan(v[k] * scale);
+      nz += k < c && v[k] != 0.0f;
+    }
+    detail::store8<ET>(y, i0, c, v);
+  }
+  warp_add_to(nz, nonzeros);
+}
+
+}  // namespace
+}  // namespace sketchccl::kernels::cuda

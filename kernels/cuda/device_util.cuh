@@ -1,0 +1,70 @@
+// Device-side building blocks of the codec kernels: warp sums, the per-block packet verdict, and
+// the block executor that runs the shared lane-structured routines (kernels/casq_fit.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/codec_impl.h"
+
+namespace sketchccl::kernels::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+
+// Adds the warp's total of v to *dst (one atomic per warp). Every lane of the warp must call it.
+__device__ __forceinline__ void warp_add_to(unsigned long long v, unsigned long long* dst) {
+  for (int o = kWarp / 2; o > 0; o >>= 1)
+    v += __shfl_xor_sync(kFullMask, v, o);
+  if ((threadIdx.x & (kWarp - 1)) == 0 && v != 0) atomicAdd(dst, v);
+}
+
+// The block's verdict on a received packet, checked before any payload access: thread 0 checks
+// the header (and CASQ's table sizes), block 0 records the reason in *err for the call's later
+// kernels and read_device_error. Block-uniform; every thread of the block must call it.
+__device__ bool block_packet_ok(const uint8_t* pkt, const detail::PacketHeader& e, int* err) {
+  __shared__ int verdict;
+  if (threadIdx.x == 0) {
+    verdict = detail::packet_verdict(pkt, e);
+    if (blockIdx.x == 0) *err = verdict;
+  }
+  __syncthreads();
+  return verdict == detail::kPacketOk;
+}
+
+// Runs lane-structured routines in one thread block of kCasqLanes (or fewer) threads.
+struct BlockExec {
+  template <typename F>
+  __device__ void lanes(F&& f) {
+    for (uint32_t l = threadIdx.x; l < detail::kCasqLanes; l += blockDim.x)
+      f(l);
+    __syncthreads();
+  }
+  template <typename F>
+  __device__ void one(F&& f) {
+    if (threadIdx.x == 0) f();
+    __syncthreads();
+  }
+};
+
+// f(std::integral_constant<uint32_t, B>) for a code width B of the codecs (2, 3, 4 or 8).
+template <typename F>
+void with_bits(uint32_t bits, F&& f) {
+  switch (bits) {
+    case 2:
+      f(std::integral_constant<uint32_t, 2>());
+      break;
+    case 3:
+      f(std::integral_constant<uint32_t, 3>());
+      break;
+    case 4:
+      f(std::integral_constant<uint32_t, 4>());
+      break;
+    default:
+      f(std::integral_constant<uint32_t, 8>());
+      break;
+  }
+}
+
+}  // namespace
+}  // namespace sketchccl::kernels::cuda

@@ -1,0 +1,141 @@
+// Kernels of the linear codecs (none, bf16, fp16, q8/q4/q2): encode, the fused step, decode.
+// Each is one pass over the slice; a step validates the incoming packet inside the same kernel
+// (block_packet_ok) and rewrites it in place.
+#pragma once
+
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/group_io.h"
+#include "kernels/q_block.h"
+
+namespace sketchccl::kernels::cuda {
+namespace {
+
+using detail::kGroup;
+using detail::PacketHeader;
+
+// ---- casts: one group of 8 per thread; PET is the packet's element type ----------------------
+// pkt_in: the incoming packet (step, may be `out`), or null (encode: the header is written).
+template <int PET, int ET>
+__global__ void k_cast(const uint8_t* pkt_in, PacketHeader e, const void* x, size_t n, uint8_t* out,
+                       int* err) {
+  if (pkt_in != nullptr) {
+    if (!block_packet_ok(pkt_in, e, err)) return;
+  } else if (blockIdx.x == 0 && threadIdx.x == 0) {
+    memcpy(out, &e, sizeof(e));
+  }
+  const uint8_t* in_body = pkt_in != nullptr ? pkt_in + sizeof(PacketHeader) : nullptr;
+  uint8_t* body = out + sizeof(PacketHeader);
+  const size_t groups = detail::div_up(n, kGroup);
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t i0 = g * kGroup;
+    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+    float v[kGroup];
+    detail::load8<ET>(x, i0, c, v);
+    if (in_body != nullptr) {
+      float a[kGroup];
+      detail::load8<PET>(in_body, i0, c, a);
+      for (uint32_t k = 0; k < kGroup; ++k)
+        v[k] = detail::canon_nan(a[k] + v[k]);
+    }
+    detail::store8<PET>(body, i0, c, v);
+  }
+}
+
+template <int PET, int ET>
+__global__ void k_cast_decode(const uint8_t* pkt, PacketHeader e, size_t n, void* y, float scale,
+                              int* err, unsigned long long* nonzeros) {
+  if (!block_packet_ok(pkt, e, err)) return;
+  const uint8_t* body = pkt + sizeof(PacketHeader);
+  unsigned long long nz = 0;
+  const size_t groups = detail::div_up(n, kGroup);
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t i0 = g * kGroup;
+    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+    float v[kGroup];
+    detail::load8<PET>(body, i0, c, v);
+    for (uint32_t k = 0; k < kGroup; ++k) {
+      v[k] = detail::canon_nan(v[k] * scale);
+      nz += k < c && v[k] != 0.0f;
+    }
+    detail::store8<ET>(y, i0, c, v);
+  }
+  warp_add_to(nz, nonzeros);
+}
+
+// ---- q*: one warp per record of 256, one lane per 8 elements (kernels/q_block.h) -------------
+template <uint32_t BITS>
+__device__ __forceinline__ detail::QRange warp_range(detail::QRange r) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) {
+    detail::QRange b;
+    b.lo = __shfl_xor_sync(kFullMask, r.lo, o);
+    b.hi = __shfl_xor_sync(kFullMask, r.hi, o);
+    b.nonfinite = __shfl_xor_sync(kFullMask, r.nonfinite, o);
+    r = detail::q_range_merge(r, b);
+  }
+  return r;
+}
+
+// Encode (pkt_in null: the header is written) or the fused step (pkt_in: the incoming packet,
+// possibly `out` itself: every lane reads its part of the record before the warp's reduction,
+// and writes after it).
+template <uint32_t BITS, int ET>
+__global__ void k_quant(uint64_t key, const uint8_t* pkt_in, PacketHeader e, const void* x,
+                        size_t n, uint8_t* out, int* err) {
+  if (pkt_in != nullptr) {
+    if (!block_packet_ok(pkt_in, e, err)) return;
+  } else if (blockIdx.x == 0 && threadIdx.x == 0) {
+    memcpy(out, &e, sizeof(e));
+  }
+  const size_t R = detail::q_record_bytes(BITS);
+  const uint8_t* in_body = pkt_in != nullptr ? pkt_in + sizeof(PacketHeader) : nullptr;
+  uint8_t* body = out + sizeof(PacketHeader);
+  const uint32_t lane = threadIdx.x % kWarp;
+  const size_t records = detail::div_up(n, detail::kBlock);
+  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
+  // Warp-uniform loop: the shuffles below need all 32 lanes.
+  for (size_t rec = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; rec < records;
+       rec += warps) {
+    const size_t base = rec * detail::kBlock;
+    const size_t cnt = n - base < detail::kBlock ? n - base : detail::kBlock;
+    const uint32_t c = detail::q_lane_count(lane, cnt);
+    float v[kGroup];
+    detail::q_lane_load<BITS, ET>(in_body != nullptr ? in_body + rec * R : nullptr, x, base, lane,
+                                  c, v);
+    const detail::QScale s = detail::q_scale<BITS>(warp_range<BITS>(detail::q_range_lane(v, c)));
+    __syncwarp();
+    detail::q_lane_store<BITS>(body + rec * R, lane, v, c, detail::q_block_key(key, rec), s);
+  }
+}
+
+template <uint32_t BITS, int ET>
+__global__ void k_quant_decode(const uint8_t* pkt, PacketHeader e, size_t n, void* y, float scale,
+                               int* err, unsigned long long* nonzeros) {
+  if (!block_packet_ok(pkt, e, err)) return;
+  const size_t R = detail::q_record_bytes(BITS);
+  const uint8_t* body = pkt + sizeof(PacketHeader);
+  const uint32_t lane = threadIdx.x % kWarp;
+  const size_t records = detail::div_up(n, detail::kBlock);
+  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
+  unsigned long long nz = 0;
+  for (size_t rec = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; rec < records;
+       rec += warps) {
+    const size_t base = rec * detail::kBlock;
+    const size_t cnt = n - base < detail::kBlock ? n - base : detail::kBlock;
+    const uint32_t c = detail::q_lane_count(lane, cnt);
+    const uint8_t* r = body + rec * R;
+    float mn, sc, v[kGroup];
+    detail::q_record_scale(r, &mn, &sc);
+    detail::q_lane_values<BITS>(detail::load_le<BITS>(r + 8 + lane * BITS), mn, sc, v);
+    for (uint32_t k = 0; k < kGroup; ++k) {
+      v[k] = detail::canon_nan(v[k] * scale);
+      nz += k < c && v[k] != 0.0f;
+    }
+    detail::store8<ET>(y, base + size_t(lane) * kGroup, c, v);
+  }
+  warp_add_to(nz, nonzeros);
+}
+
+}  // namespace
+}  // namespace sketchccl::kernels::cuda

@@ -1,0 +1,216 @@
+// q*: blockwise uniform quantization with stochastic rounding, one record per block of 256:
+// float min, float scale, 256 codes of BITS bits (docs/codecs.md). A block is worked on as 32
+// lanes of 8 consecutive elements: a CUDA warp runs one lane per thread (kernels/cuda/), the CPU
+// runs the lanes in a loop (q_step_block below). Lanes meet only at the block's range (min,
+// max, any non-finite), an exact reduction whose result does not depend on the order, so both
+// builds write the same bytes.
+#pragma once
+
+#include "kernels/group_io.h"
+
+namespace sketchccl::kernels::detail {
+
+constexpr uint32_t kQLanes = kBlock / kGroup;  // 32: one warp per record on the device
+
+SCCL_HD_INLINE size_t q_record_bytes(uint32_t bits) {
+  return 8 + kBlock * bits / 8;
+}
+SCCL_HD_INLINE uint32_t q_block_key(uint64_t key, size_t blk) {
+  return uint32_t(mix64(key ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull)));
+}
+// Elements of lane `lane` in a block of cnt (0 to 8).
+SCCL_HD_INLINE uint32_t q_lane_count(uint32_t lane, size_t cnt) {
+  const size_t j0 = size_t(lane) * kGroup;
+  return cnt > j0 ? uint32_t(cnt - j0 < kGroup ? cnt - j0 : kGroup) : 0u;
+}
+
+struct QRange {
+  float lo, hi;
+  uint32_t nonfinite;
+};
+SCCL_HD_INLINE QRange q_range_lane(const float v[8], uint32_t cnt) {
+  QRange r{u2f(0x7f800000u), u2f(0xff800000u), 0u};  // +Inf, -Inf: the empty range
+  for (uint32_t k = 0; k < kGroup; ++k) {
+    if (k >= cnt) break;
+    r.lo = v[k] < r.lo ? v[k] : r.lo;
+    r.hi = v[k] > r.hi ? v[k] : r.hi;
+    r.nonfinite |= uint32_t(!is_finite(v[k]));
+  }
+  return r;
+}
+SCCL_HD_INLINE QRange q_range_merge(QRange a, const QRange& b) {
+  a.lo = b.lo < a.lo ? b.lo : a.lo;
+  a.hi = b.hi > a.hi ? b.hi : a.hi;
+  a.nonfinite |= b.nonfinite;
+  return a;
+}
+
+struct QScale {
+  float mn, sc, inv;
+};
+// The record's min and scale. Non-finite input makes both NaN, so the block decodes as NaN.
+template <uint32_t BITS>
+SCCL_HD_INLINE QScale q_scale(const QRange& r) {
+  constexpr float L = float((1u << BITS) - 1u);
+  // + 0.0f turns -0 into +0: which zero a min of {0, -0} keeps depends on the lanes' order.
+  QScale s{r.lo + 0.0f, 0.0f, 0.0f};
+  const float mx = r.hi + 0.0f;
+  s.sc = mx / L - s.mn / L;  // no overflow for finite min and max
+  if (r.nonfinite) {
+    s.mn = qnan();
+    s.sc = qnan();
+  }
+  s.inv = (!r.nonfinite && s.sc > 0.0f) ? 1.0f / s.sc : 0.0f;
+  return s;
+}
+
+// Code of value v, element j of the block. Stochastic rounding: floor(u) + (uniform < frac(u)),
+// with int32 conversions (u < 2^8), which vectorize on the CPU.
+template <uint32_t BITS>
+SCCL_HD_INLINE int32_t q_code(float v, uint32_t j, uint32_t k32, const QScale& s) {
+  constexpr uint32_t L = (1u << BITS) - 1u;
+  float u = (v - s.mn) * s.inv;
+  u = u > 0.0f ? u : 0.0f;  // also maps NaN to 0
+  u = u < float(L) ? u : float(L);
+  const int32_t fl = int32_t(u);
+  const int32_t c = fl + int32_t(uniform24(k32, j) < u - float(fl));
+  return c > int32_t(L) ? int32_t(L) : c;
+}
+SCCL_HD_INLINE float q_value(uint32_t code, float mn, float sc) {
+  return mn + float(int32_t(code)) * sc;
+}
+// 8 codes packed into BITS bytes (the layout of pack8), as one word.
+template <uint32_t BITS>
+SCCL_HD_INLINE uint64_t q_pack8(const int32_t code[8]) {
+  uint64_t w = 0;
+  for (uint32_t k = 0; k < kGroup; ++k)
+    w |= uint64_t(uint32_t(code[k])) << (k * BITS);
+  return w;
+}
+
+// Codes of a lane's values (elements j0 .. j0 + 7 of the block), packed; 0 past cnt.
+template <uint32_t BITS>
+SCCL_HD_INLINE uint64_t q_lane_codes(const float v[8], uint32_t cnt, uint32_t j0, uint32_t k32,
+                                     const QScale& s) {
+  int32_t code[kGroup];
+  for (uint32_t k = 0; k < kGroup; ++k)
+    code[k] = k < cnt ? q_code<BITS>(v[k], j0 + k, k32, s) : 0;
+  return q_pack8<BITS>(code);
+}
+template <uint32_t BITS>
+SCCL_HD_INLINE void q_lane_values(uint64_t w, float mn, float sc, float v[8]) {
+  for (uint32_t k = 0; k < kGroup; ++k)
+    v[k] = q_value(code_of<BITS>(w, k), mn, sc);
+}
+SCCL_HD_INLINE void q_record_scale(const uint8_t* rec, float* mn, float* sc) {
+  memcpy(mn, rec, 4);
+  memcpy(sc, rec + 4, 4);
+}
+
+// A lane's input: elements [base + 8 lane, +cnt) of x, plus the incoming record's values when
+// in_rec is given (the fused step).
+template <uint32_t BITS, int ET>
+SCCL_HD_INLINE void q_lane_load(const uint8_t* in_rec, const void* x, size_t base, uint32_t lane,
+                                uint32_t cnt, float v[8]) {
+  load8<ET>(x, base + size_t(lane) * kGroup, cnt, v);
+  if (in_rec == nullptr) return;
+  float mn, sc, a[kGroup];
+  q_record_scale(in_rec, &mn, &sc);
+  q_lane_values<BITS>(load_le<BITS>(in_rec + 8 + lane * BITS), mn, sc, a);
+  for (uint32_t k = 0; k < kGroup; ++k)
+    v[k] = k < cnt ? a[k] + v[k] : 0.0f;
+}
+// The lane's part of the output record (its codes); lane 0 also writes min and scale.
+template <uint32_t BITS>
+SCCL_HD_INLINE void q_lane_store(uint8_t* out_rec, uint32_t lane, const float v[8], uint32_t cnt,
+                                 uint32_t k32, const QScale& s) {
+  store_le<BITS>(out_rec + 8 + lane * BITS, q_lane_codes<BITS>(v, cnt, lane * kGroup, k32, s));
+  if (lane == 0) {
+    memcpy(out_rec, &s.mn, 4);
+    memcpy(out_rec + 4, &s.sc, 4);
+  }
+}
+
+// Values of one record (cnt <= 256) into v.
+template <uint32_t BITS>
+SCCL_HD_INLINE void q_unpack_record(const uint8_t* rec, size_t cnt, float* v) {
+  float mn, sc;
+  q_record_scale(rec, &mn, &sc);
+  const uint8_t* codes = rec + 8;
+  if constexpr (8 % BITS == 0) {  // whole codes per byte: byte loops the CPU vectorizes
+    constexpr uint32_t per = 8 / BITS, mask = (1u << BITS) - 1u;
+    const size_t whole = cnt / per;
+    for (size_t b = 0; b < whole; ++b) {
+      for (uint32_t k = 0; k < per; ++k)
+        v[b * per + k] = q_value((uint32_t(codes[b]) >> (k * BITS)) & mask, mn, sc);
+    }
+    for (size_t j = whole * per; j < cnt; ++j)
+      v[j] = q_value((uint32_t(codes[j / per]) >> ((j % per) * BITS)) & mask, mn, sc);
+  } else {
+    float a[kGroup];
+    for (uint32_t l = 0; l * kGroup < cnt; ++l) {
+      q_lane_values<BITS>(load_le<BITS>(codes + l * BITS), mn, sc, a);
+      for (uint32_t k = 0; k < q_lane_count(l, cnt); ++k)
+        v[l * kGroup + k] = a[k];
+    }
+  }
+}
+
+// The CPU's driver of one block (cnt <= 256 elements from base): encode (in_rec null) or the
+// fused step. The CUDA build runs the same routines one lane per thread (kernels/cuda/); here
+// the loops are flat over the block, so the compiler vectorizes them.
+template <uint32_t BITS, int ET>
+SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
+                                 uint32_t k32, uint8_t* out_rec) {
+  float v[kBlock];
+  if (in_rec != nullptr) {
+    q_unpack_record<BITS>(in_rec, cnt, v);
+    for (size_t j = 0; j < cnt; ++j)
+      v[j] += load_elem<ET>(x, base + j);
+  } else {
+    for (size_t j = 0; j < cnt; ++j)
+      v[j] = load_elem<ET>(x, base + j);
+  }
+  // The block's range in 8 independent accumulators (exact and order-free, as the warp's).
+  float lo[kGroup], hi[kGroup];
+  for (uint32_t k = 0; k < kGroup; ++k) {
+    lo[k] = u2f(0x7f800000u);
+    hi[k] = u2f(0xff800000u);
+  }
+  const size_t full = cnt & ~size_t(kGroup - 1);
+  for (size_t j = 0; j < full; j += kGroup) {
+    for (uint32_t k = 0; k < kGroup; ++k) {
+      lo[k] = v[j + k] < lo[k] ? v[j + k] : lo[k];
+      hi[k] = v[j + k] > hi[k] ? v[j + k] : hi[k];
+    }
+  }
+  uint32_t nonfinite = 0;
+  for (size_t j = 0; j < full; ++j)
+    nonfinite |= uint32_t((f2u(v[j]) & 0x7f800000u) == 0x7f800000u);
+  QRange r = q_range_lane(v + full, uint32_t(cnt - full));
+  for (uint32_t k = 0; k < kGroup; ++k)
+    r = q_range_merge(r, QRange{lo[k], hi[k], nonfinite});
+  const QScale s = q_scale<BITS>(r);
+  int32_t code[kBlock];
+  for (size_t j = 0; j < cnt; ++j)
+    code[j] = q_code<BITS>(v[j], uint32_t(j), k32, s);
+  for (size_t j = cnt; j < kBlock; ++j)
+    code[j] = 0;
+  uint8_t* codes = out_rec + 8;
+  if constexpr (8 % BITS == 0) {  // q_pack8's layout, byte by byte (vectorizes)
+    constexpr uint32_t per = 8 / BITS;
+    for (size_t b = 0; b < kBlock / per; ++b) {
+      uint32_t byte = 0;
+      for (uint32_t k = 0; k < per; ++k)
+        byte |= uint32_t(code[b * per + k]) << (k * BITS);
+      codes[b] = uint8_t(byte);
+    }
+  } else {
+    for (uint32_t l = 0; l < kQLanes; ++l)
+      store_le<BITS>(codes + l * BITS, q_pack8<BITS>(code + l * kGroup));
+  }
+  memcpy(out_rec, &s.mn, 4);
+  memcpy(out_rec + 4, &s.sc, 4);
+}
+
+}  // namespace sketchccl::kernels::detail
