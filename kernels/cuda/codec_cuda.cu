@@ -342,13 +342,17 @@ Status read_device_error(const void* ws, cudaStream_t s) {
     return errorf(Code::kUnhandledCudaError, "codec: reading the device verdict: %s",
                   cudaGetErrorString(e));
   }
+  return verdict_status(v);
+}
+
+Status verdict_status(int v) {
   static const char* const kWhy[] = {"ok",    "bad magic",         "format version",
                                      "codec", "element count",     "parameters",
                                      "salt",  "CASQ bucket tables"};
   static_assert(sizeof(kWhy) / sizeof(kWhy[0]) == kPacketTables + 1, "one reason per verdict");
   if (v != 0) {
     return errorf(Code::kInvalidArgument, "codec: malformed packet (%s)",
-                  v > 0 && v < 8 ? kWhy[v] : "unknown");
+                  v > 0 && v <= kPacketTables ? kWhy[v] : "unknown");
   }
   return Status::Ok();
 }

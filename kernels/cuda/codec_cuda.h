@@ -40,6 +40,8 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
 
 // Synchronizes `stream` and returns the device-side verdict of the last step/decode on ws.
 Status read_device_error(const void* ws, cudaStream_t stream);
+// The Status of a verdict read some other way (the first int of the workspace).
+Status verdict_status(int verdict);
 
 // Sparse helpers (kernels/sparse.h) on the device. count_dev receives the popcount.
 void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits, cudaStream_t stream);

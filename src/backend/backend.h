@@ -27,6 +27,27 @@ class Backend {
                         kernels::ElemType t, size_t n, float scale,
                         kernels::DecodeStats* stats) = 0;
 
+  // Asynchronous encode / step (the contract of coll::SliceOps::encode_start): the work may
+  // still run when these return with *ticket != 0; `pkt` / `out` are valid once test(ticket)
+  // reports done. Inputs (`x`, `in`) may be reused as soon as the call returns. The defaults
+  // run at once (the host backend).
+  virtual Status encode_start(const kernels::CodecParams& p, const void* x, kernels::ElemType t,
+                              size_t n, void* pkt, size_t cap, uint64_t* ticket) {
+    *ticket = 0;
+    return encode(p, x, t, n, pkt, cap);
+  }
+  virtual Status step_start(const kernels::CodecParams& p, const void* in, size_t in_bytes,
+                            const void* x, kernels::ElemType t, size_t n, void* out, size_t cap,
+                            uint64_t* ticket) {
+    *ticket = 0;
+    return step(p, in, in_bytes, x, t, n, out, cap);
+  }
+  virtual Status test(uint64_t ticket, bool* done) {
+    (void)ticket;
+    *done = true;
+    return Status::Ok();
+  }
+
   // fp32 views of user buffers (error feedback).
   virtual void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;
 

@@ -77,6 +77,27 @@ class CodecSliceOps : public SliceOps {
     return Status::Ok();
   }
 
+  // Asynchronous on backends that support it; error feedback needs each result at once.
+  Status encode_start(size_t offset, size_t n, int step, void* pkt, size_t cap,
+                      uint64_t* ticket) override {
+    if (residual_ != nullptr) {
+      *ticket = 0;
+      return encode(offset, n, step, pkt, cap);
+    }
+    return be_.encode_start(params(offset, n, static_cast<uint32_t>(step)), src(offset), type_, n,
+                            pkt, cap, ticket);
+  }
+  Status step_start(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
+                    size_t cap, uint64_t* ticket) override {
+    if (residual_ != nullptr) {
+      *ticket = 0;
+      return this->step(offset, n, step, in, in_bytes, out, cap);
+    }
+    return be_.step_start(params(offset, n, static_cast<uint32_t>(step)), in, in_bytes, src(offset),
+                          type_, n, out, cap, ticket);
+  }
+  Status test(uint64_t ticket, bool* done) override { return be_.test(ticket, done); }
+
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     DecodeStats ds;
     CodecParams p = params(offset, n, 0);

@@ -28,6 +28,7 @@ struct Lane {
   RequestId send_id = 0;
   RequestId recv_id = 0;
   size_t recv_expected = 0;
+  uint64_t ticket = 0;       // codec work in flight (SliceOps::test); post() follows its completion
   std::vector<uint8_t> in;   // reduce-scatter receive
   std::vector<uint8_t> out;  // reduce-scatter send
 };
@@ -58,6 +59,14 @@ class RingRun {
       return Status::Ok();
     }
     std::vector<Lane> lanes(static_cast<size_t>(depth < 1 ? 1 : depth));
+    Status st = run_lanes(lanes);
+    if (!st.ok()) drain(lanes);
+    return st;
+  }
+
+ private:
+  Status run_lanes(std::vector<Lane>& lanes) {
+    const int s = plan_.max_slices();
     int next_j = 0;
     int done = 0;
     for (Lane& lane : lanes) {
@@ -73,6 +82,19 @@ class RingRun {
       bool moved = false;
       for (Lane& lane : lanes) {
         if (lane.j < 0) continue;
+        if (lane.ticket != 0) {
+          bool computed = false;
+          Status st = ops_.test(lane.ticket, &computed);
+          if (!st.ok()) {
+            lane.ticket = 0;  // spent: test reported its end
+            return annotate(st, lane, "codec work on this rank");
+          }
+          if (!computed) continue;
+          lane.ticket = 0;
+          moved = true;
+          SCCL_RETURN_IF_ERROR(post(lane));
+          continue;
+        }
         bool lane_moved = false;
         SCCL_RETURN_IF_ERROR(poll(lane, &lane_moved));
         moved = moved || lane_moved;
@@ -102,7 +124,23 @@ class RingRun {
     return Status::Ok();
   }
 
- private:
+  // After a failure: lets codec work still in flight end before the packet buffers go away
+  // (its errors no longer matter), bounded by the timeout.
+  void drain(std::vector<Lane>& lanes) {
+    const auto t0 = Clock::now();
+    for (Lane& lane : lanes) {
+      while (lane.ticket != 0) {
+        bool done = false;
+        if (!ops_.test(lane.ticket, &done).ok() || done) {
+          lane.ticket = 0;
+          break;
+        }
+        if (std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s) return;
+        sched_yield();
+      }
+    }
+  }
+
   size_t idx(int c, int j) const {
     return static_cast<size_t>(c) * static_cast<size_t>(plan_.max_slices()) +
            static_cast<size_t>(j);
@@ -144,8 +182,11 @@ class RingRun {
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
     lane.out.resize(packet_bytes(c, j));
-    if (n > 0) SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, lane.out.data(), lane.out.size()));
-    return post(lane);
+    if (n > 0) {
+      SCCL_RETURN_IF_ERROR(
+          ops_.encode_start(off, n, 0, lane.out.data(), lane.out.size(), &lane.ticket));
+    }
+    return lane.ticket != 0 ? Status::Ok() : post(lane);
   }
 
   // Posts the receive and the send of lane.k.
@@ -226,13 +267,15 @@ class RingRun {
           lane.out.resize(cap);
           dst = lane.out.data();
         }
-        Status st = ops_.step(off, n, k + 1, lane.in.data(), lane.in.size(), dst, cap);
+        Status st =
+            ops_.step_start(off, n, k + 1, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
         if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
       }
     }
     if (k + 1 < 2 * (p - 1)) {
       lane.k = k + 1;
-      return post(lane);
+      // With the step still running, the loop posts the transfers once it completes.
+      return lane.ticket != 0 ? Status::Ok() : post(lane);
     }
     // Every chunk's slice j is final here: decode it into the output.
     for (int c = 0; c < p; ++c) {
@@ -256,6 +299,12 @@ class RingRun {
   Status timeout_error(const std::vector<Lane>& lanes) const {
     for (const Lane& lane : lanes) {
       if (lane.j < 0) continue;
+      if (lane.ticket != 0) {
+        return errorf(Code::kRemoteError,
+                      "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
+                      "codec work (slice %d, ring step %d)",
+                      link_.rank, link_.timeout_s, lane.j, lane.k);
+      }
       const int p = link_.nranks;
       const char* waiting = lane.recv_active ? "a packet from rank" : "the send to rank";
       int peer = lane.recv_active ? mod(link_.rank - 1, p) : mod(link_.rank + 1, p);

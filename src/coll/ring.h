@@ -43,6 +43,28 @@ class SliceOps {
   virtual Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
                       size_t cap) = 0;
   virtual Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) = 0;
+
+  // Asynchronous forms, for backends whose codec work runs elsewhere (a GPU): they start the
+  // work and set *ticket (0: already complete); the output packet is valid once test(ticket)
+  // reports done, after which the ticket is spent. The ring keeps at most one ticket per slice
+  // lane and polls it between transfers, so the proxy thread never waits for the device. The
+  // defaults run at once.
+  virtual Status encode_start(size_t offset, size_t n, int step, void* pkt, size_t cap,
+                              uint64_t* ticket) {
+    *ticket = 0;
+    return encode(offset, n, step, pkt, cap);
+  }
+  virtual Status step_start(size_t offset, size_t n, int step, const void* in, size_t in_bytes,
+                            void* out, size_t cap, uint64_t* ticket) {
+    *ticket = 0;
+    return this->step(offset, n, step, in, in_bytes, out, cap);
+  }
+  // done: the work of `ticket` is complete (its error, if any, is returned then).
+  virtual Status test(uint64_t ticket, bool* done) {
+    (void)ticket;
+    *done = true;
+    return Status::Ok();
+  }
 };
 
 // The ring neighbours and the rules of waiting.

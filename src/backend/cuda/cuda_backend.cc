@@ -49,6 +49,24 @@ struct PinBuf {
   size_t cap = 0;
 };
 
+// One encode or step in flight: its pinned staging, its completion event, where its packet goes.
+struct Slot {
+  PinBuf in, out;  // incoming packet; outgoing packet, then (step) the device's verdict
+  cudaEvent_t done = nullptr;
+  uint64_t ticket = 0;  // 0: free
+  void* dst = nullptr;
+  size_t bytes = 0;
+  bool verdict = false;
+};
+
+// Slots prepared at creation: the default SKETCHCCL_PIPELINE_DEPTH, so the first operations do
+// not allocate pinned memory while a stream gate holds the caller's stream.
+constexpr int kPreparedSlots = 4;
+
+size_t verdict_offset(size_t packet_bytes) {
+  return (packet_bytes + 7) & ~size_t(7);
+}
+
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(int device) : dev_(device) {}
@@ -70,6 +88,12 @@ class CudaBackendImpl final : public CudaBackend {
     for (PinBuf* b : {&pin_in_, &pin_out_}) {
       if (b->p != nullptr) old_pinned_.push_back(b->p);
     }
+    for (auto& sl : slots_) {
+      for (PinBuf* b : {&sl->in, &sl->out}) {
+        if (b->p != nullptr) old_pinned_.push_back(b->p);
+      }
+      if (sl->done != nullptr) cudaEventDestroy(sl->done);
+    }
     for (void* p : old_pinned_)
       cudaFreeHost(p);
     if (prev >= 0 && prev != dev_) cudaSetDevice(prev);
@@ -84,6 +108,10 @@ class CudaBackendImpl final : public CudaBackend {
     // so the first calls do not allocate pinned memory while a gate holds a stream.
     SCCL_RETURN_IF_ERROR(ensure(pin_in_, size_t(2) << 20));
     SCCL_RETURN_IF_ERROR(ensure(pin_out_, size_t(2) << 20));
+    for (int i = 0; i < kPreparedSlots; ++i) {
+      Slot* sl = nullptr;
+      SCCL_RETURN_IF_ERROR(new_slot(size_t(2) << 20, &sl));
+    }
     return Status::Ok();
   }
 
@@ -98,8 +126,25 @@ class CudaBackendImpl final : public CudaBackend {
     return kernels::packet_bytes(p, n);
   }
 
+  // encode / step: the asynchronous form, then a wait for it.
   Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt,
                 size_t cap) override {
+    uint64_t ticket = 0;
+    SCCL_RETURN_IF_ERROR(encode_start(p, x, t, n, pkt, cap, &ticket));
+    return wait(ticket);
+  }
+  Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
+              size_t n, void* out, size_t cap) override {
+    uint64_t ticket = 0;
+    SCCL_RETURN_IF_ERROR(step_start(p, in, in_bytes, x, t, n, out, cap, &ticket));
+    return wait(ticket);
+  }
+
+  // Queued on the backend's stream: the codec kernels into the device packet, the packet to the
+  // slot's pinned staging, an event. test() copies it to `pkt` when the event has passed.
+  Status encode_start(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt,
+                      size_t cap, uint64_t* ticket) override {
+    *ticket = 0;
     const size_t need = kernels::packet_bytes(p, n);
     if (cap < need) {
       return errorf(Code::kInternalError, "CUDA backend: packet buffer of %zu bytes, need %zu", cap,
@@ -107,18 +152,21 @@ class CudaBackendImpl final : public CudaBackend {
     }
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
-    SCCL_RETURN_IF_ERROR(ensure(pin_out_, need));
+    Slot* sl = nullptr;
+    SCCL_RETURN_IF_ERROR(acquire(need, &sl));
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pin_out_.p, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->out.p, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
                      "packet to host");
-    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "encode");
-    std::memcpy(pkt, pin_out_.p, need);
-    return Status::Ok();
+    return finish(sl, pkt, need, false, ticket);
   }
 
-  Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
-              size_t n, void* out, size_t cap) override {
+  // The incoming packet goes to the device once; the fused step rewrites it in place there
+  // (one kernel for the linear codecs, validating it too), and it comes back with the device's
+  // verdict on it.
+  Status step_start(const CodecParams& p, const void* in, size_t in_bytes, const void* x,
+                    ElemType t, size_t n, void* out, size_t cap, uint64_t* ticket) override {
+    *ticket = 0;
     const size_t need = kernels::packet_bytes(p, n);
     if (in_bytes < need) {
       return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
@@ -128,21 +176,41 @@ class CudaBackendImpl final : public CudaBackend {
       return errorf(Code::kInternalError, "CUDA backend: packet buffer of %zu bytes, need %zu", cap,
                     need);
     }
-    // The incoming packet goes to the device once; the fused step rewrites it in place there
-    // (every codec's step allows in == out), so one kernel pass per slice for the linear codecs.
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
-    SCCL_RETURN_IF_ERROR(ensure(pin_in_, need));
-    SCCL_RETURN_IF_ERROR(ensure(pin_out_, need));
-    std::memcpy(pin_in_.p, in, need);
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pin_in_.p, need, cudaMemcpyHostToDevice, stream_),
+    Slot* sl = nullptr;
+    SCCL_RETURN_IF_ERROR(acquire(need, &sl));
+    std::memcpy(sl->in.p, in, need);
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, sl->in.p, need, cudaMemcpyHostToDevice, stream_),
                      "packet to device");
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::step(p, pkt_.p, need, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pin_out_.p, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->out.p, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
                      "packet to host");
-    SCCL_RETURN_IF_ERROR(kc::read_device_error(ws_.p, stream_));  // synchronizes
-    std::memcpy(out, pin_out_.p, need);
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->out.p + verdict_offset(need), ws_.p, sizeof(int),
+                                     cudaMemcpyDeviceToHost, stream_),
+                     "verdict to host");
+    return finish(sl, out, need, true, ticket);
+  }
+
+  Status test(uint64_t ticket, bool* done) override {
+    *done = false;
+    Slot* sl = find(ticket);
+    if (sl == nullptr) {
+      return errorf(Code::kInternalError, "CUDA backend: unknown ticket %llu",
+                    static_cast<unsigned long long>(ticket));
+    }
+    const cudaError_t e = cudaEventQuery(sl->done);
+    if (e == cudaErrorNotReady) return Status::Ok();
+    *done = true;
+    sl->ticket = 0;  // the slot is free again whatever the outcome
+    if (e != cudaSuccess) return cuda_status(e, "codec work on the device");
+    if (sl->verdict) {
+      int v = 0;
+      std::memcpy(&v, sl->out.p + verdict_offset(sl->bytes), sizeof(v));
+      SCCL_RETURN_IF_ERROR(kc::verdict_status(v));
+    }
+    std::memcpy(sl->dst, sl->out.p, sl->bytes);
     return Status::Ok();
   }
 
@@ -302,6 +370,62 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
+  Status new_slot(size_t bytes, Slot** out) {
+    auto sl = std::make_unique<Slot>();
+    SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming),
+                     "cudaEventCreateWithFlags");
+    slots_.push_back(std::move(sl));
+    Slot* s = slots_.back().get();
+    SCCL_RETURN_IF_ERROR(ensure(s->in, bytes));
+    SCCL_RETURN_IF_ERROR(ensure(s->out, bytes));
+    *out = s;
+    return Status::Ok();
+  }
+  // A free slot whose staging holds a packet of `need` bytes and the verdict after it.
+  Status acquire(size_t need, Slot** out) {
+    Slot* sl = nullptr;
+    for (auto& s : slots_) {
+      if (s->ticket == 0) {
+        sl = s.get();
+        break;
+      }
+    }
+    const size_t bytes = verdict_offset(need) + sizeof(int);
+    if (sl == nullptr) return new_slot(bytes, out);  // more lanes in flight than prepared
+    SCCL_RETURN_IF_ERROR(ensure(sl->in, bytes));
+    SCCL_RETURN_IF_ERROR(ensure(sl->out, bytes));
+    *out = sl;
+    return Status::Ok();
+  }
+  Slot* find(uint64_t ticket) {
+    for (auto& s : slots_) {
+      if (ticket != 0 && s->ticket == ticket) return s.get();
+    }
+    return nullptr;
+  }
+  // Marks the end of the slot's queued work; its packet goes to dst in test().
+  Status finish(Slot* sl, void* dst, size_t bytes, bool verdict, uint64_t* ticket) {
+    SCCL_CUDA_RETURN(cudaEventRecord(sl->done, stream_), "cudaEventRecord");
+    sl->ticket = next_ticket_++;
+    sl->dst = dst;
+    sl->bytes = bytes;
+    sl->verdict = verdict;
+    *ticket = sl->ticket;
+    return Status::Ok();
+  }
+  Status wait(uint64_t ticket) {
+    Slot* sl = find(ticket);
+    if (sl != nullptr) {
+      const cudaError_t e = cudaEventSynchronize(sl->done);
+      if (e != cudaSuccess) {
+        sl->ticket = 0;
+        return cuda_status(e, "codec work on the device");
+      }
+    }
+    bool done = false;
+    return test(ticket, &done);
+  }
+
   bool to_device_bits(const uint64_t* bits, size_t n) {
     const size_t bytes = kernels::bitmap_bytes(n);
     if (!keep(ensure(bits_, bytes))) return false;
@@ -343,7 +467,9 @@ class CudaBackendImpl final : public CudaBackend {
   const int dev_;
   cudaStream_t stream_ = nullptr;
   DevBuf ws_, pkt_, stats_, bits_, vals_, xbuf_;
-  PinBuf pin_in_, pin_out_;
+  PinBuf pin_in_, pin_out_;  // decode's staging
+  std::vector<std::unique_ptr<Slot>> slots_;
+  uint64_t next_ticket_ = 1;
   std::vector<void*> old_pinned_;
   std::vector<uint8_t> host_tmp_;
   Status err_;

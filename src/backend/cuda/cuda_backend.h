@@ -1,8 +1,9 @@
 // The CUDA backend (docs/cuda.md): a Backend whose user buffers (x, y) are device memory of one
 // device and whose packets, bitmaps and sparse value arrays are host memory, as the ring hands
 // them to the transport. Codec kernels (kernels/cuda/codec_cuda.h) run on the backend's own
-// non-blocking stream; packets are staged through pinned host buffers. Every call returns when
-// its results are in place (one stream synchronization per call): see docs/cuda.md for the cost.
+// non-blocking stream; packets are staged through pinned host buffers. encode_start/step_start
+// queue their work and return a ticket that test() polls, so the ring never waits for the
+// device between steps; decode and the other calls return with their results in place.
 //
 // Used only by the proxy thread of one communicator. No CUDA type appears here.
 #pragma once

@@ -1,0 +1,194 @@
+// The ring with codec work that completes later (SliceOps::encode_start / step_start / test, as
+// the CUDA backend does it): ranks are threads over loopback sockets, and a packet is written
+// only when test() reports its work done, so a ring that sent, stepped or decoded a packet too
+// early would get a wrong sum.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "coll/ring.h"
+#include "transport/transport.h"
+
+namespace sketchccl::coll {
+namespace {
+
+// Exact fp32 sums; every encode and step finishes `delay` test() calls after it starts.
+class DeferredSumOps : public SliceOps {
+ public:
+  DeferredSumOps(const float* x, float* y, int delay, uint64_t fail_ticket)
+      : x_(x), y_(y), delay_(delay), fail_ticket_(fail_ticket) {}
+
+  size_t packet_bytes(size_t, size_t n) const override { return n * sizeof(float); }
+  Status encode(size_t off, size_t n, int, void* pkt, size_t) override {
+    std::memcpy(pkt, x_ + off, n * sizeof(float));
+    return Status::Ok();
+  }
+  Status step(size_t off, size_t n, int, const void* in, size_t, void* out, size_t) override {
+    const float* a = static_cast<const float*>(in);
+    float* o = static_cast<float*>(out);
+    for (size_t i = 0; i < n; ++i)
+      o[i] = a[i] + x_[off + i];
+    return Status::Ok();
+  }
+  Status decode(size_t off, size_t n, const void* pkt, size_t) override {
+    std::memcpy(y_ + off, pkt, n * sizeof(float));
+    return Status::Ok();
+  }
+
+  Status encode_start(size_t off, size_t n, int step, void* pkt, size_t cap,
+                      uint64_t* ticket) override {
+    Pending& w = open(pkt, n, ticket);
+    return encode(off, n, step, w.result.data(), cap);
+  }
+  Status step_start(size_t off, size_t n, int step, const void* in, size_t in_bytes, void* out,
+                    size_t cap, uint64_t* ticket) override {
+    Pending& w = open(out, n, ticket);  // `in` is read now: the ring may reuse it at once
+    return this->step(off, n, step, in, in_bytes, w.result.data(), cap);
+  }
+  Status test(uint64_t ticket, bool* done) override {
+    *done = false;
+    auto it = pending_.find(ticket);
+    if (it == pending_.end()) return Status(Code::kInternalError, "unknown ticket");
+    if (--it->second.polls_left > 0) return Status::Ok();
+    *done = true;
+    Pending w = std::move(it->second);
+    pending_.erase(it);
+    if (ticket == fail_ticket_) return Status(Code::kInternalError, "injected codec failure");
+    std::memcpy(w.dst, w.result.data(), w.result.size() * sizeof(float));
+    ++completed_;
+    return Status::Ok();
+  }
+
+  int completed() const { return completed_; }
+  size_t in_flight() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    void* dst = nullptr;
+    std::vector<float> result;
+    int polls_left = 0;
+  };
+  Pending& open(void* dst, size_t n, uint64_t* ticket) {
+    *ticket = next_++;
+    Pending& w = pending_[*ticket];
+    w.dst = dst;
+    w.result.assign(n, -1.0f);
+    w.polls_left = delay_;
+    return w;
+  }
+
+  const float* x_;
+  float* y_;
+  int delay_;
+  uint64_t fail_ticket_;
+  uint64_t next_ = 1;
+  std::map<uint64_t, Pending> pending_;
+  int completed_ = 0;
+};
+
+struct Ranks {
+  std::vector<std::unique_ptr<transport::Transport>> t;
+  explicit Ranks(int p) {
+    for (int r = 0; r < p; ++r) {
+      transport::TransportOptions o;
+      o.kind = "socket";
+      o.rank = r;
+      o.nranks = p;
+      o.timeout_s = 10;
+      o.ifname = "lo";
+      std::unique_ptr<transport::Transport> tr;
+      Status st = transport::create_transport(o, &tr);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      t.push_back(std::move(tr));
+    }
+    for (int a = 0; a < p; ++a) {
+      for (int b = 0; b < p; ++b) {
+        if (a == b) continue;
+        EXPECT_TRUE(t[a]->connect(b, t[b]->address()).ok());
+      }
+    }
+  }
+};
+
+struct Outcome {
+  std::vector<Status> status;
+  std::vector<std::vector<float>> y;
+  std::vector<int> completed;
+  std::vector<size_t> left;
+};
+
+Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fail_rank) {
+  Ranks ranks(p);
+  Outcome o;
+  o.status.resize(p);
+  o.y.assign(p, std::vector<float>(count, 0.0f));
+  o.completed.resize(p);
+  o.left.resize(p);
+  std::vector<std::vector<float>> x(p, std::vector<float>(count));
+  for (int r = 0; r < p; ++r) {
+    for (size_t i = 0; i < count; ++i)
+      x[r][i] = float((i * 7 + r * 13) % 101);  // small integers: every sum is exact
+  }
+  std::vector<std::thread> th;
+  for (int r = 0; r < p; ++r) {
+    th.emplace_back([&, r] {
+      DeferredSumOps ops(x[r].data(), o.y[r].data(), delay, r == fail_rank ? 5 : 0);
+      RingLink link;
+      link.transport = ranks.t[r].get();
+      link.rank = r;
+      link.nranks = p;
+      link.timeout_s = 10;
+      o.status[r] = ring_allreduce(link, count, slice, depth, ops, nullptr);
+      o.completed[r] = ops.completed();
+      o.left[r] = ops.in_flight();
+    });
+  }
+  for (auto& t : th)
+    t.join();
+  for (int r = 0; r < p && fail_rank < 0; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int q = 0; q < p; ++q)
+        want += x[q][i];
+      if (o.y[r][i] != want) {
+        ADD_FAILURE() << "rank " << r << " element " << i << ": " << o.y[r][i] << " != " << want;
+        break;
+      }
+    }
+  }
+  return o;
+}
+
+TEST(RingAsync, LateCodecWorkGivesTheExactSum) {
+  for (int p : {2, 3, 4}) {
+    for (int depth : {1, 4}) {
+      SCOPED_TRACE(::testing::Message() << p << " ranks, depth " << depth);
+      Outcome o = run_ring(p, 10007, 256, depth, 7, -1);
+      for (int r = 0; r < p; ++r) {
+        EXPECT_TRUE(o.status[r].ok()) << o.status[r].to_string();
+        // Every encode and step of this rank went through the asynchronous path.
+        const int slices = int((10007 / p + 256) / 256);
+        EXPECT_GE(o.completed[r], (p - 1) * (slices - 1)) << "rank " << r;
+        EXPECT_EQ(o.left[r], 0u);
+      }
+    }
+  }
+}
+
+TEST(RingAsync, FailedCodecWorkFailsTheRingAndIsDrained) {
+  Outcome o = run_ring(3, 10007, 256, 4, 3, 1);
+  EXPECT_FALSE(o.status[1].ok());
+  EXPECT_NE(o.status[1].message().find("injected codec failure"), std::string::npos)
+      << o.status[1].to_string();
+  EXPECT_NE(o.status[1].message().find("codec work on this rank"), std::string::npos);
+  EXPECT_EQ(o.left[1], 0u) << "work in flight was left behind";
+  for (int r : {0, 2})
+    EXPECT_FALSE(o.status[r].ok()) << "rank " << r << " did not notice its neighbour's failure";
+}
+
+}  // namespace
+}  // namespace sketchccl::coll
