@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "core/status.h"
@@ -29,8 +30,8 @@ class Backend {
 
   // Asynchronous encode / step (the contract of coll::SliceOps::encode_start): the work may
   // still run when these return with *ticket != 0; `pkt` / `out` are valid once test(ticket)
-  // reports done. Inputs (`x`, `in`) may be reused as soon as the call returns. The defaults
-  // run at once (the host backend).
+  // reports done, and until then `x`, `in` and `pkt` / `out` must stay as they are. The
+  // defaults run at once (the host backend).
   virtual Status encode_start(const kernels::CodecParams& p, const void* x, kernels::ElemType t,
                               size_t n, void* pkt, size_t cap, uint64_t* ticket) {
     *ticket = 0;
@@ -47,6 +48,13 @@ class Backend {
     *done = true;
     return Status::Ok();
   }
+
+  // Host memory for packets (coll::SliceOps::alloc_packets): plain by default; the CUDA backend
+  // gives pinned memory, which its copies reach without staging and without the host waiting.
+  virtual void* alloc_packets(size_t bytes) {
+    return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
+  }
+  virtual void free_packets(void* p) { std::free(p); }
 
   // fp32 views of user buffers (error feedback).
   virtual void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;

@@ -97,6 +97,8 @@ class CodecSliceOps : public SliceOps {
                           type_, n, out, cap, ticket);
   }
   Status test(uint64_t ticket, bool* done) override { return be_.test(ticket, done); }
+  void* alloc_packets(size_t bytes) override { return be_.alloc_packets(bytes); }
+  void free_packets(void* p) override { be_.free_packets(p); }
 
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     DecodeStats ds;
@@ -268,6 +270,15 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
 Status AllReduceEngine::prepare_device() {
   if (cuda_) return Status::Ok();
   return backend::make_cuda_backend(cuda_device_, &cuda_);
+}
+
+Status AllReduceEngine::reserve_device_packets(size_t count) {
+  if (!cuda_ || nranks_ == 1) return Status::Ok();
+  // Every chunk's reduced packets (at most the fp32 bytes for every codec but a dense s2, whose
+  // excess goes to plain memory) plus a send and a receive packet per slice lane.
+  const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
+  const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
+  return cuda_->reserve_packet_memory(count * sizeof(float) + lanes);
 }
 
 // Device buffers (docs/cuda.md): the CUDA backend of the communicator's device, made current on

@@ -64,6 +64,9 @@ class AllReduceEngine {
   // thread before any such work is queued (so that its stream and pinned staging are not
   // allocated while a stream gate holds a stream). Idempotent; the proxy creates it otherwise.
   Status prepare_device();
+  // Sizes the CUDA backend's pinned packet memory for an AllReduce of `count` elements, on the
+  // caller's thread before its stream is gated (the proxy never allocates pinned memory).
+  Status reserve_device_packets(size_t count);
 
   // The codec this call would use, from agreed numbers only (exposed for tests and stats).
   kernels::CodecId choose_codec(const BufferState& state, size_t count) const;

@@ -196,6 +196,7 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
       return st;
     }
   }
+  SCCL_RETURN_IF_ERROR(engine_.reserve_device_packets(args.count));
   backend::GateTicket ticket;
   SCCL_RETURN_IF_ERROR(gate_->enqueue(stream, &ticket));
   auto w = std::make_shared<Work>([this, args, ticket] {

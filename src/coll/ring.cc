@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -19,6 +21,45 @@ int mod(int a, int p) {
   return ((a % p) + p) % p;
 }
 
+// Packet memory from the SliceOps (a GPU backend gives pinned host memory, so its copies run
+// without the host waiting). Grows, never shrinks; contents are not kept across a growth.
+class PacketBuf {
+ public:
+  PacketBuf() = default;
+  PacketBuf(const PacketBuf&) = delete;
+  PacketBuf& operator=(const PacketBuf&) = delete;
+  PacketBuf(PacketBuf&& o) noexcept
+      : ops_(o.ops_), p_(std::exchange(o.p_, nullptr)), cap_(o.cap_), size_(o.size_) {}
+  PacketBuf& operator=(PacketBuf&&) = delete;
+  ~PacketBuf() {
+    if (p_ != nullptr) ops_->free_packets(p_);
+  }
+  Status resize(SliceOps& ops, size_t n) {
+    if (n > cap_ || p_ == nullptr) {
+      if (p_ != nullptr) ops_->free_packets(p_);
+      p_ = nullptr;
+      cap_ = size_ = 0;
+      void* p = ops.alloc_packets(n == 0 ? 1 : n);
+      if (p == nullptr) {
+        return errorf(Code::kSystemError, "ring: cannot allocate %zu bytes of packet memory", n);
+      }
+      ops_ = &ops;
+      p_ = static_cast<uint8_t*>(p);
+      cap_ = n;
+    }
+    size_ = n;
+    return Status::Ok();
+  }
+  uint8_t* data() { return p_; }
+  size_t size() const { return size_; }
+
+ private:
+  SliceOps* ops_ = nullptr;
+  uint8_t* p_ = nullptr;
+  size_t cap_ = 0;
+  size_t size_ = 0;
+};
+
 // One slice lane: walks slice j through the 2(P-1) transfer steps.
 struct Lane {
   int j = -1;
@@ -28,9 +69,9 @@ struct Lane {
   RequestId send_id = 0;
   RequestId recv_id = 0;
   size_t recv_expected = 0;
-  uint64_t ticket = 0;       // codec work in flight (SliceOps::test); post() follows its completion
-  std::vector<uint8_t> in;   // reduce-scatter receive
-  std::vector<uint8_t> out;  // reduce-scatter send
+  uint64_t ticket = 0;  // codec work in flight (SliceOps::test); post() follows its completion
+  PacketBuf in;         // reduce-scatter receive
+  PacketBuf out;        // reduce-scatter send
 };
 
 class RingRun {
@@ -47,10 +88,11 @@ class RingRun {
         total += packet_bytes(c, j);
       }
     }
-    final_.resize(total);
+    final_bytes_ = total;
   }
 
   Status run(int depth) {
+    SCCL_RETURN_IF_ERROR(final_.resize(ops_, final_bytes_));
     const int s = plan_.max_slices();
     if (link_.nranks == 1) {
       Lane lane;
@@ -181,7 +223,7 @@ class RingRun {
     const int c = send_chunk(0);
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
-    lane.out.resize(packet_bytes(c, j));
+    SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, packet_bytes(c, j)));
     if (n > 0) {
       SCCL_RETURN_IF_ERROR(
           ops_.encode_start(off, n, 0, lane.out.data(), lane.out.size(), &lane.ticket));
@@ -200,7 +242,7 @@ class RingRun {
     if (rbytes > 0) {
       uint8_t* dst;
       if (k < p - 1) {
-        lane.in.resize(rbytes);
+        SCCL_RETURN_IF_ERROR(lane.in.resize(ops_, rbytes));
         dst = lane.in.data();
       } else {
         dst = final_packet(rc, lane.j);
@@ -264,7 +306,7 @@ class RingRun {
         uint8_t* dst = last ? final_packet(rc, lane.j) : nullptr;
         size_t cap = packet_bytes(rc, lane.j);
         if (!last) {
-          lane.out.resize(cap);
+          SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, cap));
           dst = lane.out.data();
         }
         Status st =
@@ -321,7 +363,8 @@ class RingRun {
   SliceOps& ops_;
   RingStats* stats_;
   std::vector<size_t> final_offset_;
-  std::vector<uint8_t> final_;
+  size_t final_bytes_ = 0;
+  PacketBuf final_;  // every chunk's reduced packets, decoded at the end
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "core/status.h"
 #include "transport/transport.h"
@@ -46,9 +47,9 @@ class SliceOps {
 
   // Asynchronous forms, for backends whose codec work runs elsewhere (a GPU): they start the
   // work and set *ticket (0: already complete); the output packet is valid once test(ticket)
-  // reports done, after which the ticket is spent. The ring keeps at most one ticket per slice
-  // lane and polls it between transfers, so the proxy thread never waits for the device. The
-  // defaults run at once.
+  // reports done, after which the ticket is spent. Until then the ring leaves `in` and `out`
+  // alone. It keeps at most one ticket per slice lane and polls it between transfers, so the
+  // proxy thread never waits for the device. The defaults run at once.
   virtual Status encode_start(size_t offset, size_t n, int step, void* pkt, size_t cap,
                               uint64_t* ticket) {
     *ticket = 0;
@@ -65,6 +66,13 @@ class SliceOps {
     *done = true;
     return Status::Ok();
   }
+
+  // Memory for every packet the ring sends, receives or hands to encode/step/decode (null when
+  // out of memory). The default is plain host memory, 64-byte aligned.
+  virtual void* alloc_packets(size_t bytes) {
+    return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
+  }
+  virtual void free_packets(void* p) { std::free(p); }
 };
 
 // The ring neighbours and the rules of waiting.

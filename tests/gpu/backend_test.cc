@@ -194,6 +194,105 @@ INSTANTIATE_TEST_SUITE_P(AllCodecs, CudaBackendCodec, ::testing::ValuesIn(all_ca
 
 // Error feedback hands the backend host fp32 slices and decodes into host scratch: the CUDA
 // backend stages them, with the same packets and values as from device memory.
+// The ring's way: packets in the backend's pinned arena, many encodes and steps in flight at
+// once (they share the device packet buffer and workspace in stream order), completed by polling
+// test() in another order than they started. Every packet is the host backend's, byte for byte.
+TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
+  SKIP_WITHOUT_DEVICE();
+  std::unique_ptr<CudaBackend> gpu;
+  ASSERT_TRUE(make_cuda_backend(0, &gpu).ok());
+  std::unique_ptr<Backend> cpu = make_host_backend();
+  const int kOps = 12;  // more than the default pipeline depth
+  const size_t n = 50000;
+  ASSERT_TRUE(gpu->reserve_packet_memory(size_t(8) << 20).ok());
+  for (CodecId codec : {CodecId::kQ8, CodecId::kBf16, CodecId::kCasq3, CodecId::kS2}) {
+    SCOPED_TRACE(kernels::codec_name(codec));
+    std::vector<std::vector<float>> xs;
+    std::vector<CodecParams> ps;
+    std::vector<Packet> want_enc, want_step;
+    std::vector<uint8_t*> enc(kOps), stp(kOps);
+    Dev dx(kOps * n * 4);
+    for (int k = 0; k < kOps; ++k) {
+      xs.push_back(make_data(codec == CodecId::kS2 ? Dist::kSparse10 : Dist::kLaplace, n, 40 + k));
+      put(dx.as<float>() + k * n, xs[k].data(), n * 4);
+      CodecParams p = params_for(codec, n / 5);
+      p.slice = uint32_t(k);
+      ps.push_back(p);
+      const size_t bytes = cpu->packet_bytes(p, n);
+      Packet e(bytes), st(bytes);
+      CodecParams p1 = p;
+      p1.step = 1;
+      ASSERT_TRUE(cpu->encode(p, xs[k].data(), ElemType::kF32, n, e.data(), bytes).ok());
+      ASSERT_TRUE(
+          cpu->step(p1, e.data(), bytes, xs[k].data(), ElemType::kF32, n, st.data(), bytes).ok());
+      want_enc.push_back(e);
+      want_step.push_back(st);
+      enc[k] = static_cast<uint8_t*>(gpu->alloc_packets(bytes));
+      stp[k] = static_cast<uint8_t*>(gpu->alloc_packets(bytes));
+      ASSERT_NE(enc[k], nullptr);
+      ASSERT_NE(stp[k], nullptr);
+    }
+    auto poll_all = [&](std::vector<uint64_t>& tickets) {
+      for (int round = 0; round < 1000000; ++round) {
+        bool all = true;
+        for (int k = kOps - 1; k >= 0; --k) {  // completion checked in reverse order
+          if (tickets[k] == 0) continue;
+          bool done = false;
+          Status st = gpu->test(tickets[k], &done);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          if (done) {
+            tickets[k] = 0;
+          } else {
+            all = false;
+          }
+        }
+        if (all) return;
+      }
+      FAIL() << "codec work never completed";
+    };
+    std::vector<uint64_t> tickets(kOps, 0);
+    for (int k = 0; k < kOps; ++k) {
+      const size_t bytes = want_enc[k].bytes;
+      ASSERT_TRUE(gpu->encode_start(ps[k], dx.as<float>() + k * n, ElemType::kF32, n, enc[k], bytes,
+                                    &tickets[k])
+                      .ok());
+    }
+    poll_all(tickets);
+    // Steps on the host backend's encode packets, so that only the step is compared.
+    for (int k = 0; k < kOps; ++k) {
+      const size_t bytes = want_enc[k].bytes;
+      if (codec == CodecId::kQ8 || codec == CodecId::kBf16) {
+        EXPECT_EQ(0, std::memcmp(enc[k], want_enc[k].data(), bytes)) << "encode packet " << k;
+      }
+      std::memcpy(enc[k], want_enc[k].data(), bytes);
+      CodecParams p1 = ps[k];
+      p1.step = 1;
+      ASSERT_TRUE(gpu->step_start(p1, enc[k], bytes, dx.as<float>() + k * n, ElemType::kF32, n,
+                                  stp[k], bytes, &tickets[k])
+                      .ok());
+    }
+    poll_all(tickets);
+    for (int k = 0; k < kOps; ++k) {
+      const size_t bytes = want_step[k].bytes;
+      if (codec == CodecId::kQ8 || codec == CodecId::kBf16) {
+        EXPECT_EQ(0, std::memcmp(stp[k], want_step[k].data(), bytes)) << "step packet " << k;
+      }
+      // Every packet decodes on the host to what the host's own packet decodes to (CASQ and s2:
+      // to rounding, their fp64 sums are formed by atomics on the device).
+      std::vector<float> a(n), b(n);
+      CodecParams p1 = ps[k];
+      p1.step = 1;
+      ASSERT_TRUE(cpu->decode(p1, stp[k], bytes, a.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
+      ASSERT_TRUE(
+          cpu->decode(p1, want_step[k].data(), bytes, b.data(), ElemType::kF32, n, 1.0f, nullptr)
+              .ok());
+      EXPECT_LE(nmse(a, b), 1e-6) << "step packet " << k;
+      gpu->free_packets(enc[k]);
+      gpu->free_packets(stp[k]);
+    }
+  }
+}
+
 TEST(CudaBackend, HostSlicesAndHostOutputAreStaged) {
   SKIP_WITHOUT_DEVICE();
   std::unique_ptr<CudaBackend> gpu;

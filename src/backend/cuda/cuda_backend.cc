@@ -1,6 +1,8 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "sketchccl_build_config.h"
@@ -42,30 +44,44 @@ struct DevBuf {
   size_t cap = 0;
 };
 
-// Pinned host staging that grows. Old blocks are kept until the backend is destroyed:
-// cudaFreeHost may synchronize the device (see DevBuf).
+// Pinned host memory. Never freed before the backend is: cudaFreeHost may synchronize the
+// device, and the caller's stream may be held by the stream gate.
 struct PinBuf {
   uint8_t* p = nullptr;
   size_t cap = 0;
 };
 
-// One encode or step in flight: its pinned staging, its completion event, where its packet goes.
-struct Slot {
-  PinBuf in, out;  // incoming packet; outgoing packet, then (step) the device's verdict
-  cudaEvent_t done = nullptr;
-  uint64_t ticket = 0;  // 0: free
-  void* dst = nullptr;
-  size_t bytes = 0;
-  bool verdict = false;
+// Pinned memory for the ring's packets (Backend::alloc_packets): one block, bump-allocated during
+// an operation and rewound when the operation has handed everything back. It is sized on the
+// caller's thread (reserve_packet_memory), before the stream is gated; the proxy thread never
+// allocates pinned memory, because a page-locked allocation may wait for the whole device, and
+// the gated stream waits for the proxy. A block that is replaced stays valid (retired) until the
+// backend goes: packets may still live in it.
+struct Arena {
+  PinBuf block;
+  size_t top = 0;
+  int live = 0;
 };
 
-// Slots prepared at creation: the default SKETCHCCL_PIPELINE_DEPTH, so the first operations do
-// not allocate pinned memory while a stream gate holds the caller's stream.
-constexpr int kPreparedSlots = 4;
+// One encode or step in flight: its completion event, and where its packet goes.
+struct Slot {
+  cudaEvent_t done = nullptr;
+  uint64_t ticket = 0;     // 0: free
+  int* verdict = nullptr;  // pinned: the device's verdict on the incoming packet (step)
+  bool check_verdict = false;
+  void* dst = nullptr;  // set when the packet came back through `bounce` (pageable dst)
+  std::vector<uint8_t> bounce;
+  size_t bytes = 0;
+};
 
-size_t verdict_offset(size_t packet_bytes) {
-  return (packet_bytes + 7) & ~size_t(7);
-}
+// One slot per possible slice lane (SKETCHCCL_PIPELINE_DEPTH is at most 64), all made with the
+// backend, so that nothing is created while a gate holds a stream.
+constexpr int kSlots = 64;
+constexpr size_t kSmallPinned = 8192;  // slot verdicts (64 bytes apart), then decode statistics
+constexpr size_t kStatsOffset = 4096;
+// Most pinned packet memory one backend keeps; larger operations use plain memory for the rest
+// (correct, but each copy then waits for the device).
+constexpr size_t kArenaCap = size_t(256) << 20;
 
 class CudaBackendImpl final : public CudaBackend {
  public:
@@ -85,13 +101,10 @@ class CudaBackendImpl final : public CudaBackend {
     }
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
-    for (PinBuf* b : {&pin_in_, &pin_out_}) {
+    for (PinBuf* b : {&small_, &arena_.block}) {
       if (b->p != nullptr) old_pinned_.push_back(b->p);
     }
     for (auto& sl : slots_) {
-      for (PinBuf* b : {&sl->in, &sl->out}) {
-        if (b->p != nullptr) old_pinned_.push_back(b->p);
-      }
       if (sl->done != nullptr) cudaEventDestroy(sl->done);
     }
     for (void* p : old_pinned_)
@@ -104,13 +117,13 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
     SCCL_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                      "cudaStreamCreateWithFlags");
-    // Staging for typical packets (a 1 MiB slice of fp32 is a 1 MiB `none` packet) up front,
-    // so the first calls do not allocate pinned memory while a gate holds a stream.
-    SCCL_RETURN_IF_ERROR(ensure(pin_in_, size_t(2) << 20));
-    SCCL_RETURN_IF_ERROR(ensure(pin_out_, size_t(2) << 20));
-    for (int i = 0; i < kPreparedSlots; ++i) {
-      Slot* sl = nullptr;
-      SCCL_RETURN_IF_ERROR(new_slot(size_t(2) << 20, &sl));
+    SCCL_RETURN_IF_ERROR(pin(&small_, kSmallPinned));
+    for (int i = 0; i < kSlots; ++i) {
+      auto sl = std::make_unique<Slot>();
+      SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming),
+                       "cudaEventCreateWithFlags");
+      sl->verdict = reinterpret_cast<int*>(small_.p + 64 * i);
+      slots_.push_back(std::move(sl));
     }
     return Status::Ok();
   }
@@ -140,8 +153,8 @@ class CudaBackendImpl final : public CudaBackend {
     return wait(ticket);
   }
 
-  // Queued on the backend's stream: the codec kernels into the device packet, the packet to the
-  // slot's pinned staging, an event. test() copies it to `pkt` when the event has passed.
+  // Queued on the backend's stream: the codec kernels into the device packet, the packet back
+  // to `pkt`, an event. With `pkt` in the arena (pinned) nothing here waits for the device.
   Status encode_start(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt,
                       size_t cap, uint64_t* ticket) override {
     *ticket = 0;
@@ -153,12 +166,11 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     Slot* sl = nullptr;
-    SCCL_RETURN_IF_ERROR(acquire(need, &sl));
+    SCCL_RETURN_IF_ERROR(acquire(&sl));
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->out.p, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
-                     "packet to host");
-    return finish(sl, pkt, need, false, ticket);
+    SCCL_RETURN_IF_ERROR(packet_to_host(sl, pkt, need));
+    return finish(sl, false, ticket);
   }
 
   // The incoming packet goes to the device once; the fused step rewrites it in place there
@@ -179,18 +191,17 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     Slot* sl = nullptr;
-    SCCL_RETURN_IF_ERROR(acquire(need, &sl));
-    std::memcpy(sl->in.p, in, need);
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, sl->in.p, need, cudaMemcpyHostToDevice, stream_),
+    SCCL_RETURN_IF_ERROR(acquire(&sl));
+    // From pageable memory the copy returns once the driver has staged it; from the arena at once.
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, in, need, cudaMemcpyHostToDevice, stream_),
                      "packet to device");
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::step(p, pkt_.p, need, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->out.p, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
-                     "packet to host");
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->out.p + verdict_offset(need), ws_.p, sizeof(int),
-                                     cudaMemcpyDeviceToHost, stream_),
-                     "verdict to host");
-    return finish(sl, out, need, true, ticket);
+    SCCL_RETURN_IF_ERROR(packet_to_host(sl, out, need));
+    SCCL_CUDA_RETURN(
+        cudaMemcpyAsync(sl->verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
+        "verdict to host");
+    return finish(sl, true, ticket);
   }
 
   Status test(uint64_t ticket, bool* done) override {
@@ -205,12 +216,54 @@ class CudaBackendImpl final : public CudaBackend {
     *done = true;
     sl->ticket = 0;  // the slot is free again whatever the outcome
     if (e != cudaSuccess) return cuda_status(e, "codec work on the device");
-    if (sl->verdict) {
-      int v = 0;
-      std::memcpy(&v, sl->out.p + verdict_offset(sl->bytes), sizeof(v));
-      SCCL_RETURN_IF_ERROR(kc::verdict_status(v));
+    if (sl->check_verdict) SCCL_RETURN_IF_ERROR(kc::verdict_status(*sl->verdict));
+    if (sl->dst != nullptr) std::memcpy(sl->dst, sl->bounce.data(), sl->bytes);
+    return Status::Ok();
+  }
+
+  void* alloc_packets(size_t bytes) override {
+    const size_t b = (bytes + 255) & ~size_t(255);
+    {
+      std::lock_guard<std::mutex> lock(arena_mu_);
+      Arena& a = arena_;
+      if (a.block.p != nullptr && a.block.cap - a.top >= b) {
+        void* p = a.block.p + a.top;
+        a.top += b;
+        a.live++;
+        return p;
+      }
     }
-    std::memcpy(sl->dst, sl->out.p, sl->bytes);
+    return std::aligned_alloc(64, b);  // beyond the reservation: plain memory
+  }
+  void free_packets(void* p) override {
+    if (p == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(arena_mu_);
+      if (in_block(arena_.block, p)) {
+        if (--arena_.live == 0) arena_.top = 0;
+        return;
+      }
+      for (const PinBuf& r : retired_) {
+        if (in_block(r, p)) return;
+      }
+    }
+    std::free(p);
+  }
+  Status reserve_packet_memory(size_t bytes) override {
+    bytes = std::min(bytes, kArenaCap);
+    {
+      std::lock_guard<std::mutex> lock(arena_mu_);
+      if (arena_.block.cap >= bytes) return Status::Ok();
+    }
+    PinBuf fresh;
+    size_t cap = size_t(4) << 20;
+    while (cap < bytes)
+      cap *= 2;
+    SCCL_RETURN_IF_ERROR(pin(&fresh, std::min(cap, kArenaCap)));
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    if (arena_.block.p != nullptr) retired_.push_back(arena_.block);
+    // Packets of an operation still running stay in the retired block; new ones start here.
+    arena_ = Arena{fresh, 0, 0};
     return Status::Ok();
   }
 
@@ -223,11 +276,8 @@ class CudaBackendImpl final : public CudaBackend {
     }
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
-    SCCL_RETURN_IF_ERROR(ensure(pin_in_, need));
-    SCCL_RETURN_IF_ERROR(ensure(pin_out_, sizeof(kernels::DecodeStats)));
     SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
-    std::memcpy(pin_in_.p, pkt, need);
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pin_in_.p, need, cudaMemcpyHostToDevice, stream_),
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
                      "packet to device");
     auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
     // Host output (error feedback decodes packets into host scratch): via device scratch.
@@ -245,12 +295,15 @@ class CudaBackendImpl final : public CudaBackend {
                        "decoded values to host");
     }
     if (stats != nullptr) {
-      SCCL_CUDA_RETURN(cudaMemcpyAsync(pin_out_.p, dstats, sizeof(kernels::DecodeStats),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "decode statistics to host");
+      SCCL_CUDA_RETURN(
+          cudaMemcpyAsync(small_.p + kStatsOffset, dstats, sizeof(kernels::DecodeStats),
+                          cudaMemcpyDeviceToHost, stream_),
+          "decode statistics to host");
     }
     SCCL_RETURN_IF_ERROR(kc::read_device_error(ws_.p, stream_));  // synchronizes
-    if (stats != nullptr) std::memcpy(stats, pin_out_.p, sizeof(kernels::DecodeStats));
+    if (stats != nullptr) {
+      std::memcpy(stats, small_.p + kStatsOffset, sizeof(kernels::DecodeStats));
+    }
     return Status::Ok();
   }
 
@@ -370,32 +423,15 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  Status new_slot(size_t bytes, Slot** out) {
-    auto sl = std::make_unique<Slot>();
-    SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming),
-                     "cudaEventCreateWithFlags");
-    slots_.push_back(std::move(sl));
-    Slot* s = slots_.back().get();
-    SCCL_RETURN_IF_ERROR(ensure(s->in, bytes));
-    SCCL_RETURN_IF_ERROR(ensure(s->out, bytes));
-    *out = s;
-    return Status::Ok();
-  }
-  // A free slot whose staging holds a packet of `need` bytes and the verdict after it.
-  Status acquire(size_t need, Slot** out) {
-    Slot* sl = nullptr;
-    for (auto& s : slots_) {
-      if (s->ticket == 0) {
-        sl = s.get();
-        break;
+  Status acquire(Slot** out) {
+    for (auto& sl : slots_) {
+      if (sl->ticket == 0) {
+        *out = sl.get();
+        return Status::Ok();
       }
     }
-    const size_t bytes = verdict_offset(need) + sizeof(int);
-    if (sl == nullptr) return new_slot(bytes, out);  // more lanes in flight than prepared
-    SCCL_RETURN_IF_ERROR(ensure(sl->in, bytes));
-    SCCL_RETURN_IF_ERROR(ensure(sl->out, bytes));
-    *out = sl;
-    return Status::Ok();
+    return errorf(Code::kInternalError, "CUDA backend: more than %d codec operations in flight",
+                  kSlots);
   }
   Slot* find(uint64_t ticket) {
     for (auto& s : slots_) {
@@ -403,13 +439,25 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return nullptr;
   }
-  // Marks the end of the slot's queued work; its packet goes to dst in test().
-  Status finish(Slot* sl, void* dst, size_t bytes, bool verdict, uint64_t* ticket) {
+  // The device packet to `dst`: straight into the arena, or through the slot's bounce buffer
+  // (a D2H copy into pageable memory would make this thread wait for the device).
+  Status packet_to_host(Slot* sl, void* dst, size_t bytes) {
+    sl->bytes = bytes;
+    sl->dst = nullptr;
+    void* to = dst;
+    if (!in_arena(dst, bytes)) {
+      sl->bounce.resize(bytes);
+      sl->dst = dst;
+      to = sl->bounce.data();
+    }
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(to, pkt_.p, bytes, cudaMemcpyDeviceToHost, stream_),
+                     "packet to host");
+    return Status::Ok();
+  }
+  Status finish(Slot* sl, bool check_verdict, uint64_t* ticket) {
     SCCL_CUDA_RETURN(cudaEventRecord(sl->done, stream_), "cudaEventRecord");
     sl->ticket = next_ticket_++;
-    sl->dst = dst;
-    sl->bytes = bytes;
-    sl->verdict = verdict;
+    sl->check_verdict = check_verdict;
     *ticket = sl->ticket;
     return Status::Ok();
   }
@@ -424,6 +472,27 @@ class CudaBackendImpl final : public CudaBackend {
     }
     bool done = false;
     return test(ticket, &done);
+  }
+  static bool in_block(const PinBuf& b, const void* p) {
+    const uint8_t* q = static_cast<const uint8_t*>(p);
+    return b.p != nullptr && q >= b.p && q < b.p + b.cap;
+  }
+  bool in_arena(const void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    const uint8_t* q = static_cast<const uint8_t*>(p);
+    auto holds = [&](const PinBuf& b) { return in_block(b, p) && q + bytes <= b.p + b.cap; };
+    if (holds(arena_.block)) return true;
+    for (const PinBuf& r : retired_) {
+      if (holds(r)) return true;
+    }
+    return false;
+  }
+  Status pin(PinBuf* b, size_t bytes) {
+    void* p = nullptr;
+    SCCL_CUDA_RETURN(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+    b->p = static_cast<uint8_t*>(p);
+    b->cap = bytes;
+    return Status::Ok();
   }
 
   bool to_device_bits(const uint64_t* bits, size_t n) {
@@ -451,25 +520,15 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
   Status ensure_ws(size_t bytes) { return ensure(ws_, bytes); }
-  Status ensure(PinBuf& b, size_t bytes) {
-    if (bytes <= b.cap) return Status::Ok();
-    size_t cap = b.cap == 0 ? 4096 : b.cap;
-    while (cap < bytes)
-      cap *= 2;
-    void* p = nullptr;
-    SCCL_CUDA_RETURN(cudaHostAlloc(&p, cap, cudaHostAllocPortable), "cudaHostAlloc (staging)");
-    if (b.p != nullptr) old_pinned_.push_back(b.p);
-    b.p = static_cast<uint8_t*>(p);
-    b.cap = cap;
-    return Status::Ok();
-  }
-
   const int dev_;
   cudaStream_t stream_ = nullptr;
   DevBuf ws_, pkt_, stats_, bits_, vals_, xbuf_;
-  PinBuf pin_in_, pin_out_;  // decode's staging
+  PinBuf small_;  // slot verdicts and decode statistics
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t next_ticket_ = 1;
+  std::mutex arena_mu_;  // the arena is sized on the caller's thread, used on the proxy's
+  Arena arena_;
+  std::vector<PinBuf> retired_;
   std::vector<void*> old_pinned_;
   std::vector<uint8_t> host_tmp_;
   Status err_;

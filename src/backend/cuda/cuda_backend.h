@@ -22,6 +22,10 @@ class CudaBackend : public Backend {
   virtual Status activate() = 0;
   // dst = src, `bytes` of device memory (a one-rank AllReduce).
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
+  // Sizes the pinned memory the ring's packets come from (alloc_packets) for an operation of
+  // about `bytes` of packets, at most 256 MiB. Called on the caller's thread before the stream is
+  // gated: the proxy never allocates pinned memory (docs/cuda.md).
+  virtual Status reserve_packet_memory(size_t bytes) = 0;
   // The first failure of a call that has no Status (load_f32, the sparse helpers) since the
   // last take_error; Ok when none.
   virtual Status take_error() = 0;
