@@ -46,13 +46,7 @@ __global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, 
   const float* table = reinterpret_cast<const float*>(in + L.table_off);
   const uint64_t* nf = reinterpret_cast<const uint64_t*>(in + L.nf_off);
   const uint8_t* codes = in + L.codes_off;
-  const uint32_t lane = threadIdx.x % kWarp;
-  const size_t blocks = detail::div_up(n, detail::kBlock);
-  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
-  for (size_t blk = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; blk < blocks;
-       blk += warps) {
-    const size_t base = blk * detail::kBlock;
-    const uint32_t c = detail::q_lane_count(lane, n - base);
+  for_each_block_by_warp(n, [&](size_t blk, size_t base, uint32_t lane, uint32_t c) {
     const size_t i0 = base + size_t(lane) * kGroup;
     float a[kGroup], v[kGroup];
     bool bad = false;
@@ -68,19 +62,13 @@ __global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, 
     }
     bad = __any_sync(kFullMask, bad);
     if (lane == 0) nfb[blk] = bad ? 1 : 0;
-  }
+  });
 }
 
 // Encode, pass 1: non-finite blocks of x.
 template <int ET>
 __global__ void k_casq_mark(const void* x, size_t n, uint8_t* nfb) {
-  const uint32_t lane = threadIdx.x % kWarp;
-  const size_t blocks = detail::div_up(n, detail::kBlock);
-  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
-  for (size_t blk = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; blk < blocks;
-       blk += warps) {
-    const size_t base = blk * detail::kBlock;
-    const uint32_t c = detail::q_lane_count(lane, n - base);
+  for_each_block_by_warp(n, [&](size_t blk, size_t base, uint32_t lane, uint32_t c) {
     float v[kGroup];
     detail::load8<ET>(x, base + size_t(lane) * kGroup, c, v);
     bool bad = false;
@@ -88,7 +76,7 @@ __global__ void k_casq_mark(const void* x, size_t n, uint8_t* nfb) {
       bad |= k < c && !detail::is_finite(v[k]);
     bad = __any_sync(kFullMask, bad);
     if (lane == 0) nfb[blk] = bad ? 1 : 0;
-  }
+  });
 }
 
 // One block of kCasqLanes threads: the sample, the fit, and every part of the packet that does
@@ -155,17 +143,13 @@ __global__ void k_casq_codes(const void* x, size_t n, const uint8_t* nfb, uint64
     atomicAdd(sum + b, double(v));
     atomicAdd(cnt + b, 1u);
   };
-  const size_t groups = detail::div_up(n, kGroup);
-  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
-       g += size_t(gridDim.x) * blockDim.x) {
-    const size_t i0 = g * kGroup;
-    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+  for_each_group(n, [&](size_t g, size_t i0, uint32_t c) {
     float v[kGroup];
     detail::load8<ET>(x, i0, c, v);
     detail::store_le<BITS>(codes + g * BITS,
                            detail::casq_group_codes<BITS>(v, c, i0, nfb[i0 / detail::kBlock] != 0,
                                                           thr, off, sizes, salt, add));
-  }
+  });
 }
 
 // Bucket means (an empty bucket keeps its cluster's center), one bucket per thread.
@@ -191,11 +175,7 @@ __global__ void k_casq_decode(const uint8_t* pkt, PacketHeader e, CasqLayout L, 
   const uint64_t* nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
   const uint8_t* codes = pkt + L.codes_off;
   unsigned long long nz = 0;
-  const size_t groups = detail::div_up(n, kGroup);
-  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
-       g += size_t(gridDim.x) * blockDim.x) {
-    const size_t i0 = g * kGroup;
-    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+  for_each_group(n, [&](size_t g, size_t i0, uint32_t c) {
     float v[kGroup];
     detail::casq_group_values<BITS>(detail::load_le<BITS>(codes + g * BITS), i0,
                                     detail::bit_get(nf, i0 / detail::kBlock), table, t.off, t.sizes,
@@ -205,7 +185,7 @@ __global__ void k_casq_decode(const uint8_t* pkt, PacketHeader e, CasqLayout L, 
       nz += k < c && v[k] != 0.0f;
     }
     detail::store8<ET>(y, i0, c, v);
-  }
+  });
   warp_add_to(nz, nonzeros);
 }
 

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include "kernels/codec_impl.h"
+#include "kernels/group_io.h"
+#include "kernels/q_block.h"
 
 namespace sketchccl::kernels::cuda {
 namespace {
@@ -46,6 +48,33 @@ struct BlockExec {
     __syncthreads();
   }
 };
+
+// f(g, i0, cnt) for every group g of 8 elements [i0, i0 + cnt) of [0, n): one per thread,
+// grid-stride.
+template <typename F>
+__device__ __forceinline__ void for_each_group(size_t n, F&& f) {
+  const size_t groups = detail::div_up(n, detail::kGroup);
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t i0 = g * detail::kGroup;
+    f(g, i0, uint32_t(n - i0 < detail::kGroup ? n - i0 : detail::kGroup));
+  }
+}
+
+// f(blk, base, lane, cnt) for every 256-element block [base, base + 256) of [0, n): one warp per
+// block, the lane's 8 elements [base + 8 lane, + cnt). Warp-uniform, so f may use the warp's
+// shuffles and votes.
+template <typename F>
+__device__ __forceinline__ void for_each_block_by_warp(size_t n, F&& f) {
+  const uint32_t lane = threadIdx.x % kWarp;
+  const size_t blocks = detail::div_up(n, detail::kBlock);
+  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
+  for (size_t blk = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; blk < blocks;
+       blk += warps) {
+    const size_t base = blk * detail::kBlock;
+    f(blk, base, lane, detail::q_lane_count(lane, n - base));
+  }
+}
 
 // f(std::integral_constant<uint32_t, B>) for a code width B of the codecs (2, 3, 4 or 8).
 template <typename F>

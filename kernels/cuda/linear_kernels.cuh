@@ -25,11 +25,7 @@ __global__ void k_cast(const uint8_t* pkt_in, PacketHeader e, const void* x, siz
   }
   const uint8_t* in_body = pkt_in != nullptr ? pkt_in + sizeof(PacketHeader) : nullptr;
   uint8_t* body = out + sizeof(PacketHeader);
-  const size_t groups = detail::div_up(n, kGroup);
-  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
-       g += size_t(gridDim.x) * blockDim.x) {
-    const size_t i0 = g * kGroup;
-    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+  for_each_group(n, [&](size_t, size_t i0, uint32_t c) {
     float v[kGroup];
     detail::load8<ET>(x, i0, c, v);
     if (in_body != nullptr) {
@@ -39,7 +35,7 @@ __global__ void k_cast(const uint8_t* pkt_in, PacketHeader e, const void* x, siz
         v[k] = detail::canon_nan(a[k] + v[k]);
     }
     detail::store8<PET>(body, i0, c, v);
-  }
+  });
 }
 
 template <int PET, int ET>
@@ -48,11 +44,7 @@ __global__ void k_cast_decode(const uint8_t* pkt, PacketHeader e, size_t n, void
   if (!block_packet_ok(pkt, e, err)) return;
   const uint8_t* body = pkt + sizeof(PacketHeader);
   unsigned long long nz = 0;
-  const size_t groups = detail::div_up(n, kGroup);
-  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < groups;
-       g += size_t(gridDim.x) * blockDim.x) {
-    const size_t i0 = g * kGroup;
-    const uint32_t c = uint32_t(n - i0 < kGroup ? n - i0 : kGroup);
+  for_each_group(n, [&](size_t, size_t i0, uint32_t c) {
     float v[kGroup];
     detail::load8<PET>(body, i0, c, v);
     for (uint32_t k = 0; k < kGroup; ++k) {
@@ -60,7 +52,7 @@ __global__ void k_cast_decode(const uint8_t* pkt, PacketHeader e, size_t n, void
       nz += k < c && v[k] != 0.0f;
     }
     detail::store8<ET>(y, i0, c, v);
-  }
+  });
   warp_add_to(nz, nonzeros);
 }
 
@@ -91,22 +83,14 @@ __global__ void k_quant(uint64_t key, const uint8_t* pkt_in, PacketHeader e, con
   const size_t R = detail::q_record_bytes(BITS);
   const uint8_t* in_body = pkt_in != nullptr ? pkt_in + sizeof(PacketHeader) : nullptr;
   uint8_t* body = out + sizeof(PacketHeader);
-  const uint32_t lane = threadIdx.x % kWarp;
-  const size_t records = detail::div_up(n, detail::kBlock);
-  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
-  // Warp-uniform loop: the shuffles below need all 32 lanes.
-  for (size_t rec = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; rec < records;
-       rec += warps) {
-    const size_t base = rec * detail::kBlock;
-    const size_t cnt = n - base < detail::kBlock ? n - base : detail::kBlock;
-    const uint32_t c = detail::q_lane_count(lane, cnt);
+  for_each_block_by_warp(n, [&](size_t rec, size_t base, uint32_t lane, uint32_t c) {
     float v[kGroup];
     detail::q_lane_load<BITS, ET>(in_body != nullptr ? in_body + rec * R : nullptr, x, base, lane,
                                   c, v);
     const detail::QScale s = detail::q_scale<BITS>(warp_range<BITS>(detail::q_range_lane(v, c)));
     __syncwarp();
     detail::q_lane_store<BITS>(body + rec * R, lane, v, c, detail::q_block_key(key, rec), s);
-  }
+  });
 }
 
 template <uint32_t BITS, int ET>
@@ -115,15 +99,8 @@ __global__ void k_quant_decode(const uint8_t* pkt, PacketHeader e, size_t n, voi
   if (!block_packet_ok(pkt, e, err)) return;
   const size_t R = detail::q_record_bytes(BITS);
   const uint8_t* body = pkt + sizeof(PacketHeader);
-  const uint32_t lane = threadIdx.x % kWarp;
-  const size_t records = detail::div_up(n, detail::kBlock);
-  const size_t warps = size_t(gridDim.x) * (blockDim.x / kWarp);
   unsigned long long nz = 0;
-  for (size_t rec = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp; rec < records;
-       rec += warps) {
-    const size_t base = rec * detail::kBlock;
-    const size_t cnt = n - base < detail::kBlock ? n - base : detail::kBlock;
-    const uint32_t c = detail::q_lane_count(lane, cnt);
+  for_each_block_by_warp(n, [&](size_t rec, size_t base, uint32_t lane, uint32_t c) {
     const uint8_t* r = body + rec * R;
     float mn, sc, v[kGroup];
     detail::q_record_scale(r, &mn, &sc);
@@ -133,7 +110,7 @@ __global__ void k_quant_decode(const uint8_t* pkt, PacketHeader e, size_t n, voi
       nz += k < c && v[k] != 0.0f;
     }
     detail::store8<ET>(y, base + size_t(lane) * kGroup, c, v);
-  }
+  });
   warp_add_to(nz, nonzeros);
 }
 

@@ -196,7 +196,13 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
       return st;
     }
   }
-  SCCL_RETURN_IF_ERROR(engine_.reserve_device_packets(args.count));
+  // Pinned packet memory grows only while no stream of this process is gated (a page-locked
+  // allocation may wait for the whole device); otherwise, and if it fails, this operation's
+  // packets beyond the current reservation use plain memory.
+  if (!backend::StreamGate::any_holding()) {
+    Status r = engine_.reserve_device_packets(args.count);
+    if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
+  }
   backend::GateTicket ticket;
   SCCL_RETURN_IF_ERROR(gate_->enqueue(stream, &ticket));
   auto w = std::make_shared<Work>([this, args, ticket] {

@@ -52,6 +52,11 @@ class PacketBuf {
   }
   uint8_t* data() { return p_; }
   size_t size() const { return size_; }
+  // Gives the memory up without freeing it: the device may still write into it.
+  void park() {
+    p_ = nullptr;
+    cap_ = size_ = 0;
+  }
 
  private:
   SliceOps* ops_ = nullptr;
@@ -100,10 +105,39 @@ class RingRun {
         SCCL_RETURN_IF_ERROR(start(lane, j));
       return Status::Ok();
     }
-    std::vector<Lane> lanes(static_cast<size_t>(depth < 1 ? 1 : depth));
-    Status st = run_lanes(lanes);
-    if (!st.ok()) drain(lanes);
-    return st;
+    lanes_ = std::vector<Lane>(static_cast<size_t>(depth < 1 ? 1 : depth));
+    return run_lanes(lanes_);
+  }
+
+  // After a failure, with the transport closed (no transfer touches the buffers any more): lets
+  // codec work still in flight end before the buffers go, its errors no longer mattering. If
+  // some does not end (abort, timeout), its buffers are parked, never freed.
+  void drain() {
+    const auto t0 = Clock::now();
+    bool stuck = false;
+    for (Lane& lane : lanes_) {
+      while (lane.ticket != 0 && !stuck) {
+        bool done = false;
+        if (!ops_.test(lane.ticket, &done).ok() || done) {
+          lane.ticket = 0;
+          break;
+        }
+        const bool aborted = link_.abort != nullptr && link_.abort->load();
+        stuck =
+            aborted || std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s;
+        if (!stuck) usleep(20);
+      }
+    }
+    if (!stuck) return;
+    SCCL_WARN(kLogColl,
+              "rank %d: codec work still running after a failure; its packet memory "
+              "is left allocated",
+              link_.rank);
+    for (Lane& lane : lanes_) {
+      lane.in.park();
+      lane.out.park();
+    }
+    final_.park();
   }
 
  private:
@@ -164,23 +198,6 @@ class RingRun {
       }
     }
     return Status::Ok();
-  }
-
-  // After a failure: lets codec work still in flight end before the packet buffers go away
-  // (its errors no longer matter), bounded by the timeout.
-  void drain(std::vector<Lane>& lanes) {
-    const auto t0 = Clock::now();
-    for (Lane& lane : lanes) {
-      while (lane.ticket != 0) {
-        bool done = false;
-        if (!ops_.test(lane.ticket, &done).ok() || done) {
-          lane.ticket = 0;
-          break;
-        }
-        if (std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s) return;
-        sched_yield();
-      }
-    }
   }
 
   size_t idx(int c, int j) const {
@@ -365,6 +382,7 @@ class RingRun {
   std::vector<size_t> final_offset_;
   size_t final_bytes_ = 0;
   PacketBuf final_;  // every chunk's reduced packets, decoded at the end
+  std::vector<Lane> lanes_;
 };
 
 }  // namespace
@@ -425,9 +443,13 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
   }
   RingRun run(link, count, slice_elems, ops, stats);
   Status st = run.run(depth);
-  // A failed ring leaves receives posted into buffers `run` is about to free, and the ranks out
-  // of step: the communicator is finished, so close the transport first (it cancels them).
-  if (!st.ok() && link.transport != nullptr) link.transport->close();
+  if (!st.ok()) {
+    // A failed ring leaves receives posted into buffers `run` is about to free, and the ranks
+    // out of step: the communicator is finished, so close the transport first (it cancels
+    // them), then let the codec work in flight end.
+    if (link.transport != nullptr) link.transport->close();
+    run.drain();
+  }
   return st;
 }
 

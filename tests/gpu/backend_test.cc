@@ -192,8 +192,6 @@ TEST_P(CudaBackendCodec, EncodeStepDecodeMatchTheHostBackend) {
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, CudaBackendCodec, ::testing::ValuesIn(all_cases()), case_name);
 
-// Error feedback hands the backend host fp32 slices and decodes into host scratch: the CUDA
-// backend stages them, with the same packets and values as from device memory.
 // The ring's way: packets in the backend's pinned arena, many encodes and steps in flight at
 // once (they share the device packet buffer and workspace in stream order), completed by polling
 // test() in another order than they started. Every packet is the host backend's, byte for byte.
@@ -293,6 +291,8 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
   }
 }
 
+// Error feedback hands the backend host fp32 slices and decodes into host scratch: the CUDA
+// backend stages them, with the same packets and values as from device memory.
 TEST(CudaBackend, HostSlicesAndHostOutputAreStaged) {
   SKIP_WITHOUT_DEVICE();
   std::unique_ptr<CudaBackend> gpu;
@@ -531,8 +531,14 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
   for (int k = 0; k < 3; ++k) {
     ASSERT_EQ(gputest::spin_ms(20, s1_), cudaSuccess);
     GateTicket t;
+    EXPECT_FALSE(gate_->holding());
     ASSERT_TRUE(gate_->enqueue(s1_, &t).ok());
+    // Held until released: the arena must not grow meanwhile (docs/cuda.md).
+    EXPECT_TRUE(gate_->holding());
+    EXPECT_TRUE(StreamGate::any_holding());
     gate_->release(t.seq);
+    EXPECT_FALSE(gate_->holding());
+    EXPECT_FALSE(StreamGate::any_holding());
     EXPECT_TRUE(finishes(s1_, 10));
     EXPECT_TRUE(t.marker->fired());
   }

@@ -63,15 +63,12 @@ struct Arena {
   int live = 0;
 };
 
-// One encode or step in flight: its completion event, and where its packet goes.
+// One encode or step in flight: its completion event and the device's verdict.
 struct Slot {
   cudaEvent_t done = nullptr;
   uint64_t ticket = 0;     // 0: free
   int* verdict = nullptr;  // pinned: the device's verdict on the incoming packet (step)
   bool check_verdict = false;
-  void* dst = nullptr;  // set when the packet came back through `bounce` (pageable dst)
-  std::vector<uint8_t> bounce;
-  size_t bytes = 0;
 };
 
 // One slot per possible slice lane (SKETCHCCL_PIPELINE_DEPTH is at most 64), all made with the
@@ -79,8 +76,8 @@ struct Slot {
 constexpr int kSlots = 64;
 constexpr size_t kSmallPinned = 8192;  // slot verdicts (64 bytes apart), then decode statistics
 constexpr size_t kStatsOffset = 4096;
-// Most pinned packet memory one backend keeps; larger operations use plain memory for the rest
-// (correct, but each copy then waits for the device).
+// Largest arena block; an operation needing more gets plain memory for the rest (correct, but a
+// copy to or from plain memory makes the proxy wait for the device's earlier work).
 constexpr size_t kArenaCap = size_t(256) << 20;
 
 class CudaBackendImpl final : public CudaBackend {
@@ -104,6 +101,8 @@ class CudaBackendImpl final : public CudaBackend {
     for (PinBuf* b : {&small_, &arena_.block}) {
       if (b->p != nullptr) old_pinned_.push_back(b->p);
     }
+    for (const PinBuf& r : retired_)
+      old_pinned_.push_back(r.p);
     for (auto& sl : slots_) {
       if (sl->done != nullptr) cudaEventDestroy(sl->done);
     }
@@ -169,7 +168,8 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(acquire(&sl));
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_RETURN_IF_ERROR(packet_to_host(sl, pkt, need));
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
+                     "packet to host");
     return finish(sl, false, ticket);
   }
 
@@ -197,7 +197,8 @@ class CudaBackendImpl final : public CudaBackend {
                      "packet to device");
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::step(p, pkt_.p, need, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_RETURN_IF_ERROR(packet_to_host(sl, out, need));
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(out, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
+                     "packet to host");
     SCCL_CUDA_RETURN(
         cudaMemcpyAsync(sl->verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
         "verdict to host");
@@ -212,12 +213,15 @@ class CudaBackendImpl final : public CudaBackend {
                     static_cast<unsigned long long>(ticket));
     }
     const cudaError_t e = cudaEventQuery(sl->done);
-    if (e == cudaErrorNotReady) return Status::Ok();
+    if (e == cudaErrorNotReady) {
+      // Not an error; make sure it does not linger as the thread's last error.
+      if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+      return Status::Ok();
+    }
     *done = true;
     sl->ticket = 0;  // the slot is free again whatever the outcome
     if (e != cudaSuccess) return cuda_status(e, "codec work on the device");
     if (sl->check_verdict) SCCL_RETURN_IF_ERROR(kc::verdict_status(*sl->verdict));
-    if (sl->dst != nullptr) std::memcpy(sl->dst, sl->bounce.data(), sl->bytes);
     return Status::Ok();
   }
 
@@ -255,15 +259,25 @@ class CudaBackendImpl final : public CudaBackend {
       std::lock_guard<std::mutex> lock(arena_mu_);
       if (arena_.block.cap >= bytes) return Status::Ok();
     }
-    PinBuf fresh;
     size_t cap = size_t(4) << 20;
     while (cap < bytes)
       cap *= 2;
-    SCCL_RETURN_IF_ERROR(pin(&fresh, std::min(cap, kArenaCap)));
+    // On the caller's thread: allocate under this backend's device, then put the caller's back.
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
+    PinBuf fresh;
+    Status st = pin(&fresh, std::min(cap, kArenaCap));
+    if (prev >= 0 && prev != dev_) cudaSetDevice(prev);
+    SCCL_RETURN_IF_ERROR(st);
     std::lock_guard<std::mutex> lock(arena_mu_);
-    if (arena_.block.p != nullptr) retired_.push_back(arena_.block);
-    // Packets of an operation still running stay in the retired block; new ones start here.
-    arena_ = Arena{fresh, 0, 0};
+    // Packets of an operation still running stay valid in a retired block; new ones go here.
+    if (fresh.cap <= arena_.block.cap) {
+      retired_.push_back(fresh);  // grown meanwhile by another caller
+    } else {
+      if (arena_.block.p != nullptr) retired_.push_back(arena_.block);
+      arena_ = Arena{fresh, 0, 0};
+    }
     return Status::Ok();
   }
 
@@ -439,21 +453,6 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return nullptr;
   }
-  // The device packet to `dst`: straight into the arena, or through the slot's bounce buffer
-  // (a D2H copy into pageable memory would make this thread wait for the device).
-  Status packet_to_host(Slot* sl, void* dst, size_t bytes) {
-    sl->bytes = bytes;
-    sl->dst = nullptr;
-    void* to = dst;
-    if (!in_arena(dst, bytes)) {
-      sl->bounce.resize(bytes);
-      sl->dst = dst;
-      to = sl->bounce.data();
-    }
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(to, pkt_.p, bytes, cudaMemcpyDeviceToHost, stream_),
-                     "packet to host");
-    return Status::Ok();
-  }
   Status finish(Slot* sl, bool check_verdict, uint64_t* ticket) {
     SCCL_CUDA_RETURN(cudaEventRecord(sl->done, stream_), "cudaEventRecord");
     sl->ticket = next_ticket_++;
@@ -476,16 +475,6 @@ class CudaBackendImpl final : public CudaBackend {
   static bool in_block(const PinBuf& b, const void* p) {
     const uint8_t* q = static_cast<const uint8_t*>(p);
     return b.p != nullptr && q >= b.p && q < b.p + b.cap;
-  }
-  bool in_arena(const void* p, size_t bytes) {
-    std::lock_guard<std::mutex> lock(arena_mu_);
-    const uint8_t* q = static_cast<const uint8_t*>(p);
-    auto holds = [&](const PinBuf& b) { return in_block(b, p) && q + bytes <= b.p + b.cap; };
-    if (holds(arena_.block)) return true;
-    for (const PinBuf& r : retired_) {
-      if (holds(r)) return true;
-    }
-    return false;
   }
   Status pin(PinBuf* b, size_t bytes) {
     void* p = nullptr;

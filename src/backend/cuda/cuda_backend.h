@@ -1,11 +1,12 @@
 // The CUDA backend (docs/cuda.md): a Backend whose user buffers (x, y) are device memory of one
 // device and whose packets, bitmaps and sparse value arrays are host memory, as the ring hands
 // them to the transport. Codec kernels (kernels/cuda/codec_cuda.h) run on the backend's own
-// non-blocking stream; packets are staged through pinned host buffers. encode_start/step_start
-// queue their work and return a ticket that test() polls, so the ring never waits for the
-// device between steps; decode and the other calls return with their results in place.
+// non-blocking stream; packets live in a pinned arena (alloc_packets), so copies to and from
+// them do not make the host wait. encode_start/step_start queue their work and return a ticket
+// that test() polls; decode and the other calls return with their results in place.
 //
-// Used only by the proxy thread of one communicator. No CUDA type appears here.
+// Used by the proxy thread of one communicator, except reserve_packet_memory (the caller's
+// thread, before its stream is gated). No CUDA type appears here.
 #pragma once
 
 #include <memory>

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "core/log.h"
@@ -191,6 +193,18 @@ std::atomic<WaitValueFn> g_wait_value{nullptr};
 
 }  // namespace
 
+namespace {
+// Every live gate, for any_holding().
+std::mutex& gates_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<const StreamGate*>& gates() {
+  static auto* g = new std::set<const StreamGate*>();  // never destroyed: gates outlive statics
+  return *g;
+}
+}  // namespace
+
 Status StreamGate::create(int device, Mechanism want, std::unique_ptr<StreamGate>* out) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -223,14 +237,35 @@ Status StreamGate::create(int device, Mechanism want, std::unique_ptr<StreamGate
   }
   SCCL_INFO(kLogInit, "device %d: AllReduces on device buffers wait on the caller's stream with %s",
             device, g->mechanism_name());
+  {
+    std::lock_guard<std::mutex> lock(gates_mu());
+    gates().insert(g.get());
+  }
   *out = std::move(g);
   return Status::Ok();
 }
 
 StreamGate::~StreamGate() {
   if (slot_ < 0) return;
+  {
+    std::lock_guard<std::mutex> lock(gates_mu());
+    gates().erase(this);
+  }
   release_all();
   FlagPool::get().give_back(slot_);
+}
+
+bool StreamGate::holding() const {
+  const uint32_t flag = __atomic_load_n(const_cast<const uint32_t*>(flag_), __ATOMIC_ACQUIRE);
+  return static_cast<int32_t>(next_seq_.load() - flag) > 0;
+}
+
+bool StreamGate::any_holding() {
+  std::lock_guard<std::mutex> lock(gates_mu());
+  for (const StreamGate* g : gates()) {
+    if (g->holding()) return true;
+  }
+  return false;
 }
 
 Status StreamGate::enqueue(void* stream, GateTicket* ticket) {
@@ -310,6 +345,12 @@ Status StreamGate::enqueue(void*, GateTicket*) {
 }
 void StreamGate::release(uint32_t) {}
 void StreamGate::release_all() {}
+bool StreamGate::holding() const {
+  return false;
+}
+bool StreamGate::any_holding() {
+  return false;
+}
 
 #endif
 

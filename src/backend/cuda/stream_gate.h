@@ -63,6 +63,12 @@ class StreamGate {
   // Releases everything ever enqueued (abort, destruction).
   void release_all();
 
+  // Whether some stream waits on this gate now (enqueued and not yet released).
+  bool holding() const;
+  // Whether any gate of this process holds a stream: then nothing may allocate pinned memory
+  // (docs/cuda.md), since that may wait for the whole device.
+  static bool any_holding();
+
   Mechanism mechanism() const { return mech_; }
   const char* mechanism_name() const;
   int device() const { return device_; }

@@ -1,7 +1,8 @@
 // The ring with codec work that completes later (SliceOps::encode_start / step_start / test, as
-// the CUDA backend does it): ranks are threads over loopback sockets, and a packet is written
-// only when test() reports its work done, so a ring that sent, stepped or decoded a packet too
-// early would get a wrong sum.
+// the CUDA backend does it): ranks are threads over loopback sockets, a step reads its incoming
+// packet and writes its output only when test() reports the work done, so a ring that sent,
+// reused or decoded a packet too early would get a wrong sum. Packet memory comes from
+// alloc_packets and must all come back.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -39,15 +40,18 @@ class DeferredSumOps : public SliceOps {
     return Status::Ok();
   }
 
-  Status encode_start(size_t off, size_t n, int step, void* pkt, size_t cap,
-                      uint64_t* ticket) override {
+  Status encode_start(size_t off, size_t n, int, void* pkt, size_t, uint64_t* ticket) override {
     Pending& w = open(pkt, n, ticket);
-    return encode(off, n, step, w.result.data(), cap);
+    w.off = off;
+    return Status::Ok();
   }
-  Status step_start(size_t off, size_t n, int step, const void* in, size_t in_bytes, void* out,
-                    size_t cap, uint64_t* ticket) override {
-    Pending& w = open(out, n, ticket);  // `in` is read now: the ring may reuse it at once
-    return this->step(off, n, step, in, in_bytes, w.result.data(), cap);
+  // The device reads `in` late too: the ring must leave it alone until the ticket completes.
+  Status step_start(size_t off, size_t n, int, const void* in, size_t, void* out, size_t,
+                    uint64_t* ticket) override {
+    Pending& w = open(out, n, ticket);
+    w.off = off;
+    w.in = in;
+    return Status::Ok();
   }
   Status test(uint64_t ticket, bool* done) override {
     *done = false;
@@ -55,28 +59,45 @@ class DeferredSumOps : public SliceOps {
     if (it == pending_.end()) return Status(Code::kInternalError, "unknown ticket");
     if (--it->second.polls_left > 0) return Status::Ok();
     *done = true;
-    Pending w = std::move(it->second);
+    Pending w = it->second;
     pending_.erase(it);
     if (ticket == fail_ticket_) return Status(Code::kInternalError, "injected codec failure");
-    std::memcpy(w.dst, w.result.data(), w.result.size() * sizeof(float));
+    const size_t bytes = w.n * sizeof(float);
+    Status st = w.in != nullptr ? this->step(w.off, w.n, 0, w.in, bytes, w.dst, bytes)
+                                : encode(w.off, w.n, 0, w.dst, bytes);
     ++completed_;
-    return Status::Ok();
+    return st;
+  }
+  void* alloc_packets(size_t bytes) override {
+    ++live_;
+    return SliceOps::alloc_packets(bytes);
+  }
+  void free_packets(void* p) override {
+    --live_;
+    SliceOps::free_packets(p);
   }
 
   int completed() const { return completed_; }
   size_t in_flight() const { return pending_.size(); }
+  int live_packet_buffers() const { return live_; }
+  // Where to leave the live count when this object goes (after the ring's buffers are gone).
+  void set_live_probe(int* probe) { probe_ = probe; }
+  ~DeferredSumOps() override {
+    if (probe_ != nullptr) *probe_ = live_;
+  }
 
  private:
   struct Pending {
     void* dst = nullptr;
-    std::vector<float> result;
+    const void* in = nullptr;  // step: read at completion
+    size_t off = 0, n = 0;
     int polls_left = 0;
   };
   Pending& open(void* dst, size_t n, uint64_t* ticket) {
     *ticket = next_++;
     Pending& w = pending_[*ticket];
     w.dst = dst;
-    w.result.assign(n, -1.0f);
+    w.n = n;
     w.polls_left = delay_;
     return w;
   }
@@ -88,6 +109,8 @@ class DeferredSumOps : public SliceOps {
   uint64_t next_ = 1;
   std::map<uint64_t, Pending> pending_;
   int completed_ = 0;
+  int live_ = 0;
+  int* probe_ = nullptr;
 };
 
 struct Ranks {
@@ -119,6 +142,7 @@ struct Outcome {
   std::vector<std::vector<float>> y;
   std::vector<int> completed;
   std::vector<size_t> left;
+  std::vector<int> live;  // packet buffers not given back after the ring
 };
 
 Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fail_rank) {
@@ -128,6 +152,7 @@ Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fa
   o.y.assign(p, std::vector<float>(count, 0.0f));
   o.completed.resize(p);
   o.left.resize(p);
+  o.live.resize(p);
   std::vector<std::vector<float>> x(p, std::vector<float>(count));
   for (int r = 0; r < p; ++r) {
     for (size_t i = 0; i < count; ++i)
@@ -137,6 +162,7 @@ Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fa
   for (int r = 0; r < p; ++r) {
     th.emplace_back([&, r] {
       DeferredSumOps ops(x[r].data(), o.y[r].data(), delay, r == fail_rank ? 5 : 0);
+      ops.set_live_probe(&o.live[r]);
       RingLink link;
       link.transport = ranks.t[r].get();
       link.rank = r;
@@ -174,6 +200,7 @@ TEST(RingAsync, LateCodecWorkGivesTheExactSum) {
         const int slices = int((10007 / p + 256) / 256);
         EXPECT_GE(o.completed[r], (p - 1) * (slices - 1)) << "rank " << r;
         EXPECT_EQ(o.left[r], 0u);
+        EXPECT_EQ(o.live[r], 0) << "packet buffers not given back";
       }
     }
   }
@@ -186,6 +213,8 @@ TEST(RingAsync, FailedCodecWorkFailsTheRingAndIsDrained) {
       << o.status[1].to_string();
   EXPECT_NE(o.status[1].message().find("codec work on this rank"), std::string::npos);
   EXPECT_EQ(o.left[1], 0u) << "work in flight was left behind";
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(o.live[r], 0) << "rank " << r << ": packet buffers not given back";
   for (int r : {0, 2})
     EXPECT_FALSE(o.status[r].ok()) << "rank " << r << " did not notice its neighbour's failure";
 }
