@@ -158,14 +158,8 @@ class CudaBackendImpl final : public CudaBackend {
                       size_t cap, uint64_t* ticket) override {
     *ticket = 0;
     const size_t need = kernels::packet_bytes(p, n);
-    if (cap < need) {
-      return errorf(Code::kInternalError, "CUDA backend: packet buffer of %zu bytes, need %zu", cap,
-                    need);
-    }
-    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
-    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     Slot* sl = nullptr;
-    SCCL_RETURN_IF_ERROR(acquire(&sl));
+    SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl));
     SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
     SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
@@ -184,14 +178,8 @@ class CudaBackendImpl final : public CudaBackend {
       return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
                     kernels::codec_name(p.codec), in_bytes, need);
     }
-    if (cap < need) {
-      return errorf(Code::kInternalError, "CUDA backend: packet buffer of %zu bytes, need %zu", cap,
-                    need);
-    }
-    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
-    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     Slot* sl = nullptr;
-    SCCL_RETURN_IF_ERROR(acquire(&sl));
+    SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl));
     // From pageable memory the copy returns once the driver has staged it; from the arena at once.
     SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, in, need, cudaMemcpyHostToDevice, stream_),
                      "packet to device");
@@ -437,6 +425,18 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
+  // What encode_start and step_start need first: an output of `cap` bytes big enough, device
+  // workspace and packet buffer for (p, n), a free slot.
+  Status begin(const CodecParams& p, size_t n, size_t cap, Slot** sl) {
+    const size_t need = kernels::packet_bytes(p, n);
+    if (cap < need) {
+      return errorf(Code::kInternalError, "CUDA backend: packet buffer of %zu bytes, need %zu", cap,
+                    need);
+    }
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
+    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
+    return acquire(sl);
+  }
   Status acquire(Slot** out) {
     for (auto& sl : slots_) {
       if (sl->ticket == 0) {
