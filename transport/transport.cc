@@ -17,6 +17,7 @@ TransportOptions TransportOptions::from_config(int rank, int nranks) {
   o.kind = cfg.get_string(Var::kTransport);
   o.timeout_s = cfg.get_double(Var::kTimeout);
   o.ifname = cfg.get_string(Var::kSocketIfname);
+  o.max_unexpected_bytes = cfg.get_size(Var::kSocketBufferLimit);
   o.rank = rank;
   o.nranks = nranks;
   return o;

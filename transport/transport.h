@@ -22,6 +22,9 @@ struct TransportOptions {
   double timeout_s = 300;  // SKETCHCCL_TIMEOUT: bound on every wait
   std::string ifname;      // SKETCHCCL_SOCKET_IFNAME
   int address_family = 0;  // socket transport: 0 (IPv4 preferred, else IPv6), AF_INET, AF_INET6
+  // Socket transport: most bytes held for messages that arrived before their receive was posted
+  // (SKETCHCCL_SOCKET_BUFFER_LIMIT); a peer sending more fails.
+  uint64_t max_unexpected_bytes = uint64_t(4) << 30;
 
   // kind, timeout_s and ifname from Config::global(); rank and nranks as given.
   static TransportOptions from_config(int rank, int nranks);

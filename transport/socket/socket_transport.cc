@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <list>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +50,7 @@ struct OutMsg {
 
 struct Unexpected {
   uint64_t tag = 0;
+  uint64_t announced = 0;  // the header's length (counted against the limit from the start)
   std::vector<uint8_t> data;
   bool complete = false;
   RequestId claimed = 0;  // a receive waiting for this message to finish arriving
@@ -202,7 +205,7 @@ class SocketTransport final : public Transport {
       if (u->tag != tag || u->claimed != 0) continue;
       if (u->complete) {
         deliver_unexpected(it->second, *u);
-        p.unexpected.erase(u);
+        drop_unexpected(p, u);
       } else {
         u->claimed = rid;
       }
@@ -283,7 +286,8 @@ class SocketTransport final : public Transport {
       p.fd.reset();
       p.sendq.clear();
       p.posted.clear();
-      p.unexpected.clear();
+      while (!p.unexpected.empty())
+        drop_unexpected(p, p.unexpected.begin());
     }
     pending_.clear();
     listener_.reset();
@@ -321,6 +325,11 @@ class SocketTransport final : public Transport {
     it->second.bytes = bytes;
   }
 
+  void drop_unexpected(Peer& p, std::list<Unexpected>::iterator u) {
+    unexpected_bytes_ -= u->announced;
+    p.unexpected.erase(u);
+  }
+
   void deliver_unexpected(Request& r, const Unexpected& u) {
     r.done = true;
     if (u.data.size() > r.cap) {
@@ -343,7 +352,11 @@ class SocketTransport final : public Transport {
     p.sendq.clear();
     p.posted.clear();
     // Whole messages that arrived before the close stay deliverable; a partial one is lost.
-    p.unexpected.remove_if([](const Unexpected& u) { return !u.complete; });
+    for (auto u = p.unexpected.begin(); u != p.unexpected.end();) {
+      auto next = std::next(u);
+      if (!u->complete) drop_unexpected(p, u);
+      u = next;
+    }
     p.body_unexp = nullptr;
     p.in_body = false;
     for (auto& kv : reqs_) {
@@ -422,15 +435,20 @@ class SocketTransport final : public Transport {
       break;
     }
     if (p.body_req == 0 && !p.body_discard) {
-      if (p.body_len > (uint64_t{1} << 40)) {
-        fail_peer(peer,
-                  "socket transport: absurd message length from rank " + std::to_string(peer));
+      // Held until a receive is posted. Memory grows as the bytes arrive (a header alone
+      // allocates nothing), and all such messages together stay within the limit.
+      if (unexpected_bytes_ + p.body_len > opts_.max_unexpected_bytes) {
+        fail_peer(peer, "socket transport: rank " + std::to_string(peer) + " sent a message of " +
+                            std::to_string(p.body_len) + " bytes that no receive was posted for, " +
+                            "beyond the " + std::to_string(opts_.max_unexpected_bytes) +
+                            " bytes held for such messages (SKETCHCCL_SOCKET_BUFFER_LIMIT)");
         return false;
       }
       p.unexpected.emplace_back();
       p.body_unexp = &p.unexpected.back();
       p.body_unexp->tag = tag;
-      p.body_unexp->data.resize(p.body_len);
+      p.body_unexp->announced = p.body_len;
+      unexpected_bytes_ += p.body_len;
     }
     return true;
   }
@@ -449,7 +467,7 @@ class SocketTransport final : public Transport {
         if (it != reqs_.end()) deliver_unexpected(it->second, *u);
         for (auto li = p.unexpected.begin(); li != p.unexpected.end(); ++li) {
           if (&*li == u) {
-            p.unexpected.erase(li);
+            drop_unexpected(p, li);
             break;
           }
         }
@@ -474,10 +492,7 @@ class SocketTransport final : public Transport {
         if (p.body_req != 0) {
           dst = reqs_.at(p.body_req).rbuf + p.body_got;
           want = left;
-        } else if (p.body_unexp != nullptr) {
-          dst = p.body_unexp->data.data() + p.body_got;
-          want = left;
-        } else {
+        } else {  // an unexpected message (appended below) or a discarded payload
           dst = scratch;
           want = left < sizeof scratch ? left : sizeof scratch;
         }
@@ -507,6 +522,16 @@ class SocketTransport final : public Transport {
           if (p.body_len == 0) finish_body(peer);
         }
       } else {
+        if (p.body_req == 0 && p.body_unexp != nullptr) {
+          try {
+            p.body_unexp->data.insert(p.body_unexp->data.end(), scratch, scratch + n);
+          } catch (const std::bad_alloc&) {
+            fail_peer(peer, "socket transport: out of memory holding a message of " +
+                                std::to_string(p.body_len) + " bytes from rank " +
+                                std::to_string(peer));
+            return;
+          }
+        }
         p.body_got += static_cast<size_t>(n);
         if (p.body_got == p.body_len) finish_body(peer);
       }
@@ -593,6 +618,7 @@ class SocketTransport final : public Transport {
 
   TransportOptions opts_;
   std::vector<Peer> peers_;
+  uint64_t unexpected_bytes_ = 0;  // announced lengths of the messages in every peer's list
   std::deque<Pending> pending_;
   net::Fd listener_;
   net::SockAddr bound_;
