@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -449,6 +450,13 @@ class SocketTransport final : public Transport {
       p.body_unexp->tag = tag;
       p.body_unexp->announced = p.body_len;
       unexpected_bytes_ += p.body_len;
+      try {  // typical packets then arrive without reallocation
+        p.body_unexp->data.reserve(std::min<uint64_t>(p.body_len, uint64_t(4) << 20));
+      } catch (const std::bad_alloc&) {
+        fail_peer(peer, "socket transport: out of memory holding a message from rank " +
+                            std::to_string(peer));
+        return false;
+      }
     }
     return true;
   }
