@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <list>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -88,6 +89,44 @@ class UcxTransport final : public Transport {
 struct PeerCtx {
   UcxTransport* t;
   int peer;
+};
+
+// Keeps UCX's log at FATAL while alive (when `on`). UCX's level is one process-wide variable:
+// scopes on several threads share one saved level, and the last to end restores it, so one
+// thread can never "restore" another's FATAL for good. (UCX's own threads read the variable
+// unlocked, as they always do.)
+class QuietUcxLog {
+ public:
+  explicit QuietUcxLog(bool on) : on_(on) {
+    if (!on_) return;
+    std::lock_guard<std::mutex> lock(mu());
+    if (depth()++ == 0) {
+      saved() = ucs_global_opts.log_component.log_level;
+      ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+    }
+  }
+  ~QuietUcxLog() {
+    if (!on_) return;
+    std::lock_guard<std::mutex> lock(mu());
+    if (--depth() == 0) ucs_global_opts.log_component.log_level = saved();
+  }
+  QuietUcxLog(const QuietUcxLog&) = delete;
+  QuietUcxLog& operator=(const QuietUcxLog&) = delete;
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static int& depth() {
+    static int d = 0;
+    return d;
+  }
+  static ucs_log_level_t& saved() {
+    static ucs_log_level_t l = UCS_LOG_LEVEL_WARN;
+    return l;
+  }
+  bool on_;
 };
 
 void ep_error_cb(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -200,11 +239,8 @@ Status UcxTransport::connect(int peer, const Blob& address) {
   if (!peer_mode_unsupported_) {
     // UCX logs an ERROR when no transport supports PEER mode; that is expected here (we fall
     // back below), so keep UCX quiet for this one call unless the user asked for its logs.
-    ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
-    bool quiet = std::getenv("UCX_LOG_LEVEL") == nullptr;
-    if (quiet) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+    QuietUcxLog quiet(std::getenv("UCX_LOG_LEVEL") == nullptr);
     st = ucp_ep_create(worker_, &ep, &peers_[peer].ep);
-    if (quiet) ucs_global_opts.log_component.log_level = saved;
   }
   if (st == UCS_ERR_UNREACHABLE) {
     peer_mode_unsupported_ = true;

@@ -9,8 +9,14 @@
 #include <string>
 #include <vector>
 
+#include <thread>
+
 #include "sketchccl_build_config.h"
 #include "transport/transport.h"
+
+#if SKETCHCCL_HAVE_UCX
+#include <ucs/config/global_opts.h>
+#endif
 
 using namespace sketchccl;
 using namespace sketchccl::transport;
@@ -323,6 +329,47 @@ TEST(CreateTransport, SocketOverIpv6Loopback) {
   }
   EXPECT_TRUE(done);
   EXPECT_EQ(g, 7u);
+}
+
+// UCX endpoints are created with UCX's log held at FATAL (an expected error is not shown):
+// several threads doing so at once must leave UCX's level as it was.
+TEST(UcxTransport, ConcurrentConnectsRestoreUcxLogLevel) {
+#if SKETCHCCL_HAVE_UCX
+  unsetenv("UCX_LOG_LEVEL");
+  setenv("UCX_TLS", "tcp", 1);
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+  TransportOptions o;
+  o.kind = "ucx";
+  o.nranks = 2;
+  o.ifname = "lo";
+  o.timeout_s = 5;
+  std::unique_ptr<Transport> first;
+  ASSERT_TRUE(create_transport(o, &first).ok());  // UCX's options are read by now
+  const ucs_log_level_t before = ucs_global_opts.log_component.log_level;
+  std::vector<std::thread> th;
+  std::vector<int> ok(4, 0);
+  for (int k = 0; k < 4; ++k) {
+    th.emplace_back([&, k] {
+      for (int round = 0; round < 5; ++round) {
+        TransportOptions q = o;
+        std::unique_ptr<Transport> a, b;
+        if (!create_transport(q, &a).ok()) return;
+        q.rank = 1;
+        if (!create_transport(q, &b).ok()) return;
+        if (!a->connect(1, b->address()).ok() || !b->connect(0, a->address()).ok()) return;
+      }
+      ok[k] = 1;
+    });
+  }
+  for (auto& t : th)
+    t.join();
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(ok[k], 1) << "thread " << k;
+  EXPECT_EQ(ucs_global_opts.log_component.log_level, before);
+  unsetenv("UCX_TLS");
+#else
+  GTEST_SKIP() << "UCX not built";
+#endif
 }
 
 // Messages nobody has posted a receive for are held up to the limit; past it the sender is
