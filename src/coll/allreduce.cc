@@ -274,11 +274,13 @@ Status AllReduceEngine::prepare_device() {
 
 Status AllReduceEngine::reserve_device_packets(size_t count) {
   if (!cuda_ || nranks_ == 1) return Status::Ok();
-  // Every chunk's reduced packets (at most the fp32 bytes for every codec but a dense s2, whose
-  // excess goes to plain memory) plus a send and a receive packet per slice lane.
+  // Every chunk's reduced packets (at most the fp32 bytes, plus headers and the ring's 64 KiB
+  // rounding, for every codec but a dense s2, whose excess goes to plain memory) plus a send and
+  // a receive packet per slice lane.
   const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
   const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
-  return cuda_->reserve_packet_memory(count * sizeof(float) + lanes);
+  const size_t final_packets = count * sizeof(float) + count / 8 + (size_t(1) << 20);
+  return cuda_->reserve_packet_memory(final_packets + lanes);
 }
 
 // Device buffers (docs/cuda.md): the CUDA backend of the communicator's device, made current on

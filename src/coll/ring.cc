@@ -25,6 +25,7 @@ int mod(int a, int p) {
 // without the host waiting). Grows, never shrinks; contents are not kept across a growth.
 class PacketBuf {
  public:
+  static constexpr size_t kGranule = size_t(64) << 10;
   PacketBuf() = default;
   PacketBuf(const PacketBuf&) = delete;
   PacketBuf& operator=(const PacketBuf&) = delete;
@@ -39,13 +40,16 @@ class PacketBuf {
       if (p_ != nullptr) ops_->free_packets(p_);
       p_ = nullptr;
       cap_ = size_ = 0;
-      void* p = ops.alloc_packets(n == 0 ? 1 : n);
+      // In 64 KiB steps: chunks differ by an element, and a lane's packets by a few bytes, so
+      // a lane allocates once (a GPU backend's arena does not reuse memory within an operation).
+      const size_t cap = (std::max<size_t>(n, 1) + kGranule - 1) / kGranule * kGranule;
+      void* p = ops.alloc_packets(cap);
       if (p == nullptr) {
-        return errorf(Code::kSystemError, "ring: cannot allocate %zu bytes of packet memory", n);
+        return errorf(Code::kSystemError, "ring: cannot allocate %zu bytes of packet memory", cap);
       }
       ops_ = &ops;
       p_ = static_cast<uint8_t*>(p);
-      cap_ = n;
+      cap_ = cap;
     }
     size_ = n;
     return Status::Ok();
