@@ -43,6 +43,14 @@ class Backend {
     *ticket = 0;
     return step(p, in, in_bytes, x, t, n, out, cap);
   }
+  // Asynchronous decode: `y` and `*stats` are valid once test(ticket) reports done, and `pkt`
+  // must stay as it is until then. The default runs at once.
+  virtual Status decode_start(const kernels::CodecParams& p, const void* pkt, size_t bytes, void* y,
+                              kernels::ElemType t, size_t n, float scale,
+                              kernels::DecodeStats* stats, uint64_t* ticket) {
+    *ticket = 0;
+    return decode(p, pkt, bytes, y, t, n, scale, stats);
+  }
   virtual Status test(uint64_t ticket, bool* done) {
     (void)ticket;
     *done = true;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
 
 #include "backend/backend.h"
@@ -100,17 +101,59 @@ class CodecSliceOps : public SliceOps {
   void* alloc_packets(size_t bytes) override { return be_.alloc_packets(bytes); }
   void free_packets(void* p) override { be_.free_packets(p); }
 
+  // Asynchronous where the backend allows: the ring goes on while the device decodes, and
+  // flush() collects every result once the ring is done.
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
-    DecodeStats ds;
-    CodecParams p = params(offset, n, 0);
-    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, bytes, recv_ + offset * esz_, type_, n, scale_, &ds));
-    stats_.nonzeros += ds.nonzeros;
-    stats_.peeled += ds.peeled;
-    stats_.estimated += ds.estimated;
-    return Status::Ok();
+    SCCL_RETURN_IF_ERROR(reap());
+    decodes_.emplace_back();
+    PendingDecode& d = decodes_.back();
+    d.offset = offset;
+    d.n = n;
+    Status st = be_.decode_start(params(offset, n, 0), pkt, bytes, recv_ + offset * esz_, type_, n,
+                                 scale_, &d.stats, &d.ticket);
+    if (!st.ok() || d.ticket == 0) {
+      if (st.ok()) add_stats(d.stats);
+      decodes_.pop_back();
+    }
+    return st;
+  }
+  Status flush(bool* done) override {
+    Status st = reap();
+    *done = decodes_.empty();
+    return st;
   }
 
   const DecodeStats& decode_stats() const { return stats_; }
+
+ private:
+  struct PendingDecode {
+    uint64_t ticket = 0;
+    size_t offset = 0, n = 0;
+    DecodeStats stats;
+  };
+  // Takes the results of the decodes that have finished, oldest first (they finish in order),
+  // without waiting; returns the first error, naming the decode's elements.
+  Status reap() {
+    Status first;
+    while (!decodes_.empty()) {
+      PendingDecode& d = decodes_.front();
+      bool done = false;
+      Status st = be_.test(d.ticket, &done);
+      if (st.ok() && !done) break;
+      if (st.ok()) add_stats(d.stats);
+      if (!st.ok() && first.ok()) {
+        first = errorf(st.code(), "%s (decode of elements [%zu, %zu))", st.message().c_str(),
+                       d.offset, d.offset + d.n);
+      }
+      decodes_.pop_front();
+    }
+    return first;
+  }
+  void add_stats(const DecodeStats& ds) {
+    stats_.nonzeros += ds.nonzeros;
+    stats_.peeled += ds.peeled;
+    stats_.estimated += ds.estimated;
+  }
 
  private:
   CodecParams params(size_t offset, size_t n, uint32_t step) const {
@@ -157,6 +200,7 @@ class CodecSliceOps : public SliceOps {
   float* residual_;
   CodecStats* cs_;
   DecodeStats stats_;
+  std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
   std::vector<float> comp_, tmp_, tmp_in_;
 };
 

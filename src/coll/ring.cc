@@ -113,12 +113,40 @@ class RingRun {
     return run_lanes(lanes_);
   }
 
+  // After the last decode: waits for decodes still running (SliceOps::flush), bounded by the
+  // timeout and the abort flag like every other wait of the ring.
+  Status flush_decodes() {
+    const auto t0 = Clock::now();
+    for (;;) {
+      bool done = false;
+      SCCL_RETURN_IF_ERROR(ops_.flush(&done));
+      if (done) return Status::Ok();
+      if (link_.abort != nullptr && link_.abort->load()) {
+        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      }
+      if (std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s) {
+        return errorf(Code::kRemoteError,
+                      "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
+                      "decodes",
+                      link_.rank, link_.timeout_s);
+      }
+      usleep(20);
+    }
+  }
+
   // After a failure, with the transport closed (no transfer touches the buffers any more): lets
-  // codec work still in flight end before the buffers go, its errors no longer mattering. If
-  // some does not end (abort, timeout), its buffers are parked, never freed.
+  // codec work still in flight (lanes' encodes and steps, decodes) end before the buffers go,
+  // its errors no longer mattering. If some does not end (abort, timeout), the buffers are
+  // parked, never freed.
   void drain() {
     const auto t0 = Clock::now();
     bool stuck = false;
+    auto give_up = [&] {
+      const bool aborted = link_.abort != nullptr && link_.abort->load();
+      stuck = aborted || std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s;
+      if (!stuck) usleep(20);
+      return stuck;
+    };
     for (Lane& lane : lanes_) {
       while (lane.ticket != 0 && !stuck) {
         bool done = false;
@@ -126,11 +154,12 @@ class RingRun {
           lane.ticket = 0;
           break;
         }
-        const bool aborted = link_.abort != nullptr && link_.abort->load();
-        stuck =
-            aborted || std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s;
-        if (!stuck) usleep(20);
+        give_up();
       }
+    }
+    for (bool done = false; !stuck;) {
+      (void)ops_.flush(&done);
+      if (done || give_up()) break;
     }
     if (!stuck) return;
     SCCL_WARN(kLogColl,
@@ -447,6 +476,7 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
   }
   RingRun run(link, count, slice_elems, ops, stats);
   Status st = run.run(depth);
+  if (st.ok()) st = run.flush_decodes();
   if (!st.ok()) {
     // A failed ring leaves receives posted into buffers `run` is about to free, and the ranks
     // out of step: the communicator is finished, so close the transport first (it cancels

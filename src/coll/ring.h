@@ -67,6 +67,14 @@ class SliceOps {
     return Status::Ok();
   }
 
+  // Collects work that decode left running (a backend's asynchronous decode) without waiting;
+  // *done once none is left. The ring polls it after the last decode and before its packet
+  // memory goes (also after a failure), within SKETCHCCL_TIMEOUT and the abort flag.
+  virtual Status flush(bool* done) {
+    *done = true;
+    return Status::Ok();
+  }
+
   // Memory for every packet the ring sends, receives or hands to encode/step/decode (null when
   // out of memory). The default is plain host memory, 64-byte aligned.
   virtual void* alloc_packets(size_t bytes) {

@@ -270,6 +270,19 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
                       .ok());
     }
     poll_all(tickets);
+    // Decodes of the step packets, in flight together too, into device memory.
+    Dev dy(kOps * n * 4);
+    std::vector<DecodeStats> ds(kOps);
+    for (int k = 0; k < kOps; ++k) {
+      CodecParams p1 = ps[k];
+      p1.step = 1;
+      ASSERT_TRUE(gpu->decode_start(p1, stp[k], want_step[k].bytes, dy.as<float>() + k * n,
+                                    ElemType::kF32, n, 0.5f, &ds[k], &tickets[k])
+                      .ok());
+    }
+    poll_all(tickets);
+    std::vector<float> ygpu(kOps * n);
+    get(ygpu.data(), dy.p, kOps * n * 4);
     for (int k = 0; k < kOps; ++k) {
       const size_t bytes = want_step[k].bytes;
       if (codec == CodecId::kQ8 || codec == CodecId::kBf16) {
@@ -285,6 +298,12 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
           cpu->decode(p1, want_step[k].data(), bytes, b.data(), ElemType::kF32, n, 1.0f, nullptr)
               .ok());
       EXPECT_LE(nmse(a, b), 1e-6) << "step packet " << k;
+      // The device's decode of its own packet is the host's decode of it (scale 0.5).
+      std::vector<float> y(ygpu.begin() + k * n, ygpu.begin() + (k + 1) * n), half(n);
+      for (size_t i = 0; i < n; ++i)
+        half[i] = 0.5f * a[i];
+      EXPECT_LE(nmse(y, half), codec == CodecId::kS2 ? 1e-12 : 0.0) << "decode " << k;
+      EXPECT_GT(ds[k].nonzeros, 0u) << "decode statistics " << k;
       gpu->free_packets(enc[k]);
       gpu->free_packets(stp[k]);
     }

@@ -63,19 +63,25 @@ struct Arena {
   int live = 0;
 };
 
-// One encode or step in flight: its completion event and the device's verdict.
+// One encode, step or decode in flight: its completion event, the device's verdict and (decode)
+// statistics, both copied into the slot's pinned bytes.
 struct Slot {
   cudaEvent_t done = nullptr;
   uint64_t ticket = 0;     // 0: free
-  int* verdict = nullptr;  // pinned: the device's verdict on the incoming packet (step)
+  int* verdict = nullptr;  // pinned: the device's verdict on the incoming packet
   bool check_verdict = false;
+  kernels::DecodeStats* stats = nullptr;      // pinned, after the verdict
+  kernels::DecodeStats* stats_dst = nullptr;  // decode: where test() puts them
 };
 
-// One slot per possible slice lane (SKETCHCCL_PIPELINE_DEPTH is at most 64), all made with the
-// backend, so that nothing is created while a gate holds a stream.
-constexpr int kSlots = 64;
-constexpr size_t kSmallPinned = 8192;  // slot verdicts (64 bytes apart), then decode statistics
-constexpr size_t kStatsOffset = 4096;
+// Slots, all made with the backend so that nothing is created while a gate holds a stream: one
+// per possible slice lane for encode and step (SKETCHCCL_PIPELINE_DEPTH is at most 64), and as
+// many for decodes, which therefore never take a lane's slot.
+constexpr int kLaneSlots = 64;
+constexpr int kSlots = 2 * kLaneSlots;
+constexpr size_t kSlotBytes = 64;                     // a slot's pinned verdict and statistics
+constexpr size_t kStatsOffset = kSlots * kSlotBytes;  // synchronous decode's statistics
+constexpr size_t kSmallPinned = kStatsOffset + 64;
 // Largest arena block; an operation needing more gets plain memory for the rest (correct, but a
 // copy to or from plain memory makes the proxy wait for the device's earlier work).
 constexpr size_t kArenaCap = size_t(256) << 20;
@@ -121,7 +127,8 @@ class CudaBackendImpl final : public CudaBackend {
       auto sl = std::make_unique<Slot>();
       SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming),
                        "cudaEventCreateWithFlags");
-      sl->verdict = reinterpret_cast<int*>(small_.p + 64 * i);
+      sl->verdict = reinterpret_cast<int*>(small_.p + kSlotBytes * i);
+      sl->stats = reinterpret_cast<kernels::DecodeStats*>(small_.p + kSlotBytes * i + 8);
       slots_.push_back(std::move(sl));
     }
     return Status::Ok();
@@ -210,6 +217,7 @@ class CudaBackendImpl final : public CudaBackend {
     sl->ticket = 0;  // the slot is free again whatever the outcome
     if (e != cudaSuccess) return cuda_status(e, "codec work on the device");
     if (sl->check_verdict) SCCL_RETURN_IF_ERROR(kc::verdict_status(*sl->verdict));
+    if (sl->stats_dst != nullptr) *sl->stats_dst = *sl->stats;
     return Status::Ok();
   }
 
@@ -266,6 +274,44 @@ class CudaBackendImpl final : public CudaBackend {
       if (arena_.block.p != nullptr) retired_.push_back(arena_.block);
       arena_ = Arena{fresh, 0, 0};
     }
+    return Status::Ok();
+  }
+
+  // Queued like a step: packet H2D, the decode kernel into `y`, statistics and verdict back into
+  // the slot, an event. s2 (its peeling checks progress on the host), a host `y` (error feedback)
+  // and a decode with every decode slot taken run at once instead.
+  Status decode_start(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
+                      size_t n, float scale, kernels::DecodeStats* stats,
+                      uint64_t* ticket) override {
+    *ticket = 0;
+    Slot* sl = nullptr;
+    if (p.codec == kernels::CodecId::kS2 || (n > 0 && !on_device(y)) ||
+        (sl = acquire_decode()) == nullptr) {
+      return decode(p, pkt, bytes, y, t, n, scale, stats);
+    }
+    const size_t need = kernels::packet_bytes(p, n);
+    if (bytes < need) {
+      return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
+                    kernels::codec_name(p.codec), bytes, need);
+    }
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
+    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
+    SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
+                     "packet to device");
+    auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
+    SCCL_RETURN_IF_ERROR(kc::decode(p, pkt_.p, need, y, t, n, scale,
+                                    stats != nullptr ? dstats : nullptr, ws_.p, ws_.cap, stream_));
+    if (stats != nullptr) {
+      SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->stats, dstats, sizeof(kernels::DecodeStats),
+                                       cudaMemcpyDeviceToHost, stream_),
+                       "decode statistics to host");
+    }
+    SCCL_CUDA_RETURN(
+        cudaMemcpyAsync(sl->verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
+        "verdict to host");
+    SCCL_RETURN_IF_ERROR(finish(sl, true, ticket));
+    sl->stats_dst = stats;
     return Status::Ok();
   }
 
@@ -437,15 +483,23 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     return acquire(sl);
   }
+  // A free lane slot (encode, step): at most SKETCHCCL_PIPELINE_DEPTH are taken at a time.
   Status acquire(Slot** out) {
-    for (auto& sl : slots_) {
-      if (sl->ticket == 0) {
-        *out = sl.get();
+    for (int i = 0; i < kLaneSlots; ++i) {
+      if (slots_[i]->ticket == 0) {
+        *out = slots_[i].get();
         return Status::Ok();
       }
     }
-    return errorf(Code::kInternalError, "CUDA backend: more than %d codec operations in flight",
-                  kSlots);
+    return errorf(Code::kInternalError, "CUDA backend: more than %d encodes and steps in flight",
+                  kLaneSlots);
+  }
+  // A free decode slot, or null when all are taken (the decode then runs at once).
+  Slot* acquire_decode() {
+    for (int i = kLaneSlots; i < kSlots; ++i) {
+      if (slots_[i]->ticket == 0) return slots_[i].get();
+    }
+    return nullptr;
   }
   Slot* find(uint64_t ticket) {
     for (auto& s : slots_) {
@@ -457,6 +511,7 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_CUDA_RETURN(cudaEventRecord(sl->done, stream_), "cudaEventRecord");
     sl->ticket = next_ticket_++;
     sl->check_verdict = check_verdict;
+    sl->stats_dst = nullptr;
     *ticket = sl->ticket;
     return Status::Ok();
   }

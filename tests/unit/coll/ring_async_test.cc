@@ -5,9 +5,11 @@
 // alloc_packets and must all come back.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -35,10 +37,24 @@ class DeferredSumOps : public SliceOps {
       o[i] = a[i] + x_[off + i];
     return Status::Ok();
   }
+  // Decodes finish late too, read their packet only then, and are collected by flush().
   Status decode(size_t off, size_t n, const void* pkt, size_t) override {
-    std::memcpy(y_ + off, pkt, n * sizeof(float));
+    decodes_.push_back({off, n, pkt, delay_});
     return Status::Ok();
   }
+  Status flush(bool* done) override {
+    for (auto it = decodes_.begin(); it != decodes_.end();) {
+      if (stuck_decodes_ || --it->polls_left > 0) {
+        ++it;
+        continue;
+      }
+      std::memcpy(y_ + it->off, it->pkt, it->n * sizeof(float));
+      it = decodes_.erase(it);
+    }
+    *done = decodes_.empty();
+    return Status::Ok();
+  }
+  void set_stuck_decodes() { stuck_decodes_ = true; }
 
   Status encode_start(size_t off, size_t n, int, void* pkt, size_t, uint64_t* ticket) override {
     Pending& w = open(pkt, n, ticket);
@@ -70,10 +86,13 @@ class DeferredSumOps : public SliceOps {
   }
   void* alloc_packets(size_t bytes) override {
     ++live_;
-    return SliceOps::alloc_packets(bytes);
+    void* p = SliceOps::alloc_packets(bytes);
+    owned_.insert(p);
+    return p;
   }
   void free_packets(void* p) override {
     --live_;
+    owned_.erase(p);
     SliceOps::free_packets(p);
   }
 
@@ -84,6 +103,8 @@ class DeferredSumOps : public SliceOps {
   void set_live_probe(int* probe) { probe_ = probe; }
   ~DeferredSumOps() override {
     if (probe_ != nullptr) *probe_ = live_;
+    for (void* p : owned_)  // what the ring parked after work that never finished
+      SliceOps::free_packets(p);
   }
 
  private:
@@ -111,6 +132,14 @@ class DeferredSumOps : public SliceOps {
   int completed_ = 0;
   int live_ = 0;
   int* probe_ = nullptr;
+  struct LateDecode {
+    size_t off, n;
+    const void* pkt;
+    int polls_left;
+  };
+  std::vector<LateDecode> decodes_;
+  std::set<void*> owned_;
+  bool stuck_decodes_ = false;
 };
 
 struct Ranks {
@@ -145,7 +174,8 @@ struct Outcome {
   std::vector<int> live;  // packet buffers not given back after the ring
 };
 
-Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fail_rank) {
+Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fail_rank,
+                 bool stuck_decodes = false, double timeout_s = 10) {
   Ranks ranks(p);
   Outcome o;
   o.status.resize(p);
@@ -163,11 +193,12 @@ Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fa
     th.emplace_back([&, r] {
       DeferredSumOps ops(x[r].data(), o.y[r].data(), delay, r == fail_rank ? 5 : 0);
       ops.set_live_probe(&o.live[r]);
+      if (stuck_decodes) ops.set_stuck_decodes();
       RingLink link;
       link.transport = ranks.t[r].get();
       link.rank = r;
       link.nranks = p;
-      link.timeout_s = 10;
+      link.timeout_s = timeout_s;
       o.status[r] = ring_allreduce(link, count, slice, depth, ops, nullptr);
       o.completed[r] = ops.completed();
       o.left[r] = ops.in_flight();
@@ -175,7 +206,7 @@ Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fa
   }
   for (auto& t : th)
     t.join();
-  for (int r = 0; r < p && fail_rank < 0; ++r) {
+  for (int r = 0; r < p && fail_rank < 0 && !stuck_decodes; ++r) {
     for (size_t i = 0; i < count; ++i) {
       float want = 0;
       for (int q = 0; q < p; ++q)
@@ -217,6 +248,20 @@ TEST(RingAsync, FailedCodecWorkFailsTheRingAndIsDrained) {
     EXPECT_EQ(o.live[r], 0) << "rank " << r << ": packet buffers not given back";
   for (int r : {0, 2})
     EXPECT_FALSE(o.status[r].ok()) << "rank " << r << " did not notice its neighbour's failure";
+}
+
+// Decodes that never finish: the ring gives up after SKETCHCCL_TIMEOUT with an error naming
+// them, instead of waiting forever, and leaves their packet memory allocated (parked).
+TEST(RingAsync, DecodesThatNeverFinishTimeOut) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome o = run_ring(2, 4096, 256, 2, 1, -1, true, 0.5);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(o.status[r].ok());
+    EXPECT_NE(o.status[r].message().find("waiting for its own decodes"), std::string::npos)
+        << o.status[r].to_string();
+  }
+  EXPECT_LT(s, 5.0);
 }
 
 }  // namespace
