@@ -105,10 +105,16 @@ SCCL_HD_INLINE bool is_finite(float f) {
 SCCL_HD_INLINE float qnan() {
   return u2f(0x7fc00000u);
 }
-// Any NaN as qnan(): arithmetic producing NaN gives 0x7fffffff on the GPU but keeps the input's
-// sign and payload (or 0xffc00000) on x86, so results that may be NaN go through this.
+// Any NaN as qnan(). Arithmetic producing NaN gives 0x7fffffff on the GPU, but keeps a NaN
+// input's sign and payload (or gives 0xffc00000) on x86. Packets therefore hold only qnan():
+// encode and step pass their values through this, and q*/CASQ/s2 store the constant. Decoding
+// on x86 then needs no fix-up (qnan() times a finite scale stays qnan()); the GPU's decode
+// kernels apply it to every output.
 SCCL_HD_INLINE float canon_nan(float v) {
-  return (f2u(v) & 0x7fffffffu) > 0x7f800000u ? qnan() : v;
+  // Branch-free (a mask, not a select), so that the CPU build's loops still vectorize.
+  const uint32_t u = f2u(v);
+  const uint32_t nan = 0u - uint32_t((u & 0x7fffffffu) > 0x7f800000u);
+  return u2f((u & ~nan) | (0x7fc00000u & nan));
 }
 
 SCCL_HD_INLINE float half_to_float(uint16_t h) {

@@ -28,12 +28,10 @@ __global__ void k_cast(const uint8_t* pkt_in, PacketHeader e, const void* x, siz
   for_each_group(n, [&](size_t, size_t i0, uint32_t c) {
     float v[kGroup];
     detail::load8<ET>(x, i0, c, v);
-    if (in_body != nullptr) {
-      float a[kGroup];
-      detail::load8<PET>(in_body, i0, c, a);
-      for (uint32_t k = 0; k < kGroup; ++k)
-        v[k] = detail::canon_nan(a[k] + v[k]);
-    }
+    float a[kGroup];
+    if (in_body != nullptr) detail::load8<PET>(in_body, i0, c, a);
+    for (uint32_t k = 0; k < kGroup; ++k)  // packets hold only the canonical NaN
+      v[k] = detail::canon_nan(in_body != nullptr ? a[k] + v[k] : v[k]);
     detail::store8<PET>(body, i0, c, v);
   });
 }
