@@ -289,24 +289,8 @@ class CudaBackendImpl final : public CudaBackend {
         (sl = acquire_decode()) == nullptr) {
       return decode(p, pkt, bytes, y, t, n, scale, stats);
     }
-    const size_t need = kernels::packet_bytes(p, n);
-    if (bytes < need) {
-      return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
-                    kernels::codec_name(p.codec), bytes, need);
-    }
-    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
-    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
-    SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
-                     "packet to device");
-    auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
-    SCCL_RETURN_IF_ERROR(kc::decode(p, pkt_.p, need, y, t, n, scale,
-                                    stats != nullptr ? dstats : nullptr, ws_.p, ws_.cap, stream_));
-    if (stats != nullptr) {
-      SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->stats, dstats, sizeof(kernels::DecodeStats),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "decode statistics to host");
-    }
+    SCCL_RETURN_IF_ERROR(
+        queue_decode(p, pkt, bytes, y, t, n, scale, stats != nullptr ? sl->stats : nullptr));
     SCCL_CUDA_RETURN(
         cudaMemcpyAsync(sl->verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
         "verdict to host");
@@ -317,17 +301,6 @@ class CudaBackendImpl final : public CudaBackend {
 
   Status decode(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t, size_t n,
                 float scale, kernels::DecodeStats* stats) override {
-    const size_t need = kernels::packet_bytes(p, n);
-    if (bytes < need) {
-      return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
-                    kernels::codec_name(p.codec), bytes, need);
-    }
-    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
-    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
-    SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
-                     "packet to device");
-    auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
     // Host output (error feedback decodes packets into host scratch): via device scratch.
     void* host_y = nullptr;
     const size_t ybytes = n * kernels::elem_size(t);
@@ -336,22 +309,15 @@ class CudaBackendImpl final : public CudaBackend {
       host_y = y;
       y = xbuf_.p;
     }
-    SCCL_RETURN_IF_ERROR(kc::decode(p, pkt_.p, need, y, t, n, scale,
-                                    stats != nullptr ? dstats : nullptr, ws_.p, ws_.cap, stream_));
+    auto* stats_host = reinterpret_cast<kernels::DecodeStats*>(small_.p + kStatsOffset);
+    SCCL_RETURN_IF_ERROR(
+        queue_decode(p, pkt, bytes, y, t, n, scale, stats != nullptr ? stats_host : nullptr));
     if (host_y != nullptr) {
       SCCL_CUDA_RETURN(cudaMemcpyAsync(host_y, y, ybytes, cudaMemcpyDeviceToHost, stream_),
                        "decoded values to host");
     }
-    if (stats != nullptr) {
-      SCCL_CUDA_RETURN(
-          cudaMemcpyAsync(small_.p + kStatsOffset, dstats, sizeof(kernels::DecodeStats),
-                          cudaMemcpyDeviceToHost, stream_),
-          "decode statistics to host");
-    }
     SCCL_RETURN_IF_ERROR(kc::read_device_error(ws_.p, stream_));  // synchronizes
-    if (stats != nullptr) {
-      std::memcpy(stats, small_.p + kStatsOffset, sizeof(kernels::DecodeStats));
-    }
+    if (stats != nullptr) *stats = *stats_host;
     return Status::Ok();
   }
 
@@ -468,6 +434,32 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_CUDA_RETURN(cudaMemcpyAsync(xbuf_.p, *x, bytes, cudaMemcpyHostToDevice, stream_),
                      "host slice to device");
     *x = xbuf_.p;
+    return Status::Ok();
+  }
+
+  // Queues the decode of `pkt` into device memory `y`: the packet to the device, the decode
+  // kernel, and its statistics into `stats_host` (pinned; none when null).
+  Status queue_decode(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
+                      size_t n, float scale, kernels::DecodeStats* stats_host) {
+    const size_t need = kernels::packet_bytes(p, n);
+    if (bytes < need) {
+      return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
+                    kernels::codec_name(p.codec), bytes, need);
+    }
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
+    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
+    SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
+                     "packet to device");
+    auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
+    SCCL_RETURN_IF_ERROR(kc::decode(p, pkt_.p, need, y, t, n, scale,
+                                    stats_host != nullptr ? dstats : nullptr, ws_.p, ws_.cap,
+                                    stream_));
+    if (stats_host != nullptr) {
+      SCCL_CUDA_RETURN(cudaMemcpyAsync(stats_host, dstats, sizeof(kernels::DecodeStats),
+                                       cudaMemcpyDeviceToHost, stream_),
+                       "decode statistics to host");
+    }
     return Status::Ok();
   }
 
