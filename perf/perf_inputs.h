@@ -17,6 +17,7 @@
 namespace perfinputs {
 
 // Bad --data: a message and exit status 2, as for every bad flag.
+// "sketchccl-perf: <message>" on stderr, exit status 2: bad flags or inputs.
 [[noreturn]] inline void input_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 inline void input_error(const char* fmt, ...) {
   va_list ap;

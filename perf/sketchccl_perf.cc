@@ -34,24 +34,15 @@ namespace {
 
 using perfinputs::DataSpec;
 using perfinputs::from_buffer;
-using perfinputs::load_npy;
 using perfinputs::Inputs;
+using perfinputs::load_npy;
 using perfinputs::parse_data;
 using perfinputs::round_to;
 using perfinputs::to_buffer;
 using perfutil::parse_bytes;
 using perfutil::parse_int;
 
-[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void die(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fprintf(stderr, "sketchccl-perf: ");
-  std::vfprintf(stderr, fmt, ap);
-  std::fprintf(stderr, "\n");
-  va_end(ap);
-  std::exit(2);
-}
+using perfinputs::input_error;  // usage errors: "sketchccl-perf: ..." and exit status 2
 
 const char* kUsage =
     "Usage: sketchccl-perf [nccl-tests flags] [sketchccl-perf flags]\n"
@@ -133,11 +124,11 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
       key = a.substr(0, 2);  // -b1M
       v = a.substr(2);
     } else {
-      if (i + 1 >= argc) die("option %s needs a value (see --help)", a.c_str());
+      if (i + 1 >= argc) input_error("option %s needs a value (see --help)", a.c_str());
       v = argv[++i];
     }
     auto bad = [&](const char* what) {
-      die("bad value '%s' for %s: %s (see --help)", v.c_str(), key.c_str(), what);
+      input_error("bad value '%s' for %s: %s (see --help)", v.c_str(), key.c_str(), what);
     };
     bool pass = true;
     long n = 0;
@@ -212,17 +203,18 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
       if (v != "host" && v != "device") bad("host | device");
       o.memory = v;
     } else {
-      die("unknown option '%s' (see --help)", a.c_str());
+      input_error("unknown option '%s' (see --help)", a.c_str());
     }
     if (pass) {
       passthrough->push_back(key);
       passthrough->push_back(v);
     }
   }
-  if (o.min_bytes > o.max_bytes) die("-b (%zu) is larger than -e (%zu)", o.min_bytes, o.max_bytes);
-  if (o.rank >= 0 && o.nranks == 0) die("--rank needs --nranks");
+  if (o.min_bytes > o.max_bytes)
+    input_error("-b (%zu) is larger than -e (%zu)", o.min_bytes, o.max_bytes);
+  if (o.rank >= 0 && o.nranks == 0) input_error("--rank needs --nranks");
   if (o.rank >= o.nranks && o.rank >= 0)
-    die("--rank %ld is not below --nranks %ld", o.rank, o.nranks);
+    input_error("--rank %ld is not below --nranks %ld", o.rank, o.nranks);
   return o;
 }
 
@@ -245,7 +237,7 @@ struct Nccl {
 template <typename F>
 void resolve(void* h, const char* name, F* out) {
   void* p = dlsym(h, name);
-  if (p == nullptr) die("%s not found in the NCCL library (%s)", name, dlerror());
+  if (p == nullptr) input_error("%s not found in the NCCL library (%s)", name, dlerror());
   *out = reinterpret_cast<F>(p);
 }
 
@@ -259,7 +251,7 @@ Nccl load_nccl(const Options& o, bool want_shim) {
   void* h = nullptr;
   if (!o.lib.empty()) {
     h = dlopen(o.lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (h == nullptr) die("cannot load --lib %s: %s", o.lib.c_str(), dlerror());
+    if (h == nullptr) input_error("cannot load --lib %s: %s", o.lib.c_str(), dlerror());
     n.where = o.lib;
   } else if (dlsym(RTLD_DEFAULT, "ncclAllReduce") != nullptr) {
     h = RTLD_DEFAULT;  // preloaded (LD_PRELOAD=libsketchccl.so) or linked in
@@ -275,11 +267,12 @@ Nccl load_nccl(const Options& o, bool want_shim) {
         break;
       }
     }
-    if (h == nullptr) die("cannot find libsketchccl.so next to this binary (use --lib PATH)");
+    if (h == nullptr)
+      input_error("cannot find libsketchccl.so next to this binary (use --lib PATH)");
   } else {
     h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
     if (h == nullptr)
-      die("cannot load libnccl.so.2 (%s); use --lib PATH or --standalone", dlerror());
+      input_error("cannot load libnccl.so.2 (%s); use --lib PATH or --standalone", dlerror());
     n.where = "libnccl.so.2";
   }
   resolve(h, "ncclGetUniqueId", &n.GetUniqueId);
@@ -327,7 +320,8 @@ class HostMemory : public Memory {
  public:
   void* alloc(size_t bytes) override {
     void* p = nullptr;
-    if (posix_memalign(&p, 4096, std::max<size_t>(bytes, 64)) != 0) die("out of host memory");
+    if (posix_memalign(&p, 4096, std::max<size_t>(bytes, 64)) != 0)
+      input_error("out of host memory");
     std::memset(p, 0, std::max<size_t>(bytes, 64));
     return p;
   }
@@ -345,7 +339,7 @@ class DeviceMemory : public Memory {
     void* h = dlopen("libcudart.so", RTLD_NOW);
     if (h == nullptr) h = dlopen("libcudart.so.12", RTLD_NOW);
     if (h == nullptr) h = dlopen("libcudart.so.13", RTLD_NOW);
-    if (h == nullptr) die("--memory device: cannot load the CUDA runtime (libcudart.so)");
+    if (h == nullptr) input_error("--memory device: cannot load the CUDA runtime (libcudart.so)");
     resolve(h, "cudaGetDeviceCount", &get_count_);
     resolve(h, "cudaSetDevice", &set_device_);
     resolve(h, "cudaMalloc", &malloc_);
@@ -354,7 +348,7 @@ class DeviceMemory : public Memory {
     resolve(h, "cudaStreamCreate", &stream_create_);
     resolve(h, "cudaStreamSynchronize", &stream_sync_);
     int n = 0;
-    if (get_count_(&n) != 0 || n == 0) die("--memory device: no CUDA device");
+    if (get_count_(&n) != 0 || n == 0) input_error("--memory device: no CUDA device");
     check(set_device_(local_rank % n), "cudaSetDevice");
     check(stream_create_(&stream_), "cudaStreamCreate");
   }
@@ -376,7 +370,7 @@ class DeviceMemory : public Memory {
 
  private:
   static void check(int rc, const char* what) {
-    if (rc != 0) die("%s failed (cudaError %d)", what, rc);
+    if (rc != 0) input_error("%s failed (cudaError %d)", what, rc);
   }
   int (*get_count_)(int*) = nullptr;
   int (*set_device_)(int) = nullptr;
@@ -593,7 +587,7 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
         j << b;
       }
       j << "]}\n";
-      if (!j) die("cannot write -J %s", o.json.c_str());
+      if (!j) input_error("cannot write -J %s", o.json.c_str());
     }
   }
   std::fflush(stdout);
@@ -639,7 +633,7 @@ int main(int argc, char** argv) {
     if (want_shim &&
         (std::getenv("SKETCHCCL_STATS_FILE") == nullptr || !*std::getenv("SKETCHCCL_STATS_FILE"))) {
       char tmpl[] = "/tmp/sketchccl-perf.XXXXXX";
-      if (mkdtemp(tmpl) == nullptr) die("mkdtemp failed");
+      if (mkdtemp(tmpl) == nullptr) input_error("mkdtemp failed");
       stats_dir = tmpl;
       setenv("SKETCHCCL_STATS_FILE", (stats_dir + "/stats.%p.json").c_str(), 1);
     }
@@ -700,11 +694,13 @@ int main(int argc, char** argv) {
   if (under_launcher) {
     o.rank = launcher_rank;
     if (o.nranks != 0 && o.nranks != launcher_size)
-      die("--nranks %ld differs from the launcher's world size %d", o.nranks, launcher_size);
+      input_error("--nranks %ld differs from the launcher's world size %d", o.nranks,
+                  launcher_size);
     o.nranks = launcher_size;
     if (o.id_hex.empty() && o.id_file.empty()) {
       if (job.empty())
-        die("under a launcher without a job id: pass --id-file PATH (on a shared filesystem)");
+        input_error(
+            "under a launcher without a job id: pass --id-file PATH (on a shared filesystem)");
       for (char& c : job)
         if (c == '/' || c == ' ') c = '_';
       o.id_file = "/tmp/sketchccl-perf." + job + ".id";
@@ -723,21 +719,22 @@ int main(int argc, char** argv) {
   std::memset(&id, 0, sizeof id);
   if (!o.id_hex.empty()) {
     if (!perfutil::from_hex(o.id_hex, &id, sizeof id))
-      die("--id must be %zu hex digits", 2 * sizeof id);
+      input_error("--id must be %zu hex digits", 2 * sizeof id);
   } else if (!o.id_file.empty()) {
     std::string err, hex;
     if (g_rank == 0) {
       NCCLCHECK(g_nccl.GetUniqueId(&id));
       if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err))
-        die("%s", err.c_str());
+        input_error("%s", err.c_str());
     } else {
-      if (!perfutil::read_id_file(o.id_file, sizeof id, 120, &hex, &err)) die("%s", err.c_str());
+      if (!perfutil::read_id_file(o.id_file, sizeof id, 120, &hex, &err))
+        input_error("%s", err.c_str());
       perfutil::from_hex(hex, &id, sizeof id);
     }
   } else if (o.nranks == 1) {
     NCCLCHECK(g_nccl.GetUniqueId(&id));
   } else {
-    die("rank %d of %d: no id (--id HEX or --id-file PATH)", g_rank, g_nranks);
+    input_error("rank %d of %d: no id (--id HEX or --id-file PATH)", g_rank, g_nranks);
   }
   if (under_launcher && g_rank == 0) {
     std::printf(
