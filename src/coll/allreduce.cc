@@ -288,7 +288,7 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   Status st;
-  if (args.device) {
+  if (args.mem == backend::MemoryType::kDevice) {
     st = run_device(link, args, codec, state, cs);
   } else if (nranks_ == 1) {
     // Nothing to reduce and nothing to compress: NCCL copies, and so do we.

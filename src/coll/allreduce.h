@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/memory_type.h"
 #include "backend/cuda/cuda_backend.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
@@ -25,10 +26,10 @@ struct AllReduceArgs {
   kernels::ElemType type = kernels::ElemType::kF32;
   bool avg = false;
   bool exact = false;  // below SKETCHCCL_MIN_BYTES or SKETCHCCL_ENABLE=0 in standalone: `none`
-  // send/recv are device memory of the communicator's device: the CUDA backend runs the codecs
-  // (docs/cuda.md). The caller's stream is the stream gate's business (Communicator), not the
-  // engine's.
-  bool device = false;
+  // Where send/recv live, classified once by the interposer. kDevice: memory of the
+  // communicator's device, run by the CUDA backend (docs/cuda.md); the caller's stream is the
+  // stream gate's business (Communicator), not the engine's.
+  backend::MemoryType mem = backend::MemoryType::kHost;
 };
 
 // What one call on a buffer leaves for the next. DDP buckets keep their addresses, so a buffer

@@ -59,7 +59,7 @@ class Communicator {
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
-  // Stream-ordered AllReduce on device buffers (args.device; docs/cuda.md): enqueues the stream
+  // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): enqueues the stream
   // gate (marker + wait) on `stream` (a cudaStream_t) and the work on the proxy, and returns at
   // once without blocking. The proxy waits for the marker, runs the ring on the communicator's
   // device and releases the stream -- also on failure, which becomes the async error.

@@ -182,7 +182,7 @@ SCCL_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff,
       if (device) {
         // Enqueued on `stream`; never blocks, inside a group or not. Failures found later are
         // the communicator's async error (ncclCommGetAsyncError), as with NCCL.
-        args.device = true;
+        args.mem = backend::MemoryType::kDevice;
         if (count == 0) return ncclSuccess;
         return report(c->submit_allreduce_stream(args, stream), "ncclAllReduce");
       }
