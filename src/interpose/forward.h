@@ -1,24 +1,20 @@
-// Calling the real NCCL's twin of an exported function, with the caller's arguments.
+// Calling the real NCCL's twin of an exported function with the caller's arguments, bit for bit.
 #pragma once
 
-#include "interpose/runtime.h"
+#include <nccl.h>
+
+#include <utility>
+
+#include "interpose/last_error.h"
 
 namespace sketchccl::interpose {
 
-template <typename Fn>
-Fn real_fn(const char* name) {
-  return reinterpret_cast<Fn>(Runtime::get().real_symbol(name));
+// Hands the call to `fn` (a RealApi pointer) unchanged and returns its result; `api` names the
+// function when the real library lacks it.
+template <typename... Params, typename... Args>
+ncclResult_t forward(ncclResult_t (*fn)(Params...), const char* api, Args&&... args) {
+  if (fn == nullptr) return missing_real(api);
+  return forwarded(fn(std::forward<Args>(args)...));
 }
 
 }  // namespace sketchccl::interpose
-
-// In front of a real NCCL: hand the call to pncclX unchanged and return its result.
-// `args` is the parenthesised argument list.
-#define SCCL_FORWARD(name, args)                                                  \
-  do {                                                                            \
-    if (!::sketchccl::interpose::Runtime::get().standalone()) {                   \
-      auto real = ::sketchccl::interpose::real_fn<decltype(&p##name)>("p" #name); \
-      if (real == nullptr) return ::sketchccl::interpose::missing_real(#name);    \
-      return ::sketchccl::interpose::forwarded(real args);                        \
-    }                                                                             \
-  } while (0)

@@ -30,7 +30,8 @@ PolicyDecision decide(const PolicyInput& in) {
   }
   if (in.count * elem < in.min_bytes) return {false, "smaller than SKETCHCCL_MIN_BYTES"};
   if (in.capturing) return {false, "stream is being captured into a CUDA graph"};
-  if (in.device_memory && !in.cuda_backend) return {false, "device buffers need the CUDA backend"};
+  if (in.mem == backend::MemoryType::kDevice && !in.cuda_backend)
+    return {false, "device buffers need the CUDA backend"};
   return {true, ""};
 }
 

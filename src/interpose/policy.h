@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "backend/memory_type.h"
+
 namespace sketchccl::interpose {
 
 enum class CommState {
@@ -24,8 +26,8 @@ struct PolicyInput {
   size_t count = 0;
   size_t min_bytes = 1 << 20;  // SKETCHCCL_MIN_BYTES
   bool capturing = false;      // the stream is being captured into a CUDA graph
-  bool device_memory = false;  // buffers live on a GPU
-  bool cuda_backend = false;   // this build can run codecs on the GPU
+  backend::MemoryType mem = backend::MemoryType::kHost;  // where the buffers live
+  bool cuda_backend = false;                             // this build can run codecs on the GPU
 };
 
 struct PolicyDecision {

@@ -43,6 +43,7 @@ bool accept(void* handle, const std::string& candidate, const std::string& how, 
   if (out->path.empty()) out->path = candidate;
   out->version = version;
   out->how = how;
+  out->api = resolve_real_api(handle);
   return true;
 }
 

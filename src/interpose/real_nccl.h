@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "interpose/real_api.h"
+
 namespace sketchccl::interpose {
 
 struct RealNccl {
@@ -14,6 +16,7 @@ struct RealNccl {
   std::string how;          // which rule found it ("SKETCHCCL_NCCL_LIB", "already loaded", ...)
   std::vector<std::string> tried;  // "candidate: why it was skipped", for diagnostics
   std::string error;  // set when SKETCHCCL_NCCL_LIB names a library that cannot be used
+  RealApi api;        // its functions, resolved when it was accepted
 };
 
 // setting: the value of SKETCHCCL_NCCL_LIB ("" = search, "none" = standalone, else a path).

@@ -1,7 +1,5 @@
 #include "interpose/runtime.h"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstdlib>
 
@@ -9,16 +7,6 @@
 #include "core/log.h"
 
 namespace sketchccl::interpose {
-namespace {
-
-std::mutex g_error_mu;
-thread_local bool t_last_error_ours = false;
-std::string& g_last_error() {
-  static std::string* s = new std::string();  // leaked: used by exit handlers
-  return *s;
-}
-
-}  // namespace
 
 Runtime& Runtime::get() {
   static Runtime* rt = [] {
@@ -49,10 +37,6 @@ Runtime::Runtime() {
     SCCL_INFO(kLogInit, "forwarding to %s (NCCL %d, %s)", real_.path.c_str(), real_.version,
               real_.how.c_str());
   }
-}
-
-void* Runtime::real_symbol(const char* name) const {
-  return real_.handle != nullptr ? dlsym(real_.handle, name) : nullptr;
 }
 
 ncclComm_t Runtime::add_owned(std::shared_ptr<coll::Communicator> comm) {
@@ -111,49 +95,6 @@ void Runtime::at_exit() {
     comm->abort();  // a program that exits without destroying: stop the proxy threads
     rt.write_stats(*comm);
   }
-}
-
-void set_last_error(const std::string& text) {
-  std::lock_guard<std::mutex> lock(g_error_mu);
-  g_last_error() = text;
-}
-
-std::string last_error() {
-  std::lock_guard<std::mutex> lock(g_error_mu);
-  return g_last_error();
-}
-
-ncclResult_t forwarded(ncclResult_t r) {
-  if (r != ncclSuccess && r != ncclInProgress) t_last_error_ours = false;
-  return r;
-}
-
-bool last_error_is_ours() {
-  return t_last_error_ours;
-}
-
-ncclResult_t missing_real(const char* api) {
-  return report(errorf(Code::kInternalError, "the real NCCL (%s) has no p%s",
-                       Runtime::get().real().path.c_str(), api),
-                api);
-}
-
-ncclResult_t not_in_standalone(const char* api) {
-  return report(errorf(Code::kInvalidUsage,
-                       "%s is not implemented in standalone mode (SKETCHCCL_NCCL_LIB=none or no "
-                       "real NCCL found): only communicators and float AllReduce are",
-                       api),
-                api);
-}
-
-ncclResult_t report(const Status& st, const char* api) {
-  if (!st.ok() && st.code() != Code::kInProgress) {
-    t_last_error_ours = true;
-    std::string text = std::string(api) + ": " + st.message();
-    set_last_error(text);
-    SCCL_WARN(kLogColl, "%s", text.c_str());
-  }
-  return static_cast<ncclResult_t>(st.code());
 }
 
 }  // namespace sketchccl::interpose

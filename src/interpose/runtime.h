@@ -1,5 +1,5 @@
-// Process-wide state of the interposer: the mode (standalone or in front of a real NCCL), the
-// configuration check, the table of communicators, the last error text, and the stats at exit.
+// Process-wide state of the interposer: the mode (standalone or in front of a real NCCL) and the
+// real library, the configuration check, the side table of communicators, the stats at exit.
 #pragma once
 
 #include <nccl.h>
@@ -23,8 +23,8 @@ class Runtime {
 
   bool standalone() const { return real_.standalone; }
   const RealNccl& real() const { return real_; }
-  // A pnccl* symbol of the real library, or nullptr.
-  void* real_symbol(const char* name) const;
+  // The real library's functions, resolved once at load (all null in standalone mode).
+  const RealApi& real_api() const { return real_.api; }
 
   // The configuration's verdict: a bad value fails every init with its message.
   const Status& config_status() const { return config_status_; }
@@ -53,20 +53,5 @@ class Runtime {
   mutable std::mutex mu_;
   std::map<ncclComm_t, std::shared_ptr<coll::Communicator>> comms_;
 };
-
-// ncclGetLastError text: set by every failing call.
-void set_last_error(const std::string& text);
-std::string last_error();
-
-// Converts an internal Status to ncclResult_t, recording the message for ncclGetLastError.
-ncclResult_t report(const Status& st, const char* api);
-// The result of a forwarded call, passed through; an error makes ncclGetLastError the real one's.
-ncclResult_t forwarded(ncclResult_t r);
-// Whether the last failure seen on this thread was SketchCCL's own (else the real NCCL's).
-bool last_error_is_ours();
-// The real library lacks the symbol (a broken or foreign libnccl).
-ncclResult_t missing_real(const char* api);
-// Standalone mode has no implementation of this function.
-ncclResult_t not_in_standalone(const char* api);
 
 }  // namespace sketchccl::interpose

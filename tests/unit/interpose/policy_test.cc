@@ -48,7 +48,8 @@ TEST(Policy, ForwardsEverythingElse) {
       {"one element short", [](PolicyInput& in) { in.count -= 1; }},
       {"bf16 of half the bytes", [](PolicyInput& in) { in.type = ncclBfloat16; }},
       {"graph capture", [](PolicyInput& in) { in.capturing = true; }},
-      {"device memory without CUDA backend", [](PolicyInput& in) { in.device_memory = true; }},
+      {"device memory without CUDA backend",
+       [](PolicyInput& in) { in.mem = backend::MemoryType::kDevice; }},
   };
   for (const Row& row : rows) {
     PolicyInput in = eligible();
@@ -61,7 +62,7 @@ TEST(Policy, ForwardsEverythingElse) {
 
 TEST(Policy, DeviceMemoryIsTakenOverWithACudaBackend) {
   PolicyInput in = eligible();
-  in.device_memory = true;
+  in.mem = backend::MemoryType::kDevice;
   in.cuda_backend = true;
   EXPECT_TRUE(decide(in).take_over);
 }

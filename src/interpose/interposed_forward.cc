@@ -1,0 +1,143 @@
+// The NCCL functions SketchCCL never takes over, in front of a real NCCL: the real twin with the
+// caller's arguments, bit for bit, and its result. Collectives count in the statistics.
+#include "interpose/forward.h"
+#include "interpose/interposed_front.h"
+#include "interpose/runtime.h"
+
+namespace sketchccl::interpose {
+namespace {
+
+// Counts a forwarded collective in the communicator's statistics.
+void count_forwarded(ncclComm_t comm) {
+  if (auto c = Runtime::get().find(comm)) c->count_forwarded();
+}
+
+}  // namespace
+
+ncclResult_t InterposedFront::comm_revoke(ncclComm_t comm, int revokeFlags) {
+  return forward(real_.ncclCommRevoke, "ncclCommRevoke", comm, revokeFlags);
+}
+
+ncclResult_t InterposedFront::mem_alloc(void** ptr, size_t size) {
+  return forward(real_.ncclMemAlloc, "ncclMemAlloc", ptr, size);
+}
+
+ncclResult_t InterposedFront::mem_free(void* ptr) {
+  return forward(real_.ncclMemFree, "ncclMemFree", ptr);
+}
+
+ncclResult_t InterposedFront::comm_register(const ncclComm_t comm, void* buff, size_t size,
+                                            void** handle) {
+  return forward(real_.ncclCommRegister, "ncclCommRegister", comm, buff, size, handle);
+}
+
+ncclResult_t InterposedFront::comm_deregister(const ncclComm_t comm, void* handle) {
+  return forward(real_.ncclCommDeregister, "ncclCommDeregister", comm, handle);
+}
+
+ncclResult_t InterposedFront::comm_window_register(ncclComm_t comm, void* buff, size_t size,
+                                                   ncclWindow_t* win, int winFlags) {
+  return forward(real_.ncclCommWindowRegister, "ncclCommWindowRegister", comm, buff, size, win,
+                 winFlags);
+}
+
+ncclResult_t InterposedFront::comm_window_deregister(ncclComm_t comm, ncclWindow_t win) {
+  return forward(real_.ncclCommWindowDeregister, "ncclCommWindowDeregister", comm, win);
+}
+
+ncclResult_t InterposedFront::red_op_create_pre_mul_sum(ncclRedOp_t* op, void* scalar,
+                                                        ncclDataType_t datatype,
+                                                        ncclScalarResidence_t residence,
+                                                        ncclComm_t comm) {
+  return forward(real_.ncclRedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum", op, scalar, datatype,
+                 residence, comm);
+}
+
+ncclResult_t InterposedFront::red_op_destroy(ncclRedOp_t op, ncclComm_t comm) {
+  return forward(real_.ncclRedOpDestroy, "ncclRedOpDestroy", op, comm);
+}
+
+ncclResult_t InterposedFront::reduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                     ncclComm_t comm, cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclReduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root,
+                 comm, stream);
+}
+
+ncclResult_t InterposedFront::bcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                    ncclComm_t comm, cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclBcast, "ncclBcast", buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t InterposedFront::broadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, int root, ncclComm_t comm,
+                                        cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclBroadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, root,
+                 comm, stream);
+}
+
+ncclResult_t InterposedFront::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                             ncclDataType_t datatype, ncclRedOp_t op,
+                                             ncclComm_t comm, cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
+                 datatype, op, comm, stream);
+}
+
+ncclResult_t InterposedFront::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                         ncclDataType_t datatype, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclAllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype,
+                 comm, stream);
+}
+
+ncclResult_t InterposedFront::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclAlltoAll, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, comm,
+                 stream);
+}
+
+ncclResult_t InterposedFront::gather(const void* sendbuff, void* recvbuff, size_t count,
+                                     ncclDataType_t datatype, int root, ncclComm_t comm,
+                                     cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclGather, "ncclGather", sendbuff, recvbuff, count, datatype, root, comm,
+                 stream);
+}
+
+ncclResult_t InterposedFront::scatter(const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, int root, ncclComm_t comm,
+                                      cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclScatter, "ncclScatter", sendbuff, recvbuff, count, datatype, root, comm,
+                 stream);
+}
+
+ncclResult_t InterposedFront::send(const void* sendbuff, size_t count, ncclDataType_t datatype,
+                                   int peer, ncclComm_t comm, cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclSend, "ncclSend", sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t InterposedFront::recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  count_forwarded(comm);
+  return forward(real_.ncclRecv, "ncclRecv", recvbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t InterposedFront::group_simulate_end(ncclSimInfo_t* simInfo) {
+  return forward(real_.ncclGroupSimulateEnd, "ncclGroupSimulateEnd", simInfo);
+}
+
+// Deprecated and without a twin in the real library: its plain name there, if present.
+void InterposedFront::reset_debug_init() {
+  if (real_.ncclResetDebugInit != nullptr) real_.ncclResetDebugInit();
+}
+
+}  // namespace sketchccl::interpose

@@ -1,0 +1,32 @@
+// Errors at the exported boundary: the text of ncclGetLastError, whose it is (SketchCCL's or the
+// real NCCL's), and the conversion of an internal Status to the caller's ncclResult_t.
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+
+#include "core/status.h"
+
+namespace sketchccl::interpose {
+
+// ncclGetLastError text: set by every failing call.
+void set_last_error(const std::string& text);
+std::string last_error();
+// The same, as the text ncclGetLastError returns (valid until this thread's next call).
+const char* last_error_text();
+// ncclGetErrorString's text for a result, as NCCL words it (when no real NCCL answers).
+const char* error_string(ncclResult_t r);
+
+// Converts an internal Status to ncclResult_t, recording the message for ncclGetLastError.
+ncclResult_t report(const Status& st, const char* api);
+// The result of a forwarded call, passed through; an error makes ncclGetLastError the real one's.
+ncclResult_t forwarded(ncclResult_t r);
+// Whether the last failure seen on this thread was SketchCCL's own (else the real NCCL's).
+bool last_error_is_ours();
+// The real library lacks the symbol (a broken or foreign libnccl).
+ncclResult_t missing_real(const char* api);
+// Standalone mode has no implementation of this function.
+ncclResult_t not_in_standalone(const char* api);
+
+}  // namespace sketchccl::interpose

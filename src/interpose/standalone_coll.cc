@@ -1,0 +1,69 @@
+// AllReduce, groups and error queries without a real NCCL: SketchCCL runs AllReduce
+// (float32/float16/bfloat16, sum/avg) itself, on host memory or, with the CUDA backend, on
+// device memory.
+#include "backend/cuda_query.h"
+#include "core/config.h"
+#include "interpose/allreduce_run.h"
+#include "interpose/group.h"
+#include "interpose/last_error.h"
+#include "interpose/runtime.h"
+#include "interpose/standalone_front.h"
+
+namespace sketchccl::interpose {
+
+ncclResult_t StandaloneFront::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  auto c = Runtime::get().find(comm);
+  if (c == nullptr) {
+    return report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
+                  "ncclAllReduce");
+  }
+  AllReduceCall call;
+  call.send = sendbuff;
+  call.recv = recvbuff;
+  call.count = count;
+  call.type = datatype;
+  call.op = op;
+  call.stream = stream;
+  // Without a CUDA backend there is no device memory to find: nothing to ask.
+  if (backend::has_cuda_backend()) call.mem = classify_buffers(sendbuff, recvbuff);
+  kernels::ElemType et{};
+  Status st = validate_allreduce(call, &et);
+  if (!st.ok()) return report(st, "ncclAllReduce");
+  // No NCCL to forward to: device buffers are refused where they cannot run.
+  if (call.mem.type == backend::MemoryType::kDevice && backend::stream_is_capturing(stream)) {
+    return report(Status(Code::kInvalidUsage,
+                         "ncclAllReduce on a stream being captured into a CUDA graph: "
+                         "standalone mode cannot be captured (in front of a real NCCL the "
+                         "call is forwarded)"),
+                  "ncclAllReduce");
+  }
+  // No NCCL to forward small calls to either: they run exact (`none`).
+  const Config& cfg = Config::global();
+  const bool exact =
+      !cfg.get_bool(Var::kEnable) || count * kernels::elem_size(et) < cfg.get_size(Var::kMinBytes);
+  return run_allreduce(*c, call, et, exact);
+}
+
+ncclResult_t StandaloneFront::group_start() {
+  group::start();
+  return ncclSuccess;
+}
+
+ncclResult_t StandaloneFront::group_end() {
+  Status st = group::end();
+  if (!st.ok() && st.code() != Code::kInProgress) return report(st, "ncclGroupEnd");
+  if (st.code() == Code::kInProgress) return ncclInProgress;
+  return ncclSuccess;
+}
+
+const char* StandaloneFront::get_error_string(ncclResult_t result) {
+  return error_string(result);
+}
+
+const char* StandaloneFront::get_last_error(ncclComm_t /*comm*/) {
+  return last_error_text();
+}
+
+}  // namespace sketchccl::interpose
