@@ -11,6 +11,7 @@ class Front {
  public:
   virtual ~Front() = default;
 
+  // Versions and communicator lifecycle.
   virtual ncclResult_t get_version(int* version) = 0;
   virtual ncclResult_t get_unique_id(ncclUniqueId* uniqueId) = 0;
   virtual ncclResult_t comm_init_rank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
@@ -28,12 +29,16 @@ class Front {
   virtual ncclResult_t comm_destroy(ncclComm_t comm) = 0;
   virtual ncclResult_t comm_abort(ncclComm_t comm) = 0;
   virtual ncclResult_t comm_revoke(ncclComm_t comm, int revokeFlags) = 0;
+
+  // Communicator queries and errors.
   virtual ncclResult_t comm_count(const ncclComm_t comm, int* count) = 0;
   virtual ncclResult_t comm_user_rank(const ncclComm_t comm, int* rank) = 0;
   virtual ncclResult_t comm_cu_device(const ncclComm_t comm, int* device) = 0;
   virtual ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* asyncError) = 0;
   virtual const char* get_error_string(ncclResult_t result) = 0;
   virtual const char* get_last_error(ncclComm_t comm) = 0;
+
+  // Memory, buffer registration, reduction ops.
   virtual ncclResult_t mem_alloc(void** ptr, size_t size) = 0;
   virtual ncclResult_t mem_free(void* ptr) = 0;
   virtual ncclResult_t comm_register(const ncclComm_t comm, void* buff, size_t size,
@@ -47,6 +52,8 @@ class Front {
                                                  ncclScalarResidence_t residence,
                                                  ncclComm_t comm) = 0;
   virtual ncclResult_t red_op_destroy(ncclRedOp_t op, ncclComm_t comm) = 0;
+
+  // Collectives and point-to-point; only AllReduce is ever taken over.
   virtual ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                   cudaStream_t stream) = 0;
@@ -77,9 +84,13 @@ class Front {
                             ncclComm_t comm, cudaStream_t stream) = 0;
   virtual ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                             ncclComm_t comm, cudaStream_t stream) = 0;
+
+  // Groups.
   virtual ncclResult_t group_start() = 0;
   virtual ncclResult_t group_end() = 0;
   virtual ncclResult_t group_simulate_end(ncclSimInfo_t* simInfo) = 0;
+
+  // Deprecated, absent from nccl.h.
   virtual void reset_debug_init() = 0;
 };
 
