@@ -113,7 +113,7 @@ bool log_enabled(LogLevel level, uint32_t subsys) {
   return level == LogLevel::kWarn || (s.mask.load(std::memory_order_relaxed) & subsys) != 0;
 }
 
-void log_write(LogLevel level, uint32_t subsys, const char* fmt, ...) {
+void log_write(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
   ensure_configured();
   LogState& s = state();
   char msg[2048];
@@ -121,12 +121,18 @@ void log_write(LogLevel level, uint32_t subsys, const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  char line[2304];
-  std::snprintf(line, sizeof line, "%s:%d:%ld SKETCHCCL %s %s %s\n", s.host,
-                static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)),
+  // WARN lines say where they come from (the file's base name and the line), as NCCL's do.
+  char where[128] = "";
+  if (level == LogLevel::kWarn && file != nullptr) {
+    const char* slash = std::strrchr(file, '/');
+    std::snprintf(where, sizeof where, " %s:%d", slash != nullptr ? slash + 1 : file, line);
+  }
+  char text[2432];
+  std::snprintf(text, sizeof text, "%s:%d:%ld%s SKETCHCCL %s %s %s\n", s.host,
+                static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)), where,
                 log_level_name(level), log_subsys_name(subsys), msg);
   std::lock_guard<std::mutex> lock(s.mu);
-  std::fputs(line, s.out != nullptr ? s.out : stderr);
+  std::fputs(text, s.out != nullptr ? s.out : stderr);
 }
 
 }  // namespace sketchccl

@@ -1,6 +1,7 @@
 #include "core/log.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -44,6 +45,23 @@ TEST_F(LogTest, LevelsAndSubsystemsFilter) {
   EXPECT_NE(text.find("SKETCHCCL INFO NET net info 1"), std::string::npos) << text;
   EXPECT_NE(text.find("SKETCHCCL WARN COLL warn always shown"), std::string::npos) << text;
   EXPECT_EQ(text.find("hidden"), std::string::npos) << text;
+}
+
+TEST_F(LogTest, WarnLinesNameFileAndLine) {
+  log_configure_raw(LogLevel::kInfo, kLogAll, path_);
+  const int line = __LINE__ + 1;
+  SCCL_WARN(kLogNet, "located %d", 7);
+  SCCL_INFO(kLogNet, "info has no location");
+  log_configure_raw(LogLevel::kWarn, kLogAll, "");
+  std::string text = read_all(path_);
+  // "host:pid:tid log_test.cc:123 SKETCHCCL WARN NET located 7", as NCCL's WARN lines.
+  std::string where = ":" + std::to_string(syscall(SYS_gettid)) +
+                      " log_test.cc:" + std::to_string(line) + " SKETCHCCL WARN NET located 7\n";
+  EXPECT_NE(text.find(where), std::string::npos) << text;
+  EXPECT_NE(text.find(":" + std::to_string(syscall(SYS_gettid)) +
+                      " SKETCHCCL INFO NET info has no location\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(LogTest, LineCarriesHostPidAndThread) {
