@@ -37,6 +37,12 @@ bool log_enabled(LogLevel level, uint32_t subsys);
 void log_write(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+// For tests: `hook` receives every WARN line (without its newline), whatever the level, on the
+// thread that logs it, before it is written; nullptr removes it. The hook must not log.
+// Returns the hook it replaces.
+using LogWarnHook = void (*)(const char* line);
+LogWarnHook log_set_warn_hook(LogWarnHook hook);
+
 }  // namespace sketchccl
 
 // WARN lines are printed whatever the subsystem filter says, as in NCCL.
