@@ -29,6 +29,7 @@
 
 #include "perf_common.h"
 #include "perf_inputs.h"
+#include "sketchccl/sketchccl.h"
 
 namespace {
 
@@ -71,8 +72,8 @@ const char* kUsage =
     "                           no GPU is present and SKETCHCCL_NCCL_LIB is unset\n"
     "  --lib PATH               the NCCL library to load (libsketchccl.so or libnccl.so.2)\n"
     "  --memory host|device     where buffers live (default: host standalone, else device)\n"
-    "  --wire 0|1               measure wire bytes per size (default 1: one communicator per\n"
-    "                           size, split from the first, read back from SKETCHCCL_STATS_FILE)\n"
+    "  --wire 0|1               measure wire bytes per size (default 1: from SketchCCL's\n"
+    "                           sketchcclCommGetStats before and after each size)\n"
     "  -h, --help\n"
     "Unless SKETCHCCL_MIN_BYTES is set, it is set to 0 so that every size is compressed.\n";
 
@@ -224,13 +225,13 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
 struct Nccl {
   decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
   decltype(&ncclCommInitRank) CommInitRank = nullptr;
-  decltype(&ncclCommSplit) CommSplit = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
   decltype(&ncclAllReduce) AllReduce = nullptr;
   decltype(&ncclGetErrorString) GetErrorString = nullptr;
   decltype(&ncclGetLastError) GetLastError = nullptr;
   decltype(&ncclGetVersion) GetVersion = nullptr;
-  bool shim = false;  // libsketchccl.so is what answers
+  decltype(&sketchcclCommGetStats) CommGetStats = nullptr;  // SketchCCL only (sketchccl.h)
+  bool shim = false;                                        // libsketchccl.so is what answers
   std::string where;
 };
 
@@ -277,13 +278,14 @@ Nccl load_nccl(const Options& o, bool want_shim) {
   }
   resolve(h, "ncclGetUniqueId", &n.GetUniqueId);
   resolve(h, "ncclCommInitRank", &n.CommInitRank);
-  resolve(h, "ncclCommSplit", &n.CommSplit);
   resolve(h, "ncclCommDestroy", &n.CommDestroy);
   resolve(h, "ncclAllReduce", &n.AllReduce);
   resolve(h, "ncclGetErrorString", &n.GetErrorString);
   resolve(h, "ncclGetLastError", &n.GetLastError);
   resolve(h, "ncclGetVersion", &n.GetVersion);
   n.shim = dlsym(h, "sketchcclGetVersion") != nullptr;
+  // Optional: a plain NCCL has no statistics, and then there is no wire column.
+  n.CommGetStats = reinterpret_cast<decltype(n.CommGetStats)>(dlsym(h, "sketchcclCommGetStats"));
   return n;
 }
 
@@ -383,37 +385,21 @@ class DeviceMemory : public Memory {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Wire bytes from the shim's statistics file (one JSON line per communicator at destroy).
+// Wire bytes from SketchCCL's statistics query: its byte counters before and after a size.
 
-std::string expand_stats_path(std::string p) {
-  char host[256] = "host";
-  gethostname(host, sizeof host - 1);
-  for (size_t i; (i = p.find("%p")) != std::string::npos;)
-    p.replace(i, 2, std::to_string(getpid()));
-  for (size_t i; (i = p.find("%h")) != std::string::npos;)
-    p.replace(i, 2, host);
-  return p;
-}
+struct WireCounters {
+  uint64_t in = 0, sent = 0;
+};
 
-// Sums bytes_in and bytes_sent over the codecs of the last line of the file. False if absent.
-bool last_stats(const std::string& path, double* wire_per_in) {
-  std::ifstream f(path);
-  std::string line, last;
-  while (std::getline(f, line)) {
-    if (!line.empty()) last = line;
-  }
-  if (last.empty()) return false;
-  auto sum_key = [&](const std::string& key) {
-    double s = 0;
-    for (size_t p = 0; (p = last.find("\"" + key + "\": ", p)) != std::string::npos;) {
-      p += key.size() + 4;
-      s += std::strtod(last.c_str() + p, nullptr);
-    }
-    return s;
-  };
-  double in = sum_key("bytes_in"), sent = sum_key("bytes_sent");
-  if (in <= 0) return false;
-  *wire_per_in = sent / in;
+// False when the library has no query (a plain NCCL) or does not know the communicator.
+bool wire_counters(ncclComm_t comm, WireCounters* out) {
+  if (g_nccl.CommGetStats == nullptr) return false;
+  sketchcclCommStats s;
+  std::memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  if (g_nccl.CommGetStats(comm, &s) != 0) return false;
+  out->in = s.bytes_in;
+  out->sent = s.bytes_sent;
   return true;
 }
 
@@ -445,12 +431,6 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     mem = std::make_unique<DeviceMemory>(lr != nullptr ? std::atoi(lr) : g_rank);
   } else {
     mem = std::make_unique<HostMemory>();
-  }
-
-  std::string stats_path;
-  if (g_nccl.shim && o.wire) {
-    const char* sp = std::getenv("SKETCHCCL_STATS_FILE");
-    if (sp != nullptr && *sp) stats_path = expand_stats_path(sp);
   }
 
   ncclComm_t world;
@@ -509,8 +489,8 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     res.count = bytes / tsize;
     res.bytes = res.count * tsize;
     ncclComm_t comm = world;
-    bool split = !stats_path.empty();
-    if (split) NCCLCHECK(g_nccl.CommSplit(world, 0, g_rank, &comm, nullptr));
+    WireCounters before;
+    const bool measure_wire = o.wire && wire_counters(comm, &before);
     for (long w = 0; w < o.warmup; ++w)
       NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
     mem->sync();
@@ -539,10 +519,12 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
       res.nmse = ref > 0 ? err / ref : err;
       res.maxrel = maxref > 0 ? maxerr / maxref : maxerr;
     }
-    if (split) {
-      NCCLCHECK(g_nccl.CommDestroy(comm));
-      double w = 0;
-      if (last_stats(stats_path, &w)) res.wire = w;
+    // Every call of this size has finished (synchronized above), and only this size's calls
+    // ran since `before`.
+    WireCounters after;
+    if (measure_wire && wire_counters(comm, &after) && after.in > before.in) {
+      res.wire =
+          static_cast<double>(after.sent - before.sent) / static_cast<double>(after.in - before.in);
     }
     if (g_rank == 0) {
       char wire[32] = "N/A";
@@ -629,14 +611,6 @@ int main(int argc, char** argv) {
   // The local launcher: this process makes the id and starts the ranks.
   if (o.rank < 0 && !under_launcher) {
     if (o.nranks == 0) o.nranks = 1;
-    std::string stats_dir;
-    if (want_shim &&
-        (std::getenv("SKETCHCCL_STATS_FILE") == nullptr || !*std::getenv("SKETCHCCL_STATS_FILE"))) {
-      char tmpl[] = "/tmp/sketchccl-perf.XXXXXX";
-      if (mkdtemp(tmpl) == nullptr) input_error("mkdtemp failed");
-      stats_dir = tmpl;
-      setenv("SKETCHCCL_STATS_FILE", (stats_dir + "/stats.%p.json").c_str(), 1);
-    }
     g_nccl = load_nccl(o, want_shim);
     ncclUniqueId id;
     NCCLCHECK(g_nccl.GetUniqueId(&id));
@@ -681,13 +655,7 @@ int main(int argc, char** argv) {
       if (o.standalone) a.push_back("--standalone");
       argvs.push_back(a);
     }
-    int rc = perfutil::run_local_ranks(static_cast<int>(o.nranks), argvs);
-    if (!stats_dir.empty()) {
-      std::string cmd = "rm -rf '" + stats_dir + "'";
-      if (std::system(cmd.c_str()) != 0) {
-      }
-    }
-    return rc;
+    return perfutil::run_local_ranks(static_cast<int>(o.nranks), argvs);
   }
 
   // A rank.
@@ -708,12 +676,6 @@ int main(int argc, char** argv) {
   }
   g_rank = static_cast<int>(o.rank);
   g_nranks = static_cast<int>(o.nranks);
-  std::string stats_tmp;
-  if (want_shim &&
-      (std::getenv("SKETCHCCL_STATS_FILE") == nullptr || !*std::getenv("SKETCHCCL_STATS_FILE"))) {
-    stats_tmp = "/tmp/sketchccl-perf.stats." + std::to_string(getpid()) + ".json";
-    setenv("SKETCHCCL_STATS_FILE", stats_tmp.c_str(), 1);
-  }
   g_nccl = load_nccl(o, want_shim);
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
@@ -746,6 +708,5 @@ int main(int argc, char** argv) {
   }
   int rc = run_rank(o, id);
   if (g_rank == 0 && !o.id_file.empty()) unlink(o.id_file.c_str());
-  if (!stats_tmp.empty()) unlink(stats_tmp.c_str());
   return rc;
 }

@@ -2,16 +2,64 @@
 #ifndef SKETCHCCL_SKETCHCCL_H_
 #define SKETCHCCL_SKETCHCCL_H_
 
+#include <stddef.h>
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define SKETCHCCL_EXPORT __attribute__((visibility("default")))
 
+/* nccl.h's ncclComm_t is a pointer to this; declared here so that nccl.h is not needed. */
+struct ncclComm;
+
 /* Version as major*10000 + minor*100 + patch. */
 SKETCHCCL_EXPORT int sketchcclGetVersion(void);
 /* Version as "major.minor.patch". */
 SKETCHCCL_EXPORT const char* sketchcclGetVersionString(void);
+
+/* The most codecs one query reports (SketchCCL has 11). */
+#define SKETCHCCL_STATS_MAX_CODECS 16
+
+/* One codec's share of the AllReduces SketchCCL ran on a communicator. */
+typedef struct {
+  char name[16];           /* as SKETCHCCL_CODEC spells it: "none", "q8", "s2", ... */
+  uint64_t calls;          /* AllReduces, failed ones included */
+  uint64_t bytes_in;       /* user bytes reduced (count * element size) */
+  uint64_t bytes_sent;     /* bytes this rank put on the wire */
+  uint64_t bytes_received; /* bytes this rank took off the wire */
+  double seconds;          /* time the proxy spent in these AllReduces */
+  uint64_t s2_nonzeros;    /* s2: positions set in the merged bitmaps, */
+  uint64_t s2_peeled;      /*     recovered exactly by peeling, */
+  uint64_t s2_estimated;   /*     left to the median estimate */
+  double ef_input_sq;      /* error feedback: sum of squares of what was compressed, */
+  double ef_residual_sq;   /*     and of the residuals kept (their ratio: the codec's NMSE) */
+} sketchcclCodecStats;
+
+/* A communicator's statistics, this rank's view. Fields are only ever appended: a program set
+ * `size` to the sizeof it was built with, and gets that much filled in. */
+typedef struct {
+  size_t size; /* in: sizeof(sketchcclCommStats); out: the bytes filled in */
+  int rank;
+  int nranks;
+  uint64_t calls_taken;     /* AllReduces SketchCCL ran (and that succeeded) */
+  uint64_t calls_forwarded; /* calls passed to the real NCCL */
+  uint64_t calls_failed;    /* AllReduces SketchCCL ran that failed */
+  uint64_t bytes_in;        /* totals over the codecs below */
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  double seconds;
+  int num_codecs; /* entries used in codecs[], in name order */
+  sketchcclCodecStats codecs[SKETCHCCL_STATS_MAX_CODECS];
+} sketchcclCommStats;
+
+/* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work
+ * finished (for a stream-ordered one, synchronize the stream first). Returns 0 (ncclSuccess),
+ * 4 (ncclInvalidArgument) when `comm` is not a communicator of SketchCCL's, `out` is NULL or
+ * out->size is smaller than a size_t, 3 (ncclInternalError) on an internal failure. Thread-safe;
+ * does not wait for the communicator. */
+SKETCHCCL_EXPORT int sketchcclCommGetStats(struct ncclComm* comm, sketchcclCommStats* out);
 
 #ifdef __cplusplus
 }

@@ -171,6 +171,7 @@ std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) 
     RingLink l = link(kPhaseAllReduce);
     ++op_seq_;
     Status st = engine_.run(l, args);
+    publish_stats();
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "AllReduce failed: %s", st.to_string().c_str());
       fail(st);
@@ -210,7 +211,10 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
     ++op_seq_;
     // Work queued before the AllReduce on the caller's stream has finished once the marker ran.
     Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
-    if (st.ok()) st = engine_.run(l, args);
+    if (st.ok()) {
+      st = engine_.run(l, args);
+      publish_stats();
+    }
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "AllReduce on device buffers failed: %s", st.to_string().c_str());
       fail(st);
@@ -343,10 +347,23 @@ Status Communicator::finalize() {
   return st.code() == Code::kInProgress ? Status::Ok() : st;
 }
 
-std::string Communicator::stats_json() const {
-  CommStats s = engine_.stats();
+void Communicator::publish_stats() {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  published_stats_ = engine_.stats();
+}
+
+CommStats Communicator::stats() const {
+  CommStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = published_stats_;
+  }
   s.calls_forwarded = forwarded_.load();
-  return s.to_json(rank_, nranks_, id_hash_);
+  return s;
+}
+
+std::string Communicator::stats_json() const {
+  return stats().to_json(rank_, nranks_, id_hash_);
 }
 
 }  // namespace sketchccl::coll

@@ -76,7 +76,8 @@ class Communicator {
   // Waits for queued work, then stops the proxy and closes the transport.
   Status finalize();
 
-  // Statistics (read after finalize, or racy-but-harmless for reporting).
+  // Statistics of the work the proxy finished, from any thread (sketchcclCommGetStats).
+  CommStats stats() const;
   std::string stats_json() const;
   void count_forwarded() { forwarded_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -93,6 +94,8 @@ class Communicator {
   Status allgather_small_ring(const void* mine, size_t bytes, void* all);
   RingLink link(uint8_t phase = 0);
   void fail(const Status& st);
+  // On the proxy, after the engine ran: copies its statistics for stats() on other threads.
+  void publish_stats();
 
   const int rank_;
   const int nranks_;
@@ -111,6 +114,8 @@ class Communicator {
   std::shared_ptr<Work> init_work_;
   std::atomic<bool> abort_{false};
   std::atomic<uint64_t> forwarded_{0};
+  mutable std::mutex stats_mu_;
+  CommStats published_stats_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Work>> queue_;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "core/config.h"
 
@@ -20,6 +21,7 @@ struct LogState {
   std::atomic<bool> configured{false};
   std::atomic<int> level{static_cast<int>(LogLevel::kWarn)};
   std::atomic<uint32_t> mask{kLogAll};
+  std::atomic<LogWarnHook> warn_hook{nullptr};
   FILE* out = nullptr;  // nullptr = stderr
   char host[64] = {0};
 };
@@ -106,14 +108,20 @@ void log_configure(const Config& cfg) {
   log_configure_raw(level, mask, cfg.get_string(Var::kDebugFile));
 }
 
+LogWarnHook log_set_warn_hook(LogWarnHook hook) {
+  return state().warn_hook.exchange(hook, std::memory_order_acq_rel);
+}
+
 bool log_enabled(LogLevel level, uint32_t subsys) {
   ensure_configured();
   const LogState& s = state();
+  if (level == LogLevel::kWarn && s.warn_hook.load(std::memory_order_acquire) != nullptr)
+    return true;  // the hook sees every WARN; log_write still applies the level
   if (static_cast<int>(level) > s.level.load(std::memory_order_relaxed)) return false;
   return level == LogLevel::kWarn || (s.mask.load(std::memory_order_relaxed) & subsys) != 0;
 }
 
-void log_write(LogLevel level, uint32_t subsys, const char* fmt, ...) {
+void log_write(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
   ensure_configured();
   LogState& s = state();
   char msg[2048];
@@ -121,12 +129,27 @@ void log_write(LogLevel level, uint32_t subsys, const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  char line[2304];
-  std::snprintf(line, sizeof line, "%s:%d:%ld SKETCHCCL %s %s %s\n", s.host,
-                static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)),
+  // WARN lines say where they come from (the file's base name and the line), as NCCL's do.
+  char where[128] = "";
+  if (level == LogLevel::kWarn && file != nullptr) {
+    const char* slash = std::strrchr(file, '/');
+    std::snprintf(where, sizeof where, " %s:%d", slash != nullptr ? slash + 1 : file, line);
+  }
+  char text[2432];
+  std::snprintf(text, sizeof text, "%s:%d:%ld%s SKETCHCCL %s %s %s\n", s.host,
+                static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)), where,
                 log_level_name(level), log_subsys_name(subsys), msg);
+  if (level == LogLevel::kWarn) {
+    LogWarnHook hook = s.warn_hook.load(std::memory_order_acquire);
+    if (hook != nullptr) {
+      size_t n = std::strlen(text);
+      if (n > 0 && text[n - 1] == '\n') --n;
+      hook(std::string(text, n).c_str());
+    }
+  }
+  if (static_cast<int>(level) > s.level.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(s.mu);
-  std::fputs(line, s.out != nullptr ? s.out : stderr);
+  std::fputs(text, s.out != nullptr ? s.out : stderr);
 }
 
 }  // namespace sketchccl

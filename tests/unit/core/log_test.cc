@@ -1,6 +1,7 @@
 #include "core/log.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -9,9 +10,12 @@
 #include <vector>
 
 #include "core/config.h"
+#include "warn_guard.h"
 
 namespace sketchccl {
 namespace {
+
+using testutil::AllowWarnings;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
@@ -34,6 +38,7 @@ class LogTest : public ::testing::Test {
 };
 
 TEST_F(LogTest, LevelsAndSubsystemsFilter) {
+  AllowWarnings allow("warn always shown");
   log_configure_raw(LogLevel::kInfo, kLogNet, path_);
   SCCL_INFO(kLogNet, "net info %d", 1);
   SCCL_INFO(kLogColl, "coll info hidden");
@@ -44,6 +49,45 @@ TEST_F(LogTest, LevelsAndSubsystemsFilter) {
   EXPECT_NE(text.find("SKETCHCCL INFO NET net info 1"), std::string::npos) << text;
   EXPECT_NE(text.find("SKETCHCCL WARN COLL warn always shown"), std::string::npos) << text;
   EXPECT_EQ(text.find("hidden"), std::string::npos) << text;
+  EXPECT_EQ(allow.count(), 1);
+}
+
+TEST_F(LogTest, WarnLinesNameFileAndLine) {
+  AllowWarnings allow("located");
+  log_configure_raw(LogLevel::kInfo, kLogAll, path_);
+  const int line = __LINE__ + 1;
+  SCCL_WARN(kLogNet, "located %d", 7);
+  SCCL_INFO(kLogNet, "info has no location");
+  log_configure_raw(LogLevel::kWarn, kLogAll, "");
+  std::string text = read_all(path_);
+  // "host:pid:tid log_test.cc:123 SKETCHCCL WARN NET located 7", as NCCL's WARN lines.
+  std::string where = ":" + std::to_string(syscall(SYS_gettid)) +
+                      " log_test.cc:" + std::to_string(line) + " SKETCHCCL WARN NET located 7\n";
+  EXPECT_NE(text.find(where), std::string::npos) << text;
+  EXPECT_NE(text.find(":" + std::to_string(syscall(SYS_gettid)) +
+                      " SKETCHCCL INFO NET info has no location\n"),
+            std::string::npos)
+      << text;
+}
+
+std::vector<std::string>* g_hooked = nullptr;
+void record_warn(const char* line) {
+  g_hooked->emplace_back(line);
+}
+
+TEST_F(LogTest, WarnHookSeesWarningsOfEveryThreadWhateverTheLevel) {
+  std::vector<std::string> seen;
+  g_hooked = &seen;
+  LogWarnHook previous = log_set_warn_hook(&record_warn);
+  log_configure_raw(LogLevel::kNone, kLogAll, path_);
+  std::thread([] { SCCL_WARN(kLogProxy, "from another thread"); }).join();
+  SCCL_INFO(kLogProxy, "not a warning");
+  log_set_warn_hook(previous);
+  log_configure_raw(LogLevel::kWarn, kLogAll, "");
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_NE(seen[0].find(" SKETCHCCL WARN PROXY from another thread"), std::string::npos);
+  EXPECT_EQ(seen[0].back(), 'd');  // no newline
+  EXPECT_EQ(read_all(path_), "");  // NONE still silences the file
 }
 
 TEST_F(LogTest, LineCarriesHostPidAndThread) {
@@ -59,6 +103,7 @@ TEST_F(LogTest, LineCarriesHostPidAndThread) {
 }
 
 TEST_F(LogTest, NoneSilencesEvenWarnings) {
+  AllowWarnings allow("not written");
   log_configure_raw(LogLevel::kNone, kLogAll, path_);
   SCCL_WARN(kLogInit, "not written");
   log_configure_raw(LogLevel::kWarn, kLogAll, "");
