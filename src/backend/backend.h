@@ -1,6 +1,7 @@
 // Where codec work runs. The ring engine (src/coll) calls a Backend; the host backend runs the
-// kernels' CPU build on host memory; the CUDA backend (later) runs their CUDA build on device
-// buffers and stages packets. The ring never calls kernels/ directly.
+// kernels' CPU build on host memory; the CUDA backend runs their CUDA build on device buffers
+// and stages packets. The ring never calls kernels/ directly. Every call returns a Status;
+// results come back through out-parameters.
 #pragma once
 
 #include <cstddef>
@@ -65,16 +66,17 @@ class Backend {
   virtual void free_packets(void* p) { std::free(p); }
 
   // fp32 views of user buffers (error feedback).
-  virtual void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;
+  virtual Status load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;
 
-  // The lossless sparse codec's phases (kernels/sparse.h).
-  virtual void bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) = 0;
-  virtual void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) = 0;
-  virtual size_t bitmap_popcount(const uint64_t* bits, size_t n) = 0;
-  virtual size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
-                                float* out) = 0;
-  virtual size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale,
-                                void* y, kernels::ElemType t) = 0;
+  // The lossless sparse codec's phases (kernels/sparse.h). Counts come back through `*count`
+  // (popcount: required; compact / scatter: the values read or written, optional).
+  virtual Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) = 0;
+  virtual Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) = 0;
+  virtual Status bitmap_popcount(const uint64_t* bits, size_t n, size_t* count) = 0;
+  virtual Status sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
+                                float* out, size_t* count) = 0;
+  virtual Status sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale,
+                                void* y, kernels::ElemType t, size_t* count) = 0;
 };
 
 // Host memory, the kernels' CPU build, the calling thread.

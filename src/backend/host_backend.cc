@@ -25,25 +25,33 @@ class HostBackend final : public Backend {
                 kernels::ElemType t, size_t n, float scale, kernels::DecodeStats* stats) override {
     return kernels::decode(p, pkt, bytes, y, t, n, scale, stats);
   }
-  void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) override {
+  Status load_f32(const void* x, kernels::ElemType t, size_t n, float* out) override {
     kernels::load_f32(x, t, n, out);
+    return Status::Ok();
   }
-  void bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) override {
+  Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) override {
     kernels::bitmap_build(x, t, n, bits);
+    return Status::Ok();
   }
-  void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
+  Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
     kernels::bitmap_or(acc, other, n);
+    return Status::Ok();
   }
-  size_t bitmap_popcount(const uint64_t* bits, size_t n) override {
-    return kernels::bitmap_popcount(bits, n);
+  Status bitmap_popcount(const uint64_t* bits, size_t n, size_t* count) override {
+    *count = kernels::bitmap_popcount(bits, n);
+    return Status::Ok();
   }
-  size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
-                        float* out) override {
-    return kernels::sparse_compact(bits, n, x, t, out);
+  Status sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
+                        float* out, size_t* count) override {
+    const size_t m = kernels::sparse_compact(bits, n, x, t, out);
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
-  size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
-                        kernels::ElemType t) override {
-    return kernels::sparse_scatter(bits, n, vals, scale, y, t);
+  Status sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
+                        kernels::ElemType t, size_t* count) override {
+    const size_t m = kernels::sparse_scatter(bits, n, vals, scale, y, t);
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
 };
 

@@ -50,7 +50,8 @@ class CodecSliceOps : public SliceOps {
   Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) override {
     CodecParams p = params(offset, n, static_cast<uint32_t>(step));
     if (residual_ == nullptr) return be_.encode(p, src(offset), type_, n, pkt, cap);
-    float* x = compensated(offset, n);
+    float* x = nullptr;
+    SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.encode(p, x, ElemType::kF32, n, pkt, cap));
     // residual = (x + r) - decode(encode(x + r))
     tmp_.resize(n);
@@ -65,7 +66,8 @@ class CodecSliceOps : public SliceOps {
     if (residual_ == nullptr) {
       return be_.step(p, in, in_bytes, src(offset), type_, n, out, cap);
     }
-    float* x = compensated(offset, n);
+    float* x = nullptr;
+    SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
     // residual = (decode(in) + x + r) - decode(out): the error this step added.
     CodecParams pin = params(offset, n, static_cast<uint32_t>(step - 1));
@@ -166,13 +168,14 @@ class CodecSliceOps : public SliceOps {
   const void* src(size_t offset) const { return send_ + offset * esz_; }
 
   // x + residual for this slice, in fp32.
-  float* compensated(size_t offset, size_t n) {
+  Status compensated(size_t offset, size_t n, float** x) {
     comp_.resize(n);
-    be_.load_f32(src(offset), type_, n, comp_.data());
+    SCCL_RETURN_IF_ERROR(be_.load_f32(src(offset), type_, n, comp_.data()));
     const float* r = residual_ + offset;
     for (size_t i = 0; i < n; ++i)
       comp_[i] += r[i];
-    return comp_.data();
+    *x = comp_.data();
+    return Status::Ok();
   }
   void keep_residual(size_t offset, size_t n, const float* x, const float* out, const float* in) {
     float* r = residual_ + offset;
@@ -226,8 +229,7 @@ class BitmapSliceOps : public SliceOps {
                     in_bytes, n * sizeof(uint64_t));
     }
     SCCL_RETURN_IF_ERROR(build(offset, n, static_cast<uint64_t*>(out), cap));
-    be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
-    return Status::Ok();
+    return be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
   }
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     if (bytes != n * sizeof(uint64_t)) {
@@ -244,8 +246,7 @@ class BitmapSliceOps : public SliceOps {
     const size_t first = offset * 64;
     const size_t elems = std::min(count_ - first, n * 64);
     std::memset(words, 0, n * sizeof(uint64_t));
-    be_.bitmap_build(x_ + first * esz_, type_, elems, words);
-    return Status::Ok();
+    return be_.bitmap_build(x_ + first * esz_, type_, elems, words);
   }
 
   backend::Backend& be_;
@@ -342,8 +343,6 @@ Status AllReduceEngine::run_device(const RingLink& link, const AllReduceArgs& ar
   } else {
     st = run_codec(link, args, codec, state, cs, *cuda_);
   }
-  Status late = cuda_->take_error();  // from the helpers that return no Status
-  if (st.ok() && !late.ok()) st = late;
   return st;
 }
 
@@ -397,11 +396,15 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   RingStats rs;
   const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
+  size_t support = 0;
+  if (st.ok()) st = backend_->bitmap_popcount(union_bits.data(), args.count, &support);
+  std::vector<float> values(support), sums(support);
+  if (st.ok()) {
+    st = be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data(),
+                           nullptr);
+  }
   if (st.ok()) {
     // Phase 2: an exact fp32 ring over this rank's values on the union support.
-    const size_t support = backend_->bitmap_popcount(union_bits.data(), args.count);
-    std::vector<float> values(support), sums(support);
-    be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
     CodecParams base;
     base.codec = CodecId::kNone;
     base.seed = settings_.seed;
@@ -414,7 +417,10 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
     if (st.ok()) {
       const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-      be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv, args.type);
+      st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
+                             args.type, nullptr);
+    }
+    if (st.ok()) {
       state.have_history = true;
       state.nonzeros = support;
     }

@@ -322,74 +322,77 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   // fp32 view of a device slice, on the host (error feedback compensates slices there).
-  void load_f32(const void* x, ElemType t, size_t n, float* out) override {
-    if (n == 0) return;
+  Status load_f32(const void* x, ElemType t, size_t n, float* out) override {
+    if (n == 0) return Status::Ok();
     const size_t bytes = n * kernels::elem_size(t);
     host_tmp_.resize(bytes);
-    if (!keep(cudaMemcpyAsync(host_tmp_.data(), x, bytes, cudaMemcpyDeviceToHost, stream_),
-              "load_f32 copy") ||
-        !keep(cudaStreamSynchronize(stream_), "load_f32")) {
-      std::memset(out, 0, n * sizeof(float));
-      return;
-    }
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(host_tmp_.data(), x, bytes, cudaMemcpyDeviceToHost, stream_),
+                     "load_f32 copy");
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "load_f32");
     kernels::load_f32(host_tmp_.data(), t, n, out);
+    return Status::Ok();
   }
 
   // Bitmaps are host memory (they are the packets of the sparse codec's first phase).
-  void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits) override {
+  Status bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits) override {
     const size_t bytes = kernels::bitmap_bytes(n);
-    if (n == 0) return;
-    if (!keep(ensure(bits_, bytes))) return;
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(ensure(bits_, bytes));
     kc::bitmap_build(x, t, n, reinterpret_cast<uint64_t*>(bits_.p), stream_);
-    if (!keep(cudaGetLastError(), "bitmap_build launch")) return;
+    SCCL_CUDA_RETURN(cudaGetLastError(), "bitmap_build launch");
     // Words covering the first n elements: bitmap_build writes exactly these on the host too.
-    keep(cudaMemcpyAsync(bits, bits_.p, bytes, cudaMemcpyDeviceToHost, stream_), "bitmap copy");
-    keep(cudaStreamSynchronize(stream_), "bitmap_build");
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(bits, bits_.p, bytes, cudaMemcpyDeviceToHost, stream_),
+                     "bitmap copy");
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "bitmap_build");
+    return Status::Ok();
   }
-  void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
+  Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
     kernels::bitmap_or(acc, other, n);
+    return Status::Ok();
   }
-  size_t bitmap_popcount(const uint64_t* bits, size_t n) override {
-    return kernels::bitmap_popcount(bits, n);
+  Status bitmap_popcount(const uint64_t* bits, size_t n, size_t* count) override {
+    *count = kernels::bitmap_popcount(bits, n);
+    return Status::Ok();
   }
-  size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t,
-                        float* out) override {
-    const size_t count = kernels::bitmap_popcount(bits, n);
-    if (n == 0) return 0;
-    if (!to_device_bits(bits, n)) return 0;
-    if (!keep(ensure(vals_, count * sizeof(float) + 4)) ||
-        !keep(ensure_ws(kc::sparse_workspace_bytes(n)))) {
-      return 0;
-    }
+  Status sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, float* out,
+                        size_t* count) override {
+    const size_t m = kernels::bitmap_popcount(bits, n);
+    if (count != nullptr) *count = 0;
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(to_device_bits(bits, n));
+    SCCL_RETURN_IF_ERROR(ensure(vals_, m * sizeof(float) + 4));
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::sparse_workspace_bytes(n)));
     kc::sparse_compact(reinterpret_cast<const uint64_t*>(bits_.p), n, x, t,
                        reinterpret_cast<float*>(vals_.p), ws_.p, stream_);
-    if (!keep(cudaGetLastError(), "sparse_compact launch")) return 0;
-    if (count > 0) {
-      keep(cudaMemcpyAsync(out, vals_.p, count * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-           "sparse values to host");
+    SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_compact launch");
+    if (m > 0) {
+      SCCL_CUDA_RETURN(
+          cudaMemcpyAsync(out, vals_.p, m * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "sparse values to host");
     }
-    keep(cudaStreamSynchronize(stream_), "sparse_compact");
-    return count;
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "sparse_compact");
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
-  size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
-                        ElemType t) override {
-    const size_t count = kernels::bitmap_popcount(bits, n);
-    if (n == 0) return 0;
-    if (!to_device_bits(bits, n)) return 0;
-    if (!keep(ensure(vals_, count * sizeof(float) + 4)) ||
-        !keep(ensure_ws(kc::sparse_workspace_bytes(n)))) {
-      return 0;
-    }
-    if (count > 0 && !keep(cudaMemcpyAsync(vals_.p, vals, count * sizeof(float),
-                                           cudaMemcpyHostToDevice, stream_),
-                           "sparse values to device")) {
-      return 0;
+  Status sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
+                        ElemType t, size_t* count) override {
+    const size_t m = kernels::bitmap_popcount(bits, n);
+    if (count != nullptr) *count = 0;
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(to_device_bits(bits, n));
+    SCCL_RETURN_IF_ERROR(ensure(vals_, m * sizeof(float) + 4));
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::sparse_workspace_bytes(n)));
+    if (m > 0) {
+      SCCL_CUDA_RETURN(
+          cudaMemcpyAsync(vals_.p, vals, m * sizeof(float), cudaMemcpyHostToDevice, stream_),
+          "sparse values to device");
     }
     kc::sparse_scatter(reinterpret_cast<const uint64_t*>(bits_.p), n,
                        reinterpret_cast<const float*>(vals_.p), scale, y, t, ws_.p, stream_);
-    keep(cudaGetLastError(), "sparse_scatter launch");
-    keep(cudaStreamSynchronize(stream_), "sparse_scatter");
-    return count;
+    SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_scatter launch");
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "sparse_scatter");
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
 
   Status copy(void* dst, const void* src, size_t bytes) override {
@@ -400,22 +403,7 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  Status take_error() override {
-    Status st = std::move(err_);
-    err_ = Status::Ok();
-    return st;
-  }
-
  private:
-  bool keep(Status st) {
-    if (st.ok()) return true;
-    if (err_.ok()) err_ = std::move(st);
-    return false;
-  }
-  bool keep(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return true;
-    return keep(cuda_status(e, what));
-  }
   // True for device (or managed) memory; host memory of any kind is staged.
   static bool on_device(const void* p) {
     cudaPointerAttributes a{};
@@ -531,12 +519,13 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  bool to_device_bits(const uint64_t* bits, size_t n) {
+  Status to_device_bits(const uint64_t* bits, size_t n) {
     const size_t bytes = kernels::bitmap_bytes(n);
-    if (!keep(ensure(bits_, bytes))) return false;
+    SCCL_RETURN_IF_ERROR(ensure(bits_, bytes));
     // Pageable source: the copy returns once the bytes are staged by the driver.
-    return keep(cudaMemcpyAsync(bits_.p, bits, bytes, cudaMemcpyHostToDevice, stream_),
-                "bitmap to device");
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(bits_.p, bits, bytes, cudaMemcpyHostToDevice, stream_),
+                     "bitmap to device");
+    return Status::Ok();
   }
 
   Status ensure(DevBuf& b, size_t bytes) {
@@ -567,7 +556,6 @@ class CudaBackendImpl final : public CudaBackend {
   std::vector<PinBuf> retired_;
   std::vector<void*> old_pinned_;
   std::vector<uint8_t> host_tmp_;
-  Status err_;
 };
 
 }  // namespace

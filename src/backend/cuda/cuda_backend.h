@@ -27,9 +27,6 @@ class CudaBackend : public Backend {
   // about `bytes` of packets, at most 256 MiB. Called on the caller's thread before the stream is
   // gated: the proxy never allocates pinned memory (docs/cuda.md).
   virtual Status reserve_packet_memory(size_t bytes) = 0;
-  // The first failure of a call that has no Status (load_f32, the sparse helpers) since the
-  // last take_error; Ok when none.
-  virtual Status take_error() = 0;
 };
 
 // kUnhandledCudaError (with the reason) without CUDA in the build or without the device.
