@@ -1,14 +1,17 @@
-// Where codec work runs. The ring engine (src/coll) calls a Backend; the host backend runs the
-// kernels' CPU build on host memory; the CUDA backend runs their CUDA build on device buffers
-// and stages packets. The ring never calls kernels/ directly. Every call returns a Status;
-// results come back through out-parameters.
+// Where codec work runs. The ring engine (src/coll) calls a Backend, made by make_backend for the
+// memory type of the call's buffers: the host backend runs the kernels' CPU build on host memory;
+// the CUDA backend (src/backend/cuda) runs their CUDA build on device buffers and stages packets.
+// The ring never calls kernels/ directly, and coll sees only this interface. Every call returns a
+// Status; results come back through out-parameters.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
+#include "backend/memory_type.h"
 #include "core/status.h"
 #include "kernels/codec.h"
 
@@ -18,6 +21,23 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // The memory its user buffers (x, y) live in.
+  virtual MemoryType memory_type() const = 0;
+
+  // Makes the backend's device current on the calling thread (the proxy, once per operation).
+  virtual Status activate() { return Status::Ok(); }
+  // dst = src, `bytes` of this backend's memory (a one-rank AllReduce); same or disjoint ranges.
+  virtual Status copy(void* dst, const void* src, size_t bytes) {
+    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+    return Status::Ok();
+  }
+  // Sizes the memory alloc_packets hands out for an operation of about `bytes` of packets. Called
+  // on the caller's thread before its stream is gated (the CUDA backend's proxy never allocates
+  // pinned memory, docs/cuda.md); nothing to do on the host.
+  virtual Status reserve_packet_memory(size_t bytes) {
+    (void)bytes;
+    return Status::Ok();
+  }
 
   // The codec contract (kernels/codec.h) on this backend's memory.
   virtual size_t packet_bytes(const kernels::CodecParams& p, size_t n) const = 0;
@@ -81,5 +101,9 @@ class Backend {
 
 // Host memory, the kernels' CPU build, the calling thread.
 std::unique_ptr<Backend> make_host_backend();
+
+// The backend for buffers of memory type `mem`: the host backend, or the CUDA backend of
+// `device` (kUnhandledCudaError, with the reason, without CUDA in the build or the device).
+Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out);
 
 }  // namespace sketchccl::backend

@@ -1,5 +1,7 @@
-// The host backend: every call is the kernels' CPU build, on the proxy thread.
+// The host backend: every call is the kernels' CPU build, on the proxy thread; and
+// make_backend, which picks the backend for a memory type.
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "kernels/convert.h"
 #include "kernels/sparse.h"
 
@@ -9,6 +11,7 @@ namespace {
 class HostBackend final : public Backend {
  public:
   const char* name() const override { return "host"; }
+  MemoryType memory_type() const override { return MemoryType::kHost; }
 
   size_t packet_bytes(const kernels::CodecParams& p, size_t n) const override {
     return kernels::packet_bytes(p, n);
@@ -59,6 +62,17 @@ class HostBackend final : public Backend {
 
 std::unique_ptr<Backend> make_host_backend() {
   return std::make_unique<HostBackend>();
+}
+
+Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out) {
+  if (mem == MemoryType::kHost) {
+    *out = make_host_backend();
+    return Status::Ok();
+  }
+  std::unique_ptr<CudaBackend> cuda;
+  SCCL_RETURN_IF_ERROR(make_cuda_backend(device, &cuda));
+  *out = std::move(cuda);
+  return Status::Ok();
 }
 
 }  // namespace sketchccl::backend

@@ -288,19 +288,9 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   BufferState& state = buffers_[key];
   const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
-  Status st;
-  if (args.mem == backend::MemoryType::kDevice) {
-    st = run_device(link, args, codec, state, cs);
-  } else if (nranks_ == 1) {
-    // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
-    if (args.recv != args.send) {
-      std::memmove(args.recv, args.send, args.count * kernels::elem_size(args.type));
-    }
-  } else if (codec == CodecId::kSparse) {
-    st = run_sparse(link, args, state, cs, *backend_);
-  } else {
-    st = run_codec(link, args, codec, state, cs, *backend_);
-  }
+  backend::Backend* be = nullptr;
+  Status st = backend_for(args.mem, &be);
+  if (st.ok()) st = run_on(link, args, codec, state, cs, *be);
   cs.calls++;
   cs.bytes_in += args.count * kernels::elem_size(args.type);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -312,38 +302,42 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   return st;
 }
 
-Status AllReduceEngine::prepare_device() {
-  if (cuda_) return Status::Ok();
-  return backend::make_cuda_backend(cuda_device_, &cuda_);
+Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** out) {
+  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
+  if (!be) SCCL_RETURN_IF_ERROR(backend::make_backend(mem, cuda_device_, &be));
+  *out = be.get();
+  return Status::Ok();
 }
 
-Status AllReduceEngine::reserve_device_packets(size_t count) {
-  if (!cuda_ || nranks_ == 1) return Status::Ok();
+Status AllReduceEngine::prepare_backend(backend::MemoryType mem) {
+  backend::Backend* be = nullptr;
+  return backend_for(mem, &be);
+}
+
+Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
+  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
+  if (!be || nranks_ == 1) return Status::Ok();
   // Every chunk's reduced packets (at most the fp32 bytes, plus headers and the ring's 64 KiB
   // rounding, for every codec but a dense s2, whose excess goes to plain memory) plus a send and
   // a receive packet per slice lane.
   const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
   const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
   const size_t final_packets = count * sizeof(float) + count / 8 + (size_t(1) << 20);
-  return cuda_->reserve_packet_memory(final_packets + lanes);
+  return be->reserve_packet_memory(final_packets + lanes);
 }
 
-// Device buffers (docs/cuda.md): the CUDA backend of the communicator's device, made current on
-// this (the proxy) thread. Every backend call returns with its results in place, so when this
-// returns the output is written and the stream gate may be released.
-Status AllReduceEngine::run_device(const RingLink& link, const AllReduceArgs& args, CodecId codec,
-                                   BufferState& state, CodecStats& cs) {
-  if (!cuda_) SCCL_RETURN_IF_ERROR(backend::make_cuda_backend(cuda_device_, &cuda_));
-  SCCL_RETURN_IF_ERROR(cuda_->activate());
-  Status st;
+// On the backend of the buffers' memory type, made current on this (the proxy) thread. Every
+// backend call returns with its results in place, so when this returns the output is written
+// (for device buffers: the stream gate may be released, docs/cuda.md).
+Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args, CodecId codec,
+                               BufferState& state, CodecStats& cs, backend::Backend& be) {
+  SCCL_RETURN_IF_ERROR(be.activate());
   if (nranks_ == 1) {
-    st = cuda_->copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
-  } else if (codec == CodecId::kSparse) {
-    st = run_sparse(link, args, state, cs, *cuda_);
-  } else {
-    st = run_codec(link, args, codec, state, cs, *cuda_);
+    // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
+    return be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
   }
-  return st;
+  if (codec == CodecId::kSparse) return run_sparse(link, args, state, cs, be);
+  return run_codec(link, args, codec, state, cs, be);
 }
 
 Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& args, CodecId codec,
@@ -384,7 +378,7 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
 }
 
 // Phase 1 and the compaction/scatter touch the user's buffers (backend `be`); the union bitmap
-// and the phase-2 values are host memory, so phase 2 always runs on the host backend.
+// and the phase-2 values are host memory, so phase 2 always runs on the host backend (host_).
 Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& args,
                                    BufferState& state, CodecStats& cs, backend::Backend& be) {
   // Phase 1: the union support, identical on every rank.
@@ -397,7 +391,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
   size_t support = 0;
-  if (st.ok()) st = backend_->bitmap_popcount(union_bits.data(), args.count, &support);
+  if (st.ok()) st = host_->bitmap_popcount(union_bits.data(), args.count, &support);
   std::vector<float> values(support), sums(support);
   if (st.ok()) {
     st = be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data(),
@@ -411,7 +405,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     base.call = link.op_seq;
     AllReduceArgs dense{values.data(), sums.data(), support, ElemType::kF32, false};
     CodecSliceOps ops(
-        *backend_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
+        *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
     RingLink l2 = link;
     l2.phase = 2;
     st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);

@@ -412,8 +412,12 @@ TEST(CudaQuery, BackendExactlyWhenADeviceIsVisible) {
     EXPECT_EQ(current_cuda_device(), 0);
     std::unique_ptr<CudaBackend> b;
     EXPECT_EQ(make_cuda_backend(0, &b).code(), Code::kUnhandledCudaError);
-    std::unique_ptr<StreamGate> g;
-    EXPECT_FALSE(StreamGate::create(0, StreamGate::Mechanism::kAuto, &g).ok());
+    std::unique_ptr<CudaStreamGate> g;
+    EXPECT_FALSE(CudaStreamGate::create(0, CudaStreamGate::Mechanism::kAuto, &g).ok());
+    std::unique_ptr<StreamGate> sg;
+    EXPECT_EQ(make_stream_gate(MemoryType::kDevice, 0, &sg).code(), Code::kUnhandledCudaError);
+    std::unique_ptr<Backend> be;
+    EXPECT_EQ(make_backend(MemoryType::kDevice, 0, &be).code(), Code::kUnhandledCudaError);
   }
 }
 
@@ -469,12 +473,12 @@ TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
   f.join();
 }
 
-class Gate : public ::testing::TestWithParam<StreamGate::Mechanism> {
+class Gate : public ::testing::TestWithParam<CudaStreamGate::Mechanism> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_DEVICE();
-    Status st = StreamGate::create(0, GetParam(), &gate_);
-    if (!st.ok() && GetParam() == StreamGate::Mechanism::kStreamWaitValue) {
+    Status st = CudaStreamGate::create(0, GetParam(), &gate_);
+    if (!st.ok() && GetParam() == CudaStreamGate::Mechanism::kStreamWaitValue) {
       GTEST_SKIP() << "no stream memory operations here: " << st.to_string();
     }
     ASSERT_TRUE(st.ok()) << st.to_string();
@@ -498,7 +502,7 @@ class Gate : public ::testing::TestWithParam<StreamGate::Mechanism> {
     }
     return false;
   }
-  std::unique_ptr<StreamGate> gate_;
+  std::unique_ptr<CudaStreamGate> gate_;
   cudaStream_t s1_ = nullptr, s2_ = nullptr, proxy_ = nullptr;
 };
 
@@ -557,10 +561,10 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
     ASSERT_TRUE(gate_->enqueue(s1_, &t).ok());
     // Held until released: the arena must not grow meanwhile (docs/cuda.md).
     EXPECT_TRUE(gate_->holding());
-    EXPECT_TRUE(StreamGate::any_holding());
+    EXPECT_TRUE(CudaStreamGate::any_holding());
     gate_->release(t.seq);
     EXPECT_FALSE(gate_->holding());
-    EXPECT_FALSE(StreamGate::any_holding());
+    EXPECT_FALSE(CudaStreamGate::any_holding());
     EXPECT_TRUE(finishes(s1_, 10));
     EXPECT_TRUE(t.marker->fired());
   }
@@ -573,10 +577,10 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mechanisms, Gate,
-                         ::testing::Values(StreamGate::Mechanism::kStreamWaitValue,
-                                           StreamGate::Mechanism::kSpinKernel),
-                         [](const ::testing::TestParamInfo<StreamGate::Mechanism>& i) {
-                           return i.param == StreamGate::Mechanism::kSpinKernel
+                         ::testing::Values(CudaStreamGate::Mechanism::kStreamWaitValue,
+                                           CudaStreamGate::Mechanism::kSpinKernel),
+                         [](const ::testing::TestParamInfo<CudaStreamGate::Mechanism>& i) {
+                           return i.param == CudaStreamGate::Mechanism::kSpinKernel
                                       ? std::string("SpinKernel")
                                       : std::string("StreamWaitValue");
                          });

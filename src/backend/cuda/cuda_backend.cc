@@ -135,6 +135,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   const char* name() const override { return "cuda"; }
+  MemoryType memory_type() const override { return MemoryType::kDevice; }
   int device() const override { return dev_; }
   Status activate() override {
     SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
