@@ -14,8 +14,22 @@
 #include "backend/memory_type.h"
 #include "core/status.h"
 #include "kernels/codec.h"
+#include "kernels/error_feedback.h"
 
 namespace sketchccl::backend {
+
+// An fp32 array in a backend's memory (error feedback's residual and scratch); it must not
+// outlive the backend that made it.
+class F32Array {
+ public:
+  virtual ~F32Array() = default;
+  float* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ protected:
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 class Backend {
  public:
@@ -85,8 +99,16 @@ class Backend {
   }
   virtual void free_packets(void* p) { std::free(p); }
 
-  // fp32 views of user buffers (error feedback).
-  virtual Status load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;
+  // Error feedback (kernels/error_feedback.h), on this backend's memory: x is a user buffer,
+  // the fp32 arrays come from alloc_f32. The arithmetic is the kernels' one SCCL_HD source, so
+  // the residuals are the same bits on every backend (the sums' order may differ).
+  // n floats, zeroed in the backend's order (its later calls see zeros; the CUDA backend's on its
+  // stream, so another stream must synchronize with the device first).
+  virtual Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) = 0;
+  virtual Status ef_compensate(const void* x, kernels::ElemType t, size_t n, const float* residual,
+                               float* out) = 0;
+  virtual Status ef_update(const float* comp, const float* in, const float* out, size_t n,
+                           float* residual, kernels::EfSums* sums) = 0;
 
   // The lossless sparse codec's phases (kernels/sparse.h). Counts come back through `*count`
   // (popcount: required; compact / scatter: the values read or written, optional).

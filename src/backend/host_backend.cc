@@ -1,12 +1,25 @@
 // The host backend: every call is the kernels' CPU build, on the proxy thread; and
 // make_backend, which picks the backend for a memory type.
+#include <vector>
+
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "kernels/convert.h"
+#include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
 
 namespace sketchccl::backend {
 namespace {
+
+class HostF32Array final : public F32Array {
+ public:
+  explicit HostF32Array(size_t n) : v_(n, 0.0f) {
+    data_ = v_.data();
+    size_ = n;
+  }
+
+ private:
+  std::vector<float> v_;
+};
 
 class HostBackend final : public Backend {
  public:
@@ -28,8 +41,18 @@ class HostBackend final : public Backend {
                 kernels::ElemType t, size_t n, float scale, kernels::DecodeStats* stats) override {
     return kernels::decode(p, pkt, bytes, y, t, n, scale, stats);
   }
-  Status load_f32(const void* x, kernels::ElemType t, size_t n, float* out) override {
-    kernels::load_f32(x, t, n, out);
+  Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) override {
+    *out = std::make_unique<HostF32Array>(n);
+    return Status::Ok();
+  }
+  Status ef_compensate(const void* x, kernels::ElemType t, size_t n, const float* residual,
+                       float* out) override {
+    kernels::ef_compensate(x, t, n, residual, out);
+    return Status::Ok();
+  }
+  Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
+                   kernels::EfSums* sums) override {
+    kernels::ef_update(comp, in, out, n, residual, sums);
     return Status::Ok();
   }
   Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) override {

@@ -54,10 +54,9 @@ class CodecSliceOps : public SliceOps {
     SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.encode(p, x, ElemType::kF32, n, pkt, cap));
     // residual = (x + r) - decode(encode(x + r))
-    tmp_.resize(n);
-    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_.data(), ElemType::kF32, n, 1.0f, nullptr));
-    keep_residual(offset, n, x, tmp_.data(), nullptr);
-    return Status::Ok();
+    SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
+    return keep_residual(offset, n, x, tmp_->data(), nullptr);
   }
 
   Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
@@ -71,13 +70,12 @@ class CodecSliceOps : public SliceOps {
     SCCL_RETURN_IF_ERROR(be_.step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
     // residual = (decode(in) + x + r) - decode(out): the error this step added.
     CodecParams pin = params(offset, n, static_cast<uint32_t>(step - 1));
-    tmp_.resize(n);
-    tmp_in_.resize(n);
+    SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
+    SCCL_RETURN_IF_ERROR(scratch(&tmp_in_, n));
     SCCL_RETURN_IF_ERROR(
-        be_.decode(pin, in, in_bytes, tmp_in_.data(), ElemType::kF32, n, 1.0f, nullptr));
-    SCCL_RETURN_IF_ERROR(be_.decode(p, out, cap, tmp_.data(), ElemType::kF32, n, 1.0f, nullptr));
-    keep_residual(offset, n, x, tmp_.data(), tmp_in_.data());
-    return Status::Ok();
+        be_.decode(pin, in, in_bytes, tmp_in_->data(), ElemType::kF32, n, 1.0f, nullptr));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, out, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
+    return keep_residual(offset, n, x, tmp_->data(), tmp_in_->data());
   }
 
   // Asynchronous on backends that support it; error feedback needs each result at once.
@@ -167,29 +165,28 @@ class CodecSliceOps : public SliceOps {
   }
   const void* src(size_t offset) const { return send_ + offset * esz_; }
 
+  // Error feedback's arrays are the backend's memory (device memory for the CUDA backend): the
+  // slices, residuals and decoded values never leave it.
+  Status scratch(std::unique_ptr<backend::F32Array>* a, size_t n) {
+    if (*a && (*a)->size() >= n) return Status::Ok();
+    a->reset();
+    return be_.alloc_f32(n, a);
+  }
   // x + residual for this slice, in fp32.
   Status compensated(size_t offset, size_t n, float** x) {
-    comp_.resize(n);
-    SCCL_RETURN_IF_ERROR(be_.load_f32(src(offset), type_, n, comp_.data()));
-    const float* r = residual_ + offset;
-    for (size_t i = 0; i < n; ++i)
-      comp_[i] += r[i];
-    *x = comp_.data();
+    SCCL_RETURN_IF_ERROR(scratch(&comp_, n));
+    SCCL_RETURN_IF_ERROR(
+        be_.ef_compensate(src(offset), type_, n, residual_ + offset, comp_->data()));
+    *x = comp_->data();
     return Status::Ok();
   }
-  void keep_residual(size_t offset, size_t n, const float* x, const float* out, const float* in) {
-    float* r = residual_ + offset;
-    double in_sq = 0, res_sq = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const float want = (in != nullptr ? in[i] : 0.0f) + x[i];
-      float e = want - out[i];
-      if (!std::isfinite(e)) e = 0;  // never carry NaN/Inf into later calls
-      r[i] = e;
-      in_sq += static_cast<double>(x[i]) * x[i];
-      res_sq += static_cast<double>(e) * e;
-    }
-    cs_->ef_input_sq += in_sq;
-    cs_->ef_residual_sq += res_sq;
+  // residual = (in + x) - out, NaN/Inf dropped (kernels/error_feedback.h).
+  Status keep_residual(size_t offset, size_t n, const float* x, const float* out, const float* in) {
+    kernels::EfSums sums;
+    SCCL_RETURN_IF_ERROR(be_.ef_update(x, in, out, n, residual_ + offset, &sums));
+    cs_->ef_input_sq += sums.input_sq;
+    cs_->ef_residual_sq += sums.residual_sq;
+    return Status::Ok();
   }
 
   backend::Backend& be_;
@@ -204,7 +201,7 @@ class CodecSliceOps : public SliceOps {
   CodecStats* cs_;
   DecodeStats stats_;
   std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
-  std::vector<float> comp_, tmp_, tmp_in_;
+  std::unique_ptr<backend::F32Array> comp_, tmp_, tmp_in_;
 };
 
 // Phase 1 of `sparse`: an OR-allreduce of the non-zero bitmaps. Elements are 64-bit words.
@@ -349,11 +346,16 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   base.s2_rows = settings_.s2_rows;
   base.casq_buckets = settings_.casq_buckets;
   float* residual = nullptr;
-  // Device buffers too: the residual stays on the host, the CUDA backend stages the
-  // compensated slices (docs/cuda.md).
+  // In the backend's memory: on the device for device buffers (docs/cuda.md).
   if (settings_.error_feedback && is_lossy_and_nonlinear(codec)) {
-    if (state.residual.size() != args.count) state.residual.assign(args.count, 0.0f);
-    residual = state.residual.data();
+    if (!state.residual || state.residual->size() != args.count ||
+        state.residual_mem != be.memory_type()) {
+      std::unique_ptr<backend::F32Array> r;
+      SCCL_RETURN_IF_ERROR(be.alloc_f32(args.count, &r));
+      state.residual = std::move(r);
+      state.residual_mem = be.memory_type();
+    }
+    residual = state.residual->data();
   }
   const BufferState history = state;  // the decision uses the previous call only
   auto counters = [this, &history, &args](size_t n) {

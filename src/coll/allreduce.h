@@ -45,8 +45,11 @@ struct BufferKey {
 };
 struct BufferState {
   bool have_history = false;
-  uint64_t nonzeros = 0;        // of the previous reduced result
-  std::vector<float> residual;  // error feedback: this rank's compression error, per element
+  uint64_t nonzeros = 0;  // of the previous reduced result
+  // Error feedback: this rank's compression error, per element, in the memory of the backend
+  // that runs the buffer's calls (residual_mem).
+  std::shared_ptr<backend::F32Array> residual;
+  backend::MemoryType residual_mem = backend::MemoryType::kHost;
 };
 
 class AllReduceEngine {

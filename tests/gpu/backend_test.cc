@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "backend/cuda_query.h"
 #include "coll/work.h"
 #include "kernels/codec.h"
+#include "kernels/convert.h"
+#include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
 #include "tests/gpu/test_kernels.h"
 #include "tests/unit/kernels/codec_test_util.h"
@@ -310,40 +313,165 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
   }
 }
 
-// Error feedback hands the backend host fp32 slices and decodes into host scratch: the CUDA
-// backend stages them, with the same packets and values as from device memory.
-TEST(CudaBackend, HostSlicesAndHostOutputAreStaged) {
+// ---- error feedback ------------------------------------------------------------------------
+
+// The engine's error-feedback loop as it was written in src/coll before it became backend
+// operations: the host backend must keep its bits (convergence and the api tests rely on them).
+void reference_ef_update(const std::vector<float>& comp, const std::vector<float>* in,
+                         const std::vector<float>& out, std::vector<float>* r, double* in_sq,
+                         double* res_sq) {
+  *in_sq = 0;
+  *res_sq = 0;
+  for (size_t i = 0; i < comp.size(); ++i) {
+    const float want = (in != nullptr ? (*in)[i] : 0.0f) + comp[i];
+    float e = want - out[i];
+    if (!std::isfinite(e)) e = 0;
+    (*r)[i] = e;
+    *in_sq += static_cast<double>(comp[i]) * comp[i];
+    *res_sq += static_cast<double>(e) * e;
+  }
+}
+
+// A decoded result with non-finite values here and there (an overflowed step).
+std::vector<float> decoded_with_non_finite(size_t n, uint64_t seed) {
+  std::vector<float> v = make_data(Dist::kGauss, n, seed);
+  for (size_t i = 7; i < n; i += 997)
+    v[i] = (i / 997) % 2 ? std::numeric_limits<float>::infinity()
+                         : std::numeric_limits<float>::quiet_NaN();
+  return v;
+}
+
+// The slice as the user's buffer holds it: fp32, or fp16/bf16 bytes.
+std::vector<uint8_t> user_bytes(const std::vector<float>& v, ElemType t) {
+  std::vector<uint8_t> b(v.size() * kernels::elem_size(t));
+  if (t == ElemType::kF32) {
+    std::memcpy(b.data(), v.data(), b.size());
+  } else {
+    std::vector<uint16_t> h = narrow(v, t);
+    std::memcpy(b.data(), h.data(), b.size());
+  }
+  return b;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+TEST(ErrorFeedback, HostBackendKeepsTheEnginesArithmetic) {
+  auto cpu = make_host_backend();
+  const size_t n = 70001;
+  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
+    const std::vector<uint8_t> x = user_bytes(make_data(Dist::kLaplace, n, 11), t);
+    std::vector<float> r0 = make_data(Dist::kGauss, n, 12);
+    std::unique_ptr<F32Array> r, comp;
+    ASSERT_TRUE(cpu->alloc_f32(n, &r).ok());
+    ASSERT_TRUE(cpu->alloc_f32(n, &comp).ok());
+    ASSERT_EQ(r->size(), n);
+    EXPECT_EQ(std::vector<float>(r->data(), r->data() + n), std::vector<float>(n, 0.0f));
+    std::memcpy(r->data(), r0.data(), n * sizeof(float));
+    ASSERT_TRUE(cpu->ef_compensate(x.data(), t, n, r->data(), comp->data()).ok());
+    std::vector<float> want(n);
+    kernels::load_f32(x.data(), t, n, want.data());
+    for (size_t i = 0; i < n; ++i)
+      want[i] += r0[i];
+    EXPECT_TRUE(same_bits(comp->data(), want.data(), n));
+
+    const std::vector<float> c(comp->data(), comp->data() + n);
+    const std::vector<float> in = make_data(Dist::kGauss, n, 13);
+    const std::vector<float> out = decoded_with_non_finite(n, 14);
+    for (const std::vector<float>* inp : {static_cast<const std::vector<float>*>(nullptr), &in}) {
+      std::vector<float> ref(n);
+      double ref_in = 0, ref_res = 0;
+      reference_ef_update(c, inp, out, &ref, &ref_in, &ref_res);
+      kernels::EfSums sums;
+      ASSERT_TRUE(cpu->ef_update(c.data(), inp != nullptr ? inp->data() : nullptr, out.data(), n,
+                                 r->data(), &sums)
+                      .ok());
+      EXPECT_TRUE(same_bits(r->data(), ref.data(), n));
+      EXPECT_EQ(sums.input_sq, ref_in);
+      EXPECT_EQ(sums.residual_sq, ref_res);
+    }
+  }
+}
+
+// Device error feedback (residual, compensation and update in device memory) against the host
+// backend on the same values: the same bits everywhere, the sums to rounding (their order differs).
+TEST(CudaBackend, ErrorFeedbackOnTheDeviceMatchesTheHost) {
   SKIP_WITHOUT_DEVICE();
   std::unique_ptr<CudaBackend> gpu;
   ASSERT_TRUE(make_cuda_backend(0, &gpu).ok());
+  auto cpu = make_host_backend();
   const size_t n = 70001;
-  std::vector<float> a = make_data(Dist::kLaplace, n, 5), b = make_data(Dist::kLaplace, n, 6);
-  Dev da(n * 4), db(n * 4), dy(n * 4);
-  put(da.p, a.data(), n * 4);
-  put(db.p, b.data(), n * 4);
-  for (CodecId c : {CodecId::kBf16, CodecId::kQ4, CodecId::kCasq3}) {
-    CodecParams p = params_for(c, n), p1 = p;
-    p1.step = 1;
+  auto dev_values = [&](const std::unique_ptr<F32Array>& a) {
+    std::vector<float> v(a->size());
+    get(v.data(), a->data(), v.size() * sizeof(float));
+    return v;
+  };
+  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
+    const std::vector<uint8_t> x = user_bytes(make_data(Dist::kLaplace, n, 21), t);
+    Dev dx(x.size());
+    put(dx.p, x.data(), x.size());
+    const std::vector<float> r0 = make_data(Dist::kGauss, n, 22);
+    std::unique_ptr<F32Array> hr, hc, dr, dc;
+    ASSERT_TRUE(cpu->alloc_f32(n, &hr).ok());
+    ASSERT_TRUE(cpu->alloc_f32(n, &hc).ok());
+    ASSERT_TRUE(gpu->alloc_f32(n, &dr).ok());
+    ASSERT_TRUE(gpu->alloc_f32(n, &dc).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the zeroing ran on the backend's stream
+    EXPECT_EQ(dev_values(dr), std::vector<float>(n, 0.0f)) << "alloc_f32 zeroes";
+    std::memcpy(hr->data(), r0.data(), n * sizeof(float));
+    put(dr->data(), r0.data(), n * sizeof(float));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // before the backend's stream reads it
+
+    ASSERT_TRUE(cpu->ef_compensate(x.data(), t, n, hr->data(), hc->data()).ok());
+    ASSERT_TRUE(gpu->ef_compensate(dx.p, t, n, dr->data(), dc->data()).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // asynchronous on the backend's stream
+    const std::vector<float> comp = dev_values(dc);
+    EXPECT_TRUE(same_bits(comp.data(), hc->data(), n));
+
+    // The update on given decoded values, with and without an incoming partial sum.
+    const std::vector<float> in = make_data(Dist::kGauss, n, 23);
+    const std::vector<float> out = decoded_with_non_finite(n, 24);
+    std::unique_ptr<F32Array> din, dout;
+    ASSERT_TRUE(gpu->alloc_f32(n, &din).ok());
+    ASSERT_TRUE(gpu->alloc_f32(n, &dout).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    put(din->data(), in.data(), n * sizeof(float));
+    put(dout->data(), out.data(), n * sizeof(float));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // before the backend's stream reads it
+    for (bool with_in : {false, true}) {
+      kernels::EfSums hs, ds;
+      ASSERT_TRUE(
+          cpu->ef_update(hc->data(), with_in ? in.data() : nullptr, out.data(), n, hr->data(), &hs)
+              .ok());
+      ASSERT_TRUE(gpu->ef_update(dc->data(), with_in ? din->data() : nullptr, dout->data(), n,
+                                 dr->data(), &ds)
+                      .ok());
+      const std::vector<float> res = dev_values(dr);
+      EXPECT_TRUE(same_bits(res.data(), hr->data(), n)) << "with_in " << with_in;
+      EXPECT_NEAR(ds.input_sq, hs.input_sq, 1e-12 * hs.input_sq);
+      EXPECT_NEAR(ds.residual_sq, hs.residual_sq, 1e-12 * hs.residual_sq);
+    }
+
+    // End to end through q4, whose packets and decodes are the same bits on both backends.
+    CodecParams p = params_for(CodecId::kQ4, n);
     const size_t bytes = gpu->packet_bytes(p, n);
-    Packet dev0(bytes), host0(bytes), dev1(bytes), host1(bytes);
-    ASSERT_TRUE(gpu->encode(p, da.p, ElemType::kF32, n, dev0.data(), bytes).ok());
-    ASSERT_TRUE(gpu->encode(p, a.data(), ElemType::kF32, n, host0.data(), bytes).ok());
-    if (c != CodecId::kCasq3) {  // CASQ bucket sums use fp64 atomics: order varies
-      EXPECT_EQ(host0.raw(), dev0.raw()) << kernels::codec_name(c);
-    }
+    Packet hp(bytes), dp(bytes);
+    ASSERT_TRUE(cpu->encode(p, hc->data(), ElemType::kF32, n, hp.data(), bytes).ok());
+    ASSERT_TRUE(gpu->encode(p, dc->data(), ElemType::kF32, n, dp.data(), bytes).ok());
+    EXPECT_EQ(hp.raw(), dp.raw());
+    std::vector<float> hdec(n);
     ASSERT_TRUE(
-        gpu->step(p1, dev0.data(), bytes, db.p, ElemType::kF32, n, dev1.data(), bytes).ok());
+        cpu->decode(p, hp.data(), bytes, hdec.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
     ASSERT_TRUE(
-        gpu->step(p1, dev0.data(), bytes, b.data(), ElemType::kF32, n, host1.data(), bytes).ok());
-    if (c != CodecId::kCasq3) {
-      EXPECT_EQ(host1.raw(), dev1.raw()) << kernels::codec_name(c);
-    }
-    std::vector<float> yd(n), yh(n);
-    ASSERT_TRUE(gpu->decode(p1, dev1.data(), bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr).ok());
-    get(yd.data(), dy.p, n * 4);
-    ASSERT_TRUE(
-        gpu->decode(p1, dev1.data(), bytes, yh.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
-    EXPECT_EQ(yh, yd) << kernels::codec_name(c);
+        gpu->decode(p, dp.data(), bytes, dout->data(), ElemType::kF32, n, 1.0f, nullptr).ok());
+    kernels::EfSums hs, ds;
+    ASSERT_TRUE(cpu->ef_update(hc->data(), nullptr, hdec.data(), n, hr->data(), &hs).ok());
+    ASSERT_TRUE(gpu->ef_update(dc->data(), nullptr, dout->data(), n, dr->data(), &ds).ok());
+    const std::vector<float> res = dev_values(dr);
+    EXPECT_TRUE(same_bits(res.data(), hr->data(), n));
+    EXPECT_GT(ds.residual_sq, 0.0);
+    EXPECT_NEAR(ds.residual_sq, hs.residual_sq, 1e-12 * hs.residual_sq);
   }
 }
 
