@@ -12,7 +12,8 @@
 // stream memory operations, else a one-block kernel that polls that word. The proxy releases
 // `seq` when the ring is done -- also when it failed or was aborted -- so no stream waits forever.
 //
-// No CUDA type appears here: the header is included by layers built without CUDA too.
+// coll reaches it through src/backend/stream_gate.h (make_stream_gate); this header is for
+// src/backend and the GPU tests. No CUDA type appears here: it builds without CUDA too.
 #pragma once
 
 #include <atomic>
