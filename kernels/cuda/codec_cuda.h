@@ -54,4 +54,11 @@ void sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, f
 void sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
                     ElemType t, void* ws, cudaStream_t stream);
 
+// Error feedback (kernels/error_feedback.h) on device arrays. ef_update zeroes sums_dev (two
+// doubles: the input's and the residual's sums of squares) and adds the slice's sums to it.
+Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual, float* out,
+                     cudaStream_t stream);
+Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
+                 double* sums_dev, cudaStream_t stream);
+
 }  // namespace sketchccl::kernels::cuda

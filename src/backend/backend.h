@@ -1,22 +1,57 @@
-// Where codec work runs. The ring engine (src/coll) calls a Backend; the host backend runs the
-// kernels' CPU build on host memory; the CUDA backend (later) runs their CUDA build on device
-// buffers and stages packets. The ring never calls kernels/ directly.
+// Where codec work runs. The ring engine (src/coll) calls a Backend, made by make_backend for the
+// memory type of the call's buffers: the host backend runs the kernels' CPU build on host memory;
+// the CUDA backend (src/backend/cuda) runs their CUDA build on device buffers and stages packets.
+// The ring never calls kernels/ directly, and coll sees only this interface. Every call returns a
+// Status; results come back through out-parameters.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
+#include "backend/memory_type.h"
 #include "core/status.h"
 #include "kernels/codec.h"
+#include "kernels/error_feedback.h"
 
 namespace sketchccl::backend {
+
+// An fp32 array in a backend's memory (error feedback's residual and scratch); it must not
+// outlive the backend that made it.
+class F32Array {
+ public:
+  virtual ~F32Array() = default;
+  float* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ protected:
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // The memory its user buffers (x, y) live in.
+  virtual MemoryType memory_type() const = 0;
+
+  // Makes the backend's device current on the calling thread (the proxy, once per operation).
+  virtual Status activate() { return Status::Ok(); }
+  // dst = src, `bytes` of this backend's memory (a one-rank AllReduce); same or disjoint ranges.
+  virtual Status copy(void* dst, const void* src, size_t bytes) {
+    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+    return Status::Ok();
+  }
+  // Sizes the memory alloc_packets hands out for an operation of about `bytes` of packets. Called
+  // on the caller's thread before its stream is gated (the CUDA backend's proxy never allocates
+  // pinned memory, docs/cuda.md); nothing to do on the host.
+  virtual Status reserve_packet_memory(size_t bytes) {
+    (void)bytes;
+    return Status::Ok();
+  }
 
   // The codec contract (kernels/codec.h) on this backend's memory.
   virtual size_t packet_bytes(const kernels::CodecParams& p, size_t n) const = 0;
@@ -64,20 +99,33 @@ class Backend {
   }
   virtual void free_packets(void* p) { std::free(p); }
 
-  // fp32 views of user buffers (error feedback).
-  virtual void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) = 0;
+  // Error feedback (kernels/error_feedback.h), on this backend's memory: x is a user buffer,
+  // the fp32 arrays come from alloc_f32. The arithmetic is the kernels' one SCCL_HD source, so
+  // the residuals are the same bits on every backend (the sums' order may differ).
+  // n floats, zeroed in the backend's order (its later calls see zeros; the CUDA backend's on its
+  // stream, so another stream must synchronize with the device first).
+  virtual Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) = 0;
+  virtual Status ef_compensate(const void* x, kernels::ElemType t, size_t n, const float* residual,
+                               float* out) = 0;
+  virtual Status ef_update(const float* comp, const float* in, const float* out, size_t n,
+                           float* residual, kernels::EfSums* sums) = 0;
 
-  // The lossless sparse codec's phases (kernels/sparse.h).
-  virtual void bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) = 0;
-  virtual void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) = 0;
-  virtual size_t bitmap_popcount(const uint64_t* bits, size_t n) = 0;
-  virtual size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
-                                float* out) = 0;
-  virtual size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale,
-                                void* y, kernels::ElemType t) = 0;
+  // The lossless sparse codec's phases (kernels/sparse.h). Counts come back through `*count`
+  // (popcount: required; compact / scatter: the values read or written, optional).
+  virtual Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) = 0;
+  virtual Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) = 0;
+  virtual Status bitmap_popcount(const uint64_t* bits, size_t n, size_t* count) = 0;
+  virtual Status sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
+                                float* out, size_t* count) = 0;
+  virtual Status sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale,
+                                void* y, kernels::ElemType t, size_t* count) = 0;
 };
 
 // Host memory, the kernels' CPU build, the calling thread.
 std::unique_ptr<Backend> make_host_backend();
+
+// The backend for buffers of memory type `mem`: the host backend, or the CUDA backend of
+// `device` (kUnhandledCudaError, with the reason, without CUDA in the build or the device).
+Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out);
 
 }  // namespace sketchccl::backend

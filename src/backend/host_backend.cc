@@ -1,14 +1,30 @@
-// The host backend: every call is the kernels' CPU build, on the proxy thread.
+// The host backend: every call is the kernels' CPU build, on the proxy thread; and
+// make_backend, which picks the backend for a memory type.
+#include <vector>
+
 #include "backend/backend.h"
-#include "kernels/convert.h"
+#include "backend/cuda/cuda_backend.h"
+#include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
 
 namespace sketchccl::backend {
 namespace {
 
+class HostF32Array final : public F32Array {
+ public:
+  explicit HostF32Array(size_t n) : v_(n, 0.0f) {
+    data_ = v_.data();
+    size_ = n;
+  }
+
+ private:
+  std::vector<float> v_;
+};
+
 class HostBackend final : public Backend {
  public:
   const char* name() const override { return "host"; }
+  MemoryType memory_type() const override { return MemoryType::kHost; }
 
   size_t packet_bytes(const kernels::CodecParams& p, size_t n) const override {
     return kernels::packet_bytes(p, n);
@@ -25,25 +41,43 @@ class HostBackend final : public Backend {
                 kernels::ElemType t, size_t n, float scale, kernels::DecodeStats* stats) override {
     return kernels::decode(p, pkt, bytes, y, t, n, scale, stats);
   }
-  void load_f32(const void* x, kernels::ElemType t, size_t n, float* out) override {
-    kernels::load_f32(x, t, n, out);
+  Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) override {
+    *out = std::make_unique<HostF32Array>(n);
+    return Status::Ok();
   }
-  void bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) override {
+  Status ef_compensate(const void* x, kernels::ElemType t, size_t n, const float* residual,
+                       float* out) override {
+    kernels::ef_compensate(x, t, n, residual, out);
+    return Status::Ok();
+  }
+  Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
+                   kernels::EfSums* sums) override {
+    kernels::ef_update(comp, in, out, n, residual, sums);
+    return Status::Ok();
+  }
+  Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) override {
     kernels::bitmap_build(x, t, n, bits);
+    return Status::Ok();
   }
-  void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
+  Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
     kernels::bitmap_or(acc, other, n);
+    return Status::Ok();
   }
-  size_t bitmap_popcount(const uint64_t* bits, size_t n) override {
-    return kernels::bitmap_popcount(bits, n);
+  Status bitmap_popcount(const uint64_t* bits, size_t n, size_t* count) override {
+    *count = kernels::bitmap_popcount(bits, n);
+    return Status::Ok();
   }
-  size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
-                        float* out) override {
-    return kernels::sparse_compact(bits, n, x, t, out);
+  Status sparse_compact(const uint64_t* bits, size_t n, const void* x, kernels::ElemType t,
+                        float* out, size_t* count) override {
+    const size_t m = kernels::sparse_compact(bits, n, x, t, out);
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
-  size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
-                        kernels::ElemType t) override {
-    return kernels::sparse_scatter(bits, n, vals, scale, y, t);
+  Status sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
+                        kernels::ElemType t, size_t* count) override {
+    const size_t m = kernels::sparse_scatter(bits, n, vals, scale, y, t);
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
 };
 
@@ -51,6 +85,17 @@ class HostBackend final : public Backend {
 
 std::unique_ptr<Backend> make_host_backend() {
   return std::make_unique<HostBackend>();
+}
+
+Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out) {
+  if (mem == MemoryType::kHost) {
+    *out = make_host_backend();
+    return Status::Ok();
+  }
+  std::unique_ptr<CudaBackend> cuda;
+  SCCL_RETURN_IF_ERROR(make_cuda_backend(device, &cuda));
+  *out = std::move(cuda);
+  return Status::Ok();
 }
 
 }  // namespace sketchccl::backend

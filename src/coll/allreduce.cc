@@ -50,13 +50,13 @@ class CodecSliceOps : public SliceOps {
   Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) override {
     CodecParams p = params(offset, n, static_cast<uint32_t>(step));
     if (residual_ == nullptr) return be_.encode(p, src(offset), type_, n, pkt, cap);
-    float* x = compensated(offset, n);
+    float* x = nullptr;
+    SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.encode(p, x, ElemType::kF32, n, pkt, cap));
     // residual = (x + r) - decode(encode(x + r))
-    tmp_.resize(n);
-    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_.data(), ElemType::kF32, n, 1.0f, nullptr));
-    keep_residual(offset, n, x, tmp_.data(), nullptr);
-    return Status::Ok();
+    SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
+    return keep_residual(offset, n, x, tmp_->data(), nullptr);
   }
 
   Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
@@ -65,17 +65,17 @@ class CodecSliceOps : public SliceOps {
     if (residual_ == nullptr) {
       return be_.step(p, in, in_bytes, src(offset), type_, n, out, cap);
     }
-    float* x = compensated(offset, n);
+    float* x = nullptr;
+    SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
     // residual = (decode(in) + x + r) - decode(out): the error this step added.
     CodecParams pin = params(offset, n, static_cast<uint32_t>(step - 1));
-    tmp_.resize(n);
-    tmp_in_.resize(n);
+    SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
+    SCCL_RETURN_IF_ERROR(scratch(&tmp_in_, n));
     SCCL_RETURN_IF_ERROR(
-        be_.decode(pin, in, in_bytes, tmp_in_.data(), ElemType::kF32, n, 1.0f, nullptr));
-    SCCL_RETURN_IF_ERROR(be_.decode(p, out, cap, tmp_.data(), ElemType::kF32, n, 1.0f, nullptr));
-    keep_residual(offset, n, x, tmp_.data(), tmp_in_.data());
-    return Status::Ok();
+        be_.decode(pin, in, in_bytes, tmp_in_->data(), ElemType::kF32, n, 1.0f, nullptr));
+    SCCL_RETURN_IF_ERROR(be_.decode(p, out, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
+    return keep_residual(offset, n, x, tmp_->data(), tmp_in_->data());
   }
 
   // Asynchronous on backends that support it; error feedback needs each result at once.
@@ -165,28 +165,28 @@ class CodecSliceOps : public SliceOps {
   }
   const void* src(size_t offset) const { return send_ + offset * esz_; }
 
-  // x + residual for this slice, in fp32.
-  float* compensated(size_t offset, size_t n) {
-    comp_.resize(n);
-    be_.load_f32(src(offset), type_, n, comp_.data());
-    const float* r = residual_ + offset;
-    for (size_t i = 0; i < n; ++i)
-      comp_[i] += r[i];
-    return comp_.data();
+  // Error feedback's arrays are the backend's memory (device memory for the CUDA backend): the
+  // slices, residuals and decoded values never leave it.
+  Status scratch(std::unique_ptr<backend::F32Array>* a, size_t n) {
+    if (*a && (*a)->size() >= n) return Status::Ok();
+    a->reset();
+    return be_.alloc_f32(n, a);
   }
-  void keep_residual(size_t offset, size_t n, const float* x, const float* out, const float* in) {
-    float* r = residual_ + offset;
-    double in_sq = 0, res_sq = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const float want = (in != nullptr ? in[i] : 0.0f) + x[i];
-      float e = want - out[i];
-      if (!std::isfinite(e)) e = 0;  // never carry NaN/Inf into later calls
-      r[i] = e;
-      in_sq += static_cast<double>(x[i]) * x[i];
-      res_sq += static_cast<double>(e) * e;
-    }
-    cs_->ef_input_sq += in_sq;
-    cs_->ef_residual_sq += res_sq;
+  // x + residual for this slice, in fp32.
+  Status compensated(size_t offset, size_t n, float** x) {
+    SCCL_RETURN_IF_ERROR(scratch(&comp_, n));
+    SCCL_RETURN_IF_ERROR(
+        be_.ef_compensate(src(offset), type_, n, residual_ + offset, comp_->data()));
+    *x = comp_->data();
+    return Status::Ok();
+  }
+  // residual = (in + x) - out, NaN/Inf dropped (kernels/error_feedback.h).
+  Status keep_residual(size_t offset, size_t n, const float* x, const float* out, const float* in) {
+    kernels::EfSums sums;
+    SCCL_RETURN_IF_ERROR(be_.ef_update(x, in, out, n, residual_ + offset, &sums));
+    cs_->ef_input_sq += sums.input_sq;
+    cs_->ef_residual_sq += sums.residual_sq;
+    return Status::Ok();
   }
 
   backend::Backend& be_;
@@ -201,7 +201,7 @@ class CodecSliceOps : public SliceOps {
   CodecStats* cs_;
   DecodeStats stats_;
   std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
-  std::vector<float> comp_, tmp_, tmp_in_;
+  std::unique_ptr<backend::F32Array> comp_, tmp_, tmp_in_;
 };
 
 // Phase 1 of `sparse`: an OR-allreduce of the non-zero bitmaps. Elements are 64-bit words.
@@ -226,8 +226,7 @@ class BitmapSliceOps : public SliceOps {
                     in_bytes, n * sizeof(uint64_t));
     }
     SCCL_RETURN_IF_ERROR(build(offset, n, static_cast<uint64_t*>(out), cap));
-    be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
-    return Status::Ok();
+    return be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
   }
   Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     if (bytes != n * sizeof(uint64_t)) {
@@ -244,8 +243,7 @@ class BitmapSliceOps : public SliceOps {
     const size_t first = offset * 64;
     const size_t elems = std::min(count_ - first, n * 64);
     std::memset(words, 0, n * sizeof(uint64_t));
-    be_.bitmap_build(x_ + first * esz_, type_, elems, words);
-    return Status::Ok();
+    return be_.bitmap_build(x_ + first * esz_, type_, elems, words);
   }
 
   backend::Backend& be_;
@@ -287,19 +285,9 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   BufferState& state = buffers_[key];
   const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
-  Status st;
-  if (args.mem == backend::MemoryType::kDevice) {
-    st = run_device(link, args, codec, state, cs);
-  } else if (nranks_ == 1) {
-    // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
-    if (args.recv != args.send) {
-      std::memmove(args.recv, args.send, args.count * kernels::elem_size(args.type));
-    }
-  } else if (codec == CodecId::kSparse) {
-    st = run_sparse(link, args, state, cs, *backend_);
-  } else {
-    st = run_codec(link, args, codec, state, cs, *backend_);
-  }
+  backend::Backend* be = nullptr;
+  Status st = backend_for(args.mem, &be);
+  if (st.ok()) st = run_on(link, args, codec, state, cs, *be);
   cs.calls++;
   cs.bytes_in += args.count * kernels::elem_size(args.type);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -311,40 +299,42 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   return st;
 }
 
-Status AllReduceEngine::prepare_device() {
-  if (cuda_) return Status::Ok();
-  return backend::make_cuda_backend(cuda_device_, &cuda_);
+Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** out) {
+  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
+  if (!be) SCCL_RETURN_IF_ERROR(backend::make_backend(mem, cuda_device_, &be));
+  *out = be.get();
+  return Status::Ok();
 }
 
-Status AllReduceEngine::reserve_device_packets(size_t count) {
-  if (!cuda_ || nranks_ == 1) return Status::Ok();
+Status AllReduceEngine::prepare_backend(backend::MemoryType mem) {
+  backend::Backend* be = nullptr;
+  return backend_for(mem, &be);
+}
+
+Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
+  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
+  if (!be || nranks_ == 1) return Status::Ok();
   // Every chunk's reduced packets (at most the fp32 bytes, plus headers and the ring's 64 KiB
   // rounding, for every codec but a dense s2, whose excess goes to plain memory) plus a send and
   // a receive packet per slice lane.
   const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
   const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
   const size_t final_packets = count * sizeof(float) + count / 8 + (size_t(1) << 20);
-  return cuda_->reserve_packet_memory(final_packets + lanes);
+  return be->reserve_packet_memory(final_packets + lanes);
 }
 
-// Device buffers (docs/cuda.md): the CUDA backend of the communicator's device, made current on
-// this (the proxy) thread. Every backend call returns with its results in place, so when this
-// returns the output is written and the stream gate may be released.
-Status AllReduceEngine::run_device(const RingLink& link, const AllReduceArgs& args, CodecId codec,
-                                   BufferState& state, CodecStats& cs) {
-  if (!cuda_) SCCL_RETURN_IF_ERROR(backend::make_cuda_backend(cuda_device_, &cuda_));
-  SCCL_RETURN_IF_ERROR(cuda_->activate());
-  Status st;
+// On the backend of the buffers' memory type, made current on this (the proxy) thread. Every
+// backend call returns with its results in place, so when this returns the output is written
+// (for device buffers: the stream gate may be released, docs/cuda.md).
+Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args, CodecId codec,
+                               BufferState& state, CodecStats& cs, backend::Backend& be) {
+  SCCL_RETURN_IF_ERROR(be.activate());
   if (nranks_ == 1) {
-    st = cuda_->copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
-  } else if (codec == CodecId::kSparse) {
-    st = run_sparse(link, args, state, cs, *cuda_);
-  } else {
-    st = run_codec(link, args, codec, state, cs, *cuda_);
+    // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
+    return be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
   }
-  Status late = cuda_->take_error();  // from the helpers that return no Status
-  if (st.ok() && !late.ok()) st = late;
-  return st;
+  if (codec == CodecId::kSparse) return run_sparse(link, args, state, cs, be);
+  return run_codec(link, args, codec, state, cs, be);
 }
 
 Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& args, CodecId codec,
@@ -356,11 +346,16 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   base.s2_rows = settings_.s2_rows;
   base.casq_buckets = settings_.casq_buckets;
   float* residual = nullptr;
-  // Device buffers too: the residual stays on the host, the CUDA backend stages the
-  // compensated slices (docs/cuda.md).
+  // In the backend's memory: on the device for device buffers (docs/cuda.md).
   if (settings_.error_feedback && is_lossy_and_nonlinear(codec)) {
-    if (state.residual.size() != args.count) state.residual.assign(args.count, 0.0f);
-    residual = state.residual.data();
+    if (!state.residual || state.residual->size() != args.count ||
+        state.residual_mem != be.memory_type()) {
+      std::unique_ptr<backend::F32Array> r;
+      SCCL_RETURN_IF_ERROR(be.alloc_f32(args.count, &r));
+      state.residual = std::move(r);
+      state.residual_mem = be.memory_type();
+    }
+    residual = state.residual->data();
   }
   const BufferState history = state;  // the decision uses the previous call only
   auto counters = [this, &history, &args](size_t n) {
@@ -385,7 +380,7 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
 }
 
 // Phase 1 and the compaction/scatter touch the user's buffers (backend `be`); the union bitmap
-// and the phase-2 values are host memory, so phase 2 always runs on the host backend.
+// and the phase-2 values are host memory, so phase 2 always runs on the host backend (host_).
 Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& args,
                                    BufferState& state, CodecStats& cs, backend::Backend& be) {
   // Phase 1: the union support, identical on every rank.
@@ -397,24 +392,31 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   RingStats rs;
   const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
+  size_t support = 0;
+  if (st.ok()) st = host_->bitmap_popcount(union_bits.data(), args.count, &support);
+  std::vector<float> values(support), sums(support);
+  if (st.ok()) {
+    st = be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data(),
+                           nullptr);
+  }
   if (st.ok()) {
     // Phase 2: an exact fp32 ring over this rank's values on the union support.
-    const size_t support = backend_->bitmap_popcount(union_bits.data(), args.count);
-    std::vector<float> values(support), sums(support);
-    be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data());
     CodecParams base;
     base.codec = CodecId::kNone;
     base.seed = settings_.seed;
     base.call = link.op_seq;
     AllReduceArgs dense{values.data(), sums.data(), support, ElemType::kF32, false};
     CodecSliceOps ops(
-        *backend_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
+        *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
     RingLink l2 = link;
     l2.phase = 2;
     st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
     if (st.ok()) {
       const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-      be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv, args.type);
+      st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
+                             args.type, nullptr);
+    }
+    if (st.ok()) {
       state.have_history = true;
       state.nonzeros = support;
     }

@@ -11,7 +11,6 @@
 
 #include "backend/backend.h"
 #include "backend/memory_type.h"
-#include "backend/cuda/cuda_backend.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
@@ -46,8 +45,11 @@ struct BufferKey {
 };
 struct BufferState {
   bool have_history = false;
-  uint64_t nonzeros = 0;        // of the previous reduced result
-  std::vector<float> residual;  // error feedback: this rank's compression error, per element
+  uint64_t nonzeros = 0;  // of the previous reduced result
+  // Error feedback: this rank's compression error, per element, in the memory of the backend
+  // that runs the buffer's calls (residual_mem).
+  std::shared_ptr<backend::F32Array> residual;
+  backend::MemoryType residual_mem = backend::MemoryType::kHost;
 };
 
 class AllReduceEngine {
@@ -56,18 +58,19 @@ class AllReduceEngine {
       : settings_(settings),
         nranks_(nranks),
         cuda_device_(cuda_device),
-        backend_(backend::make_host_backend()) {}
+        host_(backend::make_host_backend()) {}
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
   Status run(const RingLink& link, const AllReduceArgs& args);
 
-  // Creates the CUDA backend ahead of the first AllReduce on device buffers, on the caller's
-  // thread before any such work is queued (so that its stream and pinned staging are not
-  // allocated while a stream gate holds a stream). Idempotent; the proxy creates it otherwise.
-  Status prepare_device();
-  // Sizes the CUDA backend's pinned packet memory for an AllReduce of `count` elements, on the
-  // caller's thread before its stream is gated (the proxy never allocates pinned memory).
-  Status reserve_device_packets(size_t count);
+  // Creates the backend of memory type `mem` ahead of the first AllReduce on such buffers, on
+  // the caller's thread before any such work is queued (so that the CUDA backend's stream and
+  // pinned staging are not allocated while a stream gate holds a stream). Idempotent; the proxy
+  // creates it otherwise.
+  Status prepare_backend(backend::MemoryType mem);
+  // Sizes the packet memory of the `mem` backend for an AllReduce of `count` elements, on the
+  // caller's thread before its stream is gated (the CUDA proxy never allocates pinned memory).
+  Status reserve_packets(backend::MemoryType mem, size_t count);
 
   // The codec this call would use, from agreed numbers only (exposed for tests and stats).
   kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
@@ -79,21 +82,23 @@ class AllReduceEngine {
   const Settings& settings() const { return settings_; }
 
  private:
-  // `be` runs the codecs on the user's buffers (the host or the CUDA backend).
+  // The backend of `mem` buffers, made at the first call on such buffers.
+  Status backend_for(backend::MemoryType mem, backend::Backend** out);
+  // `be` runs the codecs on the user's buffers (the backend of args.mem).
+  Status run_on(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
+                BufferState& state, CodecStats& cs, backend::Backend& be);
   Status run_codec(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
                    BufferState& state, CodecStats& cs, backend::Backend& be);
   Status run_sparse(const RingLink& link, const AllReduceArgs& args, BufferState& state,
                     CodecStats& cs, backend::Backend& be);
 
-  Status run_device(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
-                    BufferState& state, CodecStats& cs);
-
   Settings settings_;
   int nranks_;
   int cuda_device_;
-  std::unique_ptr<backend::Backend> backend_;
-  // Created on the proxy thread by the first AllReduce on device buffers.
-  std::unique_ptr<backend::CudaBackend> cuda_;
+  // Host memory: also the sparse codec's phase 2, whose arrays are host memory.
+  std::unique_ptr<backend::Backend> host_;
+  // Device memory of cuda_device_: made by prepare_backend or the first call on device buffers.
+  std::unique_ptr<backend::Backend> device_;
   std::map<BufferKey, BufferState> buffers_;
   CommStats stats_;
 };

@@ -187,11 +187,11 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   }
   std::lock_guard<std::mutex> glock(gate_mu_);
   if (!gate_) {
-    SCCL_RETURN_IF_ERROR(backend::StreamGate::create(
-        cuda_device_ < 0 ? 0 : cuda_device_, backend::StreamGate::Mechanism::kAuto, &gate_));
-    // No device work is queued yet, so the proxy does not touch the engine's CUDA backend
-    // concurrently; the queue's mutex publishes it to the proxy.
-    Status st = engine_.prepare_device();
+    SCCL_RETURN_IF_ERROR(
+        backend::make_stream_gate(args.mem, cuda_device_ < 0 ? 0 : cuda_device_, &gate_));
+    // No such work is queued yet, so the proxy does not touch the engine's backend for this
+    // memory concurrently; the queue's mutex publishes it to the proxy.
+    Status st = engine_.prepare_backend(args.mem);
     if (!st.ok()) {
       gate_.reset();
       return st;
@@ -200,8 +200,8 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   // Pinned packet memory grows only while no stream of this process is gated (a page-locked
   // allocation may wait for the whole device); otherwise, and if it fails, this operation's
   // packets beyond the current reservation use plain memory.
-  if (!backend::StreamGate::any_holding()) {
-    Status r = engine_.reserve_device_packets(args.count);
+  if (!backend::any_stream_gate_holding()) {
+    Status r = engine_.reserve_packets(args.mem, args.count);
     if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
   }
   backend::GateTicket ticket;

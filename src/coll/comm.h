@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "backend/cuda/stream_gate.h"
+#include "backend/stream_gate.h"
 #include "coll/allreduce.h"
 #include "coll/settings.h"
 #include "coll/work.h"
@@ -59,9 +59,9 @@ class Communicator {
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
-  // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): enqueues the stream
-  // gate (marker + wait) on `stream` (a cudaStream_t) and the work on the proxy, and returns at
-  // once without blocking. The proxy waits for the marker, runs the ring on the communicator's
+  // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): enqueues the
+  // stream gate (marker + wait) on `stream` (a cudaStream_t) and the work on the proxy, and returns
+  // at once without blocking. The proxy waits for the marker, runs the ring on the communicator's
   // device and releases the stream -- also on failure, which becomes the async error.
   Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
   // Queues the membership exchange of ncclCommSplit; *child is set when the work completes

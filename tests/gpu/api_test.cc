@@ -91,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(Codecs, GpuAllReduce, ::testing::ValuesIn(ring_cases())
                            return std::to_string(i.param.nranks) + "ranks_" + i.param.codec;
                          });
 
-// SKETCHCCL_ERROR_FEEDBACK=1 on device buffers: residuals on the host, slices staged.
+// SKETCHCCL_ERROR_FEEDBACK=1 on device buffers: residuals and their arithmetic on the device.
 TEST_P(GpuAllReduce, WithErrorFeedback) {
   const RingCase c = GetParam();
   if (c.codec != "q4" && c.codec != "casq3" && c.codec != "bf16") GTEST_SKIP() << "lossy subset";

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "backend/cuda_query.h"
 #include "coll/work.h"
 #include "kernels/codec.h"
+#include "kernels/convert.h"
+#include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
 #include "tests/gpu/test_kernels.h"
 #include "tests/unit/kernels/codec_test_util.h"
@@ -310,42 +313,166 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
   }
 }
 
-// Error feedback hands the backend host fp32 slices and decodes into host scratch: the CUDA
-// backend stages them, with the same packets and values as from device memory.
-TEST(CudaBackend, HostSlicesAndHostOutputAreStaged) {
+// ---- error feedback ------------------------------------------------------------------------
+
+// The engine's error-feedback loop as it was written in src/coll before it became backend
+// operations: the host backend must keep its bits (convergence and the api tests rely on them).
+void reference_ef_update(const std::vector<float>& comp, const std::vector<float>* in,
+                         const std::vector<float>& out, std::vector<float>* r, double* in_sq,
+                         double* res_sq) {
+  *in_sq = 0;
+  *res_sq = 0;
+  for (size_t i = 0; i < comp.size(); ++i) {
+    const float want = (in != nullptr ? (*in)[i] : 0.0f) + comp[i];
+    float e = want - out[i];
+    if (!std::isfinite(e)) e = 0;
+    (*r)[i] = e;
+    *in_sq += static_cast<double>(comp[i]) * comp[i];
+    *res_sq += static_cast<double>(e) * e;
+  }
+}
+
+// A decoded result with non-finite values here and there (an overflowed step).
+std::vector<float> decoded_with_non_finite(size_t n, uint64_t seed) {
+  std::vector<float> v = make_data(Dist::kGauss, n, seed);
+  for (size_t i = 7; i < n; i += 997)
+    v[i] = (i / 997) % 2 ? std::numeric_limits<float>::infinity()
+                         : std::numeric_limits<float>::quiet_NaN();
+  return v;
+}
+
+// The slice as the user's buffer holds it: fp32, or fp16/bf16 bytes.
+std::vector<uint8_t> user_bytes(const std::vector<float>& v, ElemType t) {
+  std::vector<uint8_t> b(v.size() * kernels::elem_size(t));
+  if (t == ElemType::kF32) {
+    std::memcpy(b.data(), v.data(), b.size());
+  } else {
+    std::vector<uint16_t> h = narrow(v, t);
+    std::memcpy(b.data(), h.data(), b.size());
+  }
+  return b;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+TEST(ErrorFeedback, HostBackendKeepsTheEnginesArithmetic) {
+  auto cpu = make_host_backend();
+  const size_t n = 70001;
+  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
+    const std::vector<uint8_t> x = user_bytes(make_data(Dist::kLaplace, n, 11), t);
+    std::vector<float> r0 = make_data(Dist::kGauss, n, 12);
+    std::unique_ptr<F32Array> r, comp;
+    ASSERT_TRUE(cpu->alloc_f32(n, &r).ok());
+    ASSERT_TRUE(cpu->alloc_f32(n, &comp).ok());
+    ASSERT_EQ(r->size(), n);
+    EXPECT_EQ(std::vector<float>(r->data(), r->data() + n), std::vector<float>(n, 0.0f));
+    std::memcpy(r->data(), r0.data(), n * sizeof(float));
+    ASSERT_TRUE(cpu->ef_compensate(x.data(), t, n, r->data(), comp->data()).ok());
+    std::vector<float> want(n);
+    kernels::load_f32(x.data(), t, n, want.data());
+    for (size_t i = 0; i < n; ++i)
+      want[i] += r0[i];
+    EXPECT_TRUE(same_bits(comp->data(), want.data(), n));
+
+    const std::vector<float> c(comp->data(), comp->data() + n);
+    const std::vector<float> in = make_data(Dist::kGauss, n, 13);
+    const std::vector<float> out = decoded_with_non_finite(n, 14);
+    for (const std::vector<float>* inp : {static_cast<const std::vector<float>*>(nullptr), &in}) {
+      std::vector<float> ref(n);
+      double ref_in = 0, ref_res = 0;
+      reference_ef_update(c, inp, out, &ref, &ref_in, &ref_res);
+      kernels::EfSums sums;
+      ASSERT_TRUE(cpu->ef_update(c.data(), inp != nullptr ? inp->data() : nullptr, out.data(), n,
+                                 r->data(), &sums)
+                      .ok());
+      EXPECT_TRUE(same_bits(r->data(), ref.data(), n));
+      EXPECT_EQ(sums.input_sq, ref_in);
+      EXPECT_EQ(sums.residual_sq, ref_res);
+    }
+  }
+}
+
+// Device error feedback (residual, compensation and update in device memory) against the host
+// backend on the same values: the same bits everywhere, the sums to rounding (their order differs).
+TEST(CudaBackend, ErrorFeedbackOnTheDeviceMatchesTheHost) {
   SKIP_WITHOUT_DEVICE();
   std::unique_ptr<CudaBackend> gpu;
   ASSERT_TRUE(make_cuda_backend(0, &gpu).ok());
+  auto cpu = make_host_backend();
   const size_t n = 70001;
-  std::vector<float> a = make_data(Dist::kLaplace, n, 5), b = make_data(Dist::kLaplace, n, 6);
-  Dev da(n * 4), db(n * 4), dy(n * 4);
-  put(da.p, a.data(), n * 4);
-  put(db.p, b.data(), n * 4);
-  for (CodecId c : {CodecId::kBf16, CodecId::kQ4, CodecId::kCasq3}) {
-    CodecParams p = params_for(c, n), p1 = p;
-    p1.step = 1;
+  auto dev_values = [&](const std::unique_ptr<F32Array>& a) {
+    std::vector<float> v(a->size());
+    get(v.data(), a->data(), v.size() * sizeof(float));
+    return v;
+  };
+  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
+    const std::vector<uint8_t> x = user_bytes(make_data(Dist::kLaplace, n, 21), t);
+    Dev dx(x.size());
+    put(dx.p, x.data(), x.size());
+    const std::vector<float> r0 = make_data(Dist::kGauss, n, 22);
+    std::unique_ptr<F32Array> hr, hc, dr, dc;
+    ASSERT_TRUE(cpu->alloc_f32(n, &hr).ok());
+    ASSERT_TRUE(cpu->alloc_f32(n, &hc).ok());
+    ASSERT_TRUE(gpu->alloc_f32(n, &dr).ok());
+    ASSERT_TRUE(gpu->alloc_f32(n, &dc).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the zeroing ran on the backend's stream
+    EXPECT_EQ(dev_values(dr), std::vector<float>(n, 0.0f)) << "alloc_f32 zeroes";
+    std::memcpy(hr->data(), r0.data(), n * sizeof(float));
+    put(dr->data(), r0.data(), n * sizeof(float));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // before the backend's stream reads it
+
+    ASSERT_TRUE(cpu->ef_compensate(x.data(), t, n, hr->data(), hc->data()).ok());
+    ASSERT_TRUE(gpu->ef_compensate(dx.p, t, n, dr->data(), dc->data()).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // asynchronous on the backend's stream
+    const std::vector<float> comp = dev_values(dc);
+    EXPECT_TRUE(same_bits(comp.data(), hc->data(), n));
+
+    // The update on given decoded values, with and without an incoming partial sum.
+    const std::vector<float> in = make_data(Dist::kGauss, n, 23);
+    const std::vector<float> out = decoded_with_non_finite(n, 24);
+    std::unique_ptr<F32Array> din, dout;
+    ASSERT_TRUE(gpu->alloc_f32(n, &din).ok());
+    ASSERT_TRUE(gpu->alloc_f32(n, &dout).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    put(din->data(), in.data(), n * sizeof(float));
+    put(dout->data(), out.data(), n * sizeof(float));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // before the backend's stream reads it
+    for (bool with_in : {false, true}) {
+      kernels::EfSums hs, ds;
+      ASSERT_TRUE(
+          cpu->ef_update(hc->data(), with_in ? in.data() : nullptr, out.data(), n, hr->data(), &hs)
+              .ok());
+      ASSERT_TRUE(gpu->ef_update(dc->data(), with_in ? din->data() : nullptr, dout->data(), n,
+                                 dr->data(), &ds)
+                      .ok());
+      const std::vector<float> res = dev_values(dr);
+      EXPECT_TRUE(same_bits(res.data(), hr->data(), n)) << "with_in " << with_in;
+      EXPECT_NEAR(ds.input_sq, hs.input_sq, 1e-12 * hs.input_sq);
+      EXPECT_NEAR(ds.residual_sq, hs.residual_sq, 1e-12 * hs.residual_sq);
+    }
+
+    // End to end through q4, whose packets and decodes are the same bits on both backends.
+    CodecParams p = params_for(CodecId::kQ4, n);
     const size_t bytes = gpu->packet_bytes(p, n);
-    Packet dev0(bytes), host0(bytes), dev1(bytes), host1(bytes);
-    ASSERT_TRUE(gpu->encode(p, da.p, ElemType::kF32, n, dev0.data(), bytes).ok());
-    ASSERT_TRUE(gpu->encode(p, a.data(), ElemType::kF32, n, host0.data(), bytes).ok());
-    if (c != CodecId::kCasq3) {  // CASQ bucket sums use fp64 atomics: order varies
-      EXPECT_EQ(host0.raw(), dev0.raw()) << kernels::codec_name(c);
-    }
+    Packet hp(bytes), dp(bytes);
+    ASSERT_TRUE(cpu->encode(p, hc->data(), ElemType::kF32, n, hp.data(), bytes).ok());
+    ASSERT_TRUE(gpu->encode(p, dc->data(), ElemType::kF32, n, dp.data(), bytes).ok());
+    EXPECT_EQ(hp.raw(), dp.raw());
+    std::vector<float> hdec(n);
     ASSERT_TRUE(
-        gpu->step(p1, dev0.data(), bytes, db.p, ElemType::kF32, n, dev1.data(), bytes).ok());
+        cpu->decode(p, hp.data(), bytes, hdec.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
     ASSERT_TRUE(
-        gpu->step(p1, dev0.data(), bytes, b.data(), ElemType::kF32, n, host1.data(), bytes).ok());
-    if (c != CodecId::kCasq3) {
-      EXPECT_EQ(host1.raw(), dev1.raw()) << kernels::codec_name(c);
-    }
-    std::vector<float> yd(n), yh(n);
-    ASSERT_TRUE(gpu->decode(p1, dev1.data(), bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr).ok());
-    get(yd.data(), dy.p, n * 4);
-    ASSERT_TRUE(
-        gpu->decode(p1, dev1.data(), bytes, yh.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
-    EXPECT_EQ(yh, yd) << kernels::codec_name(c);
+        gpu->decode(p, dp.data(), bytes, dout->data(), ElemType::kF32, n, 1.0f, nullptr).ok());
+    kernels::EfSums hs, ds;
+    ASSERT_TRUE(cpu->ef_update(hc->data(), nullptr, hdec.data(), n, hr->data(), &hs).ok());
+    ASSERT_TRUE(gpu->ef_update(dc->data(), nullptr, dout->data(), n, dr->data(), &ds).ok());
+    const std::vector<float> res = dev_values(dr);
+    EXPECT_TRUE(same_bits(res.data(), hr->data(), n));
+    EXPECT_GT(ds.residual_sq, 0.0);
+    EXPECT_NEAR(ds.residual_sq, hs.residual_sq, 1e-12 * hs.residual_sq);
   }
-  EXPECT_TRUE(gpu->take_error().ok());
 }
 
 TEST(CudaBackend, CorruptPacketIsAnErrorAndTheBackendStaysUsable) {
@@ -370,7 +497,6 @@ TEST(CudaBackend, CorruptPacketIsAnErrorAndTheBackendStaysUsable) {
   // Still usable.
   ASSERT_TRUE(gpu->encode(p, da.p, ElemType::kF32, n, pk.data(), bytes).ok());
   ASSERT_TRUE(gpu->decode(p, pk.data(), bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr).ok());
-  EXPECT_TRUE(gpu->take_error().ok());
 }
 
 TEST(CudaBackend, SparseHelpersMatchTheHostBackend) {
@@ -384,20 +510,25 @@ TEST(CudaBackend, SparseHelpersMatchTheHostBackend) {
     put(dx.p, x.data(), n * 4);
     const size_t words = kernels::bitmap_bytes(n) / 8;
     std::vector<uint64_t> bc(words, 0), bg(words, 0);
-    cpu->bitmap_build(x.data(), ElemType::kF32, n, bc.data());
-    gpu->bitmap_build(dx.p, ElemType::kF32, n, bg.data());
+    ASSERT_TRUE(cpu->bitmap_build(x.data(), ElemType::kF32, n, bc.data()).ok());
+    ASSERT_TRUE(gpu->bitmap_build(dx.p, ElemType::kF32, n, bg.data()).ok());
     ASSERT_EQ(bg, bc) << n;
-    const size_t m = cpu->bitmap_popcount(bc.data(), n);
+    size_t m = 0, mc = 0, mg = 0;
+    ASSERT_TRUE(cpu->bitmap_popcount(bc.data(), n, &m).ok());
     std::vector<float> vc(m + 1), vg(m + 1);
-    EXPECT_EQ(cpu->sparse_compact(bc.data(), n, x.data(), ElemType::kF32, vc.data()), m);
-    EXPECT_EQ(gpu->sparse_compact(bc.data(), n, dx.p, ElemType::kF32, vg.data()), m);
+    ASSERT_TRUE(cpu->sparse_compact(bc.data(), n, x.data(), ElemType::kF32, vc.data(), &mc).ok());
+    ASSERT_TRUE(gpu->sparse_compact(bc.data(), n, dx.p, ElemType::kF32, vg.data(), &mg).ok());
+    EXPECT_EQ(mc, m);
+    EXPECT_EQ(mg, m);
     EXPECT_EQ(vg, vc);
     std::vector<float> yc(n), yg(n);
-    EXPECT_EQ(cpu->sparse_scatter(bc.data(), n, vc.data(), 2.0f, yc.data(), ElemType::kF32), m);
-    EXPECT_EQ(gpu->sparse_scatter(bc.data(), n, vc.data(), 2.0f, dy.p, ElemType::kF32), m);
+    ASSERT_TRUE(
+        cpu->sparse_scatter(bc.data(), n, vc.data(), 2.0f, yc.data(), ElemType::kF32, &mc).ok());
+    ASSERT_TRUE(gpu->sparse_scatter(bc.data(), n, vc.data(), 2.0f, dy.p, ElemType::kF32, &mg).ok());
+    EXPECT_EQ(mc, m);
+    EXPECT_EQ(mg, m);
     get(yg.data(), dy.p, n * 4);
     EXPECT_EQ(yg, yc);
-    EXPECT_TRUE(gpu->take_error().ok());
   }
 }
 
@@ -409,8 +540,12 @@ TEST(CudaQuery, BackendExactlyWhenADeviceIsVisible) {
     EXPECT_EQ(current_cuda_device(), 0);
     std::unique_ptr<CudaBackend> b;
     EXPECT_EQ(make_cuda_backend(0, &b).code(), Code::kUnhandledCudaError);
-    std::unique_ptr<StreamGate> g;
-    EXPECT_FALSE(StreamGate::create(0, StreamGate::Mechanism::kAuto, &g).ok());
+    std::unique_ptr<CudaStreamGate> g;
+    EXPECT_FALSE(CudaStreamGate::create(0, CudaStreamGate::Mechanism::kAuto, &g).ok());
+    std::unique_ptr<StreamGate> sg;
+    EXPECT_EQ(make_stream_gate(MemoryType::kDevice, 0, &sg).code(), Code::kUnhandledCudaError);
+    std::unique_ptr<Backend> be;
+    EXPECT_EQ(make_backend(MemoryType::kDevice, 0, &be).code(), Code::kUnhandledCudaError);
   }
 }
 
@@ -466,12 +601,12 @@ TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
   f.join();
 }
 
-class Gate : public ::testing::TestWithParam<StreamGate::Mechanism> {
+class Gate : public ::testing::TestWithParam<CudaStreamGate::Mechanism> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_DEVICE();
-    Status st = StreamGate::create(0, GetParam(), &gate_);
-    if (!st.ok() && GetParam() == StreamGate::Mechanism::kStreamWaitValue) {
+    Status st = CudaStreamGate::create(0, GetParam(), &gate_);
+    if (!st.ok() && GetParam() == CudaStreamGate::Mechanism::kStreamWaitValue) {
       GTEST_SKIP() << "no stream memory operations here: " << st.to_string();
     }
     ASSERT_TRUE(st.ok()) << st.to_string();
@@ -495,7 +630,7 @@ class Gate : public ::testing::TestWithParam<StreamGate::Mechanism> {
     }
     return false;
   }
-  std::unique_ptr<StreamGate> gate_;
+  std::unique_ptr<CudaStreamGate> gate_;
   cudaStream_t s1_ = nullptr, s2_ = nullptr, proxy_ = nullptr;
 };
 
@@ -554,10 +689,10 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
     ASSERT_TRUE(gate_->enqueue(s1_, &t).ok());
     // Held until released: the arena must not grow meanwhile (docs/cuda.md).
     EXPECT_TRUE(gate_->holding());
-    EXPECT_TRUE(StreamGate::any_holding());
+    EXPECT_TRUE(CudaStreamGate::any_holding());
     gate_->release(t.seq);
     EXPECT_FALSE(gate_->holding());
-    EXPECT_FALSE(StreamGate::any_holding());
+    EXPECT_FALSE(CudaStreamGate::any_holding());
     EXPECT_TRUE(finishes(s1_, 10));
     EXPECT_TRUE(t.marker->fired());
   }
@@ -570,10 +705,10 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mechanisms, Gate,
-                         ::testing::Values(StreamGate::Mechanism::kStreamWaitValue,
-                                           StreamGate::Mechanism::kSpinKernel),
-                         [](const ::testing::TestParamInfo<StreamGate::Mechanism>& i) {
-                           return i.param == StreamGate::Mechanism::kSpinKernel
+                         ::testing::Values(CudaStreamGate::Mechanism::kStreamWaitValue,
+                                           CudaStreamGate::Mechanism::kSpinKernel),
+                         [](const ::testing::TestParamInfo<CudaStreamGate::Mechanism>& i) {
+                           return i.param == CudaStreamGate::Mechanism::kSpinKernel
                                       ? std::string("SpinKernel")
                                       : std::string("StreamWaitValue");
                          });

@@ -10,7 +10,6 @@
 #if SKETCHCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/convert.h"
 #include "kernels/cuda/codec_cuda.h"
 #include "kernels/sparse.h"
 #endif
@@ -81,7 +80,8 @@ constexpr int kLaneSlots = 64;
 constexpr int kSlots = 2 * kLaneSlots;
 constexpr size_t kSlotBytes = 64;                     // a slot's pinned verdict and statistics
 constexpr size_t kStatsOffset = kSlots * kSlotBytes;  // synchronous decode's statistics
-constexpr size_t kSmallPinned = kStatsOffset + 64;
+constexpr size_t kEfSumsOffset = kStatsOffset + 64;   // error feedback's sums of squares
+constexpr size_t kSmallPinned = kEfSumsOffset + 64;
 // Largest arena block; an operation needing more gets plain memory for the rest (correct, but a
 // copy to or from plain memory makes the proxy wait for the device's earlier work).
 constexpr size_t kArenaCap = size_t(256) << 20;
@@ -99,7 +99,7 @@ class CudaBackendImpl final : public CudaBackend {
       cudaGetLastError();
       return;
     }
-    for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &xbuf_}) {
+    for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_}) {
       if (b->base != nullptr) cudaFreeAsync(b->base, stream_);
     }
     cudaStreamSynchronize(stream_);
@@ -135,6 +135,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   const char* name() const override { return "cuda"; }
+  MemoryType memory_type() const override { return MemoryType::kDevice; }
   int device() const override { return dev_; }
   Status activate() override {
     SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
@@ -167,7 +168,6 @@ class CudaBackendImpl final : public CudaBackend {
     const size_t need = kernels::packet_bytes(p, n);
     Slot* sl = nullptr;
     SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl));
-    SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
     SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
                      "packet to host");
@@ -190,7 +190,6 @@ class CudaBackendImpl final : public CudaBackend {
     // From pageable memory the copy returns once the driver has staged it; from the arena at once.
     SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, in, need, cudaMemcpyHostToDevice, stream_),
                      "packet to device");
-    SCCL_RETURN_IF_ERROR(device_input(&x, t, n));
     SCCL_RETURN_IF_ERROR(kc::step(p, pkt_.p, need, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
     SCCL_CUDA_RETURN(cudaMemcpyAsync(out, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
                      "packet to host");
@@ -278,15 +277,14 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   // Queued like a step: packet H2D, the decode kernel into `y`, statistics and verdict back into
-  // the slot, an event. s2 (its peeling checks progress on the host), a host `y` (error feedback)
-  // and a decode with every decode slot taken run at once instead.
+  // the slot, an event. s2 (its peeling checks progress on the host) and a decode with every
+  // decode slot taken run at once instead.
   Status decode_start(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
                       size_t n, float scale, kernels::DecodeStats* stats,
                       uint64_t* ticket) override {
     *ticket = 0;
     Slot* sl = nullptr;
-    if (p.codec == kernels::CodecId::kS2 || (n > 0 && !on_device(y)) ||
-        (sl = acquire_decode()) == nullptr) {
+    if (p.codec == kernels::CodecId::kS2 || (sl = acquire_decode()) == nullptr) {
       return decode(p, pkt, bytes, y, t, n, scale, stats);
     }
     SCCL_RETURN_IF_ERROR(
@@ -301,95 +299,104 @@ class CudaBackendImpl final : public CudaBackend {
 
   Status decode(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t, size_t n,
                 float scale, kernels::DecodeStats* stats) override {
-    // Host output (error feedback decodes packets into host scratch): via device scratch.
-    void* host_y = nullptr;
-    const size_t ybytes = n * kernels::elem_size(t);
-    if (n > 0 && !on_device(y)) {
-      SCCL_RETURN_IF_ERROR(ensure(xbuf_, ybytes));
-      host_y = y;
-      y = xbuf_.p;
-    }
     auto* stats_host = reinterpret_cast<kernels::DecodeStats*>(small_.p + kStatsOffset);
     SCCL_RETURN_IF_ERROR(
         queue_decode(p, pkt, bytes, y, t, n, scale, stats != nullptr ? stats_host : nullptr));
-    if (host_y != nullptr) {
-      SCCL_CUDA_RETURN(cudaMemcpyAsync(host_y, y, ybytes, cudaMemcpyDeviceToHost, stream_),
-                       "decoded values to host");
-    }
     SCCL_RETURN_IF_ERROR(kc::read_device_error(ws_.p, stream_));  // synchronizes
     if (stats != nullptr) *stats = *stats_host;
     return Status::Ok();
   }
 
-  // fp32 view of a device slice, on the host (error feedback compensates slices there).
-  void load_f32(const void* x, ElemType t, size_t n, float* out) override {
-    if (n == 0) return;
-    const size_t bytes = n * kernels::elem_size(t);
-    host_tmp_.resize(bytes);
-    if (!keep(cudaMemcpyAsync(host_tmp_.data(), x, bytes, cudaMemcpyDeviceToHost, stream_),
-              "load_f32 copy") ||
-        !keep(cudaStreamSynchronize(stream_), "load_f32")) {
-      std::memset(out, 0, n * sizeof(float));
-      return;
-    }
-    kernels::load_f32(host_tmp_.data(), t, n, out);
+  // Error feedback on the device: the residual and scratch are device arrays; only the two
+  // sums come back to the host.
+  Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) override;
+  Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual,
+                       float* out) override {
+    return kc::ef_compensate(x, t, n, residual, out, stream_);
+  }
+  Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
+                   kernels::EfSums* sums) override {
+    SCCL_RETURN_IF_ERROR(ensure(ef_sums_, 2 * sizeof(double)));
+    auto* dsums = reinterpret_cast<double*>(ef_sums_.p);
+    SCCL_RETURN_IF_ERROR(kc::ef_update(comp, in, out, n, residual, dsums, stream_));
+    auto* hsums = reinterpret_cast<double*>(small_.p + kEfSumsOffset);
+    SCCL_CUDA_RETURN(
+        cudaMemcpyAsync(hsums, dsums, 2 * sizeof(double), cudaMemcpyDeviceToHost, stream_),
+        "error feedback sums to host");
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "error feedback");
+    sums->input_sq = hsums[0];
+    sums->residual_sq = hsums[1];
+    return Status::Ok();
+  }
+  // Gives back an alloc_f32 array's memory, stream-ordered, under this backend's device.
+  void free_f32(void* base) {
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    if (cudaSetDevice(dev_) == cudaSuccess) cudaFreeAsync(base, stream_);
+    if (prev >= 0 && prev != dev_) cudaSetDevice(prev);
+    cudaGetLastError();
   }
 
   // Bitmaps are host memory (they are the packets of the sparse codec's first phase).
-  void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits) override {
+  Status bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits) override {
     const size_t bytes = kernels::bitmap_bytes(n);
-    if (n == 0) return;
-    if (!keep(ensure(bits_, bytes))) return;
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(ensure(bits_, bytes));
     kc::bitmap_build(x, t, n, reinterpret_cast<uint64_t*>(bits_.p), stream_);
-    if (!keep(cudaGetLastError(), "bitmap_build launch")) return;
+    SCCL_CUDA_RETURN(cudaGetLastError(), "bitmap_build launch");
     // Words covering the first n elements: bitmap_build writes exactly these on the host too.
-    keep(cudaMemcpyAsync(bits, bits_.p, bytes, cudaMemcpyDeviceToHost, stream_), "bitmap copy");
-    keep(cudaStreamSynchronize(stream_), "bitmap_build");
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(bits, bits_.p, bytes, cudaMemcpyDeviceToHost, stream_),
+                     "bitmap copy");
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "bitmap_build");
+    return Status::Ok();
   }
-  void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
+  Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
     kernels::bitmap_or(acc, other, n);
+    return Status::Ok();
   }
-  size_t bitmap_popcount(const uint64_t* bits, size_t n) override {
-    return kernels::bitmap_popcount(bits, n);
+  Status bitmap_popcount(const uint64_t* bits, size_t n, size_t* count) override {
+    *count = kernels::bitmap_popcount(bits, n);
+    return Status::Ok();
   }
-  size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t,
-                        float* out) override {
-    const size_t count = kernels::bitmap_popcount(bits, n);
-    if (n == 0) return 0;
-    if (!to_device_bits(bits, n)) return 0;
-    if (!keep(ensure(vals_, count * sizeof(float) + 4)) ||
-        !keep(ensure_ws(kc::sparse_workspace_bytes(n)))) {
-      return 0;
-    }
+  Status sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, float* out,
+                        size_t* count) override {
+    const size_t m = kernels::bitmap_popcount(bits, n);
+    if (count != nullptr) *count = 0;
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(to_device_bits(bits, n));
+    SCCL_RETURN_IF_ERROR(ensure(vals_, m * sizeof(float) + 4));
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::sparse_workspace_bytes(n)));
     kc::sparse_compact(reinterpret_cast<const uint64_t*>(bits_.p), n, x, t,
                        reinterpret_cast<float*>(vals_.p), ws_.p, stream_);
-    if (!keep(cudaGetLastError(), "sparse_compact launch")) return 0;
-    if (count > 0) {
-      keep(cudaMemcpyAsync(out, vals_.p, count * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-           "sparse values to host");
+    SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_compact launch");
+    if (m > 0) {
+      SCCL_CUDA_RETURN(
+          cudaMemcpyAsync(out, vals_.p, m * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "sparse values to host");
     }
-    keep(cudaStreamSynchronize(stream_), "sparse_compact");
-    return count;
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "sparse_compact");
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
-  size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
-                        ElemType t) override {
-    const size_t count = kernels::bitmap_popcount(bits, n);
-    if (n == 0) return 0;
-    if (!to_device_bits(bits, n)) return 0;
-    if (!keep(ensure(vals_, count * sizeof(float) + 4)) ||
-        !keep(ensure_ws(kc::sparse_workspace_bytes(n)))) {
-      return 0;
-    }
-    if (count > 0 && !keep(cudaMemcpyAsync(vals_.p, vals, count * sizeof(float),
-                                           cudaMemcpyHostToDevice, stream_),
-                           "sparse values to device")) {
-      return 0;
+  Status sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float scale, void* y,
+                        ElemType t, size_t* count) override {
+    const size_t m = kernels::bitmap_popcount(bits, n);
+    if (count != nullptr) *count = 0;
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(to_device_bits(bits, n));
+    SCCL_RETURN_IF_ERROR(ensure(vals_, m * sizeof(float) + 4));
+    SCCL_RETURN_IF_ERROR(ensure_ws(kc::sparse_workspace_bytes(n)));
+    if (m > 0) {
+      SCCL_CUDA_RETURN(
+          cudaMemcpyAsync(vals_.p, vals, m * sizeof(float), cudaMemcpyHostToDevice, stream_),
+          "sparse values to device");
     }
     kc::sparse_scatter(reinterpret_cast<const uint64_t*>(bits_.p), n,
                        reinterpret_cast<const float*>(vals_.p), scale, y, t, ws_.p, stream_);
-    keep(cudaGetLastError(), "sparse_scatter launch");
-    keep(cudaStreamSynchronize(stream_), "sparse_scatter");
-    return count;
+    SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_scatter launch");
+    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "sparse_scatter");
+    if (count != nullptr) *count = m;
+    return Status::Ok();
   }
 
   Status copy(void* dst, const void* src, size_t bytes) override {
@@ -400,43 +407,7 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  Status take_error() override {
-    Status st = std::move(err_);
-    err_ = Status::Ok();
-    return st;
-  }
-
  private:
-  bool keep(Status st) {
-    if (st.ok()) return true;
-    if (err_.ok()) err_ = std::move(st);
-    return false;
-  }
-  bool keep(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return true;
-    return keep(cuda_status(e, what));
-  }
-  // True for device (or managed) memory; host memory of any kind is staged.
-  static bool on_device(const void* p) {
-    cudaPointerAttributes a{};
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-  }
-  // The user's slice is normally device memory. Error feedback hands host fp32 slices (the
-  // slice plus its residual, built on the host): those are copied to device scratch first.
-  Status device_input(const void** x, ElemType t, size_t n) {
-    if (n == 0 || on_device(*x)) return Status::Ok();
-    const size_t bytes = n * kernels::elem_size(t);
-    SCCL_RETURN_IF_ERROR(ensure(xbuf_, bytes));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(xbuf_.p, *x, bytes, cudaMemcpyHostToDevice, stream_),
-                     "host slice to device");
-    *x = xbuf_.p;
-    return Status::Ok();
-  }
-
   // Queues the decode of `pkt` into device memory `y`: the packet to the device, the decode
   // kernel, and its statistics into `stats_host` (pinned; none when null).
   Status queue_decode(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
@@ -531,12 +502,13 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  bool to_device_bits(const uint64_t* bits, size_t n) {
+  Status to_device_bits(const uint64_t* bits, size_t n) {
     const size_t bytes = kernels::bitmap_bytes(n);
-    if (!keep(ensure(bits_, bytes))) return false;
+    SCCL_RETURN_IF_ERROR(ensure(bits_, bytes));
     // Pageable source: the copy returns once the bytes are staged by the driver.
-    return keep(cudaMemcpyAsync(bits_.p, bits, bytes, cudaMemcpyHostToDevice, stream_),
-                "bitmap to device");
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(bits_.p, bits, bytes, cudaMemcpyHostToDevice, stream_),
+                     "bitmap to device");
+    return Status::Ok();
   }
 
   Status ensure(DevBuf& b, size_t bytes) {
@@ -558,7 +530,7 @@ class CudaBackendImpl final : public CudaBackend {
   Status ensure_ws(size_t bytes) { return ensure(ws_, bytes); }
   const int dev_;
   cudaStream_t stream_ = nullptr;
-  DevBuf ws_, pkt_, stats_, bits_, vals_, xbuf_;
+  DevBuf ws_, pkt_, stats_, bits_, vals_, ef_sums_;
   PinBuf small_;  // slot verdicts and decode statistics
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t next_ticket_ = 1;
@@ -566,9 +538,39 @@ class CudaBackendImpl final : public CudaBackend {
   Arena arena_;
   std::vector<PinBuf> retired_;
   std::vector<void*> old_pinned_;
-  std::vector<uint8_t> host_tmp_;
-  Status err_;
 };
+
+// Device memory handed out by alloc_f32, freed stream-ordered by the backend that made it.
+class DevF32Array final : public F32Array {
+ public:
+  DevF32Array(CudaBackendImpl* owner, void* base, size_t n) : owner_(owner), base_(base) {
+    data_ = static_cast<float*>(base);
+    size_ = n;
+  }
+  ~DevF32Array() override {
+    if (base_ != nullptr) owner_->free_f32(base_);
+  }
+
+ private:
+  CudaBackendImpl* owner_;
+  void* base_;
+};
+
+// Stream-ordered like the backend's own buffers (cudaMallocAsync never synchronizes the device,
+// which a gated stream may be waiting on), zeroed on the stream.
+Status CudaBackendImpl::alloc_f32(size_t n, std::unique_ptr<F32Array>* out) {
+  void* base = nullptr;
+  if (n > 0) {
+    SCCL_CUDA_RETURN(cudaMallocAsync(&base, n * sizeof(float), stream_), "cudaMallocAsync");
+    const cudaError_t e = cudaMemsetAsync(base, 0, n * sizeof(float), stream_);
+    if (e != cudaSuccess) {
+      cudaFreeAsync(base, stream_);
+      return cuda_status(e, "cudaMemsetAsync");
+    }
+  }
+  *out = std::make_unique<DevF32Array>(this, base, n);
+  return Status::Ok();
+}
 
 }  // namespace
 

@@ -6,7 +6,8 @@
 // that test() polls; decode and the other calls return with their results in place.
 //
 // Used by the proxy thread of one communicator, except reserve_packet_memory (the caller's
-// thread, before its stream is gated). No CUDA type appears here.
+// thread, before its stream is gated). coll reaches it through backend.h's make_backend; this
+// header is for src/backend and the GPU tests. No CUDA type appears here.
 #pragma once
 
 #include <memory>
@@ -19,17 +20,6 @@ namespace sketchccl::backend {
 class CudaBackend : public Backend {
  public:
   virtual int device() const = 0;
-  // Makes the backend's device current on the calling thread (the proxy, once per operation).
-  virtual Status activate() = 0;
-  // dst = src, `bytes` of device memory (a one-rank AllReduce).
-  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
-  // Sizes the pinned memory the ring's packets come from (alloc_packets) for an operation of
-  // about `bytes` of packets, at most 256 MiB. Called on the caller's thread before the stream is
-  // gated: the proxy never allocates pinned memory (docs/cuda.md).
-  virtual Status reserve_packet_memory(size_t bytes) = 0;
-  // The first failure of a call that has no Status (load_f32, the sparse helpers) since the
-  // last take_error; Ok when none.
-  virtual Status take_error() = 0;
 };
 
 // kUnhandledCudaError (with the reason) without CUDA in the build or without the device.

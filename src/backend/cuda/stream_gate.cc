@@ -19,36 +19,7 @@
 
 namespace sketchccl::backend {
 
-void GateMarker::fire() {
-  std::lock_guard<std::mutex> lock(mu_);
-  fired_ = true;
-  cv_.notify_all();
-}
-
-bool GateMarker::fired() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return fired_;
-}
-
-Status GateMarker::wait(double timeout_s, const std::atomic<bool>* abort) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!fired_) {
-    if (abort != nullptr && abort->load()) {
-      return Status(Code::kRemoteError, "aborted while waiting for the caller's stream");
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return errorf(Code::kRemoteError,
-                    "the caller's stream did not reach the AllReduce within SKETCHCCL_TIMEOUT "
-                    "(%.0f s): work queued before it on that stream never finished",
-                    timeout_s);
-    }
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
-  }
-  return Status::Ok();
-}
-
-const char* StreamGate::mechanism_name() const {
+const char* CudaStreamGate::mechanism_name() const {
   switch (mech_) {
     case Mechanism::kStreamWaitValue:
       return "cuStreamWaitValue32";
@@ -199,13 +170,13 @@ std::mutex& gates_mu() {
   static std::mutex mu;
   return mu;
 }
-std::set<const StreamGate*>& gates() {
-  static auto* g = new std::set<const StreamGate*>();  // never destroyed: gates outlive statics
+std::set<const CudaStreamGate*>& gates() {
+  static auto* g = new std::set<const CudaStreamGate*>();  // never destroyed: gates outlive statics
   return *g;
 }
 }  // namespace
 
-Status StreamGate::create(int device, Mechanism want, std::unique_ptr<StreamGate>* out) {
+Status CudaStreamGate::create(int device, Mechanism want, std::unique_ptr<CudaStreamGate>* out) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
@@ -215,7 +186,7 @@ Status StreamGate::create(int device, Mechanism want, std::unique_ptr<StreamGate
   if (device < 0 || device >= count) {
     return errorf(Code::kInvalidUsage, "stream gate: device %d of %d", device, count);
   }
-  std::unique_ptr<StreamGate> g(new StreamGate());
+  std::unique_ptr<CudaStreamGate> g(new CudaStreamGate());
   g->device_ = device;
   {
     DeviceScope scope(device);
@@ -245,7 +216,7 @@ Status StreamGate::create(int device, Mechanism want, std::unique_ptr<StreamGate
   return Status::Ok();
 }
 
-StreamGate::~StreamGate() {
+CudaStreamGate::~CudaStreamGate() {
   if (slot_ < 0) return;
   {
     std::lock_guard<std::mutex> lock(gates_mu());
@@ -255,20 +226,20 @@ StreamGate::~StreamGate() {
   FlagPool::get().give_back(slot_);
 }
 
-bool StreamGate::holding() const {
+bool CudaStreamGate::holding() const {
   const uint32_t flag = __atomic_load_n(const_cast<const uint32_t*>(flag_), __ATOMIC_ACQUIRE);
   return static_cast<int32_t>(next_seq_.load() - flag) > 0;
 }
 
-bool StreamGate::any_holding() {
+bool CudaStreamGate::any_holding() {
   std::lock_guard<std::mutex> lock(gates_mu());
-  for (const StreamGate* g : gates()) {
+  for (const CudaStreamGate* g : gates()) {
     if (g->holding()) return true;
   }
   return false;
 }
 
-Status StreamGate::enqueue(void* stream, GateTicket* ticket) {
+Status CudaStreamGate::enqueue(void* stream, GateTicket* ticket) {
   DeviceScope scope(device_);
   if (scope.error() != cudaSuccess) return cuda_status(scope.error(), "cudaSetDevice");
   auto s = static_cast<cudaStream_t>(stream);
@@ -313,7 +284,7 @@ Status StreamGate::enqueue(void* stream, GateTicket* ticket) {
   return Status::Ok();
 }
 
-void StreamGate::release(uint32_t seq) {
+void CudaStreamGate::release(uint32_t seq) {
   // Monotone in the cyclic order the wait uses; the host store is seen by the GPU over PCIe.
   uint32_t cur = __atomic_load_n(const_cast<uint32_t*>(flag_), __ATOMIC_ACQUIRE);
   while (static_cast<int32_t>(seq - cur) > 0) {
@@ -324,31 +295,31 @@ void StreamGate::release(uint32_t seq) {
   }
 }
 
-void StreamGate::release_all() {
+void CudaStreamGate::release_all() {
   release(next_seq_.load());
 }
 
 #else  // !SKETCHCCL_HAVE_CUDA
 
-Status StreamGate::create(int, Mechanism, std::unique_ptr<StreamGate>*) {
+Status CudaStreamGate::create(int, Mechanism, std::unique_ptr<CudaStreamGate>*) {
   return Status(Code::kUnhandledCudaError, "built without CUDA: no stream gate");
 }
-StreamGate::~StreamGate() {
+CudaStreamGate::~CudaStreamGate() {
   // Never constructed without CUDA; the fields are named so that no compiler calls them unused.
   (void)slot_;
   (void)flag_;
   (void)flag_dev_;
   (void)next_seq_;
 }
-Status StreamGate::enqueue(void*, GateTicket*) {
+Status CudaStreamGate::enqueue(void*, GateTicket*) {
   return Status(Code::kUnhandledCudaError, "built without CUDA: no stream gate");
 }
-void StreamGate::release(uint32_t) {}
-void StreamGate::release_all() {}
-bool StreamGate::holding() const {
+void CudaStreamGate::release(uint32_t) {}
+void CudaStreamGate::release_all() {}
+bool CudaStreamGate::holding() const {
   return false;
 }
-bool StreamGate::any_holding() {
+bool CudaStreamGate::any_holding() {
   return false;
 }
 

@@ -12,59 +12,40 @@
 // stream memory operations, else a one-block kernel that polls that word. The proxy releases
 // `seq` when the ring is done -- also when it failed or was aborted -- so no stream waits forever.
 //
-// No CUDA type appears here: the header is included by layers built without CUDA too.
+// coll reaches it through src/backend/stream_gate.h (make_stream_gate); this header is for
+// src/backend and the GPU tests. No CUDA type appears here: it builds without CUDA too.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
+#include "backend/stream_gate.h"
 #include "core/status.h"
 
 namespace sketchccl::backend {
 
-// Set by the marker (the caller's stream reached the AllReduce), waited for by the proxy.
-class GateMarker {
- public:
-  void fire();
-  // Ok once fired; kRemoteError past timeout_s or when *abort becomes true.
-  Status wait(double timeout_s, const std::atomic<bool>* abort);
-  bool fired() const;
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool fired_ = false;
-};
-
-struct GateTicket {
-  std::shared_ptr<GateMarker> marker;
-  uint32_t seq = 0;
-};
-
-class StreamGate {
+class CudaStreamGate final : public StreamGate {
  public:
   enum class Mechanism { kAuto, kStreamWaitValue, kSpinKernel };
 
   // For `device` (the communicator's). Fails with kUnhandledCudaError without CUDA or device.
-  static Status create(int device, Mechanism want, std::unique_ptr<StreamGate>* out);
-  ~StreamGate();
-  StreamGate(const StreamGate&) = delete;
-  StreamGate& operator=(const StreamGate&) = delete;
+  static Status create(int device, Mechanism want, std::unique_ptr<CudaStreamGate>* out);
+  ~CudaStreamGate() override;
+  CudaStreamGate(const CudaStreamGate&) = delete;
+  CudaStreamGate& operator=(const CudaStreamGate&) = delete;
 
   // Caller's thread: enqueues marker + wait on `stream` (a cudaStream_t; nullptr is the legacy
   // default stream of the communicator's device). The caller's current device is restored.
   // Callers serialize enqueue with the order in which the proxy runs the tickets.
-  Status enqueue(void* stream, GateTicket* ticket);
+  Status enqueue(void* stream, GateTicket* ticket) override;
   // Any thread: lets every wait for seq' <= seq (cyclically) through. Idempotent.
-  void release(uint32_t seq);
+  void release(uint32_t seq) override;
   // Releases everything ever enqueued (abort, destruction).
-  void release_all();
+  void release_all() override;
 
   // Whether some stream waits on this gate now (enqueued and not yet released).
-  bool holding() const;
+  bool holding() const override;
   // Whether any gate of this process holds a stream: then nothing may allocate pinned memory
   // (docs/cuda.md), since that may wait for the whole device.
   static bool any_holding();
@@ -74,7 +55,7 @@ class StreamGate {
   int device() const { return device_; }
 
  private:
-  StreamGate() = default;
+  CudaStreamGate() = default;
   int device_ = 0;
   Mechanism mech_ = Mechanism::kSpinKernel;
   int slot_ = -1;

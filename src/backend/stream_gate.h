@@ -1,0 +1,63 @@
+// The stream gate (docs/cuda.md): how an operation on memory with its own streams is ordered on
+// the caller's stream without blocking the caller's thread. The caller enqueues a ticket on its
+// stream; the proxy waits for the ticket's marker (the stream reached the operation), runs it,
+// and releases the ticket -- also when it failed or was aborted -- so no stream waits forever.
+//
+// This is the interface coll sees; the CUDA gate (src/backend/cuda/stream_gate.h) implements it.
+// Host memory has no streams and no gate.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "backend/memory_type.h"
+#include "core/status.h"
+
+namespace sketchccl::backend {
+
+// Set by the marker (the caller's stream reached the operation), waited for by the proxy.
+class GateMarker {
+ public:
+  void fire();
+  // Ok once fired; kRemoteError past timeout_s or when *abort becomes true.
+  Status wait(double timeout_s, const std::atomic<bool>* abort);
+  bool fired() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool fired_ = false;
+};
+
+struct GateTicket {
+  std::shared_ptr<GateMarker> marker;
+  uint32_t seq = 0;
+};
+
+class StreamGate {
+ public:
+  virtual ~StreamGate() = default;
+  // Caller's thread: enqueues the marker and the wait on `stream` (the memory type's stream
+  // handle; nullptr is its default stream). Callers serialize enqueue with the order in which
+  // the proxy runs the tickets.
+  virtual Status enqueue(void* stream, GateTicket* ticket) = 0;
+  // Any thread: lets every wait for seq' <= seq (cyclically) through. Idempotent.
+  virtual void release(uint32_t seq) = 0;
+  // Releases everything ever enqueued (abort, destruction).
+  virtual void release_all() = 0;
+  // Whether some stream waits on this gate now (enqueued and not yet released).
+  virtual bool holding() const = 0;
+};
+
+// The gate for streams of `mem` memory on `device`: kDevice, the CUDA gate (kUnhandledCudaError
+// without CUDA or the device); kHost, kInvalidUsage (host memory has no streams).
+Status make_stream_gate(MemoryType mem, int device, std::unique_ptr<StreamGate>* out);
+
+// Whether any gate of this process holds a stream now: then nothing may allocate pinned memory
+// (docs/cuda.md), since that may wait for the whole device.
+bool any_stream_gate_holding();
+
+}  // namespace sketchccl::backend
