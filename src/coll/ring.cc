@@ -154,7 +154,7 @@ class RingRun {
     return run_lanes(lanes_);
   }
 
-  // After the last decode: waits for decodes still running (SliceOps::flush), bounded by the
+  // After the last decode_start: waits for decodes still running (SliceOps::flush), bounded by the
   // timeout and the abort flag like every other wait of the ring.
   Status flush_decodes() {
     const auto t0 = Clock::now();
@@ -176,7 +176,7 @@ class RingRun {
   }
 
   // After a failure, with the transport closed (no transfer touches the buffers any more): lets
-  // codec work still in flight (lanes' encodes and steps, decodes) end before the buffers go,
+  // codec work still in flight (lanes' encodes and reductions, decodes) end before the buffers go,
   // its errors no longer mattering. If some does not end (abort, timeout), the buffers are
   // parked, never freed.
   void drain() {
@@ -293,7 +293,7 @@ class RingRun {
     plan_.slice(0, j, &off, &n);
     uint8_t* pkt = final_packet(0, j);
     SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, pkt, packet_bytes(0, j)));
-    return ops_.decode(off, n, pkt, packet_bytes(0, j));
+    return ops_.decode_start(off, n, pkt, packet_bytes(0, j));
   }
 
   // kSend: encodes this rank's own chunk, then posts transfer 0.
@@ -380,7 +380,7 @@ class RingRun {
     switch (s.kind) {
       case StepKind::kRecvReduceSend:
       case StepKind::kRecvReduceFinal:
-        SCCL_RETURN_IF_ERROR(reduce(lane, i, s));
+        SCCL_RETURN_IF_ERROR(reduce_step(lane, i, s));
         break;
       case StepKind::kRecvCopySend:
         break;  // received into the final packets, sent on from there
@@ -395,7 +395,7 @@ class RingRun {
   }
 
   // The received partial sum of the step's chunk, plus this rank's slice of it.
-  Status reduce(Lane& lane, int i, const RingStep& s) {
+  Status reduce_step(Lane& lane, int i, const RingStep& s) {
     size_t off = 0, n = 0;
     plan_.slice(s.chunk, lane.j, &off, &n);
     if (n == 0) return Status::Ok();
@@ -407,7 +407,8 @@ class RingRun {
       SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, cap));
       dst = lane.out.data();
     }
-    Status st = ops_.step_start(off, n, i, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
+    Status st =
+        ops_.reduce_start(off, n, i, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
     if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
     return Status::Ok();
   }
@@ -418,7 +419,7 @@ class RingRun {
       size_t off = 0, n = 0;
       plan_.slice(c, lane.j, &off, &n);
       if (n == 0) continue;
-      Status st = ops_.decode(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
+      Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
       if (!st.ok()) return annotate(st, lane, "decode of a reduced packet");
     }
     lane.j = -1;
