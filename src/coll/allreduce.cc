@@ -158,7 +158,7 @@ class CodecSliceOps : public SliceOps {
  private:
   CodecParams params(size_t offset, size_t n, uint32_t ring_step) const {
     CodecParams p = base_;
-    p.slice = static_cast<uint32_t>(offset ^ (offset >> 32));
+    p.offset_key = static_cast<uint32_t>(offset ^ (offset >> 32));
     p.step = ring_step;
     if (p.codec == CodecId::kS2) p.s2_counters = counters_(n);
     return p;
