@@ -36,12 +36,12 @@ size_t elem_size(ElemType t);
 // rank for a given (buffer, call, slice, step), so packets are identical bit for bit.
 struct CodecParams {
   CodecId codec = CodecId::kNone;
-  uint64_t seed = 0;           // SKETCHCCL_SEED
-  uint64_t call = 0;           // per-buffer call counter, agreed across ranks
-  uint32_t slice = 0;          // slice index within the buffer
-  uint32_t step = 0;           // ring step that produces the packet (encode: 0)
-  uint32_t s2_rows = 3;        // SKETCHCCL_S2_ROWS
-  uint32_t s2_counters = 0;    // s2 counters per row for this slice (the engine's budget decision)
+  uint64_t seed = 0;         // SKETCHCCL_SEED
+  uint64_t call = 0;         // per-buffer call counter, agreed across ranks
+  uint32_t offset_key = 0;   // where the slice lies in the buffer (the engine: its offset, folded)
+  uint32_t step = 0;         // ring step that produces the packet (encode: 0)
+  uint32_t s2_rows = 3;      // SKETCHCCL_S2_ROWS
+  uint32_t s2_counters = 0;  // s2 counters per row for this slice (the engine's budget decision)
   float casq_buckets = 0.01f;  // SKETCHCCL_CASQ_BUCKETS: bucket budget / slice elements
 };
 

@@ -41,7 +41,7 @@ struct PacketHeader {
   uint64_t n;     // element count
   uint32_t p0;    // s2: counters per row; casq: total buckets; q*: block size; else 0
   uint32_t p1;    // casq: clusters (2^bits); else 0
-  uint64_t salt;  // s2: hash salt of (seed, call, slice); casq: of (seed, call, slice, step)
+  uint64_t salt;  // s2: hash salt of (seed, call, offset_key); casq: of those and the step
 };
 static_assert(sizeof(PacketHeader) == 32, "header layout");
 
@@ -69,14 +69,15 @@ SCCL_HD_INLINE uint32_t mix32(uint32_t x) {
   x ^= x >> 16;
   return x;
 }
-// Key of one (seed, call, slice, step) stream.
-SCCL_HD_INLINE uint64_t stream_key(uint64_t seed, uint64_t call, uint32_t slice, uint32_t step) {
+// Key of one (seed, call, offset_key, step) stream.
+SCCL_HD_INLINE uint64_t stream_key(uint64_t seed, uint64_t call, uint32_t offset_key,
+                                   uint32_t step) {
   return mix64(mix64(mix64(seed ^ 0x5343434c52474e31ull) ^ call) ^
-               ((uint64_t(slice) << 32) | step));
+               ((uint64_t(offset_key) << 32) | step));
 }
 // s2 hashes must be identical at every step of the ring: no step in the salt.
-SCCL_HD_INLINE uint64_t s2_salt(uint64_t seed, uint64_t call, uint32_t slice) {
-  return mix64(stream_key(seed, call, slice, 0xffffffffu) ^ 0x5332u);
+SCCL_HD_INLINE uint64_t s2_salt(uint64_t seed, uint64_t call, uint32_t offset_key) {
+  return mix64(stream_key(seed, call, offset_key, 0xffffffffu) ^ 0x5332u);
 }
 // Uniform in [0, 1) with 24 random bits, for element j of a block whose key is k32.
 SCCL_HD_INLINE float uniform24(uint32_t k32, uint32_t j) {

@@ -79,7 +79,12 @@ SCCL_HD_INLINE int32_t q_code(float v, uint32_t j, uint32_t k32, const QScale& s
 SCCL_HD_INLINE float q_value(uint32_t code, float mn, float sc) {
   return mn + float(int32_t(code)) * sc;
 }
-// 8 codes packed into BITS bytes (the layout of pack8), as one word.
+
+// ---- the codes of a record, the one packing of both builds: each group of 8 codes is BITS
+// little-endian bytes, code k at bit k * BITS. A CUDA lane packs and unpacks its own group, the
+// CPU a whole record at once (flat byte loops it vectorizes).
+
+// The 8 codes of a group as one word.
 template <uint32_t BITS>
 SCCL_HD_INLINE uint64_t q_pack8(const int32_t code[8]) {
   uint64_t w = 0;
@@ -87,20 +92,50 @@ SCCL_HD_INLINE uint64_t q_pack8(const int32_t code[8]) {
     w |= uint64_t(uint32_t(code[k])) << (k * BITS);
   return w;
 }
-
-// Codes of a lane's values (elements j0 .. j0 + 7 of the block), packed; 0 past cnt.
+// Packs code[0 .. 8 groups) into `groups` groups at out.
 template <uint32_t BITS>
-SCCL_HD_INLINE uint64_t q_lane_codes(const float v[8], uint32_t cnt, uint32_t j0, uint32_t k32,
-                                     const QScale& s) {
-  int32_t code[kGroup];
+SCCL_HD_INLINE void q_store_codes(const int32_t* code, uint32_t groups, uint8_t* out) {
+  // Whole codes per byte (q8, q4, q2): byte b holds codes per b .. per b + per - 1, lowest first.
+  if constexpr (8 % BITS == 0) {
+    constexpr uint32_t per = 8 / BITS;
+    for (uint32_t b = 0; b < groups * BITS; ++b) {
+      uint32_t byte = 0;
+      for (uint32_t k = 0; k < per; ++k)
+        byte |= uint32_t(code[b * per + k]) << (k * BITS);
+      out[b] = uint8_t(byte);
+    }
+  } else {
+    for (uint32_t g = 0; g < groups; ++g)
+      store_le<BITS>(out + g * BITS, q_pack8<BITS>(code + g * kGroup));
+  }
+}
+// Values (min + code * scale) of the first cnt codes at `codes` into v[0 .. cnt).
+template <uint32_t BITS>
+SCCL_HD_INLINE void q_load_values(const uint8_t* codes, size_t cnt, float mn, float sc, float* v) {
+  if constexpr (8 % BITS == 0) {
+    constexpr uint32_t per = 8 / BITS, mask = (1u << BITS) - 1u;
+    const size_t whole = cnt / per;
+    for (size_t b = 0; b < whole; ++b) {
+      for (uint32_t k = 0; k < per; ++k)
+        v[b * per + k] = q_value((uint32_t(codes[b]) >> (k * BITS)) & mask, mn, sc);
+    }
+    for (size_t j = whole * per; j < cnt; ++j)
+      v[j] = q_value((uint32_t(codes[j / per]) >> ((j % per) * BITS)) & mask, mn, sc);
+  } else {
+    for (size_t g = 0; g * kGroup < cnt; ++g) {
+      const uint64_t w = load_le<BITS>(codes + g * BITS);
+      for (uint32_t k = 0; k < kGroup && g * kGroup + k < cnt; ++k)
+        v[g * kGroup + k] = q_value(code_of<BITS>(w, k), mn, sc);
+    }
+  }
+}
+
+// Codes of a lane's values (elements j0 .. j0 + 7 of the block); 0 past cnt.
+template <uint32_t BITS>
+SCCL_HD_INLINE void q_lane_codes(const float v[8], uint32_t cnt, uint32_t j0, uint32_t k32,
+                                 const QScale& s, int32_t code[8]) {
   for (uint32_t k = 0; k < kGroup; ++k)
     code[k] = k < cnt ? q_code<BITS>(v[k], j0 + k, k32, s) : 0;
-  return q_pack8<BITS>(code);
-}
-template <uint32_t BITS>
-SCCL_HD_INLINE void q_lane_values(uint64_t w, float mn, float sc, float v[8]) {
-  for (uint32_t k = 0; k < kGroup; ++k)
-    v[k] = q_value(code_of<BITS>(w, k), mn, sc);
 }
 SCCL_HD_INLINE void q_record_scale(const uint8_t* rec, float* mn, float* sc) {
   memcpy(mn, rec, 4);
@@ -116,7 +151,7 @@ SCCL_HD_INLINE void q_lane_load(const uint8_t* in_rec, const void* x, size_t bas
   if (in_rec == nullptr) return;
   float mn, sc, a[kGroup];
   q_record_scale(in_rec, &mn, &sc);
-  q_lane_values<BITS>(load_le<BITS>(in_rec + 8 + lane * BITS), mn, sc, a);
+  q_load_values<BITS>(in_rec + 8 + lane * BITS, kGroup, mn, sc, a);
   for (uint32_t k = 0; k < kGroup; ++k)
     v[k] = k < cnt ? a[k] + v[k] : 0.0f;
 }
@@ -124,7 +159,9 @@ SCCL_HD_INLINE void q_lane_load(const uint8_t* in_rec, const void* x, size_t bas
 template <uint32_t BITS>
 SCCL_HD_INLINE void q_lane_store(uint8_t* out_rec, uint32_t lane, const float v[8], uint32_t cnt,
                                  uint32_t k32, const QScale& s) {
-  store_le<BITS>(out_rec + 8 + lane * BITS, q_lane_codes<BITS>(v, cnt, lane * kGroup, k32, s));
+  int32_t code[kGroup];
+  q_lane_codes<BITS>(v, cnt, lane * kGroup, k32, s, code);
+  q_store_codes<BITS>(code, 1, out_rec + 8 + lane * BITS);
   if (lane == 0) {
     memcpy(out_rec, &s.mn, 4);
     memcpy(out_rec + 4, &s.sc, 4);
@@ -136,24 +173,7 @@ template <uint32_t BITS>
 SCCL_HD_INLINE void q_unpack_record(const uint8_t* rec, size_t cnt, float* v) {
   float mn, sc;
   q_record_scale(rec, &mn, &sc);
-  const uint8_t* codes = rec + 8;
-  if constexpr (8 % BITS == 0) {  // whole codes per byte: byte loops the CPU vectorizes
-    constexpr uint32_t per = 8 / BITS, mask = (1u << BITS) - 1u;
-    const size_t whole = cnt / per;
-    for (size_t b = 0; b < whole; ++b) {
-      for (uint32_t k = 0; k < per; ++k)
-        v[b * per + k] = q_value((uint32_t(codes[b]) >> (k * BITS)) & mask, mn, sc);
-    }
-    for (size_t j = whole * per; j < cnt; ++j)
-      v[j] = q_value((uint32_t(codes[j / per]) >> ((j % per) * BITS)) & mask, mn, sc);
-  } else {
-    float a[kGroup];
-    for (uint32_t l = 0; l * kGroup < cnt; ++l) {
-      q_lane_values<BITS>(load_le<BITS>(codes + l * BITS), mn, sc, a);
-      for (uint32_t k = 0; k < q_lane_count(l, cnt); ++k)
-        v[l * kGroup + k] = a[k];
-    }
-  }
+  q_load_values<BITS>(rec + 8, cnt, mn, sc, v);
 }
 
 // The CPU's driver of one block (cnt <= 256 elements from base): encode (in_rec null) or the
@@ -196,19 +216,7 @@ SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t ba
     code[j] = q_code<BITS>(v[j], uint32_t(j), k32, s);
   for (size_t j = cnt; j < kBlock; ++j)
     code[j] = 0;
-  uint8_t* codes = out_rec + 8;
-  if constexpr (8 % BITS == 0) {  // q_pack8's layout, byte by byte (vectorizes)
-    constexpr uint32_t per = 8 / BITS;
-    for (size_t b = 0; b < kBlock / per; ++b) {
-      uint32_t byte = 0;
-      for (uint32_t k = 0; k < per; ++k)
-        byte |= uint32_t(code[b * per + k]) << (k * BITS);
-      codes[b] = uint8_t(byte);
-    }
-  } else {
-    for (uint32_t l = 0; l < kQLanes; ++l)
-      store_le<BITS>(codes + l * BITS, q_pack8<BITS>(code + l * kGroup));
-  }
+  q_store_codes<BITS>(code, kQLanes, out_rec + 8);
   memcpy(out_rec, &s.mn, 4);
   memcpy(out_rec + 4, &s.sc, 4);
 }

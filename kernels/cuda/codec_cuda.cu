@@ -120,7 +120,7 @@ template <int ET>
 void launch_linear(const CodecParams& p, const PacketHeader& e, const uint8_t* in, const void* x,
                    size_t n, uint8_t* out, int* err, cudaStream_t s) {
   if (is_quant(p.codec)) {
-    const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
+    const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
     const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
     with_bits(codec_bits(p.codec), [&](auto b) {
       constexpr uint32_t BITS = decltype(b)::value;
@@ -145,7 +145,7 @@ template <int ET>
 void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in, const void* x,
                  size_t n, uint8_t* out, const Ws& w, cudaStream_t s) {
   const CasqLayout L = casq_layout(codec_bits(p.codec), n, p.casq_buckets);
-  const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
+  const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const CasqWs c = casq_ws(w.rest, n, L.buckets);
   const unsigned g_blocks = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
   with_bits(L.bits, [&](auto b) {
@@ -287,7 +287,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       k_validate<<<1, 1, 0, s>>>(ib, e, w.err);
       const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
       const size_t nc = size_t(L.rows) * L.counters;
-      const uint64_t salt = s2_salt(p.seed, p.call, p.slice);
+      const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
       S2Ws v = s2_ws(w.rest, n, nc);
       const uint64_t* bm = reinterpret_cast<const uint64_t*>(ib + L.bitmap_off);
       cudaMemcpyAsync(v.res, ib + L.sketch_off, nc * 8, cudaMemcpyDeviceToDevice, s);

@@ -102,7 +102,7 @@ __global__ void k_quant_decode(const uint8_t* pkt, PacketHeader e, size_t n, voi
     const uint8_t* r = body + rec * R;
     float mn, sc, v[kGroup];
     detail::q_record_scale(r, &mn, &sc);
-    detail::q_lane_values<BITS>(detail::load_le<BITS>(r + 8 + lane * BITS), mn, sc, v);
+    detail::q_load_values<BITS>(r + 8 + lane * BITS, kGroup, mn, sc, v);
     for (uint32_t k = 0; k < kGroup; ++k) {
       v[k] = detail::canon_nan(v[k] * scale);
       nz += k < c && v[k] != 0.0f;

@@ -93,12 +93,12 @@ PacketHeader expected_header(const CodecParams& p, size_t n) {
     CasqLayout L = casq_layout(hd.bits, n, p.casq_buckets);
     hd.p0 = L.buckets;
     hd.p1 = L.clusters;
-    hd.salt = stream_key(p.seed, p.call, p.slice, p.step) ^ 0xca5ca5ull;
+    hd.salt = stream_key(p.seed, p.call, p.offset_key, p.step) ^ 0xca5ca5ull;
   }
   if (p.codec == CodecId::kS2) {
     hd.rows = uint8_t(p.s2_rows);
     hd.p0 = p.s2_counters;
-    hd.salt = s2_salt(p.seed, p.call, p.slice);
+    hd.salt = s2_salt(p.seed, p.call, p.offset_key);
   }
   return hd;
 }
@@ -246,7 +246,7 @@ uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scal
 // ---- q* --------------------------------------------------------------------------------------
 template <uint32_t BITS, int ET>
 void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
+  const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const size_t R = q_record_bytes(BITS);
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
     const size_t cnt = std::min(kBlock, n - base);
@@ -307,7 +307,7 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
                       uint8_t* out) {
   constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
   const CasqLayout L = casq_layout(BITS, n, p.casq_buckets);
-  const uint64_t key = stream_key(p.seed, p.call, p.slice, p.step);
+  const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const uint64_t salt = key ^ 0xca5ca5ull;
   const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
   // The fit's scratch (about 160 KiB), kept per thread: allocating it per slice costs more.
@@ -417,7 +417,7 @@ struct CasqReader {
 template <int ET>
 void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) {
   const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
-  const uint64_t salt = s2_salt(p.seed, p.call, p.slice);
+  const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
   uint64_t* bm = reinterpret_cast<uint64_t*>(out + L.bitmap_off);
   uint64_t* nf = reinterpret_cast<uint64_t*>(out + L.nf_off);
   double* sk = reinterpret_cast<double*>(out + L.sketch_off);
@@ -446,7 +446,7 @@ void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) 
 void s2_peel(const CodecParams& p, const uint8_t* pkt, size_t n, std::vector<size_t>* pos,
              std::vector<float>* val, DecodeStats* st) {
   const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
-  const uint64_t salt = s2_salt(p.seed, p.call, p.slice);
+  const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
   const uint64_t* bm = reinterpret_cast<const uint64_t*>(pkt + L.bitmap_off);
   const double* sk = reinterpret_cast<const double*>(pkt + L.sketch_off);
   const uint32_t r = L.rows, c = L.counters;

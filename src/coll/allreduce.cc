@@ -47,8 +47,8 @@ class CodecSliceOps : public SliceOps {
     return be_.packet_bytes(params(offset, n, 0), n);
   }
 
-  Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) override {
-    CodecParams p = params(offset, n, static_cast<uint32_t>(step));
+  Status encode(size_t offset, size_t n, int ring_step, void* pkt, size_t cap) override {
+    CodecParams p = params(offset, n, static_cast<uint32_t>(ring_step));
     if (residual_ == nullptr) return be_.encode(p, src(offset), type_, n, pkt, cap);
     float* x = nullptr;
     SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
@@ -59,9 +59,9 @@ class CodecSliceOps : public SliceOps {
     return keep_residual(offset, n, x, tmp_->data(), nullptr);
   }
 
-  Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
-              size_t cap) override {
-    CodecParams p = params(offset, n, static_cast<uint32_t>(step));
+  Status reduce(size_t offset, size_t n, int ring_step, const void* in, size_t in_bytes, void* out,
+                size_t cap) override {
+    CodecParams p = params(offset, n, static_cast<uint32_t>(ring_step));
     if (residual_ == nullptr) {
       return be_.step(p, in, in_bytes, src(offset), type_, n, out, cap);
     }
@@ -69,7 +69,7 @@ class CodecSliceOps : public SliceOps {
     SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
     // residual = (decode(in) + x + r) - decode(out): the error this step added.
-    CodecParams pin = params(offset, n, static_cast<uint32_t>(step - 1));
+    CodecParams pin = params(offset, n, static_cast<uint32_t>(ring_step - 1));
     SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
     SCCL_RETURN_IF_ERROR(scratch(&tmp_in_, n));
     SCCL_RETURN_IF_ERROR(
@@ -79,23 +79,23 @@ class CodecSliceOps : public SliceOps {
   }
 
   // Asynchronous on backends that support it; error feedback needs each result at once.
-  Status encode_start(size_t offset, size_t n, int step, void* pkt, size_t cap,
+  Status encode_start(size_t offset, size_t n, int ring_step, void* pkt, size_t cap,
                       uint64_t* ticket) override {
     if (residual_ != nullptr) {
       *ticket = 0;
-      return encode(offset, n, step, pkt, cap);
+      return encode(offset, n, ring_step, pkt, cap);
     }
-    return be_.encode_start(params(offset, n, static_cast<uint32_t>(step)), src(offset), type_, n,
-                            pkt, cap, ticket);
+    return be_.encode_start(params(offset, n, static_cast<uint32_t>(ring_step)), src(offset), type_,
+                            n, pkt, cap, ticket);
   }
-  Status step_start(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
-                    size_t cap, uint64_t* ticket) override {
+  Status reduce_start(size_t offset, size_t n, int ring_step, const void* in, size_t in_bytes,
+                      void* out, size_t cap, uint64_t* ticket) override {
     if (residual_ != nullptr) {
       *ticket = 0;
-      return this->step(offset, n, step, in, in_bytes, out, cap);
+      return reduce(offset, n, ring_step, in, in_bytes, out, cap);
     }
-    return be_.step_start(params(offset, n, static_cast<uint32_t>(step)), in, in_bytes, src(offset),
-                          type_, n, out, cap, ticket);
+    return be_.step_start(params(offset, n, static_cast<uint32_t>(ring_step)), in, in_bytes,
+                          src(offset), type_, n, out, cap, ticket);
   }
   Status test(uint64_t ticket, bool* done) override { return be_.test(ticket, done); }
   void* alloc_packets(size_t bytes) override { return be_.alloc_packets(bytes); }
@@ -103,7 +103,7 @@ class CodecSliceOps : public SliceOps {
 
   // Asynchronous where the backend allows: the ring goes on while the device decodes, and
   // flush() collects every result once the ring is done.
-  Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
+  Status decode_start(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     SCCL_RETURN_IF_ERROR(reap());
     decodes_.emplace_back();
     PendingDecode& d = decodes_.back();
@@ -156,10 +156,10 @@ class CodecSliceOps : public SliceOps {
   }
 
  private:
-  CodecParams params(size_t offset, size_t n, uint32_t step) const {
+  CodecParams params(size_t offset, size_t n, uint32_t ring_step) const {
     CodecParams p = base_;
-    p.slice = static_cast<uint32_t>(offset ^ (offset >> 32));
-    p.step = step;
+    p.offset_key = static_cast<uint32_t>(offset ^ (offset >> 32));
+    p.step = ring_step;
     if (p.codec == CodecId::kS2) p.s2_counters = counters_(n);
     return p;
   }
@@ -219,8 +219,8 @@ class BitmapSliceOps : public SliceOps {
   Status encode(size_t offset, size_t n, int, void* pkt, size_t cap) override {
     return build(offset, n, static_cast<uint64_t*>(pkt), cap);
   }
-  Status step(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
-              size_t cap) override {
+  Status reduce(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
+                size_t cap) override {
     if (in_bytes != n * sizeof(uint64_t)) {
       return errorf(Code::kInvalidUsage, "sparse bitmap packet of %zu bytes, expected %zu",
                     in_bytes, n * sizeof(uint64_t));
@@ -228,7 +228,7 @@ class BitmapSliceOps : public SliceOps {
     SCCL_RETURN_IF_ERROR(build(offset, n, static_cast<uint64_t*>(out), cap));
     return be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
   }
-  Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) override {
+  Status decode_start(size_t offset, size_t n, const void* pkt, size_t bytes) override {
     if (bytes != n * sizeof(uint64_t)) {
       return Status(Code::kInvalidUsage, "sparse bitmap packet has the wrong size");
     }

@@ -69,18 +69,60 @@ class PacketBuf {
   size_t size_ = 0;
 };
 
-// One slice lane: walks slice j through the 2(P-1) transfer steps.
+// The ring steps of one slice, named as NCCL's runRing names them. Step i (0 .. 2P-2) works on
+// chunk (rank - i) mod P: it receives that chunk's packet from the left neighbour (all but
+// kSend), does its codec work, and sends the chunk's packet to the right neighbour (all but kRecv).
+enum class StepKind {
+  kSend,             // 0: encode this rank's own chunk, send it
+  kRecvReduceSend,   // 1 .. P-2: add this rank's part to the received partial sum, send the sum
+  kRecvReduceFinal,  // P-1: the same, the sum now complete: into the final packets, sent on
+  kRecvCopySend,     // P .. 2P-3: keep the received reduced packet (final packets), forward it
+  kRecv,             // 2P-2: keep the last reduced packet; then the lane decodes every chunk
+};
+
+struct RingStep {
+  StepKind kind;
+  int chunk;
+};
+
+// Its received packet is a partial sum, to be reduced (else a reduced one, kept as it is).
+bool reduces(StepKind kind) {
+  return kind == StepKind::kRecvReduceSend || kind == StepKind::kRecvReduceFinal;
+}
+// It sends a final packet (else the lane's own `out`); a reduction writes its sum there.
+bool sends_final(StepKind kind) {
+  return kind == StepKind::kRecvReduceFinal || kind == StepKind::kRecvCopySend;
+}
+
+// Step i of rank r in a ring of p.
+RingStep ring_step(int i, int r, int p) {
+  StepKind kind = StepKind::kRecvCopySend;
+  if (i == 0) {
+    kind = StepKind::kSend;
+  } else if (i < p - 1) {
+    kind = StepKind::kRecvReduceSend;
+  } else if (i == p - 1) {
+    kind = StepKind::kRecvReduceFinal;
+  } else if (i == 2 * (p - 1)) {
+    kind = StepKind::kRecv;
+  }
+  return RingStep{kind, mod(r - i, p)};
+}
+
+// One slice lane: walks slice j through the ring steps. Step i's send and step i + 1's receive
+// travel together, as transfer i (both tagged i): the lane posts them once step i's codec work
+// is done, and does step i + 1's once both completed.
 struct Lane {
   int j = -1;
-  int k = 0;  // transfer step in flight: 0..P-2 reduce-scatter, P-1..2P-3 all-gather
+  int step = 0;  // ring step whose send (and the next step's receive) is posted or due
   bool send_active = false;
   bool recv_active = false;
   RequestId send_id = 0;
   RequestId recv_id = 0;
   size_t recv_expected = 0;
   uint64_t ticket = 0;  // codec work in flight (SliceOps::test); post() follows its completion
-  PacketBuf in;         // reduce-scatter receive
-  PacketBuf out;        // reduce-scatter send
+  PacketBuf in;         // a reduce step's received partial sum
+  PacketBuf out;        // kSend's and kRecvReduceSend's packet to send
 };
 
 class RingRun {
@@ -104,16 +146,15 @@ class RingRun {
     SCCL_RETURN_IF_ERROR(final_.resize(ops_, final_bytes_));
     const int s = plan_.max_slices();
     if (link_.nranks == 1) {
-      Lane lane;
       for (int j = 0; j < s; ++j)
-        SCCL_RETURN_IF_ERROR(start(lane, j));
+        SCCL_RETURN_IF_ERROR(round_trip(j));
       return Status::Ok();
     }
     lanes_ = std::vector<Lane>(static_cast<size_t>(depth < 1 ? 1 : depth));
     return run_lanes(lanes_);
   }
 
-  // After the last decode: waits for decodes still running (SliceOps::flush), bounded by the
+  // After the last decode_start: waits for decodes still running (SliceOps::flush), bounded by the
   // timeout and the abort flag like every other wait of the ring.
   Status flush_decodes() {
     const auto t0 = Clock::now();
@@ -135,7 +176,7 @@ class RingRun {
   }
 
   // After a failure, with the transport closed (no transfer touches the buffers any more): lets
-  // codec work still in flight (lanes' encodes and steps, decodes) end before the buffers go,
+  // codec work still in flight (lanes' encodes and reductions, decodes) end before the buffers go,
   // its errors no longer mattering. If some does not end (abort, timeout), the buffers are
   // parked, never freed.
   void drain() {
@@ -244,33 +285,22 @@ class RingRun {
   }
   uint8_t* final_packet(int c, int j) { return final_.data() + final_offset_[idx(c, j)]; }
 
-  // Chunk sent / received at transfer step k.
-  int send_chunk(int k) const {
-    const int p = link_.nranks, r = link_.rank;
-    return k < p - 1 ? mod(r - k, p) : mod(r + 1 - (k - (p - 1)), p);
-  }
-  int recv_chunk(int k) const {
-    const int p = link_.nranks, r = link_.rank;
-    return k < p - 1 ? mod(r - k - 1, p) : mod(r - (k - (p - 1)), p);
+  RingStep step_of(int i) const { return ring_step(i, link_.rank, link_.nranks); }
+
+  // Alone: the codec's own round trip, so one rank sees what P ranks would.
+  Status round_trip(int j) {
+    size_t off = 0, n = 0;
+    plan_.slice(0, j, &off, &n);
+    uint8_t* pkt = final_packet(0, j);
+    SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, pkt, packet_bytes(0, j)));
+    return ops_.decode_start(off, n, pkt, packet_bytes(0, j));
   }
 
+  // kSend: encodes this rank's own chunk, then posts transfer 0.
   Status start(Lane& lane, int j) {
     lane.j = j;
-    lane.k = 0;
-    const int p = link_.nranks;
-    if (p == 1) {
-      // Alone: the codec's own round trip, so one rank sees what P ranks would.
-      size_t off = 0, n = 0;
-      plan_.slice(0, j, &off, &n);
-      uint8_t* pkt = final_packet(0, j);
-      SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, pkt, packet_bytes(0, j)));
-      SCCL_RETURN_IF_ERROR(ops_.decode(off, n, pkt, packet_bytes(0, j)));
-      lane.j = -1;
-      lane.k = -1;
-      return Status::Ok();
-    }
-    // Step 0 sends this rank's own chunk, encoded.
-    const int c = send_chunk(0);
+    lane.step = 0;
+    const int c = step_of(0).chunk;
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
     SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, packet_bytes(c, j)));
@@ -281,29 +311,29 @@ class RingRun {
     return lane.ticket != 0 ? Status::Ok() : post(lane);
   }
 
-  // Posts the receive and the send of lane.k.
+  // Posts transfer lane.step: the receive of the next step, and the send of this one.
   Status post(Lane& lane) {
     const int p = link_.nranks;
-    const int k = lane.k;
     const int left = mod(link_.rank - 1, p), right = mod(link_.rank + 1, p);
-    const uint64_t tag = ring_tag(link_.op_seq, link_.phase, k, lane.j);
-    const int rc = recv_chunk(k), sc = send_chunk(k);
-    const size_t rbytes = packet_bytes(rc, lane.j);
+    const uint64_t tag = ring_tag(link_.op_seq, link_.phase, lane.step, lane.j);
+    const RingStep next = step_of(lane.step + 1), cur = step_of(lane.step);
+    const size_t rbytes = packet_bytes(next.chunk, lane.j);
     if (rbytes > 0) {
       uint8_t* dst;
-      if (k < p - 1) {
+      if (reduces(next.kind)) {
         SCCL_RETURN_IF_ERROR(lane.in.resize(ops_, rbytes));
         dst = lane.in.data();
       } else {
-        dst = final_packet(rc, lane.j);
+        dst = final_packet(next.chunk, lane.j);
       }
       lane.recv_expected = rbytes;
       SCCL_RETURN_IF_ERROR(link_.transport->irecv(left, tag, dst, rbytes, &lane.recv_id));
       lane.recv_active = true;
     }
-    const size_t sbytes = packet_bytes(sc, lane.j);
+    const size_t sbytes = packet_bytes(cur.chunk, lane.j);
     if (sbytes > 0) {
-      const uint8_t* src = k < p - 1 ? lane.out.data() : final_packet(sc, lane.j);
+      const uint8_t* src =
+          sends_final(cur.kind) ? final_packet(cur.chunk, lane.j) : lane.out.data();
       SCCL_RETURN_IF_ERROR(link_.transport->isend(right, tag, src, sbytes, &lane.send_id));
       lane.send_active = true;
       if (stats_ != nullptr) stats_->bytes_sent += sbytes;
@@ -325,7 +355,7 @@ class RingRun {
           return errorf(Code::kInvalidUsage,
                         "rank %d received %zu bytes for slice %d at ring step %d, expected %zu: "
                         "the ranks disagree on the count, type or codec of this call",
-                        link_.rank, got, lane.j, lane.k, lane.recv_expected);
+                        link_.rank, got, lane.j, lane.step, lane.recv_expected);
         }
       }
     }
@@ -342,39 +372,54 @@ class RingRun {
     return Status::Ok();
   }
 
-  // Both transfers of lane.k are complete: compute and post lane.k + 1, or finish the lane.
+  // Transfer lane.step is complete: does the next step's codec work and posts its transfer, or,
+  // after kRecv, decodes the lane's slice of every chunk.
   Status advance(Lane& lane) {
-    const int p = link_.nranks;
-    const int k = lane.k;
-    if (k < p - 1) {
-      // The received partial sum of chunk rc, plus this rank's slice of it.
-      const int rc = recv_chunk(k);
-      size_t off = 0, n = 0;
-      plan_.slice(rc, lane.j, &off, &n);
-      if (n > 0) {
-        const bool last = k == p - 2;
-        uint8_t* dst = last ? final_packet(rc, lane.j) : nullptr;
-        size_t cap = packet_bytes(rc, lane.j);
-        if (!last) {
-          SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, cap));
-          dst = lane.out.data();
-        }
-        Status st =
-            ops_.step_start(off, n, k + 1, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
-        if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
-      }
+    const int i = lane.step + 1;
+    const RingStep s = step_of(i);
+    switch (s.kind) {
+      case StepKind::kRecvReduceSend:
+      case StepKind::kRecvReduceFinal:
+        SCCL_RETURN_IF_ERROR(reduce_step(lane, i, s));
+        break;
+      case StepKind::kRecvCopySend:
+        break;  // received into the final packets, sent on from there
+      case StepKind::kRecv:
+        return decode_all(lane);
+      case StepKind::kSend:
+        return Status(Code::kInternalError, "ring: kSend after a transfer");
     }
-    if (k + 1 < 2 * (p - 1)) {
-      lane.k = k + 1;
-      // With the step still running, the loop posts the transfers once it completes.
-      return lane.ticket != 0 ? Status::Ok() : post(lane);
+    lane.step = i;
+    // With the reduction still running, the loop posts the transfer once it completes.
+    return lane.ticket != 0 ? Status::Ok() : post(lane);
+  }
+
+  // The received partial sum of the step's chunk, plus this rank's slice of it.
+  Status reduce_step(Lane& lane, int i, const RingStep& s) {
+    size_t off = 0, n = 0;
+    plan_.slice(s.chunk, lane.j, &off, &n);
+    if (n == 0) return Status::Ok();
+    const size_t cap = packet_bytes(s.chunk, lane.j);
+    uint8_t* dst;
+    if (sends_final(s.kind)) {
+      dst = final_packet(s.chunk, lane.j);
+    } else {
+      SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, cap));
+      dst = lane.out.data();
     }
-    // Every chunk's slice j is final here: decode it into the output.
-    for (int c = 0; c < p; ++c) {
+    Status st =
+        ops_.reduce_start(off, n, i, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
+    if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
+    return Status::Ok();
+  }
+
+  // Every chunk's slice j is final: decodes it into the output and frees the lane.
+  Status decode_all(Lane& lane) {
+    for (int c = 0; c < link_.nranks; ++c) {
       size_t off = 0, n = 0;
       plan_.slice(c, lane.j, &off, &n);
       if (n == 0) continue;
-      Status st = ops_.decode(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
+      Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
       if (!st.ok()) return annotate(st, lane, "decode of a reduced packet");
     }
     lane.j = -1;
@@ -384,8 +429,8 @@ class RingRun {
   Status annotate(const Status& st, const Lane& lane, const char* what) const {
     return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
                                  std::to_string(link_.nranks) + ", " + what + ", slice " +
-                                 std::to_string(lane.j) + ", ring step " + std::to_string(lane.k) +
-                                 ")");
+                                 std::to_string(lane.j) + ", ring step " +
+                                 std::to_string(lane.step) + ")");
   }
 
   Status timeout_error(const std::vector<Lane>& lanes) const {
@@ -395,7 +440,7 @@ class RingRun {
         return errorf(Code::kRemoteError,
                       "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
                       "codec work (slice %d, ring step %d)",
-                      link_.rank, link_.timeout_s, lane.j, lane.k);
+                      link_.rank, link_.timeout_s, lane.j, lane.step);
       }
       const int p = link_.nranks;
       const char* waiting = lane.recv_active ? "a packet from rank" : "the send to rank";
@@ -403,7 +448,7 @@ class RingRun {
       return errorf(Code::kRemoteError,
                     "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s %d "
                     "(slice %d, ring step %d)",
-                    link_.rank, link_.timeout_s, waiting, peer, lane.j, lane.k);
+                    link_.rank, link_.timeout_s, waiting, peer, lane.j, lane.step);
     }
     return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
   }

@@ -1,7 +1,8 @@
 // The compressed ring of DESIGN.md section 3, generic over what a packet is.
-// Reduce-scatter (P-1 steps, each a fused `step`), all-gather (P-1 steps forwarding the reduced
-// packets), then every rank decodes every packet. Slices are pipelined: up to `depth` slice
-// lanes are in flight, so transfers of one lane overlap the codec work of another.
+// Reduce-scatter (an encode, then P-1 reduce steps), all-gather (P-1 steps forwarding the
+// reduced packets), then every rank decodes every packet (ring.cc names each step). Slices are
+// pipelined: up to `depth` slice lanes are in flight, so transfers of one lane overlap the codec
+// work of another.
 #pragma once
 
 #include <atomic>
@@ -35,30 +36,31 @@ class RingPlan {
 
 // What the ring needs from a codec, per slice [offset, offset + n) of the element space.
 // Implementations read this rank's input and write its output; the ring moves the packets.
+// ring_step: the ring step that produces the packet (0 for encode), for the codec's RNG streams.
 class SliceOps {
  public:
   virtual ~SliceOps() = default;
   virtual size_t packet_bytes(size_t offset, size_t n) const = 0;
-  // step: ring step index that produces the packet (0 for encode), for RNG streams.
-  virtual Status encode(size_t offset, size_t n, int step, void* pkt, size_t cap) = 0;
-  virtual Status step(size_t offset, size_t n, int step, const void* in, size_t in_bytes, void* out,
-                      size_t cap) = 0;
-  virtual Status decode(size_t offset, size_t n, const void* pkt, size_t bytes) = 0;
+  virtual Status encode(size_t offset, size_t n, int ring_step, void* pkt, size_t cap) = 0;
+  // The received partial sum `in` plus this rank's slice, as a packet in `out` (the codec's
+  // fused step).
+  virtual Status reduce(size_t offset, size_t n, int ring_step, const void* in, size_t in_bytes,
+                        void* out, size_t cap) = 0;
 
   // Asynchronous forms, for backends whose codec work runs elsewhere (a GPU): they start the
   // work and set *ticket (0: already complete); the output packet is valid once test(ticket)
   // reports done, after which the ticket is spent. Until then the ring leaves `in` and `out`
   // alone. It keeps at most one ticket per slice lane and polls it between transfers, so the
   // proxy thread never waits for the device. The defaults run at once.
-  virtual Status encode_start(size_t offset, size_t n, int step, void* pkt, size_t cap,
+  virtual Status encode_start(size_t offset, size_t n, int ring_step, void* pkt, size_t cap,
                               uint64_t* ticket) {
     *ticket = 0;
-    return encode(offset, n, step, pkt, cap);
+    return encode(offset, n, ring_step, pkt, cap);
   }
-  virtual Status step_start(size_t offset, size_t n, int step, const void* in, size_t in_bytes,
-                            void* out, size_t cap, uint64_t* ticket) {
+  virtual Status reduce_start(size_t offset, size_t n, int ring_step, const void* in,
+                              size_t in_bytes, void* out, size_t cap, uint64_t* ticket) {
     *ticket = 0;
-    return this->step(offset, n, step, in, in_bytes, out, cap);
+    return reduce(offset, n, ring_step, in, in_bytes, out, cap);
   }
   // done: the work of `ticket` is complete (its error, if any, is returned then).
   virtual Status test(uint64_t ticket, bool* done) {
@@ -67,16 +69,19 @@ class SliceOps {
     return Status::Ok();
   }
 
-  // Collects work that decode left running (a backend's asynchronous decode) without waiting;
-  // *done once none is left. The ring polls it after the last decode and before its packet
-  // memory goes (also after a failure), within SKETCHCCL_TIMEOUT and the abort flag.
+  // Starts decoding a final packet into this rank's output; the work may go on (a backend's
+  // asynchronous decode) until flush reports it done, and reads `pkt` until then.
+  virtual Status decode_start(size_t offset, size_t n, const void* pkt, size_t bytes) = 0;
+  // Collects work that decode_start left running without waiting; *done once none is left. The
+  // ring polls it after the last decode and before its packet memory goes (also after a
+  // failure), within SKETCHCCL_TIMEOUT and the abort flag.
   virtual Status flush(bool* done) {
     *done = true;
     return Status::Ok();
   }
 
-  // Memory for every packet the ring sends, receives or hands to encode/step/decode (null when
-  // out of memory). The default is plain host memory, 64-byte aligned.
+  // Memory for every packet the ring sends, receives or hands to encode, reduce or decode_start
+  // (null when out of memory). The default is plain host memory, 64-byte aligned.
   virtual void* alloc_packets(size_t bytes) {
     return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
   }

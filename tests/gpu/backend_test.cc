@@ -217,7 +217,7 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
       xs.push_back(make_data(codec == CodecId::kS2 ? Dist::kSparse10 : Dist::kLaplace, n, 40 + k));
       put(dx.as<float>() + k * n, xs[k].data(), n * 4);
       CodecParams p = params_for(codec, n / 5);
-      p.slice = uint32_t(k);
+      p.offset_key = uint32_t(k);
       ps.push_back(p);
       const size_t bytes = cpu->packet_bytes(p, n);
       Packet e(bytes), st(bytes);
