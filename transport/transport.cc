@@ -3,7 +3,6 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "sketchccl_build_config.h"
-#include "transport/probe.h"
 #include "transport/socket/socket_transport.h"
 #if SKETCHCCL_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
@@ -46,20 +45,9 @@ Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>
 #endif
     return create_socket_transport(opts, out);
   }
-  if (kind == "ibverbs") {
-    for (const TransportProbe& p : probe_transports()) {
-      if (p.name != "ibverbs") continue;
-      if (!p.compiled) {
-        return errorf(Code::kInvalidArgument,
-                      "SKETCHCCL_TRANSPORT=ibverbs: the verbs transport is not built (%s)",
-                      p.detail.c_str());
-      }
-      return errorf(Code::kSystemError, "SKETCHCCL_TRANSPORT=ibverbs: %s", p.detail.c_str());
-    }
-  }
   return errorf(Code::kInvalidArgument,
-                "SKETCHCCL_TRANSPORT='%s' is not a transport (accepted: auto|ucx|socket|ibverbs)",
-                kind.c_str());
+                "SKETCHCCL_TRANSPORT='%s' is not a transport (accepted: %s)", kind.c_str(),
+                var_spec(Var::kTransport).accepted);
 }
 
 }  // namespace sketchccl::transport

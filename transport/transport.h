@@ -1,5 +1,5 @@
 // The Transport interface of DESIGN.md section 7: what the ring needs to move packets.
-// Implementations: ucx/ (primary), socket/ (always built), ibverbs/ (later).
+// Implementations: ucx/ (primary) and socket/ (always built); a verbs transport is not built yet.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,7 @@ using Blob = std::vector<uint8_t>;  // an endpoint's address, all-gathered by th
 using RequestId = uint64_t;
 
 struct TransportOptions {
-  std::string kind = "auto";  // SKETCHCCL_TRANSPORT: auto | ucx | socket | ibverbs
+  std::string kind = "auto";  // SKETCHCCL_TRANSPORT: auto | ucx | socket
   int rank = 0;
   int nranks = 1;
   double timeout_s = 300;  // SKETCHCCL_TIMEOUT: bound on every wait
@@ -48,9 +48,6 @@ class Transport {
   // *done = true once complete (and the request is released); a failed request returns its
   // error (peer gone: kRemoteError; timeout: kRemoteError naming the peer). *bytes = received.
   virtual Status test(RequestId id, bool* done, size_t* bytes) = 0;
-  // Optional registration of long-lived buffers (staging areas); a no-op where not needed.
-  virtual Status register_memory(void* buf, size_t bytes) = 0;
-  virtual void deregister_memory(void* buf) = 0;
   // Orderly close: cancels what is pending, disconnects.
   virtual void close() = 0;
 };
@@ -61,8 +58,7 @@ class Transport {
 constexpr int kUcxTagBits = 44;
 
 // Creates the transport named by opts.kind; "auto" picks the best that works here (ucx when
-// built and working, else socket). "ibverbs" fails with a message saying why (not built / no
-// device / not implemented yet).
+// built and working, else socket); another kind fails, naming the accepted ones.
 Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out);
 
 }  // namespace sketchccl::transport

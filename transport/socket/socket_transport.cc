@@ -271,9 +271,6 @@ class SocketTransport final : public Transport {
     return st;
   }
 
-  Status register_memory(void*, size_t) override { return Status::Ok(); }
-  void deregister_memory(void*) override {}
-
   void close() override {
     if (closed_) return;
     closed_ = true;

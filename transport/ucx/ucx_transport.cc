@@ -47,8 +47,6 @@ class UcxTransport final : public Transport {
   Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) override;
   Status progress() override;
   Status test(RequestId id, bool* done, size_t* bytes) override;
-  Status register_memory(void*, size_t) override { return Status::Ok(); }
-  void deregister_memory(void*) override {}
   void close() override;
 
   void on_peer_error(int peer, ucs_status_t status);

@@ -266,20 +266,16 @@ INSTANTIATE_TEST_SUITE_P(All, TransportTest,
                                          Param{"ucx", ""}),
                          param_name);
 
-TEST(CreateTransport, UnknownAndIbverbsKindsExplainThemselves) {
+TEST(CreateTransport, UnknownKindsListTheAcceptedOnes) {
   TransportOptions o;
-  o.kind = "carrier-pigeon";
   std::unique_ptr<Transport> t;
-  Status st = create_transport(o, &t);
-  EXPECT_EQ(st.code(), Code::kInvalidArgument);
-  EXPECT_NE(st.message().find("auto|ucx|socket|ibverbs"), std::string::npos);
-  o.kind = "ibverbs";
-  st = create_transport(o, &t);
-  EXPECT_FALSE(st.ok());
-  bool explains = st.message().find("not built") != std::string::npos ||
-                  st.message().find("no device") != std::string::npos ||
-                  st.message().find("not implemented") != std::string::npos;
-  EXPECT_TRUE(explains) << st.message();
+  // ibverbs included: no verbs transport is built yet.
+  for (const char* kind : {"carrier-pigeon", "ibverbs"}) {
+    o.kind = kind;
+    Status st = create_transport(o, &t);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument);
+    EXPECT_NE(st.message().find("accepted: auto|ucx|socket)"), std::string::npos) << st.message();
+  }
 }
 
 TEST(CreateTransport, AutoPicksUcxWhenBuiltAndUcxNeedsIt) {
