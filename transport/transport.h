@@ -30,10 +30,18 @@ struct TransportOptions {
   static TransportOptions from_config(int rank, int nranks);
 };
 
+// What a transport can carry (as NCCL's ncclNet_t::getProperties reports it): its users check
+// their needs against it instead of assuming one transport's limits.
+struct TransportProperties {
+  int tag_bits = 64;           // isend/irecv tags must be below 2^tag_bits (64: any tag)
+  bool device_memory = false;  // isend/irecv accept device memory
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  virtual TransportProperties properties() const = 0;
   // This rank's address, to be all-gathered.
   virtual Blob address() const = 0;
   // Connects to `peer` from its address blob. Both sides of a pair call it.
@@ -51,11 +59,6 @@ class Transport {
   // Orderly close: cancels what is pending, disconnects.
   virtual void close() = 0;
 };
-
-// The UCX transport carries the sending rank in the top bits of the UCP tag: tags given to
-// isend/irecv must be below 2^kUcxTagBits (ranks below 2^(64 - kUcxTagBits)). The socket
-// transport takes any 64-bit tag.
-constexpr int kUcxTagBits = 44;
 
 // Creates the transport named by opts.kind; "auto" picks the best that works here (ucx when
 // built and working, else socket); another kind fails, naming the accepted ones.

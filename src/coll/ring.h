@@ -104,7 +104,8 @@ struct RingStats {
 Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
                       SliceOps& ops, RingStats* stats);
 
-// Tag of one transfer: operation, phase, ring step, slice.
+// Tag of one transfer: operation, phase, ring step, slice; below 2^kRingTagBits.
+constexpr int kRingTagBits = 44;
 uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice);
 
 }  // namespace sketchccl::coll

@@ -41,6 +41,12 @@ class UcxTransport final : public Transport {
 
   Status init();
   const char* name() const override { return "ucx"; }
+  TransportProperties properties() const override {
+    TransportProperties p;
+    p.tag_bits = kUcxTagBits;
+    p.device_memory = false;  // posted buffers are host memory; UCX's CUDA support is not used
+    return p;
+  }
   Blob address() const override { return address_; }
   Status connect(int peer, const Blob& address) override;
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, RequestId* id) override;

@@ -278,6 +278,22 @@ TEST(CreateTransport, UnknownKindsListTheAcceptedOnes) {
   }
 }
 
+TEST(CreateTransport, PropertiesSayWhatEachCarries) {
+  TransportOptions o;
+  o.ifname = "lo";
+  std::unique_ptr<Transport> t;
+  o.kind = "socket";
+  ASSERT_TRUE(create_transport(o, &t).ok());
+  EXPECT_EQ(t->properties().tag_bits, 64);
+  EXPECT_FALSE(t->properties().device_memory);
+  if (SKETCHCCL_HAVE_UCX) {
+    o.kind = "ucx";
+    ASSERT_TRUE(create_transport(o, &t).ok());
+    EXPECT_EQ(t->properties().tag_bits, 44);  // the rank takes the top 20 bits of the UCP tag
+    EXPECT_FALSE(t->properties().device_memory);
+  }
+}
+
 TEST(CreateTransport, AutoPicksUcxWhenBuiltAndUcxNeedsIt) {
   TransportOptions o;
   o.kind = "auto";
