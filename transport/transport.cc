@@ -10,13 +10,18 @@
 
 namespace sketchccl::transport {
 
+// create_transport below handles exactly these kinds.
+static_assert(var_accepted(Var::kTransport) == "auto|ucx|socket",
+              "SKETCHCCL_TRANSPORT accepts a kind that create_transport does not handle");
+
+TransportOptions::TransportOptions(const Config& cfg)
+    : kind(cfg.get_string(Var::kTransport)),
+      timeout_s(cfg.get_double(Var::kTimeout)),
+      ifname(cfg.get_string(Var::kSocketIfname)),
+      max_unexpected_bytes(cfg.get_size(Var::kSocketBufferLimit)) {}
+
 TransportOptions TransportOptions::from_config(int rank, int nranks) {
-  const Config& cfg = Config::global();
-  TransportOptions o;
-  o.kind = cfg.get_string(Var::kTransport);
-  o.timeout_s = cfg.get_double(Var::kTimeout);
-  o.ifname = cfg.get_string(Var::kSocketIfname);
-  o.max_unexpected_bytes = cfg.get_size(Var::kSocketBufferLimit);
+  TransportOptions o(Config::global());
   o.rank = rank;
   o.nranks = nranks;
   return o;

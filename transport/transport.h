@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/status.h"
 
 namespace sketchccl::transport {
@@ -15,18 +16,22 @@ namespace sketchccl::transport {
 using Blob = std::vector<uint8_t>;  // an endpoint's address, all-gathered by the bootstrap
 using RequestId = uint64_t;
 
+// Fields read from the configuration take their values, defaults included, from the table
+// (core/config_vars.def); rank, nranks and address_family are the caller's.
 struct TransportOptions {
-  std::string kind = "auto";  // SKETCHCCL_TRANSPORT: auto | ucx | socket
+  std::string kind;  // SKETCHCCL_TRANSPORT: auto | ucx | socket
   int rank = 0;
   int nranks = 1;
-  double timeout_s = 300;  // SKETCHCCL_TIMEOUT: bound on every wait
+  double timeout_s;        // SKETCHCCL_TIMEOUT: bound on every wait
   std::string ifname;      // SKETCHCCL_SOCKET_IFNAME
   int address_family = 0;  // socket transport: 0 (IPv4 preferred, else IPv6), AF_INET, AF_INET6
   // Socket transport: most bytes held for messages that arrived before their receive was posted
   // (SKETCHCCL_SOCKET_BUFFER_LIMIT); a peer sending more fails.
-  uint64_t max_unexpected_bytes = uint64_t(4) << 30;
+  uint64_t max_unexpected_bytes;
 
-  // kind, timeout_s and ifname from Config::global(); rank and nranks as given.
+  TransportOptions() : TransportOptions(Config::defaults()) {}
+  explicit TransportOptions(const Config& cfg);
+  // The configured fields from Config::global(); rank and nranks as given.
   static TransportOptions from_config(int rank, int nranks);
 };
 

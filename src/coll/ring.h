@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "core/config.h"
 #include "core/status.h"
 #include "transport/transport.h"
 
@@ -88,7 +89,7 @@ struct RingLink {
   transport::Transport* transport = nullptr;
   int rank = 0;
   int nranks = 1;
-  double timeout_s = 300;
+  double timeout_s = Config::defaults().get_double(Var::kTimeout);  // SKETCHCCL_TIMEOUT
   const std::atomic<bool>* abort = nullptr;  // set by ncclCommAbort from another thread
   uint32_t op_seq = 0;                       // distinguishes the tags of successive operations
   uint8_t phase = 0;                         // distinguishes rings inside one operation

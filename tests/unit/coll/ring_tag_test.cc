@@ -67,5 +67,10 @@ TEST(RingTag, ATransportWithTooFewTagBitsIsRefusedClearly) {
   EXPECT_EQ(t.posts, 0);
 }
 
+TEST(RingTag, LinkTimeoutDefaultsToTheTable) {
+  RingLink link;
+  EXPECT_EQ(link.timeout_s, Config::defaults().get_double(Var::kTimeout));
+}
+
 }  // namespace
 }  // namespace sketchccl::coll

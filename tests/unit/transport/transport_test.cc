@@ -278,6 +278,15 @@ TEST(CreateTransport, UnknownKindsListTheAcceptedOnes) {
   }
 }
 
+TEST(CreateTransport, OptionsDefaultToTheTable) {
+  TransportOptions o;
+  const Config& d = Config::defaults();
+  EXPECT_EQ(o.kind, d.get_string(Var::kTransport));
+  EXPECT_EQ(o.timeout_s, d.get_double(Var::kTimeout));
+  EXPECT_EQ(o.ifname, d.get_string(Var::kSocketIfname));
+  EXPECT_EQ(o.max_unexpected_bytes, d.get_size(Var::kSocketBufferLimit));
+}
+
 TEST(CreateTransport, PropertiesSayWhatEachCarries) {
   TransportOptions o;
   o.ifname = "lo";
