@@ -48,15 +48,6 @@ constexpr std::string_view var_accepted(Var v) {
   return kAccepted[static_cast<int>(v)];
 }
 
-// True when the '|'-separated list `accepted` names `value` (exact spelling).
-constexpr bool accepted_has(std::string_view accepted, std::string_view value) {
-  while (true) {
-    const size_t bar = accepted.find('|');
-    if (accepted.substr(0, bar) == value) return true;
-    if (bar == std::string_view::npos) return false;
-    accepted.remove_prefix(bar + 1);
-  }
-}
 const VarSpec& var_spec(Var v);
 const VarSpec* find_var(std::string_view name);
 const char* var_type_name(VarType t);

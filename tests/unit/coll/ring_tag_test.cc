@@ -4,6 +4,10 @@
 #include <string>
 
 #include "coll/ring.h"
+#include "sketchccl_build_config.h"
+#if SKETCHCCL_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
 
 namespace sketchccl::coll {
 namespace {
@@ -45,6 +49,11 @@ class NoOps final : public SliceOps {
   }
   Status decode(size_t, size_t, const void*, size_t) override { return Status::Ok(); }
 };
+
+#if SKETCHCCL_HAVE_UCX
+// A narrower UCX tag is a build error here, not only the ring's refusal at run time.
+static_assert(kRingTagBits <= transport::kUcxTagBits, "the ring's tags must fit UCX's");
+#endif
 
 TEST(RingTag, FieldsFillExactlyTheDeclaredWidth) {
   EXPECT_EQ(ring_tag(0xff, 0xf, 0xfff, 0xfffff), (uint64_t{1} << kRingTagBits) - 1);
