@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -23,6 +24,20 @@ enum class CodecId : uint8_t {
   kS2 = 9,
   kSparse = 10,  // two-phase; its phases use the helpers in kernels/sparse.h, not encode/step
 };
+
+// Names by CodecId: the one list, visible at compile time so that names meant to denote a codec
+// (the configuration table's) can be checked with static_assert.
+inline constexpr const char* kCodecNames[] = {"none",  "bf16",  "fp16",  "q8", "q4",    "q2",
+                                              "casq2", "casq3", "casq4", "s2", "sparse"};
+inline constexpr int kNumCodecs = sizeof(kCodecNames) / sizeof(kCodecNames[0]);
+static_assert(kNumCodecs == int(CodecId::kSparse) + 1, "a name for every CodecId");
+
+constexpr bool is_codec_name(std::string_view name) {
+  for (const char* n : kCodecNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
 
 // "q8" -> kQ8; false for unknown names ("auto" is decided above, in coll).
 bool codec_from_name(const char* name, CodecId* out);

@@ -3,7 +3,7 @@
 #
 # For a machine with a GPU, nvcc, meson and ninja but no UCX and no Debian packages (e.g. an
 # H200 with CUDA 13 and PyTorch). Within about 5 minutes it
-#   1. configures a build (-Ducx=disabled -Dibverbs=disabled -Dsm_archs=90) and builds only the
+#   1. configures a build (-Ducx=disabled -Dsm_archs=90) and builds only the
 #      targets it needs,
 #   2. runs `meson test --suite gpu` (the CUDA backend against the host backend, the stream
 #      gate, the whole AllReduce with 2 and 4 processes on one GPU over the socket transport)
@@ -159,7 +159,7 @@ fi
 # ---- configure and build ----------------------------------------------------------------------
 if [ ! -f "$BUILD/build.ninja" ]; then
   log "meson setup $BUILD"
-  if ! $MESON setup "$BUILD" "$REPO" -Dcuda=enabled -Ducx=disabled -Dibverbs=disabled \
+  if ! $MESON setup "$BUILD" "$REPO" -Dcuda=enabled -Ducx=disabled \
       -Dsm_archs=90 -Dfuzzers=disabled >>"$LOG" 2>&1; then
     note "FAIL: meson setup (see gpu_check.log)"
     tail -30 "$LOG" >>"$SUMMARY"

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda_probe.h"
+#include "coll/settings.h"
 #include "core/config.h"
 #include "interpose/real_nccl.h"
 #include "sketchccl/sketchccl.h"
@@ -137,8 +138,12 @@ int main(int argc, char** argv) {
   print_cuda();
   print_nccl(cfg);
   print_transports();
-  if (!cfg.errors().empty()) {
-    std::fprintf(stderr, "sketchccl-info: %s\n", cfg.status().message().c_str());
+  // The typed settings too: a value the table accepts but nothing implements fails init.
+  sketchccl::Status st = cfg.status();
+  sketchccl::coll::Settings settings;
+  if (st.ok()) st = sketchccl::coll::Settings::from_config(cfg, &settings);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sketchccl-info: %s\n", st.message().c_str());
     return 1;
   }
   return 0;

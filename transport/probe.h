@@ -1,5 +1,5 @@
 // Which transports were compiled in and which work on this machine (for sketchccl-info and
-// SKETCHCCL_TRANSPORT=auto).
+// SKETCHCCL_TRANSPORT=auto); ibverbs is listed as not built, with whether a device exists.
 #pragma once
 
 #include <string>

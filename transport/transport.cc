@@ -3,7 +3,6 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "sketchccl_build_config.h"
-#include "transport/probe.h"
 #include "transport/socket/socket_transport.h"
 #if SKETCHCCL_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
@@ -11,13 +10,18 @@
 
 namespace sketchccl::transport {
 
+// create_transport below handles exactly these kinds.
+static_assert(var_accepted(Var::kTransport) == "auto|ucx|socket",
+              "SKETCHCCL_TRANSPORT accepts a kind that create_transport does not handle");
+
+TransportOptions::TransportOptions(const Config& cfg)
+    : kind(cfg.get_string(Var::kTransport)),
+      timeout_s(cfg.get_double(Var::kTimeout)),
+      ifname(cfg.get_string(Var::kSocketIfname)),
+      max_unexpected_bytes(cfg.get_size(Var::kSocketBufferLimit)) {}
+
 TransportOptions TransportOptions::from_config(int rank, int nranks) {
-  const Config& cfg = Config::global();
-  TransportOptions o;
-  o.kind = cfg.get_string(Var::kTransport);
-  o.timeout_s = cfg.get_double(Var::kTimeout);
-  o.ifname = cfg.get_string(Var::kSocketIfname);
-  o.max_unexpected_bytes = cfg.get_size(Var::kSocketBufferLimit);
+  TransportOptions o(Config::global());
   o.rank = rank;
   o.nranks = nranks;
   return o;
@@ -46,20 +50,9 @@ Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>
 #endif
     return create_socket_transport(opts, out);
   }
-  if (kind == "ibverbs") {
-    for (const TransportProbe& p : probe_transports()) {
-      if (p.name != "ibverbs") continue;
-      if (!p.compiled) {
-        return errorf(Code::kInvalidArgument,
-                      "SKETCHCCL_TRANSPORT=ibverbs: the verbs transport is not built (%s)",
-                      p.detail.c_str());
-      }
-      return errorf(Code::kSystemError, "SKETCHCCL_TRANSPORT=ibverbs: %s", p.detail.c_str());
-    }
-  }
   return errorf(Code::kInvalidArgument,
-                "SKETCHCCL_TRANSPORT='%s' is not a transport (accepted: auto|ucx|socket|ibverbs)",
-                kind.c_str());
+                "SKETCHCCL_TRANSPORT='%s' is not a transport (accepted: %s)", kind.c_str(),
+                var_spec(Var::kTransport).accepted);
 }
 
 }  // namespace sketchccl::transport

@@ -1,5 +1,5 @@
 // The Transport interface of DESIGN.md section 7: what the ring needs to move packets.
-// Implementations: ucx/ (primary), socket/ (always built), ibverbs/ (later).
+// Implementations: ucx/ (primary) and socket/ (always built); a verbs transport is not built yet.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/status.h"
 
 namespace sketchccl::transport {
@@ -15,25 +16,37 @@ namespace sketchccl::transport {
 using Blob = std::vector<uint8_t>;  // an endpoint's address, all-gathered by the bootstrap
 using RequestId = uint64_t;
 
+// Fields read from the configuration take their values, defaults included, from the table
+// (core/config_vars.def); rank, nranks and address_family are the caller's.
 struct TransportOptions {
-  std::string kind = "auto";  // SKETCHCCL_TRANSPORT: auto | ucx | socket | ibverbs
+  std::string kind;  // SKETCHCCL_TRANSPORT: auto | ucx | socket
   int rank = 0;
   int nranks = 1;
-  double timeout_s = 300;  // SKETCHCCL_TIMEOUT: bound on every wait
+  double timeout_s;        // SKETCHCCL_TIMEOUT: bound on every wait
   std::string ifname;      // SKETCHCCL_SOCKET_IFNAME
   int address_family = 0;  // socket transport: 0 (IPv4 preferred, else IPv6), AF_INET, AF_INET6
   // Socket transport: most bytes held for messages that arrived before their receive was posted
   // (SKETCHCCL_SOCKET_BUFFER_LIMIT); a peer sending more fails.
-  uint64_t max_unexpected_bytes = uint64_t(4) << 30;
+  uint64_t max_unexpected_bytes;
 
-  // kind, timeout_s and ifname from Config::global(); rank and nranks as given.
+  TransportOptions() : TransportOptions(Config::defaults()) {}
+  explicit TransportOptions(const Config& cfg);
+  // The configured fields from Config::global(); rank and nranks as given.
   static TransportOptions from_config(int rank, int nranks);
+};
+
+// What a transport can carry (as NCCL's ncclNet_t::getProperties reports it): its users check
+// their needs against it instead of assuming one transport's limits.
+struct TransportProperties {
+  int tag_bits = 64;           // isend/irecv tags must be below 2^tag_bits (64: any tag)
+  bool device_memory = false;  // isend/irecv accept device memory
 };
 
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  virtual TransportProperties properties() const = 0;
   // This rank's address, to be all-gathered.
   virtual Blob address() const = 0;
   // Connects to `peer` from its address blob. Both sides of a pair call it.
@@ -48,21 +61,12 @@ class Transport {
   // *done = true once complete (and the request is released); a failed request returns its
   // error (peer gone: kRemoteError; timeout: kRemoteError naming the peer). *bytes = received.
   virtual Status test(RequestId id, bool* done, size_t* bytes) = 0;
-  // Optional registration of long-lived buffers (staging areas); a no-op where not needed.
-  virtual Status register_memory(void* buf, size_t bytes) = 0;
-  virtual void deregister_memory(void* buf) = 0;
   // Orderly close: cancels what is pending, disconnects.
   virtual void close() = 0;
 };
 
-// The UCX transport carries the sending rank in the top bits of the UCP tag: tags given to
-// isend/irecv must be below 2^kUcxTagBits (ranks below 2^(64 - kUcxTagBits)). The socket
-// transport takes any 64-bit tag.
-constexpr int kUcxTagBits = 44;
-
 // Creates the transport named by opts.kind; "auto" picks the best that works here (ucx when
-// built and working, else socket). "ibverbs" fails with a message saying why (not built / no
-// device / not implemented yet).
+// built and working, else socket); another kind fails, naming the accepted ones.
 Status create_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out);
 
 }  // namespace sketchccl::transport

@@ -17,10 +17,6 @@ using namespace detail;  // NOLINT: this file is the detail routines' driver
 
 namespace {
 
-const char* const kNames[] = {"none",  "bf16",  "fp16",  "q8", "q4",    "q2",
-                              "casq2", "casq3", "casq4", "s2", "sparse"};
-constexpr int kNumCodecs = 11;
-
 Status bad(const char* fmt, const char* what) {
   return errorf(Code::kInvalidArgument, fmt, what);
 }
@@ -145,7 +141,7 @@ Status check_packet(const CodecParams& p, size_t n, const void* pkt, size_t byte
                     h.version, kVersion);
     case kPacketCodec:
       return errorf(Code::kInvalidArgument, "codec %s: packet holds codec %s (id %u)", name,
-                    h.codec < kNumCodecs ? kNames[h.codec] : "?", h.codec);
+                    h.codec < kNumCodecs ? kCodecNames[h.codec] : "?", h.codec);
     case kPacketCount:
       return errorf(Code::kInvalidArgument, "codec %s: packet holds %llu elements, expected %zu",
                     name, static_cast<unsigned long long>(h.n), n);
@@ -521,7 +517,7 @@ void s2_peel(const CodecParams& p, const uint8_t* pkt, size_t n, std::vector<siz
 bool codec_from_name(const char* name, CodecId* out) {
   if (name == nullptr) return false;
   for (int i = 0; i < kNumCodecs; ++i) {
-    if (strcmp(name, kNames[i]) == 0) {
+    if (strcmp(name, kCodecNames[i]) == 0) {
       *out = CodecId(i);
       return true;
     }
@@ -530,7 +526,7 @@ bool codec_from_name(const char* name, CodecId* out) {
 }
 
 const char* codec_name(CodecId id) {
-  return int(id) < kNumCodecs ? kNames[int(id)] : "unknown";
+  return int(id) < kNumCodecs ? kCodecNames[int(id)] : "unknown";
 }
 
 size_t elem_size(ElemType t) {

@@ -384,12 +384,11 @@ class RootRegistry {
 
 }  // namespace
 
+Options::Options(const Config& cfg)
+    : timeout_s(cfg.get_double(Var::kTimeout)), ifname(cfg.get_string(Var::kSocketIfname)) {}
+
 Options Options::from_config() {
-  const Config& cfg = Config::global();
-  Options o;
-  o.timeout_s = cfg.get_double(Var::kTimeout);
-  o.ifname = cfg.get_string(Var::kSocketIfname);
-  return o;
+  return Options(Config::global());
 }
 
 Status create_root(uint8_t id[kUniqueIdBytes], const Options& opts) {

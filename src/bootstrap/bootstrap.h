@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/status.h"
 #include "transport/transport.h"
 
@@ -26,11 +27,14 @@ constexpr size_t kUniqueIdBytes = 128;
 constexpr size_t kRecordOffset = 40;  // NCCL's handle is bytes 0-39
 constexpr uint16_t kRecordVersion = 1;
 
+// timeout_s and ifname, defaults included, come from the table (core/config_vars.def).
 struct Options {
-  double timeout_s = 300;  // SKETCHCCL_TIMEOUT
+  double timeout_s;        // SKETCHCCL_TIMEOUT
   std::string ifname;      // SKETCHCCL_SOCKET_IFNAME: where the root listener listens
   int address_family = 0;  // 0: IPv4 preferred, else IPv6; or AF_INET / AF_INET6
 
+  Options() : Options(Config::defaults()) {}
+  explicit Options(const Config& cfg);
   static Options from_config();  // timeout and ifname from Config::global()
 };
 

@@ -491,12 +491,23 @@ void RingPlan::slice(int c, int j, size_t* offset, size_t* n) const {
   *n = start >= len ? 0 : std::min(slice_elems_, len - start);
 }
 
+// Tag fields, high to low: op | phase | step | slice; the transport must carry kRingTagBits
+// (checked per call against its properties). Operations of a communicator run one at a time
+// and consume all their messages, so op wraps safely.
+constexpr int kTagSliceBits = 20, kTagStepBits = 12, kTagPhaseBits = 4, kTagOpBits = 8;
+static_assert(kTagSliceBits + kTagStepBits + kTagPhaseBits + kTagOpBits == kRingTagBits,
+              "ring tag fields must fill kRingTagBits");
+// A ring of P ranks runs 2 (P - 1) steps, each named in kTagStepBits.
+constexpr int kMaxRanks = 1 << (kTagStepBits - 1);
+constexpr int kMaxSlices = (1 << kTagSliceBits) - 1;
+
 uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice) {
-  // 44 bits, the most every transport carries: op 8 | phase 4 | step 12 | slice 20. Operations
-  // of a communicator run one at a time and consume all their messages, so op wraps safely.
-  return (static_cast<uint64_t>(op_seq & 0xffu) << 36) |
-         (static_cast<uint64_t>(phase & 0xfu) << 32) |
-         (static_cast<uint64_t>(step & 0xfffu) << 20) | (static_cast<uint64_t>(slice) & 0xfffffu);
+  constexpr uint64_t kOpMask = (1u << kTagOpBits) - 1, kPhaseMask = (1u << kTagPhaseBits) - 1;
+  constexpr uint64_t kStepMask = (1u << kTagStepBits) - 1, kSliceMask = (1u << kTagSliceBits) - 1;
+  return ((op_seq & kOpMask) << (kTagPhaseBits + kTagStepBits + kTagSliceBits)) |
+         ((phase & kPhaseMask) << (kTagStepBits + kTagSliceBits)) |
+         ((static_cast<uint64_t>(step) & kStepMask) << kTagSliceBits) |
+         (static_cast<uint64_t>(slice) & kSliceMask);
 }
 
 Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
@@ -508,12 +519,17 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
   if (link.nranks > 1 && link.transport == nullptr) {
     return Status(Code::kInternalError, "ring: no transport");
   }
-  if (link.nranks > 2048) {
-    return errorf(Code::kInvalidUsage, "ring: %d ranks exceed the 2048 the tags can name",
-                  link.nranks);
+  if (link.nranks > kMaxRanks) {
+    return errorf(Code::kInvalidUsage, "ring: %d ranks exceed the %d the tags can name",
+                  link.nranks, kMaxRanks);
+  }
+  if (link.nranks > 1 && link.transport->properties().tag_bits < kRingTagBits) {
+    return errorf(Code::kInvalidUsage,
+                  "ring: its tags need %d bits but the %s transport carries only %d", kRingTagBits,
+                  link.transport->name(), link.transport->properties().tag_bits);
   }
   RingPlan plan(count, link.nranks, slice_elems);
-  if (plan.max_slices() > 0xfffff) {
+  if (plan.max_slices() > kMaxSlices) {
     return errorf(Code::kInvalidUsage,
                   "ring: %d slices per chunk exceed 2^20; raise "
                   "SKETCHCCL_SLICE_BYTES",

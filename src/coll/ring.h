@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "core/config.h"
 #include "core/status.h"
 #include "transport/transport.h"
 
@@ -93,7 +94,7 @@ struct RingLink {
   transport::Transport* transport = nullptr;
   int rank = 0;
   int nranks = 1;
-  double timeout_s = 300;
+  double timeout_s = Config::defaults().get_double(Var::kTimeout);  // SKETCHCCL_TIMEOUT
   const std::atomic<bool>* abort = nullptr;  // set by ncclCommAbort from another thread
   uint32_t op_seq = 0;                       // distinguishes the tags of successive operations
   uint8_t phase = 0;                         // distinguishes rings inside one operation
@@ -109,7 +110,8 @@ struct RingStats {
 Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
                       SliceOps& ops, RingStats* stats);
 
-// Tag of one transfer: operation, phase, ring step, slice.
+// Tag of one transfer: operation, phase, ring step, slice; below 2^kRingTagBits.
+constexpr int kRingTagBits = 44;
 uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice);
 
 }  // namespace sketchccl::coll

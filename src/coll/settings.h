@@ -1,30 +1,39 @@
 // The protocol settings a communicator runs with, read once from the configuration at init.
+// Every value, defaults included, comes from the table (core/config_vars.def).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "kernels/codec.h"
 
 namespace sketchccl::coll {
 
 struct Settings {
-  bool auto_codec = true;                                // SKETCHCCL_CODEC=auto
-  kernels::CodecId codec = kernels::CodecId::kQ8;        // when not auto
-  kernels::CodecId dense_codec = kernels::CodecId::kQ8;  // SKETCHCCL_DENSE_CODEC
-  double sparse_density = 0.1;
-  size_t slice_elems = 262144;  // SKETCHCCL_SLICE_BYTES / 4
-  int depth = 4;
-  bool error_feedback = false;
-  uint64_t seed = 0;
-  uint32_t s2_rows = 3;
-  double s2_budget = 0.25;
-  double s2_counters_per_nz = 1.3;
-  float casq_buckets = 0.01f;
-  double timeout_s = 300;
+  bool auto_codec;                 // SKETCHCCL_CODEC=auto
+  kernels::CodecId codec{};        // SKETCHCCL_CODEC when not auto (else dense_codec)
+  kernels::CodecId dense_codec{};  // SKETCHCCL_DENSE_CODEC
+  double sparse_density;
+  size_t slice_elems;  // SKETCHCCL_SLICE_BYTES / 4
+  int depth;
+  bool error_feedback;
+  uint64_t seed;
+  uint32_t s2_rows;
+  double s2_budget;
+  double s2_counters_per_nz;
+  float casq_buckets;
+  double timeout_s;
 
-  static Settings from_config(const Config& cfg);
+  // The table's defaults.
+  Settings();
+  // Fails (kInvalidArgument, naming the variable) when a codec name has no implementation.
+  static Status from_config(const Config& cfg, Settings* out);
 };
+
+// The codec a SKETCHCCL_CODEC / SKETCHCCL_DENSE_CODEC value names ("auto" is not one).
+Status codec_setting(const VarSpec& spec, const std::string& name, kernels::CodecId* out);
 
 }  // namespace sketchccl::coll

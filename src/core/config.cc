@@ -367,6 +367,11 @@ const Config& Config::global() {
   return cfg;
 }
 
+const Config& Config::defaults() {
+  static const Config cfg = Config::load(ConfigSources{});
+  return cfg;
+}
+
 Status Config::status() const {
   if (errors_.empty()) return Status::Ok();
   std::string msg = "bad configuration: ";

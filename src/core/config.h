@@ -36,6 +36,18 @@ struct VarSpec {
 
 // The table, in declaration order.
 const std::vector<VarSpec>& var_specs();
+
+// A variable's accepted text at compile time, so that code can static_assert that it handles
+// exactly the values an Enum accepts (its '|'-separated names).
+constexpr std::string_view var_accepted(Var v) {
+  constexpr std::string_view kAccepted[] = {
+#define SCCL_VAR(id, name, type, def, accepted, min, max, proto, desc) accepted,
+#include "core/config_vars.def"
+#undef SCCL_VAR
+  };
+  return kAccepted[static_cast<int>(v)];
+}
+
 const VarSpec& var_spec(Var v);
 const VarSpec* find_var(std::string_view name);
 const char* var_type_name(VarType t);
@@ -80,6 +92,9 @@ class Config {
   static Config load(const ConfigSources& sources);
   // The process-wide configuration, loaded once on first use (thread-safe).
   static const Config& global();
+  // The table's defaults alone (no environment, no file): what typed settings structs start
+  // from, so that no default is written twice.
+  static const Config& defaults();
 
   bool get_bool(Var v) const { return at(v).bool_value; }
   int64_t get_int(Var v) const { return at(v).int_value; }

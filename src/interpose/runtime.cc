@@ -20,10 +20,10 @@ Runtime& Runtime::get() {
 Runtime::Runtime() {
   const Config& cfg = Config::global();
   config_status_ = cfg.status();
+  if (config_status_.ok()) config_status_ = coll::Settings::from_config(cfg, &settings_);
   for (const std::string& w : cfg.warnings())
     SCCL_WARN(kLogEnv, "%s", w.c_str());
   if (!config_status_.ok()) SCCL_WARN(kLogEnv, "%s", config_status_.message().c_str());
-  settings_ = coll::Settings::from_config(cfg);
   config_hash_ = cfg.protocol_hash();
   stats_path_ = cfg.get_string(Var::kStatsFile);
   real_ = load_real_nccl(cfg.get_string(Var::kNcclLib));

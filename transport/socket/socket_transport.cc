@@ -106,6 +106,12 @@ class SocketTransport final : public Transport {
   }
 
   const char* name() const override { return "socket"; }
+  TransportProperties properties() const override {
+    TransportProperties p;
+    p.tag_bits = 64;  // the tag travels whole in the message header
+    p.device_memory = false;
+    return p;
+  }
 
   Blob address() const override {
     Blob b(kBlobBytes);
@@ -270,9 +276,6 @@ class SocketTransport final : public Transport {
     reqs_.erase(it);
     return st;
   }
-
-  Status register_memory(void*, size_t) override { return Status::Ok(); }
-  void deregister_memory(void*) override {}
 
   void close() override {
     if (closed_) return;

@@ -41,14 +41,18 @@ class UcxTransport final : public Transport {
 
   Status init();
   const char* name() const override { return "ucx"; }
+  TransportProperties properties() const override {
+    TransportProperties p;
+    p.tag_bits = kUcxTagBits;
+    p.device_memory = false;  // posted buffers are host memory; UCX's CUDA support is not used
+    return p;
+  }
   Blob address() const override { return address_; }
   Status connect(int peer, const Blob& address) override;
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, RequestId* id) override;
   Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) override;
   Status progress() override;
   Status test(RequestId id, bool* done, size_t* bytes) override;
-  Status register_memory(void*, size_t) override { return Status::Ok(); }
-  void deregister_memory(void*) override {}
   void close() override;
 
   void on_peer_error(int peer, ucs_status_t status);

@@ -9,6 +9,10 @@
 
 namespace sketchccl::transport {
 
+// Tag bits left to callers (TransportProperties::tag_bits); the sending rank takes the rest.
+constexpr int kUcxTagBits = 44;
+static_assert(kUcxTagBits > 0 && kUcxTagBits < 64, "the UCP tag must hold a rank and a tag");
+
 Status create_ucx_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out);
 
 }  // namespace sketchccl::transport

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -51,6 +52,24 @@ TEST(Config, DefaultsComeFromTheTable) {
     Setting out;
     EXPECT_TRUE(parse_value(s, s.default_value, &out).ok()) << s.name;
   }
+}
+
+TEST(Config, DefaultsAloneIgnoreTheEnvironment) {
+  setenv("SKETCHCCL_SEED", "7", 1);
+  const Config& d = Config::defaults();
+  unsetenv("SKETCHCCL_SEED");
+  EXPECT_TRUE(d.errors().empty());
+  Config c = load({});
+  for (const VarSpec& s : var_specs())
+    EXPECT_EQ(d.setting(s.id).canonical, c.setting(s.id).canonical) << s.name;
+  EXPECT_EQ(d.get_int(Var::kSeed), 0);
+}
+
+// The compile-time view of the table is the table.
+TEST(Config, AcceptedAtCompileTimeMatchesTheTable) {
+  for (const VarSpec& s : var_specs())
+    EXPECT_EQ(var_accepted(s.id), s.accepted) << s.name;
+  static_assert(var_accepted(Var::kTransport) == "auto|ucx|socket");  // no ibverbs: not built
 }
 
 TEST(Config, EnvironmentBeatsUserFileBeatsSystemFile) {
