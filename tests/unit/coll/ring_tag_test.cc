@@ -44,10 +44,10 @@ class NoOps final : public SliceOps {
  public:
   size_t packet_bytes(size_t, size_t) const override { return 0; }
   Status encode(size_t, size_t, int, void*, size_t) override { return Status::Ok(); }
-  Status step(size_t, size_t, int, const void*, size_t, void*, size_t) override {
+  Status reduce(size_t, size_t, int, const void*, size_t, void*, size_t) override {
     return Status::Ok();
   }
-  Status decode(size_t, size_t, const void*, size_t) override { return Status::Ok(); }
+  Status decode_start(size_t, size_t, const void*, size_t) override { return Status::Ok(); }
 };
 
 #if SKETCHCCL_HAVE_UCX
