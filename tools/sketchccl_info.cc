@@ -8,6 +8,7 @@
 #include "interpose/real_nccl.h"
 #include "sketchccl/sketchccl.h"
 #include "sketchccl_build_config.h"
+#include "tools/library_needs.h"
 #include "transport/probe.h"
 
 namespace {
@@ -137,6 +138,7 @@ int main(int argc, char** argv) {
   print_cuda();
   print_nccl(cfg);
   print_transports();
+  sketchccl::tools::print_library_needs();
   if (!cfg.errors().empty()) {
     std::fprintf(stderr, "sketchccl-info: %s\n", cfg.status().message().c_str());
     return 1;
