@@ -10,10 +10,12 @@
 #if defined(__x86_64__)
 #define SCCL_GLIBC_BASE "GLIBC_2.2.5"
 #define SCCL_GLIBC_DLINFO "GLIBC_2.3.3"
+#define SCCL_GLIBC_DLMOPEN "GLIBC_2.3.4"
 #define SCCL_STAT_VER 1
 #elif defined(__aarch64__)
 #define SCCL_GLIBC_BASE "GLIBC_2.17"
 #define SCCL_GLIBC_DLINFO "GLIBC_2.17"
+#define SCCL_GLIBC_DLMOPEN "GLIBC_2.17"
 #define SCCL_STAT_VER 0
 #else
 #error "-Dportable supports x86_64 and aarch64"
@@ -38,6 +40,10 @@ SCCL_BIND(char*, dlerror, (void), (), SCCL_GLIBC_BASE)
 SCCL_BIND(int, dlinfo, (void* handle, int request, void* arg), (handle, request, arg),
           SCCL_GLIBC_DLINFO)
 SCCL_BIND(int, dladdr, (const void* address, void* info), (address, info), SCCL_GLIBC_BASE)
+SCCL_BIND(void*, dlmopen, (long namespace_id, const char* file, int mode),
+          (namespace_id, file, mode), SCCL_GLIBC_DLMOPEN)
+SCCL_BIND(void*, dlvsym, (void* handle, const char* name, const char* version),
+          (handle, name, version), SCCL_GLIBC_BASE)
 
 /* Moved from libpthread to libc in 2.34 (libpthread.so.0 is linked, and holds them before). */
 SCCL_BIND(int, pthread_create, (void* thread, const void* attr, void* (*start)(void*), void* arg),
@@ -54,6 +60,47 @@ SCCL_BIND(int, pthread_key_delete, (unsigned key), (key), SCCL_GLIBC_BASE)
 SCCL_BIND(void*, pthread_getspecific, (unsigned key), (key), SCCL_GLIBC_BASE)
 SCCL_BIND(int, pthread_setspecific, (unsigned key, const void* value), (key, value),
           SCCL_GLIBC_BASE)
+
+/* The rest of what moved in 2.34 that the static CUDA runtime (-Dcuda) uses; shm_* from librt. */
+SCCL_BIND(int, pthread_kill, (unsigned long thread, int signal), (thread, signal), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_condattr_setpshared, (void* attr, int shared), (attr, shared),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_mutex_trylock, (void* mutex), (mutex), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_mutexattr_init, (void* attr), (attr), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_mutexattr_destroy, (void* attr), (attr), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_mutexattr_setpshared, (void* attr, int shared), (attr, shared),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_mutexattr_settype, (void* attr, int type), (attr, type), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_init, (void* lock, const void* attr), (lock, attr), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_destroy, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_rdlock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_wrlock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_tryrdlock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_trywrlock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_timedrdlock, (void* lock, const void* deadline), (lock, deadline),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_timedwrlock, (void* lock, const void* deadline), (lock, deadline),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlock_unlock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlockattr_init, (void* attr), (attr), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlockattr_destroy, (void* attr), (attr), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_rwlockattr_setpshared, (void* attr, int shared), (attr, shared),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_spin_init, (void* lock, int shared), (lock, shared), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_spin_destroy, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_spin_lock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_spin_trylock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, pthread_spin_unlock, (void* lock), (lock), SCCL_GLIBC_BASE)
+SCCL_BIND(int, sem_init, (void* sem, int shared, unsigned value), (sem, shared, value),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, sem_destroy, (void* sem), (sem), SCCL_GLIBC_BASE)
+SCCL_BIND(int, sem_post, (void* sem), (sem), SCCL_GLIBC_BASE)
+SCCL_BIND(int, sem_wait, (void* sem), (sem), SCCL_GLIBC_BASE)
+SCCL_BIND(int, sem_trywait, (void* sem), (sem), SCCL_GLIBC_BASE)
+SCCL_BIND(int, sem_timedwait, (void* sem, const void* deadline), (sem, deadline), SCCL_GLIBC_BASE)
+SCCL_BIND(int, shm_open, (const char* name, int flags, unsigned mode), (name, flags, mode),
+          SCCL_GLIBC_BASE)
+SCCL_BIND(int, shm_unlink, (const char* name), (name), SCCL_GLIBC_BASE)
 
 /* fstat64 (2.33) was the inline __fxstat64(_STAT_VER, ...) before. */
 int sccl_old_fxstat64(int version, int fd, void* buf);
