@@ -4,7 +4,7 @@
 # and run, its install is checked file by file, and its library needs no libstdc++ and no glibc
 # newer than docs/building.md says. The main build's sketchccl-perf runs 2 ranks on that library.
 set -u
-src=$1 nccl_dir=$2 meson=$3 perf=$4 version=$5
+src=$1 nccl_dir=$2 cuda_dir=$3 meson=$4 perf=$5 version=$6
 max_glibc=2.18  # docs/building.md, "Portable library"
 fails=0
 check() { # description, command...
@@ -39,6 +39,25 @@ check "UCX and CUDA are off" grep -qE 'SKETCHCCL_HAVE_(UCX|CUDA) 0' "$tmp/build/
 check "a wrong -Dnccl_home fails the configure" test $? -ne 0
 check "... naming where it looked" grep -qF "nccl.h is not in $tmp/nowhere/include" "$tmp/bad.log"
 
+# -Dnccl_home=python: nccl.h and cuda_runtime.h from wheel folders (nvidia/nccl, nvidia/cuda_runtime)
+# on python3's path, as PyTorch's pip wheels lay them out. Configure only.
+if [ -f "$cuda_dir/cuda_runtime.h" ]; then
+  site=$tmp/site-packages/nvidia
+  mkdir -p "$site/nccl/include" "$site/cuda_runtime"
+  sed 's/^#define NCCL_PATCH .*/#define NCCL_PATCH 78/' "$nccl_dir/nccl.h" >"$site/nccl/include/nccl.h"
+  ln -s "$cuda_dir" "$site/cuda_runtime/include"
+  PYTHONPATH=$tmp/site-packages "$meson" setup "$tmp/pip" "$src" -Dunit_tests_only=true \
+    -Dcuda=disabled -Ducx=disabled -Dnccl_home=python >"$tmp/pip.log" 2>&1
+  check "configure with -Dnccl_home=python and a wheel layout exits 0" test $? -eq 0 ||
+    tail -20 "$tmp/pip.log"
+  check "nccl.h taken from the wheel" \
+    grep -qF "nccl.h: $site/nccl/include (-Dnccl_home=python" "$tmp/pip.log"
+  check "built against the wheel's nccl.h (patch 78)" \
+    grep -qE 'SKETCHCCL_NCCL_HEADER_VERSION "[0-9]+\.[0-9]+\.78"' "$tmp/pip/sketchccl_build_config.h"
+else
+  echo "skip - -Dnccl_home=python: no cuda_runtime.h directory to lay out as a wheel"
+fi
+
 ninja -C "$tmp/build" -j "$jobs" >"$tmp/ninja.log" 2>&1
 check "library and unit tests build" test $? -eq 0 || { tail -40 "$tmp/ninja.log"; }
 "$meson" test -C "$tmp/build" --suite unit --num-processes "$jobs" >"$tmp/test.log" 2>&1
@@ -72,8 +91,10 @@ check "portable: libstdc++ is not exported (std::terminate, __cxa_throw)" \
 highest=$(grep -oE '\(GLIBC_[0-9.]+\)' "$tmp/dynsym" | tr -d '()' | sed 's/GLIBC_//' | sort -V | tail -1)
 echo "highest glibc symbol version: $highest (documented: $max_glibc)"
 check "portable: highest GLIBC version is $max_glibc" test "$highest" = "$max_glibc"
-check "portable: libpthread.so.0 and libdl.so.2 are named (old glibc keeps the bound symbols there)" \
-  bash -c "grep -q 'NEEDED *libpthread.so.0' '$tmp/headers' && grep -q 'NEEDED *libdl.so.2' '$tmp/headers'"
+for old in libpthread.so.0 libdl.so.2 librt.so.1; do
+  check "portable: $old is named (glibc before 2.34 has the bound symbols there)" \
+    grep -q "NEEDED *$old" "$tmp/headers"
+done
 
 # The portable library at work: 2 ranks, q8 and sparse, standalone (threads, sockets, dlopen).
 for codec in q8 sparse; do

@@ -48,6 +48,9 @@ check "it runs and prints $version" test "$(LD_LIBRARY_PATH=$root$lib "$tmp/use"
 check "installed sketchccl-info exits 0" test $? -eq 0 || cat "$tmp/info"
 check "installed sketchccl-info reads the installed library's glibc needs" \
   grep -qE "^  needs glibc [0-9.]+ or newer" "$tmp/info"
+highest=$(objdump -T "$root$lib/libsketchccl.so.$version" | grep -oE '\(GLIBC_[0-9.]+\)' | tr -d '()' |
+  sed 's/GLIBC_//' | sort -V | tail -1)
+check "... the same glibc as objdump -T ($highest)" grep -qF "needs glibc $highest or newer" "$tmp/info"
 check "installed sketchccl-info names the installed library" \
   grep -qF "$(readlink -f "$root$lib/libsketchccl.so.$version")" "$tmp/info"
 
