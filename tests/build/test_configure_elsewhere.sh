@@ -88,6 +88,9 @@ check "portable: no GLIBCXX, CXXABI or GCC symbol versions" bash -c "! grep -qE 
 check "portable: libstdc++ and libgcc_s are not needed" bash -c "! grep -qE 'NEEDED +lib(stdc\+\+|gcc_s)' '$tmp/headers'"
 check "portable: libstdc++ is not exported (std::terminate, __cxa_throw)" \
   bash -c "! grep -vF '*UND*' '$tmp/dynsym' | grep -qE ' (_ZSt9terminatev|__cxa_throw)\$'"
+check "portable: exports only nccl*, pnccl* and sketchccl*" \
+  bash -c "! grep -vF '*UND*' '$tmp/dynsym' | awk '/ DF | DO /{print \$NF}' | grep -qvE '^(p?nccl|sketchccl)'"
+check "portable: exports ncclAllReduce" grep -qE ' ncclAllReduce$' "$tmp/dynsym"
 highest=$(grep -oE '\(GLIBC_[0-9.]+\)' "$tmp/dynsym" | tr -d '()' | sed 's/GLIBC_//' | sort -V | tail -1)
 echo "highest glibc symbol version: $highest (documented: $max_glibc)"
 check "portable: highest GLIBC version is $max_glibc" test "$highest" = "$max_glibc"
