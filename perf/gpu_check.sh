@@ -169,7 +169,9 @@ else
   # A reused build: Meson 1.0's nvcc rules track no headers, so rebuild every CUDA source.
   find "$REPO/kernels" "$REPO/src" "$REPO/tests/gpu" "$REPO/perf" -name '*.cu' -exec touch {} +
 fi
-TARGETS="libsketchccl.so tests/gpu/gpu_backend_test tests/gpu/gpu_worker tests/gpu/gpu_api_test
+# The library's ninja target is its versioned file (libsketchccl.so.X.Y.Z); the .so is a link.
+LIB_TARGET=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\(libsketchccl\.so[.0-9]*\): .*/\1/p' | head -1)
+TARGETS="${LIB_TARGET:-libsketchccl.so} tests/gpu/gpu_backend_test tests/gpu/gpu_worker tests/gpu/gpu_api_test
   tests/unit/unit_kernels_codec_gpu perf/sketchccl-perf perf/sketchccl-gpu-codec-bench"
 log "ninja -j$JOBS (targets: $(echo $TARGETS))"
 if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >>"$LOG" 2>&1; then

@@ -9,6 +9,7 @@
 #include "interpose/real_nccl.h"
 #include "sketchccl/sketchccl.h"
 #include "sketchccl_build_config.h"
+#include "tools/library_needs.h"
 #include "transport/probe.h"
 
 namespace {
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
   print_cuda();
   print_nccl(cfg);
   print_transports();
+  sketchccl::tools::print_library_needs();
   // The typed settings too: a value the table accepts but nothing implements fails init.
   sketchccl::Status st = cfg.status();
   sketchccl::coll::Settings settings;
