@@ -1,4 +1,4 @@
-// The codec contract of DESIGN.md section 2, callable from the host. Each codec is written once
+// The codec contract (docs/architecture.md), callable from the host. Each codec is written once
 // as __host__ __device__ code in kernels/ and compiled twice: for the CPU (kernels/host/) and
 // for CUDA (kernels/cuda/). The ring engine (src/coll) only ever sees this interface.
 #pragma once

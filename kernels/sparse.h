@@ -1,4 +1,4 @@
-// Helpers of the lossless two-phase `sparse` codec (DESIGN.md section 2). The engine runs:
+// Helpers of the lossless two-phase `sparse` codec (docs/engine.md). The engine runs:
 //   phase 1: bitmap_build on the local slice, then an OR-allreduce of the bitmaps
 //            (bitmap_or as the reduction), giving the union support on every rank;
 //   phase 2: sparse_compact of the local values on the union support into a dense fp32 array

@@ -1,4 +1,4 @@
-// The Transport interface of DESIGN.md section 7: what the ring needs to move packets.
+// The Transport interface (docs/transport.md): what the ring needs to move packets.
 // Implementations: ucx/ (primary) and socket/ (always built); a verbs transport is not built yet.
 #pragma once
 

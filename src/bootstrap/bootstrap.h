@@ -1,4 +1,4 @@
-// Rendezvous over the 128-byte ncclUniqueId (DESIGN.md section 5).
+// Rendezvous over the 128-byte ncclUniqueId (docs/interposition.md).
 //
 // NCCL uses bytes 0-39 of the id and zeroes the rest. create_root() writes a SketchCCL record
 // into bytes 40-127 (magic, version, the address of a root listener it starts, a random

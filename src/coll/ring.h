@@ -1,4 +1,4 @@
-// The compressed ring of DESIGN.md section 3, generic over what a packet is.
+// The compressed ring (docs/engine.md), generic over what a packet is.
 // Reduce-scatter (an encode, then P-1 reduce steps), all-gather (P-1 steps forwarding the
 // reduced packets), then every rank decodes every packet (ring.cc names each step). Slices are
 // pipelined: up to `depth` slice lanes are in flight, so transfers of one lane overlap the codec

@@ -1,4 +1,4 @@
-// Which ncclAllReduce calls SketchCCL takes over (DESIGN.md section 5). The inputs are the
+// Which ncclAllReduce calls SketchCCL takes over (docs/interposition.md). The inputs are the
 // arguments every rank passes identically, plus the communicator's agreed state, so every rank
 // takes the same path.
 #pragma once

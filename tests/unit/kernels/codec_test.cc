@@ -1,4 +1,4 @@
-// CPU path of every codec against the contract of DESIGN.md section 2.
+// CPU path of every codec against the codec contract (docs/architecture.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
