@@ -14,8 +14,8 @@
 #include <cstring>
 #include <mutex>
 
-#define FAKE_API(ret, name, ...)                                                        \
-  extern "C" __attribute__((visibility("default"))) ret p##name(__VA_ARGS__);          \
+#define FAKE_API(ret, name, ...)                                                                   \
+  extern "C" __attribute__((visibility("default"))) ret p##name(__VA_ARGS__);                      \
   extern "C" __attribute__((visibility("default"), weak, alias("p" #name))) ret name(__VA_ARGS__); \
   extern "C" ret p##name(__VA_ARGS__)
 
@@ -48,10 +48,20 @@ void log_call(const char* fmt, ...) {
 
 size_t type_size(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -269,8 +279,8 @@ FAKE_API(ncclResult_t, ncclReduce, const void* s, void* r, size_t count, ncclDat
 
 FAKE_API(ncclResult_t, ncclBroadcast, const void* s, void* r, size_t count, ncclDataType_t t,
          int root, ncclComm_t comm, cudaStream_t stream) {
-  log_call("ncclBroadcast send=%p recv=%p count=%zu type=%d root=%d comm=%p stream=%p", s, r,
-           count, static_cast<int>(t), root, static_cast<void*>(comm), static_cast<void*>(stream));
+  log_call("ncclBroadcast send=%p recv=%p count=%zu type=%d root=%d comm=%p stream=%p", s, r, count,
+           static_cast<int>(t), root, static_cast<void*>(comm), static_cast<void*>(stream));
   copy(s, r, count, t);
   return enqueue_check(comm);
 }
@@ -336,8 +346,8 @@ FAKE_API(ncclResult_t, ncclSend, const void* s, size_t count, ncclDataType_t t, 
   return ncclSuccess;
 }
 
-FAKE_API(ncclResult_t, ncclRecv, void* r, size_t count, ncclDataType_t t, int peer,
-         ncclComm_t comm, cudaStream_t stream) {
+FAKE_API(ncclResult_t, ncclRecv, void* r, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
+         cudaStream_t stream) {
   log_call("ncclRecv recv=%p count=%zu type=%d peer=%d comm=%p stream=%p", r, count,
            static_cast<int>(t), peer, static_cast<void*>(comm), static_cast<void*>(stream));
   return ncclSuccess;

@@ -40,7 +40,9 @@ std::string read_log() {
   return ss.str();
 }
 
-size_t log_size() { return read_log().size(); }
+size_t log_size() {
+  return read_log().size();
+}
 // What the fake logged since offset `from`.
 std::string log_since(size_t from) {
   std::string all = read_log();
@@ -68,7 +70,9 @@ void expect_forwarded(const std::string& name, const std::string& line, Fn fn,
         "result " + std::to_string(r) + ", log: " + got);
 }
 
-cudaStream_t fake_stream(uintptr_t v) { return reinterpret_cast<cudaStream_t>(v); }
+cudaStream_t fake_stream(uintptr_t v) {
+  return reinterpret_cast<cudaStream_t>(v);
+}
 
 void exchange_id(int rank, const std::string& path, bool norecord, ncclUniqueId* id) {
   if (rank == 0) {
@@ -94,7 +98,8 @@ void every_forwarded_function(ncclComm_t comm, int rank) {
   expect_forwarded("GetVersion", "ncclGetVersion", [&] { return ncclGetVersion(&v); });
   check("GetVersion/value", v == NCCL_VERSION_CODE);
   int n = 0;
-  expect_forwarded("CommCount", fmt("ncclCommCount comm=%p", cp), [&] { return ncclCommCount(comm, &n); });
+  expect_forwarded("CommCount", fmt("ncclCommCount comm=%p", cp),
+                   [&] { return ncclCommCount(comm, &n); });
   expect_forwarded("CommUserRank", fmt("ncclCommUserRank comm=%p", cp),
                    [&] { return ncclCommUserRank(comm, &n); });
   check("CommUserRank/value", n == rank);
@@ -108,24 +113,28 @@ void every_forwarded_function(ncclComm_t comm, int rank) {
 
   size_t at = log_size();
   const char* es = ncclGetErrorString(ncclInvalidUsage);
-  check("forward/GetErrorString", std::string(es) == "fake error string 5" &&
-                                      log_since(at).find("ncclGetErrorString result=5\n") != std::string::npos);
+  check("forward/GetErrorString",
+        std::string(es) == "fake error string 5" &&
+            log_since(at).find("ncclGetErrorString result=5\n") != std::string::npos);
   const char* le = ncclGetLastError(comm);
   check("forward/GetLastError", std::string(le) == "fake last error");
 
   void* mem = nullptr;
-  expect_forwarded("MemAlloc", "ncclMemAlloc size=12345", [&] { return ncclMemAlloc(&mem, 12345); });
+  expect_forwarded("MemAlloc", "ncclMemAlloc size=12345",
+                   [&] { return ncclMemAlloc(&mem, 12345); });
   expect_forwarded("MemFree", fmt("ncclMemFree ptr=%p", mem), [&] { return ncclMemFree(mem); });
   char buf[4096];
   void* handle = nullptr;
-  expect_forwarded("CommRegister", fmt("ncclCommRegister comm=%p buff=%p size=4096", cp, static_cast<void*>(buf)),
+  expect_forwarded("CommRegister",
+                   fmt("ncclCommRegister comm=%p buff=%p size=4096", cp, static_cast<void*>(buf)),
                    [&] { return ncclCommRegister(comm, buf, sizeof buf, &handle); });
   expect_forwarded("CommDeregister", fmt("ncclCommDeregister comm=%p handle=%p", cp, handle),
                    [&] { return ncclCommDeregister(comm, handle); });
   ncclWindow_t win = nullptr;
-  expect_forwarded("CommWindowRegister",
-                   fmt("ncclCommWindowRegister comm=%p buff=%p size=4096 flags=1", cp, static_cast<void*>(buf)),
-                   [&] { return ncclCommWindowRegister(comm, buf, sizeof buf, &win, 1); });
+  expect_forwarded(
+      "CommWindowRegister",
+      fmt("ncclCommWindowRegister comm=%p buff=%p size=4096 flags=1", cp, static_cast<void*>(buf)),
+      [&] { return ncclCommWindowRegister(comm, buf, sizeof buf, &win, 1); });
   expect_forwarded("CommWindowDeregister",
                    fmt("ncclCommWindowDeregister comm=%p win=%p", cp, static_cast<void*>(win)),
                    [&] { return ncclCommWindowDeregister(comm, win); });
@@ -134,7 +143,10 @@ void every_forwarded_function(ncclComm_t comm, int rank) {
   expect_forwarded("RedOpCreatePreMulSum",
                    fmt("ncclRedOpCreatePreMulSum scalar=%p datatype=7 residence=1 comm=%p",
                        static_cast<void*>(&scalar), cp),
-                   [&] { return ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat32, ncclScalarHostImmediate, comm); });
+                   [&] {
+                     return ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat32,
+                                                     ncclScalarHostImmediate, comm);
+                   });
   check("RedOpCreatePreMulSum/op", premul >= ncclNumOps);
 
   std::vector<float> a(1 << 20, 1.0f), b(1 << 20, 0.0f);
@@ -142,51 +154,70 @@ void every_forwarded_function(ncclComm_t comm, int rank) {
   void* bp = b.data();
   const size_t big = a.size();
   // A PreMulSum op is always NCCL's, however large the buffer.
-  expect_forwarded("AllReduce/premulsum",
-                   fmt("ncclAllReduce send=%p recv=%p count=%zu type=7 op=%d comm=%p stream=0x51", ap,
-                       bp, big, static_cast<int>(premul), cp),
-                   [&] { return ncclAllReduce(ap, bp, big, ncclFloat32, premul, comm, fake_stream(0x51)); });
-  expect_forwarded("RedOpDestroy", fmt("ncclRedOpDestroy op=%d comm=%p", static_cast<int>(premul), cp),
+  expect_forwarded(
+      "AllReduce/premulsum",
+      fmt("ncclAllReduce send=%p recv=%p count=%zu type=7 op=%d comm=%p stream=0x51", ap, bp, big,
+          static_cast<int>(premul), cp),
+      [&] { return ncclAllReduce(ap, bp, big, ncclFloat32, premul, comm, fake_stream(0x51)); });
+  expect_forwarded("RedOpDestroy",
+                   fmt("ncclRedOpDestroy op=%d comm=%p", static_cast<int>(premul), cp),
                    [&] { return ncclRedOpDestroy(premul, comm); });
-  expect_forwarded("Reduce",
-                   fmt("ncclReduce send=%p recv=%p count=77 type=7 op=0 root=1 comm=%p stream=0x52", ap, bp, cp),
-                   [&] { return ncclReduce(ap, bp, 77, ncclFloat32, ncclSum, 1, comm, fake_stream(0x52)); });
+  expect_forwarded(
+      "Reduce",
+      fmt("ncclReduce send=%p recv=%p count=77 type=7 op=0 root=1 comm=%p stream=0x52", ap, bp, cp),
+      [&] { return ncclReduce(ap, bp, 77, ncclFloat32, ncclSum, 1, comm, fake_stream(0x52)); });
   at = log_size();
   ncclResult_t r = ncclBcast(ap, 33, ncclFloat16, 0, comm, fake_stream(0x53));
   std::string got = log_since(at);
-  check("forward/Bcast+Broadcast-through-PLT",
-        r == ncclSuccess &&
-            got.find(fmt("ncclBcast buff=%p count=33 type=6 root=0 comm=%p stream=0x53\n", ap, cp)) != std::string::npos &&
-            got.find(fmt("ncclBroadcast send=%p recv=%p count=33 type=6 root=0 comm=%p stream=0x53\n", ap, ap, cp)) != std::string::npos,
-        got);
-  expect_forwarded("Broadcast",
-                   fmt("ncclBroadcast send=%p recv=%p count=44 type=9 root=1 comm=%p stream=0x54", ap, bp, cp),
-                   [&] { return ncclBroadcast(ap, bp, 44, ncclBfloat16, 1, comm, fake_stream(0x54)); });
-  expect_forwarded("ReduceScatter",
-                   fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%p stream=0x55", ap, bp, big, cp),
-                   [&] { return ncclReduceScatter(ap, bp, big, ncclFloat32, ncclSum, comm, fake_stream(0x55)); });
-  expect_forwarded("AllGather",
-                   fmt("ncclAllGather send=%p recv=%p count=99 type=2 comm=%p stream=0x56", ap, bp, cp),
-                   [&] { return ncclAllGather(ap, bp, 99, ncclInt32, comm, fake_stream(0x56)); });
-  expect_forwarded("AlltoAll",
-                   fmt("ncclAlltoAll send=%p recv=%p count=5 type=8 comm=%p stream=0x57", ap, bp, cp),
-                   [&] { return ncclAlltoAll(ap, bp, 5, ncclFloat64, comm, fake_stream(0x57)); });
-  expect_forwarded("Gather",
-                   fmt("ncclGather send=%p recv=%p count=6 type=0 root=1 comm=%p stream=0x58", ap, bp, cp),
-                   [&] { return ncclGather(ap, bp, 6, ncclInt8, 1, comm, fake_stream(0x58)); });
-  expect_forwarded("Scatter",
-                   fmt("ncclScatter send=%p recv=%p count=7 type=1 root=0 comm=%p stream=0x59", ap, bp, cp),
-                   [&] { return ncclScatter(ap, bp, 7, ncclUint8, 0, comm, fake_stream(0x59)); });
-  expect_forwarded("Send", fmt("ncclSend send=%p count=8 type=7 peer=1 comm=%p stream=0x5a", ap, cp),
+  check(
+      "forward/Bcast+Broadcast-through-PLT",
+      r == ncclSuccess &&
+          got.find(fmt("ncclBcast buff=%p count=33 type=6 root=0 comm=%p stream=0x53\n", ap, cp)) !=
+              std::string::npos &&
+          got.find(fmt("ncclBroadcast send=%p recv=%p count=33 type=6 root=0 comm=%p stream=0x53\n",
+                       ap, ap, cp)) != std::string::npos,
+      got);
+  expect_forwarded(
+      "Broadcast",
+      fmt("ncclBroadcast send=%p recv=%p count=44 type=9 root=1 comm=%p stream=0x54", ap, bp, cp),
+      [&] { return ncclBroadcast(ap, bp, 44, ncclBfloat16, 1, comm, fake_stream(0x54)); });
+  expect_forwarded(
+      "ReduceScatter",
+      fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%p stream=0x55", ap, bp,
+          big, cp),
+      [&] {
+        return ncclReduceScatter(ap, bp, big, ncclFloat32, ncclSum, comm, fake_stream(0x55));
+      });
+  expect_forwarded(
+      "AllGather",
+      fmt("ncclAllGather send=%p recv=%p count=99 type=2 comm=%p stream=0x56", ap, bp, cp),
+      [&] { return ncclAllGather(ap, bp, 99, ncclInt32, comm, fake_stream(0x56)); });
+  expect_forwarded(
+      "AlltoAll",
+      fmt("ncclAlltoAll send=%p recv=%p count=5 type=8 comm=%p stream=0x57", ap, bp, cp),
+      [&] { return ncclAlltoAll(ap, bp, 5, ncclFloat64, comm, fake_stream(0x57)); });
+  expect_forwarded(
+      "Gather",
+      fmt("ncclGather send=%p recv=%p count=6 type=0 root=1 comm=%p stream=0x58", ap, bp, cp),
+      [&] { return ncclGather(ap, bp, 6, ncclInt8, 1, comm, fake_stream(0x58)); });
+  expect_forwarded(
+      "Scatter",
+      fmt("ncclScatter send=%p recv=%p count=7 type=1 root=0 comm=%p stream=0x59", ap, bp, cp),
+      [&] { return ncclScatter(ap, bp, 7, ncclUint8, 0, comm, fake_stream(0x59)); });
+  expect_forwarded("Send",
+                   fmt("ncclSend send=%p count=8 type=7 peer=1 comm=%p stream=0x5a", ap, cp),
                    [&] { return ncclSend(ap, 8, ncclFloat32, 1, comm, fake_stream(0x5a)); });
-  expect_forwarded("Recv", fmt("ncclRecv recv=%p count=9 type=7 peer=0 comm=%p stream=0x5b", bp, cp),
+  expect_forwarded("Recv",
+                   fmt("ncclRecv recv=%p count=9 type=7 peer=0 comm=%p stream=0x5b", bp, cp),
                    [&] { return ncclRecv(bp, 9, ncclFloat32, 0, comm, fake_stream(0x5b)); });
   expect_forwarded("GroupStart", "ncclGroupStart", [&] { return ncclGroupStart(); });
   expect_forwarded("GroupEnd", "ncclGroupEnd", [&] { return ncclGroupEnd(); });
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
-  expect_forwarded("GroupSimulateEnd", fmt("ncclGroupSimulateEnd info=%p", static_cast<void*>(&sim)),
+  expect_forwarded("GroupSimulateEnd",
+                   fmt("ncclGroupSimulateEnd info=%p", static_cast<void*>(&sim)),
                    [&] { return ncclGroupSimulateEnd(&sim); });
-  expect_forwarded("CommRevoke", fmt("ncclCommRevoke comm=%p flags=0", cp), [&] { return ncclCommRevoke(comm, 0); });
+  expect_forwarded("CommRevoke", fmt("ncclCommRevoke comm=%p flags=0", cp),
+                   [&] { return ncclCommRevoke(comm, 0); });
 }
 
 // The policy table: (op, type, count) -> taken over (sum, no fake call) or forwarded (copy).
@@ -211,18 +242,22 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
   };
   for (const Row& row : rows) {
     const bool take = row.take_over && expect_any_take_over;
-    const size_t esz = row.type == ncclFloat64 ? 8 : row.type == ncclFloat32 || row.type == ncclInt32 ? 4 : 2;
+    const size_t esz = row.type == ncclFloat64                            ? 8
+                       : row.type == ncclFloat32 || row.type == ncclInt32 ? 4
+                                                                          : 2;
     std::vector<uint8_t> send(row.count * esz, 0), recv(row.count * esz, 0);
     // Small integers: exact in every float type (bf16 1.0 = 0x3f80, f16 1.0 = 0x3c00).
     for (size_t i = 0; i < row.count; ++i) {
-      if (row.type == ncclFloat32) reinterpret_cast<float*>(send.data())[i] = static_cast<float>(rank + 1);
+      if (row.type == ncclFloat32)
+        reinterpret_cast<float*>(send.data())[i] = static_cast<float>(rank + 1);
       if (row.type == ncclBfloat16) reinterpret_cast<uint16_t*>(send.data())[i] = 0x3f80;
       if (row.type == ncclFloat16) reinterpret_cast<uint16_t*>(send.data())[i] = 0x3c00;
       if (row.type == ncclInt32) reinterpret_cast<int32_t*>(send.data())[i] = rank + 1;
       if (row.type == ncclFloat64) reinterpret_cast<double*>(send.data())[i] = rank + 1;
     }
     size_t at = log_size();
-    ncclResult_t r = ncclAllReduce(send.data(), recv.data(), row.count, row.type, row.op, comm, fake_stream(0x60));
+    ncclResult_t r = ncclAllReduce(send.data(), recv.data(), row.count, row.type, row.op, comm,
+                                   fake_stream(0x60));
     std::string got = log_since(at);
     const bool arrived = got.find("ncclAllReduce send=") != std::string::npos;
     bool value_ok = true;
@@ -235,15 +270,18 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
       value_ok = recv == send;  // the fake copies
     }
     check(std::string("policy/") + row.name, r == ncclSuccess && arrived == !take && value_ok,
-          std::string(take ? "expected taken over" : "expected forwarded") + (arrived ? ", arrived" : ", not arrived") +
-              (value_ok ? "" : ", wrong values"));
+          std::string(take ? "expected taken over" : "expected forwarded") +
+              (arrived ? ", arrived" : ", not arrived") + (value_ok ? "" : ", wrong values"));
   }
   // Mixed in one group: one taken over, one forwarded.
-  std::vector<float> x(262144, static_cast<float>(rank + 1)), y(262144, 0.0f), z(16, 1.0f), w(16, 0.0f);
+  std::vector<float> x(262144, static_cast<float>(rank + 1)), y(262144, 0.0f), z(16, 1.0f),
+      w(16, 0.0f);
   size_t at = log_size();
   ncclGroupStart();
-  ncclResult_t r1 = ncclAllReduce(x.data(), y.data(), x.size(), ncclFloat32, ncclSum, comm, fake_stream(0x61));
-  ncclResult_t r2 = ncclAllReduce(z.data(), w.data(), z.size(), ncclFloat32, ncclSum, comm, fake_stream(0x62));
+  ncclResult_t r1 =
+      ncclAllReduce(x.data(), y.data(), x.size(), ncclFloat32, ncclSum, comm, fake_stream(0x61));
+  ncclResult_t r2 =
+      ncclAllReduce(z.data(), w.data(), z.size(), ncclFloat32, ncclSum, comm, fake_stream(0x62));
   ncclResult_t r3 = ncclGroupEnd();
   std::string got = log_since(at);
   const float want = nranks * (nranks + 1) / 2.0f;
@@ -251,9 +289,10 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
   check("policy/group-mixed",
         r1 == ncclSuccess && r2 == ncclSuccess && r3 == ncclSuccess &&
             got.find(fmt("ncclAllReduce send=%p recv=%p count=16 type=7 op=0 comm=%p stream=0x62\n",
-                         static_cast<void*>(z.data()), static_cast<void*>(w.data()), static_cast<void*>(comm))) !=
-                std::string::npos &&
-            got.find("ncclGroupStart\n") != std::string::npos && got.find("ncclGroupEnd\n") != std::string::npos &&
+                         static_cast<void*>(z.data()), static_cast<void*>(w.data()),
+                         static_cast<void*>(comm))) != std::string::npos &&
+            got.find("ncclGroupStart\n") != std::string::npos &&
+            got.find("ncclGroupEnd\n") != std::string::npos &&
             (expect_any_take_over ? took && std::abs(y[100] - want) <= 0.05f * want : !took),
         got);
 }
@@ -277,17 +316,21 @@ int main(int argc, char** argv) {
   size_t at = log_size();
   ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
   check("forward/CommInitRank",
-        r == ncclSuccess && log_since(at).find(fmt("ncclCommInitRank nranks=%d rank=%d id0=%02x\n", nranks, rank,
-                                                   static_cast<unsigned char>(id.internal[0]))) != std::string::npos,
+        r == ncclSuccess && log_since(at).find(fmt(
+                                "ncclCommInitRank nranks=%d rank=%d id0=%02x\n", nranks, rank,
+                                static_cast<unsigned char>(id.internal[0]))) != std::string::npos,
         log_since(at));
   // Internal calls through the PLT reached the shim and went on to the fake (init path).
   check("plt/CommGetAsyncError-from-init",
-        log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) != std::string::npos);
+        log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) !=
+            std::string::npos);
   policy_table(comm, rank, nranks, mode == "full");
   if (mode == "full") every_forwarded_function(comm, rank);
   at = log_size();
   r = ncclCommDestroy(comm);
-  check("forward/CommDestroy", r == ncclSuccess && log_since(at).find(fmt("ncclCommDestroy comm=%p\n", static_cast<void*>(comm))) != std::string::npos);
+  check("forward/CommDestroy",
+        r == ncclSuccess && log_since(at).find(fmt("ncclCommDestroy comm=%p\n",
+                                                   static_cast<void*>(comm))) != std::string::npos);
   if (rank == 0 && mode == "full") {
     // ncclCommInitAll calls ncclGetUniqueId through the PLT: the shim sees it and forwards it.
     ncclComm_t comms[2] = {nullptr, nullptr};
@@ -295,10 +338,12 @@ int main(int argc, char** argv) {
     r = ncclCommInitAll(comms, 2, nullptr);
     std::string got = log_since(at);
     check("forward/CommInitAll+GetUniqueId-through-PLT",
-          r == ncclSuccess && got.find("ncclCommInitAll ndev=2 devlist=(nil)\n") != std::string::npos &&
+          r == ncclSuccess &&
+              got.find("ncclCommInitAll ndev=2 devlist=(nil)\n") != std::string::npos &&
               got.find("ncclGetUniqueId\n") != std::string::npos,
           got);
-    for (ncclComm_t c : comms) ncclCommDestroy(c);
+    for (ncclComm_t c : comms)
+      ncclCommDestroy(c);
   }
   return g_fails ? 1 : 0;
 }

@@ -12,8 +12,10 @@ int main() {
   ncclUniqueId id;
   r = ncclGetUniqueId(&id);
   int head = 0, tail = 0;
-  for (int i = 0; i < 40; ++i) head += id.internal[i] != 0;
-  for (int i = 40; i < 128; ++i) tail += id.internal[i] != 0;
+  for (int i = 0; i < 40; ++i)
+    head += id.internal[i] != 0;
+  for (int i = 40; i < 128; ++i)
+    tail += id.internal[i] != 0;
   std::printf("uniqueid %d head_nonzero=%s\n", r, head > 0 ? "yes" : "no");
   std::printf("tail_nonzero %d\n", tail);
   ncclComm_t comm = nullptr;
