@@ -201,32 +201,6 @@ SCCL_HD_INLINE void store_elem(void* y, size_t i, float v) {
   }
 }
 
-// ---- code packing: groups of 8 codes of b bits occupy b bytes ----------------------------------
-SCCL_HD_INLINE void pack8(const uint32_t* codes, uint32_t b, uint8_t* out) {
-  uint64_t w = 0;
-  for (uint32_t k = 0; k < 8; ++k)
-    w |= uint64_t(codes[k]) << (k * b);
-  for (uint32_t k = 0; k < b; ++k)
-    out[k] = uint8_t(w >> (8 * k));
-}
-SCCL_HD_INLINE void unpack8(const uint8_t* in, uint32_t b, uint32_t* codes) {
-  uint64_t w = 0;
-  for (uint32_t k = 0; k < b; ++k)
-    w |= uint64_t(in[k]) << (8 * k);
-  uint32_t mask = (1u << b) - 1u;
-  for (uint32_t k = 0; k < 8; ++k)
-    codes[k] = uint32_t(w >> (k * b)) & mask;
-}
-SCCL_HD_INLINE uint32_t unpack_one(const uint8_t* codes, uint32_t b, size_t i) {
-  const uint8_t* g = codes + (i / 8) * b;
-  uint32_t bit = uint32_t(i % 8) * b;
-  uint32_t v = 0;
-  uint32_t bytes = (bit + b + 7) / 8;  // at most 2 bytes for b <= 8 within a group
-  for (uint32_t k = 0; k < bytes; ++k)
-    v |= uint32_t(g[bit / 8 + k]) << (8 * k);
-  return (v >> (bit % 8)) & ((1u << b) - 1u);
-}
-
 // ---- bitmaps
 // -------------------------------------------------------------------------------------
 SCCL_HD_INLINE size_t bitmap_words(size_t n) {

@@ -182,7 +182,8 @@ SCCL_HD_INLINE void casq_offsets(const uint32_t* sizes, uint32_t K, uint32_t* of
   }
 }
 // Codes of one group of 8 values (elements i0 .. i0 + cnt - 1, in one block of kBlock), packed
-// as pack8 does; add(b, v) adds each value to the sum of its bucket b. A non-finite block
+// little-endian, 8 codes of BITS bits in BITS bytes (q_block.h's layout); add(b, v) adds each value
+// to the sum of its bucket b. A non-finite block
 // (`skip`) gets codes 0 and no bucket.
 template <uint32_t BITS, typename Add>
 SCCL_HD_INLINE uint64_t casq_group_codes(const float v[8], uint32_t cnt, size_t i0, bool skip,

@@ -105,8 +105,7 @@ SCCL_HD_INLINE void store_le(uint8_t* p, uint64_t w) {
   }
 }
 
-// Codes of one group: 8 codes of BITS bits packed little-endian into BITS bytes (the layout of
-// pack8), as one word.
+// Code k of one group: 8 codes of BITS bits packed little-endian into BITS bytes, as one word.
 template <uint32_t BITS>
 SCCL_HD_INLINE uint32_t code_of(uint64_t w, uint32_t k) {
   return uint32_t(w >> (k * BITS)) & ((1u << BITS) - 1u);
