@@ -41,13 +41,7 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
                                          cudaStream_t stream) {
   auto c = Runtime::get().find(comm);
   const Config& cfg = Config::global();
-  AllReduceCall call;
-  call.send = sendbuff;
-  call.recv = recvbuff;
-  call.count = count;
-  call.type = datatype;
-  call.op = op;
-  call.stream = stream;
+  AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
   PolicyInput in;
   in.enabled = cfg.get_bool(Var::kEnable);
   in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));

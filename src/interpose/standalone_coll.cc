@@ -19,13 +19,7 @@ ncclResult_t StandaloneFront::all_reduce(const void* sendbuff, void* recvbuff, s
     return report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
                   "ncclAllReduce");
   }
-  AllReduceCall call;
-  call.send = sendbuff;
-  call.recv = recvbuff;
-  call.count = count;
-  call.type = datatype;
-  call.op = op;
-  call.stream = stream;
+  AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
   // Without a CUDA backend there is no device memory to find: nothing to ask.
   if (backend::has_cuda_backend()) call.mem = classify_buffers(sendbuff, recvbuff);
   kernels::ElemType et{};
