@@ -19,6 +19,10 @@ using kernels::CodecParams;
 using kernels::DecodeStats;
 using kernels::ElemType;
 
+// Ring phases inside one AllReduce: 0 the codec's ring, 1 and 2 the sparse codec's, 3 the
+// accuracy estimate's exact side reduction.
+constexpr uint8_t kPhaseAccuracySample = 3;
+
 bool is_lossy_and_nonlinear(CodecId c) {
   // Error feedback applies where encode/step introduce error: casts, quantizers, CASQ. `none`
   // and `sparse` are exact; s2 steps are exact (linear sketch), its error arises at decode.
@@ -411,7 +415,7 @@ Status AllReduceEngine::estimate_call(const RingLink& link, const AllReduceArgs&
   CodecSliceOps ops(
       *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &side);
   RingLink l3 = link;
-  l3.phase = 3;
+  l3.phase = kPhaseAccuracySample;
   RingStats rs;
   Status st = ring_allreduce(l3, m, settings_.slice_elems, settings_.depth, ops, &rs);
   cs.sample_bytes_sent += rs.bytes_sent;

@@ -92,7 +92,7 @@ class AllReduceEngine {
   Status run_codec(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
                    BufferState& state, CodecStats& cs, backend::Backend& be);
   // The accuracy estimate of a finished lossy call (coll/accuracy.h): `own` holds this rank's
-  // input at the positions of `sample_bits`; the exact sums come from a `none` ring (phase 3).
+  // input at the positions of `sample_bits`; a `none` ring of its own phase sums them exactly.
   Status estimate_call(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
                        const std::vector<uint64_t>& sample_bits, const std::vector<float>& own,
                        BufferState& state, CodecStats& cs, backend::Backend& be);
