@@ -88,6 +88,31 @@ TEST(AccuracyGuard, TheLadder) {
   EXPECT_EQ(g.steps, 1);
 }
 
+TEST(AccuracyStats, JsonHasMeanAndWorstPerCodec) {
+  CommStats st;
+  CodecStats& q = st.by_codec["q4"];
+  q.calls = 2;
+  q.estimated_calls = 2;
+  q.estimated_nmse_sum = 0.3;
+  q.estimated_nmse_worst = 0.2;
+  q.estimated_maxrel_sum = 1.0;
+  q.estimated_maxrel_worst = 0.75;
+  q.sample_bytes_sent = 4096;
+  q.guard_steps = 1;
+  st.by_codec["none"].calls = 1;
+  const std::string j = st.to_json(0, 2, 1);
+  EXPECT_NE(j.find("\"q4\": {\"calls\": 2"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"estimated_nmse\": {\"mean\": 0.15, \"worst\": 0.2}, "
+                   "\"estimated_maxrel\": {\"mean\": 0.5, \"worst\": 0.75}, "
+                   "\"estimated_calls\": 2, \"sample_bytes_sent\": 4096, \"guard_steps\": 1"),
+            std::string::npos)
+      << j;
+  // Exact codecs make no estimate and say nothing about one ("none" sorts before "q4").
+  const size_t none = j.find("\"none\""), q4 = j.find("\"q4\"");
+  ASSERT_LT(none, q4) << j;
+  EXPECT_EQ(j.substr(none, q4 - none).find("estimated"), std::string::npos) << j;
+}
+
 // P ranks, each an engine on its own thread, over loopback sockets.
 class EngineRanks {
  public:
