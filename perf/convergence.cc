@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "perf_common.h"
+#include "sketchccl/sketchccl.h"
 
 namespace {
 
@@ -388,6 +389,49 @@ std::string perfutil_stats_path() {
   return p;
 }
 
+// Calls per codec so far on `comm` (the accuracy guard may move a buffer between codecs), and
+// the sum of the library's NMSE estimates with their count.
+struct CodecCalls {
+  std::vector<std::pair<std::string, uint64_t>> calls;
+  double est_sum = 0;
+  uint64_t est_calls = 0;
+};
+CodecCalls codec_calls(ncclComm_t comm) {
+  CodecCalls out;
+  sketchcclCommStats s;
+  std::memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  if (sketchcclCommGetStats(comm, &s) != 0) return out;
+  for (int i = 0; i < s.num_codecs; ++i) {
+    out.calls.emplace_back(s.codecs[i].name, s.codecs[i].calls);
+    out.est_sum +=
+        s.accuracy[i].estimated_nmse_mean * static_cast<double>(s.accuracy[i].estimated_calls);
+    out.est_calls += s.accuracy[i].estimated_calls;
+  }
+  return out;
+}
+
+// "q2 40, q4 3 (est. NMSE 1.2e-02)": the calls of each codec between two snapshots.
+std::string codec_moves(const CodecCalls& before, const CodecCalls& after) {
+  std::string out;
+  for (const auto& [name, n] : after.calls) {
+    uint64_t was = 0;
+    for (const auto& [bn, bc] : before.calls) {
+      if (bn == name) was = bc;
+    }
+    if (n == was) continue;
+    out += (out.empty() ? "" : ",") + name + ":" + std::to_string(n - was);
+  }
+  if (after.est_calls > before.est_calls) {
+    char b[48];
+    std::snprintf(
+        b, sizeof b, " est_nmse:%.2e",
+        (after.est_sum - before.est_sum) / static_cast<double>(after.est_calls - before.est_calls));
+    out += b;
+  }
+  return out.empty() ? "-" : out;
+}
+
 // One rank's training: plain SGD with momentum 0.9; the gradient is averaged with ncclAvg.
 int train_rank(const Options& o) {
   std::unique_ptr<Task> task;
@@ -425,6 +469,9 @@ int train_rank(const Options& o) {
   const size_t steps = shard.size() / B;  // the same on every rank (shards differ by <= 1)
   const size_t min_steps = task->ntrain() / static_cast<size_t>(P) / B;
   double nz_local = 0, nz_reduced = 0, nsteps = 0;
+  std::ofstream moves;  // the codecs each epoch ran (result + ".codecs")
+  if (rank == 0) moves.open(o.result + ".codecs");
+  CodecCalls seen = codec_calls(comm);
   for (long ep = 1; ep <= o.epochs; ++ep) {
     shuffle(&shard, &rng);
     for (size_t st = 0; st < std::min(steps, min_steps); ++st) {
@@ -444,6 +491,9 @@ int train_rank(const Options& o) {
       Eval tr = task->evaluate(w, false), te = task->evaluate(w, true);
       res << ep << " " << tr.loss << " " << tr.acc << " " << te.loss << " " << te.acc << "\n";
       res.flush();
+      const CodecCalls now = codec_calls(comm);
+      moves << codec_moves(seen, now) << "\n";
+      seen = now;
     }
   }
   NCCLCHECK(ncclCommDestroy(comm));
@@ -476,12 +526,17 @@ int train_rank(const Options& o) {
 struct Config {
   std::string codec;
   bool ef;
-  std::string label() const { return codec == "none" ? "exact" : codec + (ef ? "+ef" : ""); }
+  std::string max_nmse;  // "q2@1e-3": SKETCHCCL_MAX_NMSE for this run (empty: off)
+  std::string label() const {
+    return codec == "none" ? "exact"
+                           : codec + (ef ? "+ef" : "") + (max_nmse.empty() ? "" : "@" + max_nmse);
+  }
 };
 
 struct Curve {
   std::vector<double> tr_loss, tr_acc, te_loss, te_acc;
   double dens_local = -1, dens_reduced = -1, wire = -1;
+  std::vector<std::string> codecs;  // per epoch: "q2:40,q4:3 est_nmse:1.2e-02"
 };
 
 bool read_curve(const std::string& path, Curve* c) {
@@ -496,6 +551,9 @@ bool read_curve(const std::string& path, Curve* c) {
   }
   std::ifstream info(path + ".info");
   info >> c->dens_local >> c->dens_reduced >> c->wire;
+  std::ifstream moves(path + ".codecs");
+  for (std::string line; std::getline(moves, line);)
+    c->codecs.push_back(line);
   return !c->te_acc.empty();
 }
 
@@ -539,10 +597,13 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "Usage: convergence [--task digits|text|all] [--digits digits.csv] [--epochs N]\n"
-          "                   [--configs none,q8,q8+ef,...] [--nranks N] [--seed S] [--short]\n"
+          "                   [--configs none,q8,q8+ef,q2@1e-3,...] [--nranks N] [--seed S]\n"
+          "                   [--short]\n"
           "                   [--csv FILE]\n"
           "  digits.csv: sklearn/datasets/data/digits.csv.gz of python3-sklearn, decompressed\n"
-          "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n");
+          "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n"
+          "  codec@B: with SKETCHCCL_MAX_NMSE=B (the accuracy guard); prints the codecs per "
+          "epoch.\n");
       return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
@@ -568,8 +629,14 @@ int main(int argc, char** argv) {
                          : o.configs;
   std::stringstream ls(list);
   for (std::string c; std::getline(ls, c, ',');) {
+    std::string bound;
+    const size_t at = c.find('@');
+    if (at != std::string::npos) {
+      bound = c.substr(at + 1);
+      c = c.substr(0, at);
+    }
     bool ef = c.size() > 3 && c.substr(c.size() - 3) == "+ef";
-    configs.push_back({ef ? c.substr(0, c.size() - 3) : c, ef});
+    configs.push_back({ef ? c.substr(0, c.size() - 3) : c, ef, bound});
   }
   char tmpl[] = "/tmp/sccl-convergence.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) die("mkdtemp failed");
@@ -591,6 +658,7 @@ int main(int argc, char** argv) {
     for (const Config& c : configs) {
       setenv("SKETCHCCL_CODEC", c.codec.c_str(), 1);
       setenv("SKETCHCCL_ERROR_FEEDBACK", c.ef ? "1" : "0", 1);
+      setenv("SKETCHCCL_MAX_NMSE", c.max_nmse.empty() ? "0" : c.max_nmse.c_str(), 1);
       std::string result = dir + "/" + t + "-" + c.label() + ".txt";
       std::vector<std::vector<std::string>> argvs;
       for (int r = 0; r < o.nranks; ++r) {
@@ -614,6 +682,12 @@ int main(int argc, char** argv) {
         for (size_t e = 1; e < cv.te_acc.size(); ++e)
           std::printf(" %2zu: loss %.3f acc %5.1f%% |", e, cv.tr_loss[e], 100 * cv.te_acc[e]);
         std::printf("\n");
+        if (!c.max_nmse.empty()) {
+          std::printf("%-10s codecs:", "");
+          for (size_t e = 0; e < cv.codecs.size(); ++e)
+            std::printf(" %2zu: %s |", e + 1, cv.codecs[e].c_str());
+          std::printf("\n");
+        }
         std::fflush(stdout);
       }
       if (csv.is_open()) {

@@ -389,6 +389,9 @@ class DeviceMemory : public Memory {
 
 struct WireCounters {
   uint64_t in = 0, sent = 0;
+  // The accuracy guard's estimates over all codecs: their sum and count, and its side bytes.
+  double est_nmse_sum = 0;
+  uint64_t est_calls = 0, sample_sent = 0;
 };
 
 // False when the library has no query (a plain NCCL) or does not know the communicator.
@@ -400,6 +403,12 @@ bool wire_counters(ncclComm_t comm, WireCounters* out) {
   if (g_nccl.CommGetStats(comm, &s) != 0) return false;
   out->in = s.bytes_in;
   out->sent = s.bytes_sent;
+  for (int i = 0; i < s.num_codecs; ++i) {
+    const sketchcclCodecAccuracy& a = s.accuracy[i];
+    out->est_nmse_sum += a.estimated_nmse_mean * static_cast<double>(a.estimated_calls);
+    out->est_calls += a.estimated_calls;
+    out->sample_sent += a.sample_bytes_sent;
+  }
   return true;
 }
 
@@ -409,6 +418,8 @@ struct Result {
   size_t bytes = 0, count = 0;
   double time_us = 0, algbw = 0, busbw = 0;
   double nmse = -1, maxrel = -1, wire = -1;
+  double est_nmse = -1;     // the library's own estimate, mean over this size's calls
+  double sample_wire = -1;  // the estimate's side bytes / the codec's wire bytes
 };
 
 std::string fmt_err(double v) {
@@ -418,6 +429,14 @@ std::string fmt_err(double v) {
     std::snprintf(b, sizeof b, "0");
   else
     std::snprintf(b, sizeof b, "%.2e", v);
+  return b;
+}
+
+// A measured number, or null where there is none (negative).
+std::string json_num(double v) {
+  if (v < 0) return "null";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
   return b;
 }
 
@@ -475,10 +494,10 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     std::printf("#                                                              out-of-place\n");
     std::printf(
         "#       size         count      type   redop    root     time    algbw    busbw"
-        "      nmse    maxrel  wire/in\n");
+        "      nmse    maxrel  est_nmse  wire/in\n");
     std::printf(
         "#        (B)    (elements)                               (us)   (GB/s)   (GB/s)"
-        "                          \n");
+        "                                    \n");
     std::fflush(stdout);
   }
 
@@ -525,13 +544,22 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     if (measure_wire && wire_counters(comm, &after) && after.in > before.in) {
       res.wire =
           static_cast<double>(after.sent - before.sent) / static_cast<double>(after.in - before.in);
+      if (after.est_calls > before.est_calls) {
+        res.est_nmse = (after.est_nmse_sum - before.est_nmse_sum) /
+                       static_cast<double>(after.est_calls - before.est_calls);
+      }
+      if (after.sent > before.sent) {
+        res.sample_wire = static_cast<double>(after.sample_sent - before.sample_sent) /
+                          static_cast<double>(after.sent - before.sent);
+      }
     }
     if (g_rank == 0) {
       char wire[32] = "N/A";
       if (res.wire >= 0) std::snprintf(wire, sizeof wire, "%.4f", res.wire);
-      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.1f  %7.3f  %7.3f  %8s  %8s  %7s\n", res.bytes,
-                  res.count, o.type_name.c_str(), o.op_name.c_str(), -1, res.time_us, res.algbw,
-                  res.busbw, fmt_err(res.nmse).c_str(), fmt_err(res.maxrel).c_str(), wire);
+      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.1f  %7.3f  %7.3f  %8s  %8s  %8s  %7s\n",
+                  res.bytes, res.count, o.type_name.c_str(), o.op_name.c_str(), -1, res.time_us,
+                  res.algbw, res.busbw, fmt_err(res.nmse).c_str(), fmt_err(res.maxrel).c_str(),
+                  fmt_err(res.est_nmse).c_str(), wire);
       std::fflush(stdout);
     }
     bw_sum += res.busbw;
@@ -544,6 +572,9 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
   if (g_rank == 0) {
     std::printf(
         "# Errors: nmse = |y-x|^2/|x|^2, maxrel = max|y-x|/max|x| against the exact sum x\n");
+    std::printf(
+        "# est_nmse = SketchCCL's own estimate from its sample (mean over the size's calls; N/A "
+        "for exact codecs)\n");
     std::printf("# wire/in = bytes this rank sent / bytes it reduced (fp32 ring: 2(P-1)/P)\n");
     std::printf("# Avg bus bandwidth    : %g \n", results.empty() ? 0.0 : bw_sum / results.size());
     std::printf("#\n");
@@ -561,11 +592,12 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
         char b[512];
         std::snprintf(b, sizeof b,
                       "%s{\"size\": %zu, \"count\": %zu, \"time_us\": %.3f, \"algbw\": %.6f, "
-                      "\"busbw\": %.6f, \"nmse\": %s, \"maxrel\": %s, \"wire_per_input_byte\": %s}",
+                      "\"busbw\": %.6f, \"nmse\": %s, \"maxrel\": %s, \"est_nmse\": %s, "
+                      "\"wire_per_input_byte\": %s, \"sample_per_wire_byte\": %s}",
                       i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw,
-                      r.nmse < 0 ? "null" : std::to_string(r.nmse).c_str(),
-                      r.maxrel < 0 ? "null" : std::to_string(r.maxrel).c_str(),
-                      r.wire < 0 ? "null" : std::to_string(r.wire).c_str());
+                      json_num(r.nmse).c_str(), json_num(r.maxrel).c_str(),
+                      json_num(r.est_nmse).c_str(), json_num(r.wire).c_str(),
+                      json_num(r.sample_wire).c_str());
         j << b;
       }
       j << "]}\n";

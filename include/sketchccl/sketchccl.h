@@ -37,6 +37,18 @@ typedef struct {
   double ef_residual_sq;   /*     and of the residuals kept (their ratio: the codec's NMSE) */
 } sketchcclCodecStats;
 
+/* The accuracy guard's view of one codec (docs/engine.md): the estimate every lossy call makes
+ * of its own error from a sample of positions, identical on every rank. */
+typedef struct {
+  uint64_t estimated_calls;      /* calls that made an estimate */
+  double estimated_nmse_mean;    /* sum (y - x)^2 / sum x^2 over the sample: mean over calls, */
+  double estimated_nmse_worst;   /*     and the largest */
+  double estimated_maxrel_mean;  /* max |y - x| / max |x| over the sample: mean over calls, */
+  double estimated_maxrel_worst; /*     and the largest */
+  uint64_t sample_bytes_sent;    /* bytes this rank sent for the estimates (not in bytes_sent) */
+  uint64_t guard_steps;          /* buffers SKETCHCCL_MAX_NMSE moved to a safer codec */
+} sketchcclCodecAccuracy;
+
 /* A communicator's statistics, this rank's view. Fields are only ever appended: a program set
  * `size` to the sizeof it was built with, and gets that much filled in. */
 typedef struct {
@@ -52,6 +64,8 @@ typedef struct {
   double seconds;
   int num_codecs; /* entries used in codecs[], in name order */
   sketchcclCodecStats codecs[SKETCHCCL_STATS_MAX_CODECS];
+  /* Appended: accuracy[i] belongs to codecs[i]. */
+  sketchcclCodecAccuracy accuracy[SKETCHCCL_STATS_MAX_CODECS];
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

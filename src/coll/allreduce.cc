@@ -19,6 +19,10 @@ using kernels::CodecParams;
 using kernels::DecodeStats;
 using kernels::ElemType;
 
+// Ring phases inside one AllReduce: 0 the codec's ring, 1 and 2 the sparse codec's, 3 the
+// accuracy estimate's exact side reduction.
+constexpr uint8_t kPhaseAccuracySample = 3;
+
 bool is_lossy_and_nonlinear(CodecId c) {
   // Error feedback applies where encode/step introduce error: casts, quantizers, CASQ. `none`
   // and `sparse` are exact; s2 steps are exact (linear sketch), its error arises at decode.
@@ -283,7 +287,8 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type};
   BufferState& state = buffers_[key];
-  const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
+  CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
+  if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state.guard.steps);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
@@ -361,6 +366,16 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   auto counters = [this, &history, &args](size_t n) {
     return s2_counters_per_row(history, args.count, n);
   };
+  // The accuracy estimate's sample of this rank's input, read before an in-place call
+  // overwrites it.
+  std::vector<uint64_t> sample_bits;
+  std::vector<float> own;
+  if (is_lossy(codec)) {
+    sample_bitmap(settings_.seed, link.op_seq, args.count, &sample_bits);
+    own.resize(sample_count(args.count));
+    SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.send, args.type,
+                                           own.data(), nullptr));
+  }
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
   CodecSliceOps ops(be, base, args, scale, counters, residual, &cs);
   RingStats rs;
@@ -368,6 +383,9 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   cs.bytes_sent += rs.bytes_sent;
   cs.bytes_received += rs.bytes_received;
   if (!st.ok()) return st;
+  if (is_lossy(codec)) {
+    SCCL_RETURN_IF_ERROR(estimate_call(link, args, codec, sample_bits, own, state, cs, be));
+  }
   const DecodeStats& ds = ops.decode_stats();
   if (codec == CodecId::kS2) {
     cs.s2_nonzeros += ds.nonzeros;
@@ -376,6 +394,55 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   }
   state.have_history = true;
   state.nonzeros = ds.nonzeros;
+  return Status::Ok();
+}
+
+Status AllReduceEngine::estimate_call(const RingLink& link, const AllReduceArgs& args,
+                                      CodecId codec, const std::vector<uint64_t>& sample_bits,
+                                      const std::vector<float>& own, BufferState& state,
+                                      CodecStats& cs, backend::Backend& be) {
+  const size_t m = own.size();
+  std::vector<float> decoded(m), exact(m);
+  SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.recv, args.type,
+                                         decoded.data(), nullptr));
+  // The exact fp32 sums at the sample: a `none` ring, so every rank gets the same bits.
+  CodecParams base;
+  base.codec = CodecId::kNone;
+  base.seed = settings_.seed;
+  base.call = link.op_seq;
+  AllReduceArgs dense{own.data(), exact.data(), m, ElemType::kF32, false};
+  CodecStats side;
+  CodecSliceOps ops(
+      *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &side);
+  RingLink l3 = link;
+  l3.phase = kPhaseAccuracySample;
+  RingStats rs;
+  Status st = ring_allreduce(l3, m, settings_.slice_elems, settings_.depth, ops, &rs);
+  cs.sample_bytes_sent += rs.bytes_sent;
+  SCCL_RETURN_IF_ERROR(st);
+  if (args.avg) {
+    const float scale = 1.0f / static_cast<float>(nranks_);
+    for (float& v : exact)
+      v *= scale;
+  }
+  const AccuracyEstimate e = estimate_accuracy(decoded.data(), exact.data(), m);
+  cs.estimated_calls++;
+  cs.estimated_nmse_sum += e.nmse;
+  cs.estimated_maxrel_sum += e.maxrel;
+  cs.estimated_nmse_worst = std::max(cs.estimated_nmse_worst, e.nmse);
+  cs.estimated_maxrel_worst = std::max(cs.estimated_maxrel_worst, e.maxrel);
+  SCCL_INFO(
+      kLogColl,
+      "AllReduce #%u of %zu elements with %s: estimated NMSE %.3g, max rel %.3g (%zu samples)",
+      link.op_seq, args.count, kernels::codec_name(codec), e.nmse, e.maxrel, m);
+  if (guard_step_up(settings_.max_nmse, codec, e.nmse, &state.guard)) {
+    cs.guard_steps++;
+    SCCL_WARN(kLogColl,
+              "buffer %p of %zu elements: estimated NMSE %.3g above SKETCHCCL_MAX_NMSE=%g, "
+              "%s -> %s from the next call",
+              args.send, args.count, e.nmse, settings_.max_nmse, kernels::codec_name(codec),
+              kernels::codec_name(safer_codec(codec)));
+  }
   return Status::Ok();
 }
 

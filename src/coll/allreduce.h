@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/memory_type.h"
+#include "coll/accuracy.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
@@ -50,6 +51,7 @@ struct BufferState {
   // that runs the buffer's calls (residual_mem).
   std::shared_ptr<backend::F32Array> residual;
   backend::MemoryType residual_mem = backend::MemoryType::kHost;
+  GuardState guard;  // the accuracy guard's rungs (SKETCHCCL_MAX_NMSE)
 };
 
 class AllReduceEngine {
@@ -89,6 +91,11 @@ class AllReduceEngine {
                 BufferState& state, CodecStats& cs, backend::Backend& be);
   Status run_codec(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
                    BufferState& state, CodecStats& cs, backend::Backend& be);
+  // The accuracy estimate of a finished lossy call (coll/accuracy.h): `own` holds this rank's
+  // input at the positions of `sample_bits`; a `none` ring of its own phase sums them exactly.
+  Status estimate_call(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
+                       const std::vector<uint64_t>& sample_bits, const std::vector<float>& own,
+                       BufferState& state, CodecStats& cs, backend::Backend& be);
   Status run_sparse(const RingLink& link, const AllReduceArgs& args, BufferState& state,
                     CodecStats& cs, backend::Backend& be);
 

@@ -45,6 +45,7 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.s2_budget = cfg.get_double(Var::kS2Budget);
   s.s2_counters_per_nz = cfg.get_double(Var::kS2CountersPerNonzero);
   s.casq_buckets = static_cast<float>(cfg.get_double(Var::kCasqBuckets));
+  s.max_nmse = cfg.get_double(Var::kMaxNmse);
   s.timeout_s = cfg.get_double(Var::kTimeout);
   SCCL_RETURN_IF_ERROR(
       codec_setting(var_spec(Var::kDenseCodec), cfg.get_string(Var::kDenseCodec), &s.dense_codec));

@@ -25,6 +25,7 @@ struct Settings {
   double s2_budget;
   double s2_counters_per_nz;
   float casq_buckets;
+  double max_nmse;  // SKETCHCCL_MAX_NMSE: the accuracy guard's bound, 0 = off
   double timeout_s;
 
   // The table's defaults.

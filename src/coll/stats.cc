@@ -41,6 +41,19 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
       std::snprintf(buf, sizeof buf, ", \"local_nmse\": %.6g", c.ef_residual_sq / c.ef_input_sq);
       out += buf;
     }
+    if (c.estimated_calls > 0) {
+      const double n = static_cast<double>(c.estimated_calls);
+      std::snprintf(buf, sizeof buf,
+                    ", \"estimated_nmse\": {\"mean\": %.6g, \"worst\": %.6g}, "
+                    "\"estimated_maxrel\": {\"mean\": %.6g, \"worst\": %.6g}, "
+                    "\"estimated_calls\": %llu, \"sample_bytes_sent\": %llu, "
+                    "\"guard_steps\": %llu",
+                    c.estimated_nmse_sum / n, c.estimated_nmse_worst, c.estimated_maxrel_sum / n,
+                    c.estimated_maxrel_worst, static_cast<unsigned long long>(c.estimated_calls),
+                    static_cast<unsigned long long>(c.sample_bytes_sent),
+                    static_cast<unsigned long long>(c.guard_steps));
+      out += buf;
+    }
     out += "}";
     first = false;
   }

@@ -18,6 +18,12 @@ struct CodecStats {
   uint64_t s2_estimated = 0;  // left to the median estimate
   double ef_input_sq = 0;     // error feedback: sum of squares of what was compressed
   double ef_residual_sq = 0;  //   and of the residual kept: their ratio is the codec's NMSE
+  // The accuracy guard's estimates (coll/accuracy.h), identical on every rank.
+  uint64_t estimated_calls = 0;
+  double estimated_nmse_sum = 0, estimated_nmse_worst = 0;
+  double estimated_maxrel_sum = 0, estimated_maxrel_worst = 0;
+  uint64_t sample_bytes_sent = 0;  // the estimate's exact side reduction (not in bytes_sent)
+  uint64_t guard_steps = 0;        // buffers stepped up to a safer codec after a call here
 };
 
 struct CommStats {

@@ -27,6 +27,7 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
     out->bytes_received += c.bytes_received;
     out->seconds += c.seconds;
     if (out->num_codecs == SKETCHCCL_STATS_MAX_CODECS) continue;  // totals still count it
+    sketchcclCodecAccuracy& a = out->accuracy[out->num_codecs];
     sketchcclCodecStats& e = out->codecs[out->num_codecs++];
     std::snprintf(e.name, sizeof e.name, "%s", name.c_str());
     e.calls = c.calls;
@@ -39,6 +40,15 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
     e.s2_estimated = c.s2_estimated;
     e.ef_input_sq = c.ef_input_sq;
     e.ef_residual_sq = c.ef_residual_sq;
+    a.estimated_calls = c.estimated_calls;
+    if (c.estimated_calls > 0) {
+      a.estimated_nmse_mean = c.estimated_nmse_sum / static_cast<double>(c.estimated_calls);
+      a.estimated_maxrel_mean = c.estimated_maxrel_sum / static_cast<double>(c.estimated_calls);
+    }
+    a.estimated_nmse_worst = c.estimated_nmse_worst;
+    a.estimated_maxrel_worst = c.estimated_maxrel_worst;
+    a.sample_bytes_sent = c.sample_bytes_sent;
+    a.guard_steps = c.guard_steps;
   }
 }
 

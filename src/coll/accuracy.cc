@@ -1,0 +1,102 @@
+#include "coll/accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sketchccl::coll {
+
+using kernels::CodecId;
+
+size_t sample_count(size_t count) {
+  return std::min(count, std::max(kMinSamples, count / kSampleStride));
+}
+
+namespace {
+constexpr double kHugeError = 1e300;
+// splitmix64's finalizer: a well-mixed 64-bit hash of the (seed, call, stratum) key.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// floor(k count / m) without overflow (k <= m).
+size_t stratum_start(size_t k, size_t count, size_t m) {
+  return k * (count / m) + (k * (count % m)) / m;
+}
+}  // namespace
+
+void sample_bitmap(uint64_t seed, uint32_t call, size_t count, std::vector<uint64_t>* bits) {
+  bits->assign((count + 63) / 64, 0);
+  const size_t m = sample_count(count);
+  const uint64_t key = mix(mix(seed ^ 0x4143435552414359ull) ^ call);
+  for (size_t k = 0; k < m; ++k) {
+    // Stratum k is [k count / m, (k+1) count / m): never empty since m <= count.
+    const size_t lo = stratum_start(k, count, m);
+    const size_t hi = stratum_start(k + 1, count, m);
+    const size_t pos = lo + static_cast<size_t>(mix(key ^ k) % (hi - lo));
+    (*bits)[pos / 64] |= uint64_t(1) << (pos % 64);
+  }
+}
+
+AccuracyEstimate estimate_accuracy(const float* decoded, const float* exact, size_t n) {
+  AccuracyEstimate e;
+  e.samples = n;
+  double err = 0, ref = 0, maxerr = 0, maxref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(decoded[i]) - static_cast<double>(exact[i]);
+    err += d * d;
+    ref += static_cast<double>(exact[i]) * exact[i];
+    maxerr = std::max(maxerr, std::fabs(d));
+    maxref = std::max(maxref, std::fabs(static_cast<double>(exact[i])));
+  }
+  e.nmse = ref > 0 ? err / ref : err;
+  e.maxrel = maxref > 0 ? maxerr / maxref : maxerr;
+  // A non-finite decoded value is a huge error, never a NaN that compares false (and finite, so
+  // that the statistics stay JSON numbers).
+  if (!std::isfinite(e.nmse)) e.nmse = kHugeError;
+  if (!std::isfinite(e.maxrel)) e.maxrel = kHugeError;
+  return e;
+}
+
+bool is_lossy(CodecId c) {
+  return c != CodecId::kNone && c != CodecId::kSparse;
+}
+
+CodecId safer_codec(CodecId c) {
+  switch (c) {
+    case CodecId::kQ2:
+      return CodecId::kQ4;
+    case CodecId::kQ4:
+      return CodecId::kQ8;
+    case CodecId::kQ8:
+      return CodecId::kBf16;
+    case CodecId::kBf16:
+    case CodecId::kFp16:
+      return CodecId::kNone;
+    case CodecId::kCasq2:
+      return CodecId::kCasq3;
+    case CodecId::kCasq3:
+      return CodecId::kCasq4;
+    case CodecId::kCasq4:
+      return CodecId::kQ8;
+    case CodecId::kS2:
+      return CodecId::kSparse;
+    default:
+      return c;
+  }
+}
+
+CodecId guarded_codec(CodecId c, int steps) {
+  for (int i = 0; i < steps && is_lossy(c); ++i)
+    c = safer_codec(c);
+  return c;
+}
+
+bool guard_step_up(double max_nmse, CodecId ran, double nmse, GuardState* state) {
+  if (max_nmse <= 0 || !is_lossy(ran) || !(nmse > max_nmse)) return false;
+  state->steps++;
+  return true;
+}
+
+}  // namespace sketchccl::coll
