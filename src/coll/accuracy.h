@@ -1,4 +1,4 @@
-// The accuracy guard (DESIGN.md section 12): every lossy call estimates its own error from a
+// The accuracy guard (docs/engine.md): every lossy call estimates its own error from a
 // deterministic sample of positions whose exact sum travels in a small side reduction, and a
 // buffer whose estimate exceeds SKETCHCCL_MAX_NMSE steps up to the next safer codec.
 #pragma once
