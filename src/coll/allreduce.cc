@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "backend/backend.h"
+#include "coll/reduce_scatter.h"
 #include "core/log.h"
 #include "kernels/sparse.h"
 
@@ -31,7 +32,7 @@ class CodecSliceOps : public SliceOps {
  public:
   CodecSliceOps(backend::Backend& be, const CodecParams& base, const AllReduceArgs& args,
                 float scale, std::function<uint32_t(size_t)> counters, float* residual,
-                CodecStats* cs)
+                CodecStats* cs, size_t recv_first = 0)
       : be_(be),
         base_(base),
         send_(static_cast<const uint8_t*>(args.send)),
@@ -41,7 +42,8 @@ class CodecSliceOps : public SliceOps {
         scale_(scale),
         counters_(std::move(counters)),
         residual_(residual),
-        cs_(cs) {}
+        cs_(cs),
+        recv_first_(recv_first) {}
 
   size_t packet_bytes(size_t offset, size_t n) const override {
     return be_.packet_bytes(params(offset, n, 0), n);
@@ -109,8 +111,9 @@ class CodecSliceOps : public SliceOps {
     PendingDecode& d = decodes_.back();
     d.offset = offset;
     d.n = n;
-    Status st = be_.decode_start(params(offset, n, 0), pkt, bytes, recv_ + offset * esz_, type_, n,
-                                 scale_, &d.stats, &d.ticket);
+    Status st =
+        be_.decode_start(params(offset, n, 0), pkt, bytes, recv_ + (offset - recv_first_) * esz_,
+                         type_, n, scale_, &d.stats, &d.ticket);
     if (!st.ok() || d.ticket == 0) {
       if (st.ok()) add_stats(d.stats);
       decodes_.pop_back();
@@ -199,6 +202,7 @@ class CodecSliceOps : public SliceOps {
   std::function<uint32_t(size_t)> counters_;
   float* residual_;
   CodecStats* cs_;
+  size_t recv_first_;  // the element of the input that recv_ holds first (a ReduceScatter's chunk)
   DecodeStats stats_;
   std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
   std::unique_ptr<backend::F32Array> comp_, tmp_, tmp_in_;
@@ -281,7 +285,7 @@ uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t c
 
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
-  BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type};
+  BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
   BufferState& state = buffers_[key];
   const CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
@@ -362,9 +366,13 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
     return s2_counters_per_row(history, args.count, n);
   };
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-  CodecSliceOps ops(be, base, args, scale, counters, residual, &cs);
+  const size_t recv_first = args.scatter ? scatter_chunk_first(args.count, link) : 0;
+  CodecSliceOps ops(be, base, args, scale, counters, residual, &cs, recv_first);
   RingStats rs;
-  Status st = ring_allreduce(link, args.count, settings_.slice_elems, settings_.depth, ops, &rs);
+  Status st = args.scatter ? ring_reduce_scatter(scatter_link(link, kScatterPhaseCodec), args.count,
+                                                 settings_.slice_elems, settings_.depth, ops, &rs)
+                           : ring_allreduce(link, args.count, settings_.slice_elems,
+                                            settings_.depth, ops, &rs);
   cs.bytes_sent += rs.bytes_sent;
   cs.bytes_received += rs.bytes_received;
   if (!st.ok()) return st;
@@ -374,6 +382,9 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
     cs.s2_peeled += ds.peeled;
     cs.s2_estimated += ds.estimated;
   }
+  // A ReduceScatter decodes one chunk, whose count differs between ranks: its history stays the
+  // last agreed one (its sparse runs').
+  if (args.scatter) return Status::Ok();
   state.have_history = true;
   state.nonzeros = ds.nonzeros;
   return Status::Ok();
@@ -387,8 +398,8 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
   std::vector<uint64_t> union_bits(words, 0);
   BitmapSliceOps bitmap_ops(be, args, union_bits.data());
-  RingLink l1 = link;
-  l1.phase = 1;
+  RingLink l1 = args.scatter ? scatter_link(link, kScatterPhaseBitmap) : link;
+  if (!args.scatter) l1.phase = 1;
   RingStats rs;
   const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
@@ -410,11 +421,24 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
         *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
     RingLink l2 = link;
     l2.phase = 2;
-    st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
-    if (st.ok()) {
-      const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-      st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
-                             args.type, nullptr);
+    const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
+    if (args.scatter) {
+      // Each rank's chunk of the input holds its run of the union values: a reduce-scatter of
+      // those runs, then this rank's chunk of the output from its run.
+      SparseScatterPlan plan = sparse_scatter_plan(union_bits.data(), args.count, link);
+      st = ring_reduce_scatter(scatter_link(link, kScatterPhaseValues), support,
+                               settings_.slice_elems, settings_.depth, ops, &rs, &plan.bounds);
+      if (st.ok()) {
+        st = be.sparse_scatter(plan.chunk_bits.data(), plan.chunk_count,
+                               sums.data() + plan.bounds[static_cast<size_t>(link.rank)], scale,
+                               args.recv, args.type, nullptr);
+      }
+    } else {
+      st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
+      if (st.ok()) {
+        st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
+                               args.type, nullptr);
+      }
     }
     if (st.ok()) {
       state.have_history = true;

@@ -173,7 +173,8 @@ std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) 
     Status st = engine_.run(l, args);
     publish_stats();
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "AllReduce failed: %s", st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s failed: %s", args.scatter ? "ReduceScatter" : "AllReduce",
+                st.to_string().c_str());
       fail(st);
     }
     return st;
@@ -216,7 +217,8 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
       publish_stats();
     }
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "AllReduce on device buffers failed: %s", st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s",
+                args.scatter ? "ReduceScatter" : "AllReduce", st.to_string().c_str());
       fail(st);
     }
     return st;
