@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,18 +50,34 @@ std::vector<double> exact_chunk(const std::string& data, size_t recvcount, ncclR
   return want;
 }
 
-// NMSE of the chunk against the exact one ("non-finite" when a value is not finite).
+// The mean square of the exact reduction over the whole input (every rank's chunk).
+double exact_mean_square(const std::string& data, size_t recvcount, ncclRedOp_t op) {
+  const size_t count = recvcount * static_cast<size_t>(g_nranks);
+  double ref = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double sum = 0;
+    for (int r = 0; r < g_nranks; ++r)
+      sum += input_value(data, r, i);
+    if (op == ncclAvg) sum /= g_nranks;
+    ref += sum * sum;
+  }
+  return count > 0 ? ref / static_cast<double>(count) : 0;
+}
+
+// The chunk's mean squared error over the whole result's mean square: the AllReduce tests' NMSE,
+// measured on this rank's chunk (a chunk of one element may hold a sum near zero).
 double chunk_nmse(ncclDataType_t t, const void* out, const std::vector<double>& want,
-                  bool* finite) {
-  double err = 0, ref = 0;
+                  double mean_square, bool* finite) {
+  double err = 0;
   *finite = true;
   for (size_t i = 0; i < want.size(); ++i) {
     const double y = load(t, out, i);
     if (!std::isfinite(y)) *finite = false;
     err += (y - want[i]) * (y - want[i]);
-    ref += want[i] * want[i];
   }
-  return ref > 0 ? err / ref : err;
+  if (want.empty()) return 0;
+  err /= static_cast<double>(want.size());
+  return mean_square > 0 ? err / mean_square : err;
 }
 
 double bound_for(const std::string& codec, ncclDataType_t t, ncclRedOp_t op) {
@@ -75,9 +92,12 @@ double bound_for(const std::string& codec, ncclDataType_t t, ncclRedOp_t op) {
 }
 
 // Counts (per rank) x types x ops x in/out-of-place, twice each (the second call sees the
-// buffer's history: auto's codec, error feedback).
+// buffer's history: auto's codec, error feedback). Every combination's buffers stay allocated to
+// the end, so no address is reused: a buffer's history is keyed by its address, and the heaps of
+// the ranks may reuse freed memory differently.
 int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string& data,
                     const std::vector<size_t>& counts) {
+  std::deque<std::vector<uint8_t>> keep;
   for (size_t recvcount : counts) {
     for (ncclDataType_t t : {ncclFloat32, ncclFloat16, ncclBfloat16}) {
       for (ncclRedOp_t op : {ncclSum, ncclAvg}) {
@@ -85,8 +105,10 @@ int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string
           if (recvcount > 4096 && (t == ncclFloat16) != (op == ncclAvg)) continue;
           const size_t count = recvcount * static_cast<size_t>(g_nranks);
           const size_t esz = type_size(t);
-          std::vector<uint8_t> send(count * esz + 1), recv(recvcount * esz + 1);
+          std::vector<uint8_t>& send = keep.emplace_back(count * esz + 1);
+          std::vector<uint8_t>& recv = keep.emplace_back(recvcount * esz + 1);
           const std::vector<double> want = exact_chunk(data, recvcount, op);
+          const double mean_square = exact_mean_square(data, recvcount, op);
           for (int call = 0; call < 2; ++call) {
             for (size_t i = 0; i < count; ++i)
               store(t, send.data(), i, input_value(data, g_rank, i));
@@ -94,7 +116,7 @@ int scenario_matrix(ncclComm_t comm, const std::string& codec, const std::string
                 inplace ? send.data() + static_cast<size_t>(g_rank) * recvcount * esz : recv.data();
             NCCL_OK(ncclReduceScatter(send.data(), out, recvcount, t, op, comm, nullptr));
             bool finite = true;
-            const double nmse = chunk_nmse(t, out, want, &finite);
+            const double nmse = chunk_nmse(t, out, want, mean_square, &finite);
             const double bound = bound_for(codec, t, op);
             char why[160];
             std::string verdict = "OK";
@@ -250,6 +272,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
-  if (rc == 0) NCCL_OK(ncclCommDestroy(comm));
+  if (rc == 0) ncclCommDestroy(comm);  // after a failed call it reports that failure
   return g_case_failures ? 1 : 0;
 }
