@@ -398,8 +398,8 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
   std::vector<uint64_t> union_bits(words, 0);
   BitmapSliceOps bitmap_ops(be, args, union_bits.data());
-  RingLink l1 = args.scatter ? scatter_link(link, kScatterPhaseBitmap) : link;
-  if (!args.scatter) l1.phase = 1;
+  RingLink l1 = link;
+  l1.phase = args.scatter ? kScatterPhaseBitmap : 1;
   RingStats rs;
   const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
@@ -419,8 +419,6 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     AllReduceArgs dense{values.data(), sums.data(), support, ElemType::kF32, false};
     CodecSliceOps ops(
         *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
-    RingLink l2 = link;
-    l2.phase = 2;
     const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
     if (args.scatter) {
       // Each rank's chunk of the input holds its run of the union values: a reduce-scatter of
@@ -434,6 +432,8 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
                                args.recv, args.type, nullptr);
       }
     } else {
+      RingLink l2 = link;
+      l2.phase = 2;
       st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
       if (st.ok()) {
         st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,

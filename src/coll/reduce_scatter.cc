@@ -7,6 +7,18 @@ bool bit(const uint64_t* bits, size_t i) {
   return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
 }
 
+// Set bits among positions [a, b): whole words by popcount, the ends bit by bit.
+size_t count_set(const uint64_t* bits, size_t a, size_t b) {
+  size_t n = 0;
+  for (; a < b && a % 64 != 0; ++a)
+    n += bit(bits, a) ? 1 : 0;
+  for (; a + 64 <= b; a += 64)
+    n += static_cast<size_t>(__builtin_popcountll(bits[a / 64]));
+  for (; a < b; ++a)
+    n += bit(bits, a) ? 1 : 0;
+  return n;
+}
+
 }  // namespace
 
 RingLink scatter_link(const RingLink& link, uint8_t phase) {
@@ -29,8 +41,7 @@ SparseScatterPlan sparse_scatter_plan(const uint64_t* union_bits, size_t count,
   size_t set = 0;
   for (size_t c = 0; c < p; ++c) {
     plan.bounds[c] = set;
-    for (size_t i = c * recvcount; i < (c + 1) * recvcount; ++i)
-      set += bit(union_bits, i) ? 1 : 0;
+    set += count_set(union_bits, c * recvcount, (c + 1) * recvcount);
   }
   plan.bounds[p] = set;
   const size_t first = static_cast<size_t>(link.rank) * recvcount;
