@@ -88,6 +88,19 @@ TEST(ReduceScatter, BadInputGivesErrorsAndLeavesTheCommunicatorUsable) {
   sketchccl::testing::expect_agreement(o.ranks);
 }
 
+TEST(ReduceScatter, OneThreadDrivesThreeRanksInAGroupWithAnAllReduce) {
+  for (const char* codec : {"none", "q8"}) {
+    auto outs = sketchccl::testing::run_ranks(
+        1,
+        [](int) {
+          return std::vector<std::string>{g_worker, "group", "3"};
+        },
+        {std::string("SKETCHCCL_CODEC=") + codec}, 120);
+    EXPECT_EQ(outs[0].exit_code, 0) << codec << "\n" << outs[0].out;
+    EXPECT_TRUE(case_ok(outs[0].out, "rs-group-one-thread")) << codec << "\n" << outs[0].out;
+  }
+}
+
 TEST(ReduceScatter, CountMismatchFailsOnEveryRankWithoutHanging) {
   Outcome o = run("mismatch", 3, {"SKETCHCCL_CODEC=q8", "SKETCHCCL_TIMEOUT=10"}, {}, 60);
   sketchccl::testing::expect_agreement(o.ranks);

@@ -2,6 +2,7 @@
 // libsketchccl.so, standalone). The driver (reduce_scatter_test.cc) starts P of these.
 //
 //   reduce_scatter_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]
+//   reduce_scatter_worker group NRANKS      (one thread drives every rank)
 //
 // Each rank holds a different chunk of the result, so a case's HASH is of its name only (the
 // ranks agree on which cases ran); each rank checks its chunk against the exact reduction.
@@ -234,9 +235,58 @@ int scenario_error_feedback(ncclComm_t comm, size_t recvcount, int k) {
   return 0;
 }
 
+// One thread drives every rank (ncclCommInitAll) inside a group: a ReduceScatter in place and an
+// AllReduce per rank, completed at ncclGroupEnd; `int` data, so every sum is exact.
+int scenario_group_single_thread(int nranks, const std::string& codec) {
+  g_nranks = nranks;
+  std::vector<ncclComm_t> comms(static_cast<size_t>(nranks));
+  NCCL_OK(ncclCommInitAll(comms.data(), nranks, nullptr));
+  const size_t recvcount = 100003, count = recvcount * static_cast<size_t>(nranks);
+  std::vector<std::vector<float>> rs(static_cast<size_t>(nranks), std::vector<float>(count));
+  std::vector<std::vector<float>> ar(static_cast<size_t>(nranks), std::vector<float>(1000));
+  for (int r = 0; r < nranks; ++r) {
+    for (size_t i = 0; i < count; ++i)
+      rs[static_cast<size_t>(r)][i] = input_value("int", r, i);
+    for (size_t i = 0; i < 1000; ++i)
+      ar[static_cast<size_t>(r)][i] = input_value("int", r, i);
+  }
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < nranks; ++r) {
+    float* in = rs[static_cast<size_t>(r)].data();
+    NCCL_OK(ncclReduceScatter(in, in + static_cast<size_t>(r) * recvcount, recvcount, ncclFloat32,
+                              ncclSum, comms[static_cast<size_t>(r)], nullptr));
+    float* a = ar[static_cast<size_t>(r)].data();
+    NCCL_OK(
+        ncclAllReduce(a, a, 1000, ncclFloat32, ncclSum, comms[static_cast<size_t>(r)], nullptr));
+  }
+  NCCL_OK(ncclGroupEnd());
+  const bool exact = codec == "none" || codec == "sparse";
+  std::string verdict = "OK";
+  for (int r = 0; r < nranks; ++r) {
+    g_rank = r;
+    const std::vector<double> want = exact_chunk("int", recvcount, ncclSum);
+    const float* mine = rs[static_cast<size_t>(r)].data() + static_cast<size_t>(r) * recvcount;
+    bool finite = true;
+    const double nmse =
+        chunk_nmse(ncclFloat32, mine, want, exact_mean_square("int", recvcount, ncclSum), &finite);
+    if (!finite || nmse > (exact ? 0 : 1e-3)) verdict = "FAIL rank " + std::to_string(r);
+    if (ar[static_cast<size_t>(r)] != ar[0]) verdict = "FAIL the AllReduce results differ";
+  }
+  report("rs-group-one-thread", verdict);
+  for (ncclComm_t c : comms)
+    NCCL_OK(ncclCommDestroy(c));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* codec_env = std::getenv("SKETCHCCL_CODEC");
+  const std::string codec = codec_env ? codec_env : "auto";
+  if (argc >= 3 && std::string(argv[1]) == "group") {
+    alarm(300);
+    return scenario_group_single_thread(std::atoi(argv[2]), codec) || g_case_failures ? 1 : 0;
+  }
   if (argc < 5) {
     std::fprintf(stderr, "usage: reduce_scatter_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]\n");
     return 2;
@@ -250,8 +300,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bad id\n");
     return 2;
   }
-  const char* codec_env = std::getenv("SKETCHCCL_CODEC");
-  const std::string codec = codec_env ? codec_env : "auto";
   ncclComm_t comm = nullptr;
   NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
   int rc = 0;
