@@ -10,7 +10,13 @@
 //           synthetic corpus with a Zipfian vocabulary generated here; row-sparse gradients.
 //
 //   convergence [--task digits|text|all] [--digits FILE] [--epochs N] [--configs LIST]
-//               [--nranks N] [--seed S] [--short] [--csv FILE]
+//               [--nranks N] [--seed S] [--short] [--csv FILE] [--sharded]
+// --sharded: sharded data parallelism (ZeRO / FSDP style): the gradient goes through
+// ncclReduceScatter (compressed), each rank updates its shard of the parameters (and keeps that
+// shard's momentum), and the parameters are all-gathered exactly. Standalone mode has no
+// ncclAllGather: the all-gather is an ncclAllReduce (sum) of the zero-padded shard vectors, in
+// calls of kExactCallElems elements, below the SKETCHCCL_MIN_BYTES this mode sets, which
+// standalone mode runs exact (`none`): a sum where one rank alone holds non-zero values is exact.
 // Deterministic: data, split, initialisation and batches come from --seed; the library's
 // randomness is counter-based. Every rank holds the same parameters (the AllReduce result is
 // identical on every rank, bit for bit), so rank 0 evaluates.
@@ -24,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -370,6 +377,7 @@ struct Options {
   std::string task = "digits", digits, configs, csv, result;
   long epochs = 0, nranks = 4, seed = 1, rank = -1;
   bool shrt = false;
+  bool sharded = false;
   std::string id_file;
 };
 
@@ -432,6 +440,50 @@ std::string codec_moves(const CodecCalls& before, const CodecCalls& after) {
   return out.empty() ? "-" : out;
 }
 
+// --sharded: SKETCHCCL_MIN_BYTES, and the calls of the exact all-gather, below it.
+constexpr size_t kShardedMinBytes = 4096;
+constexpr size_t kExactCallElems = kShardedMinBytes / sizeof(float) - 1;
+
+// The sharded step's collectives: the gradient ReduceScattered (ncclAvg) into this rank's shard,
+// and the parameters all-gathered exactly (see the file comment). Buffers keep their addresses
+// from step to step (error feedback is keyed by buffer).
+class Sharded {
+ public:
+  Sharded(size_t nparams, int rank, int nranks)
+      : rank_(static_cast<size_t>(rank)),
+        shard_((nparams + static_cast<size_t>(nranks) - 1) / static_cast<size_t>(nranks)),
+        padded_(shard_ * static_cast<size_t>(nranks)),
+        grad_(padded_, 0.0f),
+        mine_(shard_, 0.0f),
+        gather_(padded_, 0.0f) {}
+  size_t first() const { return rank_ * shard_; }
+  size_t shard() const { return shard_; }
+  // This rank's shard of the averaged gradient, from its full gradient g.
+  const std::vector<float>& reduce_scatter(const std::vector<float>& g, ncclComm_t comm) {
+    std::copy(g.begin(), g.end(), grad_.begin());
+    NCCLCHECK(
+        ncclReduceScatter(grad_.data(), mine_.data(), shard_, ncclFloat32, ncclAvg, comm, nullptr));
+    return mine_;
+  }
+  // w, whose shard this rank updated, gets every rank's shard, bit for bit.
+  void all_gather(std::vector<float>* w, ncclComm_t comm) {
+    std::fill(gather_.begin(), gather_.end(), 0.0f);
+    const size_t n = std::min(shard_, w->size() - std::min(w->size(), first()));
+    std::copy(w->begin() + static_cast<long>(first()), w->begin() + static_cast<long>(first() + n),
+              gather_.begin() + first());
+    for (size_t at = 0; at < padded_; at += kExactCallElems) {
+      const size_t k = std::min(kExactCallElems, padded_ - at);
+      NCCLCHECK(ncclAllReduce(gather_.data() + at, gather_.data() + at, k, ncclFloat32, ncclSum,
+                              comm, nullptr));
+    }
+    std::copy(gather_.begin(), gather_.begin() + static_cast<long>(w->size()), w->begin());
+  }
+
+ private:
+  size_t rank_, shard_, padded_;
+  std::vector<float> grad_, mine_, gather_;
+};
+
 // One rank's training: plain SGD with momentum 0.9; the gradient is averaged with ncclAvg.
 int train_rank(const Options& o) {
   std::unique_ptr<Task> task;
@@ -472,6 +524,9 @@ int train_rank(const Options& o) {
   std::ofstream moves;  // the codecs each epoch ran (result + ".codecs")
   if (rank == 0) moves.open(o.result + ".codecs");
   CodecCalls seen = codec_calls(comm);
+
+  std::unique_ptr<Sharded> sharded;
+  if (o.sharded) sharded = std::make_unique<Sharded>(task->nparams(), rank, P);
   for (long ep = 1; ep <= o.epochs; ++ep) {
     shuffle(&shard, &rng);
     for (size_t st = 0; st < std::min(steps, min_steps); ++st) {
@@ -479,6 +534,18 @@ int train_rank(const Options& o) {
                               shard.begin() + static_cast<long>((st + 1) * B));
       task->gradient(w, idx, &g);
       if (rank == 0 && ep == 1) nz_local += count_nonzero(g);
+      if (sharded) {
+        const std::vector<float>& gs = sharded->reduce_scatter(g, comm);
+        const float lr = task->lr();
+        const size_t first = sharded->first();
+        for (size_t k = 0; k < sharded->shard() && first + k < w.size(); ++k) {
+          mom[first + k] = 0.9f * mom[first + k] + gs[k];
+          w[first + k] -= lr * mom[first + k];
+        }
+        sharded->all_gather(&w, comm);
+        if (rank == 0 && ep == 1) nz_reduced += count_nonzero(gs) * P, nsteps += 1;
+        continue;
+      }
       NCCLCHECK(ncclAllReduce(g.data(), g.data(), g.size(), ncclFloat32, ncclAvg, comm, nullptr));
       if (rank == 0 && ep == 1) nz_reduced += count_nonzero(g), nsteps += 1;
       const float lr = task->lr();
@@ -587,6 +654,8 @@ int main(int argc, char** argv) {
       o.csv = val();
     } else if (a == "--short") {
       o.shrt = true;
+    } else if (a == "--sharded") {
+      o.sharded = true;
     } else if (a == "--rank") {  // internal: a rank started by the launcher below
       if (!perfutil::parse_int(val(), 0, 63, &n)) die("--rank");
       o.rank = n;
@@ -604,13 +673,22 @@ int main(int argc, char** argv) {
           "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n"
           "  codec@B: with SKETCHCCL_MAX_NMSE=B (the accuracy guard); prints the codecs per "
           "epoch.\n");
-      return 0;
+
+          "                   [--configs none,q8,q8+ef,...] [--nranks N] [--seed S] [--short]\n"
+          "                   [--csv FILE] [--sharded]\n"
+          "  digits.csv: sklearn/datasets/data/digits.csv.gz of python3-sklearn, decompressed\n"
+          "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n"
+          "  --sharded: gradients ncclReduceScatter'ed, each rank updates its shard, parameters\n"
+          "  all-gathered exactly (default configs none,q8+ef,q4+ef,casq2+ef).\n");
+          return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
     }
   }
   setenv("SKETCHCCL_NCCL_LIB", "none", 0);
-  setenv("SKETCHCCL_MIN_BYTES", "0", 1);  // these gradients are small: compress every call
+  // These gradients are small: compress every call (sharded: every gradient, while the
+  // all-gather's calls stay below the threshold, exact).
+  setenv("SKETCHCCL_MIN_BYTES", o.sharded ? std::to_string(kShardedMinBytes).c_str() : "0", 1);
   if (o.rank >= 0) return train_rank(o);
 
   std::vector<std::string> tasks;
@@ -624,8 +702,9 @@ int main(int argc, char** argv) {
   }
   std::vector<Config> configs;
   std::string list = o.configs.empty()
-                         ? (o.shrt ? "none,q8,q4,casq2,s2,sparse"
-                                   : "none,q8,q8+ef,q4,q4+ef,casq2,casq2+ef,s2,sparse")
+                         ? (o.sharded ? "none,q8+ef,q4+ef,casq2+ef"
+                            : o.shrt  ? "none,q8,q4,casq2,s2,sparse"
+                                      : "none,q8,q8+ef,q4,q4+ef,casq2,casq2+ef,s2,sparse")
                          : o.configs;
   std::stringstream ls(list);
   for (std::string c; std::getline(ls, c, ',');) {
@@ -653,8 +732,9 @@ int main(int argc, char** argv) {
     long epochs = o.epochs ? o.epochs : (t == "digits" ? (o.shrt ? 5 : 10) : 6);
     std::vector<std::pair<std::string, Curve>> curves;
     if (!o.shrt)
-      std::printf("== task %s, %ld ranks, %ld epochs, SGD momentum 0.9, ncclAvg\n", t.c_str(),
-                  o.nranks, epochs);
+      std::printf("== task %s, %ld ranks, %ld epochs, SGD momentum 0.9, ncclAvg%s\n", t.c_str(),
+                  o.nranks, epochs,
+                  o.sharded ? ", sharded (ncclReduceScatter, exact all-gather)" : "");
     for (const Config& c : configs) {
       setenv("SKETCHCCL_CODEC", c.codec.c_str(), 1);
       setenv("SKETCHCCL_ERROR_FEEDBACK", c.ef ? "1" : "0", 1);
@@ -666,6 +746,7 @@ int main(int argc, char** argv) {
                          "--epochs", std::to_string(epochs), "--nranks", std::to_string(o.nranks),
                          "--seed", std::to_string(o.seed), "--rank", std::to_string(r), "--id-file",
                          dir + "/id", "--result", result});
+        if (o.sharded) argvs.back().push_back("--sharded");
       }
       int r = perfutil::run_local_ranks(static_cast<int>(o.nranks), argvs);
       Curve cv;
@@ -676,8 +757,9 @@ int main(int argc, char** argv) {
         continue;
       }
       if (!o.shrt) {
-        std::printf("%-9s wire/in %.3f, gradient density %.2f%% per rank, %.2f%% reduced\n",
-                    c.label().c_str(), cv.wire, 100 * cv.dens_local, 100 * cv.dens_reduced);
+        std::printf("%-9s wire/in %.3f%s, gradient density %.2f%% per rank, %.2f%% reduced\n",
+                    c.label().c_str(), cv.wire, o.sharded ? " (with the exact all-gather)" : "",
+                    100 * cv.dens_local, 100 * cv.dens_reduced);
         std::printf("%-10s epoch:", "");
         for (size_t e = 1; e < cv.te_acc.size(); ++e)
           std::printf(" %2zu: loss %.3f acc %5.1f%% |", e, cv.tr_loss[e], 100 * cv.te_acc[e]);
@@ -702,8 +784,9 @@ int main(int argc, char** argv) {
     for (auto& [l, cv] : curves) {
       if (l == "exact") exact = cv.te_acc.back();
     }
-    std::string line = "convergence (" + t + ", " + std::to_string(o.nranks) + " ranks, " +
-                       std::to_string(epochs) + " epochs, final test accuracy):";
+    std::string line = "convergence (" + t + (o.sharded ? " sharded" : "") + ", " +
+                       std::to_string(o.nranks) + " ranks, " + std::to_string(epochs) +
+                       " epochs, final test accuracy):";
     bool first = true;
     for (auto& [l, cv] : curves) {
       char b[96];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ./run demo: the 4-rank AllReduce sweep (1-64 MiB) per codec on an emulated 1 Gbit/s network
 # (network namespaces + tc tbf, as root; loopback otherwise), next to Open MPI's MPI_Allreduce,
-# then a table, one verdict line per codec, a PNG plot, and the convergence summary line.
+# then a table, one verdict line per codec, a PNG plot; the same sweep of ReduceScatter (its own
+# table and plot, in OUT/reduce_scatter); and the convergence summary lines.
 #
 #   perf/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]
 set -euo pipefail
@@ -21,7 +22,7 @@ done
 CODECS=none,bf16,q8,q4,casq2,s2,sparse
 SWEEP=(-b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.txt.err* 2>/dev/null || true
+rm -f "$OUT"/*.txt "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* 2>/dev/null || true
 start=$(date +%s)
 
 if [ "$(id -u)" -eq 0 ] && ip netns add scclprobe 2>/dev/null; then
@@ -51,6 +52,13 @@ set +e
 "${NETEM[@]}" --build "$BUILD" --codecs "$CODECS" --transports ucx --mpi ring,default \
   --out "$OUT" -- "${SWEEP[@]}" >"$OUT/raw.log" 2>"$OUT/raw.err"
 rc=$?
+# ReduceScatter, the same codecs and sizes (the input's); Open MPI has no baseline here.
+mkdir -p "$OUT/reduce_scatter"
+"${NETEM[@]}" --build "$BUILD" --codecs "$CODECS" --transports ucx --mpi none \
+  --out "$OUT/reduce_scatter" -- "${SWEEP[@]}" --coll reduce_scatter \
+  >"$OUT/reduce_scatter/raw.log" 2>"$OUT/reduce_scatter/raw.err"
+rc_rs=$?
+[ $rc -eq 0 ] && rc=$rc_rs
 set -e
 if [ $rc -ne 0 ]; then
   echo "demo: some runs failed (rc $rc); what did run is reported below. stderr:" >&2
@@ -70,6 +78,10 @@ cpu_line=$(awk -v b="$((busy1 - busy0))" -v t="$((total1 - total0))" -v q="$((ir
 
 python3 "$HERE/demo_report.py" --dir "$OUT" --mode "$MODE" --codecs "$CODECS" \
   --plot "$OUT/busbw.png" --markdown "$OUT/table.md"
+echo
+python3 "$HERE/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
+  --collective reduce_scatter --plot "$OUT/reduce_scatter/busbw.png" \
+  --markdown "$OUT/reduce_scatter/table.md" || echo "demo: no ReduceScatter results" >&2
 [ -n "$cpu_line" ] && echo "$cpu_line" && echo "$cpu_line" >>"$OUT/table.md"
 
 if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/convergence" ]; then
@@ -78,6 +90,11 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/convergence" ]; then
     SKETCHCCL_NCCL_LIB=none "$BUILD/perf/convergence" --task digits --digits "$digits" --short \
       2>"$OUT/convergence.err" | tee "$OUT/convergence.txt" | grep '^convergence' ||
       { echo "demo: convergence run failed:" >&2; tail -5 "$OUT/convergence.err" >&2; }
+    # Sharded data parallelism: gradients through ncclReduceScatter, exact all-gather.
+    SKETCHCCL_NCCL_LIB=none "$BUILD/perf/convergence" --task digits --digits "$digits" --short \
+      --sharded 2>"$OUT/convergence-sharded.err" | tee "$OUT/convergence-sharded.txt" |
+      grep '^convergence' ||
+      { echo "demo: sharded convergence run failed:" >&2; tail -5 "$OUT/convergence-sharded.err" >&2; }
   else
     echo "demo: convergence skipped: the digits data set is not available ($(cat "$OUT/digits.err"))"
   fi

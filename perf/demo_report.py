@@ -48,13 +48,21 @@ def main():
     ap.add_argument("--transport", default="ucx")
     ap.add_argument("--plot")
     ap.add_argument("--markdown")
+    ap.add_argument("--collective", default="allreduce", choices=["allreduce", "reduce_scatter"])
     a = ap.parse_args()
+    rs = a.collective == "reduce_scatter"
+    # nccl-tests' bus factor, and the name in the text
+    factor = "(P-1)/P" if rs else "2(P-1)/P"
+    coll = "ReduceScatter" if rs else "AllReduce"
+    lead = "ReduceScatter: " if rs else ""  # the AllReduce table reads as before
     codecs = a.codecs.split(",")
     series = {}
     for c in codecs:
         series[c] = parse(os.path.join(a.dir, f"{a.transport}-{c}.txt"))
-    for algo in ("ring", "default"):
+    for algo in () if rs else ("ring", "default"):  # no Open MPI ReduceScatter baseline
         series[f"mpi-{algo}"] = parse(os.path.join(a.dir, f"mpi-{algo}.txt"))
+    fp32_wire = 0.75 if rs else 1.5  # what the exact fp32 ring sends per input byte, P = 4
+    iw = 10 if rs else 9  # the width of its column
     names = [n for n in series if series[n]]
     missing = [n for n in series if not series[n]]
     sizes = sorted({s for n in names for s in series[n]})
@@ -66,10 +74,13 @@ def main():
 
     out = []
     if a.mode == "netem":
-        out.append("busbw (GB/s) = algbw * 2(P-1)/P, P = 4; emulated link 1 Gbit/s "
+        out.append(f"{lead}busbw (GB/s) = algbw * {factor}, P = 4; emulated link 1 Gbit/s "
                    "(~0.119 GB/s of payload). 1 MiB is inflated by the tbf burst: judge >= 4 MiB.")
     else:
-        out.append("busbw (GB/s) = algbw * 2(P-1)/P, P = 4, on LOOPBACK (not a slow network).")
+        out.append(f"{lead}busbw (GB/s) = algbw * {factor}, P = 4, on LOOPBACK (not a slow "
+                   "network).")
+    if rs:
+        out.append("sizes are the input's (P chunks); nmse and maxrel are rank 0's chunk's.")
     out.append("dense codecs and MPI on gauss data; s2 and sparse on 1%-dense data (per rank).")
     head = f"{'size':>8} |" + "".join(f"{label[n]:>{max(8, len(label[n]) + 1)}}" for n in names)
     out.append(head)
@@ -92,7 +103,7 @@ def main():
 
     rng = f"{mib(judge[0])}-{mib(judge[-1])}"
     out.append(f"{'codec':<18}{'data':<14}{'busbw@' + mib(big):>14}{'x none':>8}{'x MPI ring':>11}"
-               f"{'nmse':>9}{'maxrel':>9}{'wire/in':>9}{'1.5/wire':>9}")
+               f"{'nmse':>9}{'maxrel':>9}{'wire/in':>9}{f'{fp32_wire:g}/wire':>{iw}}")
     for n in names:
         r = series[n].get(big)
         if not r:
@@ -103,14 +114,14 @@ def main():
         if n.startswith("mpi-"):
             data = "(own, exact)"
         ws = f"{r['wire']:.3f}" if r["wire"] is not None else "n/a"
-        ideal = f"{1.5 / r['wire']:.2f}" if r["wire"] else "n/a"
+        ideal = f"{fp32_wire / r['wire']:.2f}" if r["wire"] else "n/a"
         out.append(f"{label[n]:<18}{data:<14}{r['busbw']:>14.3f}"
                    f"{(f'{statistics.median(xn):.2f}' if xn else '-'):>8}"
                    f"{(f'{statistics.median(xm):.2f}' if xm else '-'):>11}"
-                   f"{sci(r['nmse']):>9}{sci(r['maxrel']):>9}{ws:>9}{ideal:>9}")
+                   f"{sci(r['nmse']):>9}{sci(r['maxrel']):>9}{ws:>9}{ideal:>{iw}}")
     out.append(f"(x none, x MPI ring: median over {rng} of the per-size busbw ratios; nmse, maxrel "
                f"and wire/in at {mib(big)};")
-    out.append(f" 1.5/wire = the gain if only bytes mattered; this machine has {os.cpu_count()} CPU "
+    out.append(f" {fp32_wire:g}/wire = the gain if only bytes mattered; this machine has {os.cpu_count()} CPU "
                f"core(s) for 4 ranks, so the codecs' CPU time also counts)")
     out.append("")
     out.append(f"verdicts (busbw against the exact fp32 ring `none` measured in the same run, median "
@@ -173,7 +184,7 @@ def main():
         script = f"""
 set terminal pngcairo size 900,560 font 'sans,10'
 set output '{a.plot}'
-set title 'SketchCCL AllReduce busbw: {title}'
+set title 'SketchCCL {coll} busbw: {title}'
 set xlabel 'message size (MiB)'
 set ylabel 'busbw (GB/s)'
 set logscale x 2

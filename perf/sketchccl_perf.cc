@@ -1,5 +1,6 @@
-// sketchccl-perf: an AllReduce sweep in the style of nccl-tests' all_reduce_perf, with the
-// codec's error against the exact sum in place of #wrong and the wire bytes per input byte.
+// sketchccl-perf: an AllReduce sweep in the style of nccl-tests' all_reduce_perf (or, with
+// --coll reduce_scatter, a ReduceScatter sweep as reduce_scatter_perf), with the codec's error
+// against the exact sum in place of #wrong and the wire bytes per input byte.
 //
 // It resolves the NCCL API at run time, so the same binary runs
 //   - standalone (SKETCHCCL_NCCL_LIB=none, or no GPU here): libsketchccl.so on host memory;
@@ -59,6 +60,9 @@ const char* kUsage =
     "  -o, --op OP              sum | avg (default sum)\n"
     "  -J, --output_file FILE   also write the results as JSON\n"
     "sketchccl-perf flags:\n"
+    "  --coll C                 allreduce | reduce_scatter (default allreduce); reduce_scatter:\n"
+    "                           sizes are the input's, busbw = algbw (P-1)/P, the error is rank\n"
+    "                           0's chunk's, as nccl-tests' reduce_scatter_perf\n"
     "  --nranks N               start N local ranks (or: the world size with --rank)\n"
     "  --rank R                 this process is rank R (with --nranks and --id or --id-file)\n"
     "  --id HEX | --id-file F   the ncclUniqueId (256 hex digits), or a file rank 0 writes it to\n"
@@ -100,6 +104,7 @@ struct Options {
   std::string lib;
   std::string memory;
   bool wire = true;
+  bool reduce_scatter = false;  // --coll reduce_scatter
 };
 
 Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough) {
@@ -171,6 +176,10 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
       o.json = v;
     } else if (key == "-t" || key == "--nthreads" || key == "-g" || key == "--ngpus") {
       if (v != "1") bad("only 1: one rank per process (use --nranks or mpirun for more)");
+    } else if (key == "--coll") {
+      if (v != "allreduce" && v != "all_reduce" && v != "reduce_scatter" && v != "reducescatter")
+        bad("allreduce or reduce_scatter");
+      o.reduce_scatter = v == "reduce_scatter" || v == "reducescatter";
     } else if (key == "--nranks") {
       if (!parse_int(v, 1, 4096, &o.nranks)) bad("an integer from 1 to 4096");
     } else if (key == "--rank") {
@@ -227,6 +236,7 @@ struct Nccl {
   decltype(&ncclCommInitRank) CommInitRank = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
   decltype(&ncclAllReduce) AllReduce = nullptr;
+  decltype(&ncclReduceScatter) ReduceScatter = nullptr;
   decltype(&ncclGetErrorString) GetErrorString = nullptr;
   decltype(&ncclGetLastError) GetLastError = nullptr;
   decltype(&ncclGetVersion) GetVersion = nullptr;
@@ -280,6 +290,7 @@ Nccl load_nccl(const Options& o, bool want_shim) {
   resolve(h, "ncclCommInitRank", &n.CommInitRank);
   resolve(h, "ncclCommDestroy", &n.CommDestroy);
   resolve(h, "ncclAllReduce", &n.AllReduce);
+  resolve(h, "ncclReduceScatter", &n.ReduceScatter);
   resolve(h, "ncclGetErrorString", &n.GetErrorString);
   resolve(h, "ncclGetLastError", &n.GetLastError);
   resolve(h, "ncclGetVersion", &n.GetVersion);
@@ -503,29 +514,43 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
 
   std::vector<Result> results;
   double bw_sum = 0;
+  const auto p = static_cast<size_t>(g_nranks);
   for (size_t bytes : sizes) {
     Result res;
     res.count = bytes / tsize;
+    // ReduceScatter: the input's size, a multiple of P elements; each rank receives count / P.
+    if (o.reduce_scatter) res.count = res.count / p * p;
     res.bytes = res.count * tsize;
+    const size_t out_count = o.reduce_scatter ? res.count / p : res.count;
     ncclComm_t comm = world;
+    auto call = [&] {
+      if (o.reduce_scatter) {
+        NCCLCHECK(
+            g_nccl.ReduceScatter(sendbuf, recvbuf, out_count, o.type, o.op, comm, mem->stream()));
+      } else {
+        NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
+      }
+    };
     WireCounters before;
     const bool measure_wire = o.wire && wire_counters(comm, &before);
     for (long w = 0; w < o.warmup; ++w)
-      NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
+      call();
     mem->sync();
     auto t0 = std::chrono::steady_clock::now();
     for (long it = 0; it < o.iters; ++it)
-      NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
+      call();
     mem->sync();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     res.time_us = secs / static_cast<double>(o.iters) * 1e6;
     res.algbw = res.time_us > 0 ? static_cast<double>(res.bytes) / (res.time_us * 1e3) : 0;
-    res.busbw = res.algbw * 2.0 * (g_nranks - 1) / g_nranks;
-    // The error of the last timed call's result.
+    // nccl-tests' bus factors: 2(P-1)/P for AllReduce, (P-1)/P for ReduceScatter.
+    res.busbw = res.algbw * (o.reduce_scatter ? 1.0 : 2.0) * (g_nranks - 1) / g_nranks;
+    // The error of the last timed call's result (ReduceScatter: rank 0's chunk, the first
+    // count / P elements of the sum).
     if (o.check && g_rank == 0) {
-      mem->download(out.data(), recvbuf, res.bytes);
+      mem->download(out.data(), recvbuf, out_count * tsize);
       double err = 0, ref = 0, maxerr = 0, maxref = 0;
-      for (size_t i = 0; i < res.count; ++i) {
+      for (size_t i = 0; i < out_count; ++i) {
         double e = o.op == ncclAvg ? exact[i] / g_nranks : exact[i];
         e = round_to(o.type, static_cast<float>(e));  // what the buffer type can hold
         double y = from_buffer(o.type, out.data(), i);
@@ -575,13 +600,15 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     std::printf(
         "# est_nmse = SketchCCL's own estimate from its sample (mean over the size's calls; N/A "
         "for exact codecs)\n");
-    std::printf("# wire/in = bytes this rank sent / bytes it reduced (fp32 ring: 2(P-1)/P)\n");
+    std::printf("# wire/in = bytes this rank sent / bytes it reduced (fp32 ring: %s)\n",
+                o.reduce_scatter ? "(P-1)/P" : "2(P-1)/P");
     std::printf("# Avg bus bandwidth    : %g \n", results.empty() ? 0.0 : bw_sum / results.size());
     std::printf("#\n");
     if (!o.json.empty()) {
       std::ofstream j(o.json);
       const char* codec = std::getenv("SKETCHCCL_CODEC");
-      j << "{\"tool\": \"sketchccl-perf\", \"collective\": \"allreduce\", \"nranks\": " << g_nranks
+      j << "{\"tool\": \"sketchccl-perf\", \"collective\": \""
+        << (o.reduce_scatter ? "reduce_scatter" : "allreduce") << "\", \"nranks\": " << g_nranks
         << ", \"codec\": \"" << (g_nccl.shim ? (codec ? codec : "auto") : "nccl")
         << "\", \"type\": \"" << o.type_name << "\", \"op\": \"" << o.op_name << "\", \"data\": \""
         << o.data << "\", \"seed\": " << o.seed << ", \"iters\": " << o.iters
@@ -651,9 +678,9 @@ int main(int argc, char** argv) {
     int v = 0;
     g_nccl.GetVersion(&v);
     std::printf(
-        "# sketchccl-perf: AllReduce, nranks %ld, %s, codec %s, data %s (seed %ld), "
+        "# sketchccl-perf: %s, nranks %ld, %s, codec %s, data %s (seed %ld), "
         "SKETCHCCL_MIN_BYTES=%s\n",
-        o.nranks,
+        o.reduce_scatter ? "ReduceScatter" : "AllReduce", o.nranks,
         o.standalone  ? "standalone (host memory)"
         : g_nccl.shim ? "SketchCCL in front of NCCL"
                       : "NCCL without SketchCCL",

@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "backend/backend.h"
+#include "coll/reduce_scatter.h"
+#include "coll/ring_phase.h"
 #include "core/log.h"
 #include "kernels/sparse.h"
 
@@ -18,10 +20,6 @@ using kernels::CodecId;
 using kernels::CodecParams;
 using kernels::DecodeStats;
 using kernels::ElemType;
-
-// Ring phases inside one AllReduce: 0 the codec's ring, 1 and 2 the sparse codec's, 3 the
-// accuracy estimate's exact side reduction.
-constexpr uint8_t kPhaseAccuracySample = 3;
 
 bool is_lossy_and_nonlinear(CodecId c) {
   // Error feedback applies where encode/step introduce error: casts, quantizers, CASQ. `none`
@@ -35,7 +33,7 @@ class CodecSliceOps : public SliceOps {
  public:
   CodecSliceOps(backend::Backend& be, const CodecParams& base, const AllReduceArgs& args,
                 float scale, std::function<uint32_t(size_t)> counters, float* residual,
-                CodecStats* cs)
+                CodecStats* cs, size_t recv_first = 0)
       : be_(be),
         base_(base),
         send_(static_cast<const uint8_t*>(args.send)),
@@ -45,7 +43,8 @@ class CodecSliceOps : public SliceOps {
         scale_(scale),
         counters_(std::move(counters)),
         residual_(residual),
-        cs_(cs) {}
+        cs_(cs),
+        recv_first_(recv_first) {}
 
   size_t packet_bytes(size_t offset, size_t n) const override {
     return be_.packet_bytes(params(offset, n, 0), n);
@@ -113,8 +112,9 @@ class CodecSliceOps : public SliceOps {
     PendingDecode& d = decodes_.back();
     d.offset = offset;
     d.n = n;
-    Status st = be_.decode_start(params(offset, n, 0), pkt, bytes, recv_ + offset * esz_, type_, n,
-                                 scale_, &d.stats, &d.ticket);
+    Status st =
+        be_.decode_start(params(offset, n, 0), pkt, bytes, recv_ + (offset - recv_first_) * esz_,
+                         type_, n, scale_, &d.stats, &d.ticket);
     if (!st.ok() || d.ticket == 0) {
       if (st.ok()) add_stats(d.stats);
       decodes_.pop_back();
@@ -203,6 +203,7 @@ class CodecSliceOps : public SliceOps {
   std::function<uint32_t(size_t)> counters_;
   float* residual_;
   CodecStats* cs_;
+  size_t recv_first_;  // the element of the input that recv_ holds first (a ReduceScatter's chunk)
   DecodeStats stats_;
   std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
   std::unique_ptr<backend::F32Array> comp_, tmp_, tmp_in_;
@@ -285,7 +286,7 @@ uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t c
 
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
-  BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type};
+  BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
   BufferState& state = buffers_[key];
   CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state.guard.steps);
@@ -368,22 +369,28 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   };
   // The accuracy estimate's sample of this rank's input, read before an in-place call
   // overwrites it.
+  // ReduceScatter has no estimate yet: each rank decodes only its chunk (docs/reduce_scatter.md).
+  const bool estimate = is_lossy(codec) && !args.scatter;
   std::vector<uint64_t> sample_bits;
   std::vector<float> own;
-  if (is_lossy(codec)) {
+  if (estimate) {
     sample_bitmap(settings_.seed, link.op_seq, args.count, &sample_bits);
     own.resize(sample_count(args.count));
     SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.send, args.type,
                                            own.data(), nullptr));
   }
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-  CodecSliceOps ops(be, base, args, scale, counters, residual, &cs);
+  const size_t recv_first = args.scatter ? scatter_chunk_first(args.count, link) : 0;
+  CodecSliceOps ops(be, base, args, scale, counters, residual, &cs, recv_first);
   RingStats rs;
-  Status st = ring_allreduce(link, args.count, settings_.slice_elems, settings_.depth, ops, &rs);
+  Status st = args.scatter ? ring_reduce_scatter(scatter_link(link, kPhaseScatterCodec), args.count,
+                                                 settings_.slice_elems, settings_.depth, ops, &rs)
+                           : ring_allreduce(link, args.count, settings_.slice_elems,
+                                            settings_.depth, ops, &rs);
   cs.bytes_sent += rs.bytes_sent;
   cs.bytes_received += rs.bytes_received;
   if (!st.ok()) return st;
-  if (is_lossy(codec)) {
+  if (estimate) {
     SCCL_RETURN_IF_ERROR(estimate_call(link, args, codec, sample_bits, own, state, cs, be));
   }
   const DecodeStats& ds = ops.decode_stats();
@@ -392,6 +399,9 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
     cs.s2_peeled += ds.peeled;
     cs.s2_estimated += ds.estimated;
   }
+  // A ReduceScatter decodes one chunk, whose count differs between ranks: its history stays the
+  // last agreed one (its sparse runs').
+  if (args.scatter) return Status::Ok();
   state.have_history = true;
   state.nonzeros = ds.nonzeros;
   return Status::Ok();
@@ -455,7 +465,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   std::vector<uint64_t> union_bits(words, 0);
   BitmapSliceOps bitmap_ops(be, args, union_bits.data());
   RingLink l1 = link;
-  l1.phase = 1;
+  l1.phase = args.scatter ? kPhaseScatterBitmap : kPhaseSparseBitmap;
   RingStats rs;
   const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
@@ -475,13 +485,26 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     AllReduceArgs dense{values.data(), sums.data(), support, ElemType::kF32, false};
     CodecSliceOps ops(
         *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &cs);
-    RingLink l2 = link;
-    l2.phase = 2;
-    st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
-    if (st.ok()) {
-      const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
-      st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
-                             args.type, nullptr);
+    const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
+    if (args.scatter) {
+      // Each rank's chunk of the input holds its run of the union values: a reduce-scatter of
+      // those runs, then this rank's chunk of the output from its run.
+      SparseScatterPlan plan = sparse_scatter_plan(union_bits.data(), args.count, link);
+      st = ring_reduce_scatter(scatter_link(link, kPhaseScatterValues), support,
+                               settings_.slice_elems, settings_.depth, ops, &rs, &plan.bounds);
+      if (st.ok()) {
+        st = be.sparse_scatter(plan.chunk_bits.data(), plan.chunk_count,
+                               sums.data() + plan.bounds[static_cast<size_t>(link.rank)], scale,
+                               args.recv, args.type, nullptr);
+      }
+    } else {
+      RingLink l2 = link;
+      l2.phase = kPhaseSparseValues;
+      st = ring_allreduce(l2, support, settings_.slice_elems, settings_.depth, ops, &rs);
+      if (st.ok()) {
+        st = be.sparse_scatter(union_bits.data(), args.count, sums.data(), scale, args.recv,
+                               args.type, nullptr);
+      }
     }
     if (st.ok()) {
       state.have_history = true;

@@ -30,6 +30,9 @@ struct AllReduceArgs {
   // communicator's device, run by the CUDA backend (docs/cuda.md); the caller's stream is the
   // stream gate's business (Communicator), not the engine's.
   backend::MemoryType mem = backend::MemoryType::kHost;
+  // A ReduceScatter (coll/reduce_scatter.h): `count` is the input's (P chunks), `recv` holds this
+  // rank's chunk of count / P elements.
+  bool scatter = false;
 };
 
 // What one call on a buffer leaves for the next. DDP buckets keep their addresses, so a buffer
@@ -38,10 +41,12 @@ struct BufferKey {
   uintptr_t addr;
   size_t count;
   kernels::ElemType type;
+  bool scatter = false;  // a ReduceScatter's buffer keeps its own memory
   bool operator<(const BufferKey& o) const {
     if (addr != o.addr) return addr < o.addr;
     if (count != o.count) return count < o.count;
-    return type < o.type;
+    if (type != o.type) return type < o.type;
+    return scatter < o.scatter;
   }
 };
 struct BufferState {

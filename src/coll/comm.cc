@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "coll/ring_phase.h"
 #include "core/log.h"
 
 namespace sketchccl::coll {
@@ -17,9 +18,6 @@ uint64_t hash_bytes(const uint8_t* p, size_t n) {
     h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
-
-constexpr uint8_t kPhaseAllReduce = 0;
-constexpr uint8_t kPhaseSmall = 15;  // membership exchanges
 
 }  // namespace
 
@@ -168,12 +166,13 @@ RingLink Communicator::link(uint8_t phase) {
 
 std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) {
   return submit([this, args] {
-    RingLink l = link(kPhaseAllReduce);
+    RingLink l = link(kPhaseCodec);
     ++op_seq_;
     Status st = engine_.run(l, args);
     publish_stats();
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "AllReduce failed: %s", st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s failed: %s", args.scatter ? "ReduceScatter" : "AllReduce",
+                st.to_string().c_str());
       fail(st);
     }
     return st;
@@ -207,7 +206,7 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   backend::GateTicket ticket;
   SCCL_RETURN_IF_ERROR(gate_->enqueue(stream, &ticket));
   auto w = std::make_shared<Work>([this, args, ticket] {
-    RingLink l = link(kPhaseAllReduce);
+    RingLink l = link(kPhaseCodec);
     ++op_seq_;
     // Work queued before the AllReduce on the caller's stream has finished once the marker ran.
     Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
@@ -216,7 +215,8 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
       publish_stats();
     }
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "AllReduce on device buffers failed: %s", st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s",
+                args.scatter ? "ReduceScatter" : "AllReduce", st.to_string().c_str());
       fail(st);
     }
     return st;
@@ -260,7 +260,7 @@ Status Communicator::allgather_small_ring(const void* mine, size_t bytes, void* 
   for (int s = 0; s < nranks_ - 1; ++s) {
     const int send_block = (rank_ - s + nranks_) % nranks_;
     const int recv_block = (rank_ - s - 1 + nranks_) % nranks_;
-    const uint64_t tag = ring_tag(seq, kPhaseSmall, s, 0);
+    const uint64_t tag = ring_tag(seq, kPhaseMembership, s, 0);
     transport::RequestId rid = 0, sid = 0;
     SCCL_RETURN_IF_ERROR(
         transport_->irecv(left, tag, out + static_cast<size_t>(recv_block) * bytes, bytes, &rid));

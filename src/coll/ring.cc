@@ -94,8 +94,9 @@ bool sends_final(StepKind kind) {
   return kind == StepKind::kRecvReduceFinal || kind == StepKind::kRecvCopySend;
 }
 
-// Step i of rank r in a ring of p.
-RingStep ring_step(int i, int r, int p) {
+// Step i of rank r in a ring of p. The reduce-scatter alone (`scatter`) works one chunk later, so
+// that its last step, kRecvReduceFinal, completes chunk r at rank r (NCCL's layout).
+RingStep ring_step(int i, int r, int p, bool scatter) {
   StepKind kind = StepKind::kRecvCopySend;
   if (i == 0) {
     kind = StepKind::kSend;
@@ -106,7 +107,7 @@ RingStep ring_step(int i, int r, int p) {
   } else if (i == 2 * (p - 1)) {
     kind = StepKind::kRecv;
   }
-  return RingStep{kind, mod(r - i, p)};
+  return RingStep{kind, mod(r - i - (scatter ? 1 : 0), p)};
 }
 
 // One slice lane: walks slice j through the ring steps. Step i's send and step i + 1's receive
@@ -127,8 +128,8 @@ struct Lane {
 
 class RingRun {
  public:
-  RingRun(const RingLink& link, size_t count, size_t slice_elems, SliceOps& ops, RingStats* st)
-      : link_(link), plan_(count, link.nranks, slice_elems), ops_(ops), stats_(st) {
+  RingRun(const RingLink& link, RingPlan plan, bool scatter, SliceOps& ops, RingStats* st)
+      : link_(link), plan_(std::move(plan)), scatter_(scatter), ops_(ops), stats_(st) {
     const int p = link_.nranks;
     const int s = plan_.max_slices();
     final_offset_.assign(static_cast<size_t>(p) * static_cast<size_t>(s) + 1, 0);
@@ -285,7 +286,7 @@ class RingRun {
   }
   uint8_t* final_packet(int c, int j) { return final_.data() + final_offset_[idx(c, j)]; }
 
-  RingStep step_of(int i) const { return ring_step(i, link_.rank, link_.nranks); }
+  RingStep step_of(int i) const { return ring_step(i, link_.rank, link_.nranks, scatter_); }
 
   // Alone: the codec's own round trip, so one rank sees what P ranks would.
   Status round_trip(int j) {
@@ -311,9 +312,11 @@ class RingRun {
     return lane.ticket != 0 ? Status::Ok() : post(lane);
   }
 
-  // Posts transfer lane.step: the receive of the next step, and the send of this one.
+  // Posts transfer lane.step: the receive of the next step, and the send of this one. The
+  // reduce-scatter's kRecvReduceFinal sends nothing: its chunk is this rank's, decoded here.
   Status post(Lane& lane) {
     const int p = link_.nranks;
+    if (scatter_ && lane.step == p - 1) return decode_own(lane);
     const int left = mod(link_.rank - 1, p), right = mod(link_.rank + 1, p);
     const uint64_t tag = ring_tag(link_.op_seq, link_.phase, lane.step, lane.j);
     const RingStep next = step_of(lane.step + 1), cur = step_of(lane.step);
@@ -426,6 +429,19 @@ class RingRun {
     return Status::Ok();
   }
 
+  // The reduce-scatter's end: this rank's chunk, slice lane.j, is final.
+  Status decode_own(Lane& lane) {
+    const int c = link_.rank;
+    size_t off = 0, n = 0;
+    plan_.slice(c, lane.j, &off, &n);
+    if (n > 0) {
+      Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
+      if (!st.ok()) return annotate(st, lane, "decode of this rank's reduced chunk");
+    }
+    lane.j = -1;
+    return Status::Ok();
+  }
+
   Status annotate(const Status& st, const Lane& lane, const char* what) const {
     return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
                                  std::to_string(link_.nranks) + ", " + what + ", slice " +
@@ -455,6 +471,7 @@ class RingRun {
 
   const RingLink& link_;
   RingPlan plan_;
+  bool scatter_;  // the reduce-scatter half alone (ring_reduce_scatter)
   SliceOps& ops_;
   RingStats* stats_;
   std::vector<size_t> final_offset_;
@@ -472,7 +489,18 @@ RingPlan::RingPlan(size_t count, int nranks, size_t slice_elems)
     max_slices_ = std::max(max_slices_, slices(c));
 }
 
+RingPlan::RingPlan(std::vector<size_t> bounds, size_t slice_elems)
+    : count_(bounds.empty() ? 0 : bounds.back()),
+      nranks_(bounds.empty() ? 1 : static_cast<int>(bounds.size()) - 1),
+      slice_elems_(slice_elems == 0 ? 1 : slice_elems),
+      bounds_(std::move(bounds)) {
+  max_slices_ = 0;
+  for (int c = 0; c < nranks_; ++c)
+    max_slices_ = std::max(max_slices_, slices(c));
+}
+
 size_t RingPlan::chunk_offset(int c) const {
+  if (!bounds_.empty()) return bounds_[static_cast<size_t>(c)];
   // The first count % P chunks hold one element more; no product can overflow.
   const size_t q = count_ / static_cast<size_t>(nranks_);
   const size_t r = count_ % static_cast<size_t>(nranks_);
@@ -510,9 +538,11 @@ uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice) {
          (static_cast<uint64_t>(slice) & kSliceMask);
 }
 
-Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
-                      SliceOps& ops, RingStats* stats) {
-  if (count == 0) return Status::Ok();
+namespace {
+
+// Both rings: checks, runs, and on failure closes the transport and lets codec work end.
+Status run_ring(const RingLink& link, RingPlan plan, bool scatter, int depth, SliceOps& ops,
+                RingStats* stats) {
   if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
     return errorf(Code::kInternalError, "ring: rank %d of %d", link.rank, link.nranks);
   }
@@ -528,14 +558,13 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
                   "ring: its tags need %d bits but the %s transport carries only %d", kRingTagBits,
                   link.transport->name(), link.transport->properties().tag_bits);
   }
-  RingPlan plan(count, link.nranks, slice_elems);
   if (plan.max_slices() > kMaxSlices) {
     return errorf(Code::kInvalidUsage,
                   "ring: %d slices per chunk exceed 2^20; raise "
                   "SKETCHCCL_SLICE_BYTES",
                   plan.max_slices());
   }
-  RingRun run(link, count, slice_elems, ops, stats);
+  RingRun run(link, std::move(plan), scatter, ops, stats);
   Status st = run.run(depth);
   if (st.ok()) st = run.flush_decodes();
   if (!st.ok()) {
@@ -546,6 +575,29 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
     run.drain();
   }
   return st;
+}
+
+}  // namespace
+
+Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
+                      SliceOps& ops, RingStats* stats) {
+  if (count == 0) return Status::Ok();
+  if (link.nranks < 1) return errorf(Code::kInternalError, "ring: %d ranks", link.nranks);
+  return run_ring(link, RingPlan(count, link.nranks, slice_elems), false, depth, ops, stats);
+}
+
+Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elems, int depth,
+                           SliceOps& ops, RingStats* stats, const std::vector<size_t>* bounds) {
+  if (count == 0) return Status::Ok();
+  if (link.nranks < 1) return errorf(Code::kInternalError, "ring: %d ranks", link.nranks);
+  if (bounds == nullptr) {
+    return run_ring(link, RingPlan(count, link.nranks, slice_elems), true, depth, ops, stats);
+  }
+  if (bounds->size() != static_cast<size_t>(link.nranks) + 1 || bounds->front() != 0 ||
+      bounds->back() != count || !std::is_sorted(bounds->begin(), bounds->end())) {
+    return Status(Code::kInternalError, "ring: chunk bounds do not cut the count");
+  }
+  return run_ring(link, RingPlan(*bounds, slice_elems), true, depth, ops, stats);
 }
 
 }  // namespace sketchccl::coll

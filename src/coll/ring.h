@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "core/config.h"
 #include "core/status.h"
@@ -21,6 +22,8 @@ namespace sketchccl::coll {
 class RingPlan {
  public:
   RingPlan(size_t count, int nranks, size_t slice_elems);
+  // Chunk c is [bounds[c], bounds[c + 1]) (nranks + 1 ascending offsets, the last one count).
+  RingPlan(std::vector<size_t> bounds, size_t slice_elems);
   size_t chunk_offset(int c) const;
   size_t chunk_len(int c) const { return chunk_offset(c + 1) - chunk_offset(c); }
   int slices(int c) const;  // 0 for an empty chunk
@@ -33,6 +36,7 @@ class RingPlan {
   int nranks_;
   size_t slice_elems_;
   int max_slices_;
+  std::vector<size_t> bounds_;  // empty: the even cut
 };
 
 // What the ring needs from a codec, per slice [offset, offset + n) of the element space.
@@ -109,6 +113,13 @@ struct RingStats {
 // decodes locally (so every rank, even alone, sees the codec's result).
 Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
                       SliceOps& ops, RingStats* stats);
+
+// The reduce-scatter half alone, with NCCL's layout: P-1 steps after which rank r holds chunk r
+// reduced, and decodes that chunk only (decode_start sees only its offsets). `bounds`: the chunks'
+// offsets (RingPlan's second form), else the even cut (NCCL's ReduceScatter: P equal chunks).
+Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elems, int depth,
+                           SliceOps& ops, RingStats* stats,
+                           const std::vector<size_t>* bounds = nullptr);
 
 // Tag of one transfer: operation, phase, ring step, slice; below 2^kRingTagBits.
 constexpr int kRingTagBits = 44;

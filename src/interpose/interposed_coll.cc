@@ -15,10 +15,7 @@
 #include "interpose/runtime.h"
 
 namespace sketchccl::interpose {
-namespace {
 
-// The communicator's agreed state; waits (bounded) for a join still running, so that the first
-// call after init sees the same state on every rank.
 CommState comm_state(coll::Communicator* c, double timeout_s) {
   if (c == nullptr) return CommState::kNone;
   const auto& init = c->init_work();
@@ -33,8 +30,6 @@ CommState comm_state(coll::Communicator* c, double timeout_s) {
   if (!c->configs_agree()) return CommState::kDisagree;
   return CommState::kReady;
 }
-
-}  // namespace
 
 ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,

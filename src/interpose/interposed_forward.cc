@@ -79,14 +79,6 @@ ncclResult_t InterposedFront::broadcast(const void* sendbuff, void* recvbuff, si
                  comm, stream);
 }
 
-ncclResult_t InterposedFront::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                             ncclDataType_t datatype, ncclRedOp_t op,
-                                             ncclComm_t comm, cudaStream_t stream) {
-  count_forwarded(comm);
-  return forward(real_.ncclReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
-                 datatype, op, comm, stream);
-}
-
 ncclResult_t InterposedFront::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm,
                                          cudaStream_t stream) {

@@ -5,9 +5,18 @@
 #pragma once
 
 #include "interpose/front.h"
+#include "interpose/policy.h"
 #include "interpose/real_api.h"
 
+namespace sketchccl::coll {
+class Communicator;
+}
+
 namespace sketchccl::interpose {
+
+// The communicator's agreed state; waits (bounded) for a join still running, so that the first
+// call after init sees the same state on every rank (AllReduce and ReduceScatter take-overs).
+CommState comm_state(coll::Communicator* c, double timeout_s);
 
 class InterposedFront final : public Front {
  public:

@@ -75,13 +75,6 @@ ncclResult_t StandaloneFront::broadcast(const void* /*sendbuff*/, void* /*recvbu
   return refuse_collective(comm, "ncclBroadcast");
 }
 
-ncclResult_t StandaloneFront::reduce_scatter(const void* /*sendbuff*/, void* /*recvbuff*/,
-                                             size_t /*recvcount*/, ncclDataType_t /*datatype*/,
-                                             ncclRedOp_t /*op*/, ncclComm_t comm,
-                                             cudaStream_t /*stream*/) {
-  return refuse_collective(comm, "ncclReduceScatter");
-}
-
 ncclResult_t StandaloneFront::all_gather(const void* /*sendbuff*/, void* /*recvbuff*/,
                                          size_t /*sendcount*/, ncclDataType_t /*datatype*/,
                                          ncclComm_t comm, cudaStream_t /*stream*/) {

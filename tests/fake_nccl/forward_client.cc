@@ -10,6 +10,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -181,12 +182,13 @@ void every_forwarded_function(ncclComm_t comm, int rank) {
       "Broadcast",
       fmt("ncclBroadcast send=%p recv=%p count=44 type=9 root=1 comm=%p stream=0x54", ap, bp, cp),
       [&] { return ncclBroadcast(ap, bp, 44, ncclBfloat16, 1, comm, fake_stream(0x54)); });
+  // A float sum of 1 MiB and more is taken over (reduce_scatter_policy); a max is NCCL's.
   expect_forwarded(
       "ReduceScatter",
-      fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%p stream=0x55", ap, bp,
+      fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=2 comm=%p stream=0x55", ap, bp,
           big, cp),
       [&] {
-        return ncclReduceScatter(ap, bp, big, ncclFloat32, ncclSum, comm, fake_stream(0x55));
+        return ncclReduceScatter(ap, bp, big, ncclFloat32, ncclMax, comm, fake_stream(0x55));
       });
   expect_forwarded(
       "AllGather",
@@ -297,6 +299,62 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
         got);
 }
 
+// ReduceScatter under AllReduce's policy, on the input's size (nranks · recvcount elements): taken
+// over (this rank's chunk of the sum, no fake call) or forwarded unchanged (the fake copies).
+void reduce_scatter_policy(ncclComm_t comm, int rank, int nranks, bool expect_any_take_over) {
+  struct Row {
+    const char* name;
+    ncclRedOp_t op;
+    ncclDataType_t type;
+    size_t recvcount;  // per rank
+    bool take_over;
+  };
+  const size_t mib_f32 = (size_t(1) << 18) / static_cast<size_t>(nranks) + 1;  // input >= 1 MiB
+  const Row rows[] = {
+      {"sum-f32", ncclSum, ncclFloat32, mib_f32, true},
+      {"avg-f32", ncclAvg, ncclFloat32, mib_f32, true},
+      {"sum-bf16", ncclSum, ncclBfloat16, 2 * mib_f32, true},
+      {"sum-f32-small", ncclSum, ncclFloat32, 1000, false},
+      {"max-f32", ncclMax, ncclFloat32, mib_f32, false},
+      {"sum-i32", ncclSum, ncclInt32, mib_f32, false},
+  };
+  for (const Row& row : rows) {
+    const bool take = row.take_over && expect_any_take_over;
+    const size_t esz = row.type == ncclBfloat16 ? 2 : 4;
+    const size_t count = row.recvcount * static_cast<size_t>(nranks);
+    std::vector<uint8_t> send(count * esz, 0), recv(row.recvcount * esz, 0);
+    for (size_t i = 0; i < count; ++i) {
+      if (row.type == ncclFloat32)
+        reinterpret_cast<float*>(send.data())[i] = static_cast<float>(rank + 1);
+      if (row.type == ncclBfloat16) reinterpret_cast<uint16_t*>(send.data())[i] = 0x3f80;
+      if (row.type == ncclInt32) reinterpret_cast<int32_t*>(send.data())[i] = rank + 1;
+    }
+    size_t at = log_size();
+    ncclResult_t r = ncclReduceScatter(send.data(), recv.data(), row.recvcount, row.type, row.op,
+                                       comm, fake_stream(0x63));
+    std::string got = log_since(at);
+    const bool arrived =
+        got.find(
+            fmt("ncclReduceScatter send=%p recv=%p count=%zu type=%d op=%d comm=%p stream=0x63\n",
+                static_cast<void*>(send.data()), static_cast<void*>(recv.data()), row.recvcount,
+                static_cast<int>(row.type), static_cast<int>(row.op), static_cast<void*>(comm))) !=
+        std::string::npos;
+    bool value_ok = true;
+    if (take && row.type == ncclFloat32) {
+      const float want = row.op == ncclAvg ? (nranks + 1) / 2.0f : nranks * (nranks + 1) / 2.0f;
+      const float* y = reinterpret_cast<const float*>(recv.data());
+      value_ok = std::abs(y[0] - want) <= 0.05f * want &&
+                 std::abs(y[row.recvcount - 1] - want) <= 0.05f * want;
+    } else if (!take) {
+      value_ok = std::equal(recv.begin(), recv.end(), send.begin());  // the fake copies
+    }
+    check(std::string("reduce-scatter-policy/") + row.name,
+          r == ncclSuccess && arrived == !take && value_ok,
+          std::string(take ? "expected taken over" : "expected forwarded") +
+              (arrived ? ", arrived" : ", not arrived") + (value_ok ? "" : ", wrong values"));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -325,6 +383,7 @@ int main(int argc, char** argv) {
         log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) !=
             std::string::npos);
   policy_table(comm, rank, nranks, mode == "full");
+  reduce_scatter_policy(comm, rank, nranks, mode == "full");
   if (mode == "full") every_forwarded_function(comm, rank);
   at = log_size();
   r = ncclCommDestroy(comm);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sketchccl-perf smoke test: 2 local ranks (standalone, loopback), tiny sizes; the nccl-tests
 # columns are there, the exact ring `none` has error 0 and an fp32 ring's wire ratio, a lossy
-# codec shows a small non-zero error, JSON is written, bad flags fail clearly. A few seconds.
+# codec shows a small non-zero error, JSON is written, bad flags fail clearly; the same for
+# --coll reduce_scatter. A few seconds.
 set -u
 perf=$1
 fails=0
@@ -41,6 +42,27 @@ timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec sparse --data spar
   >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "sparse on sparse data: exact and fewer wire bytes" \
   awk '/^ +[0-9]/ { n++; if ($9 != "0" || $12 >= 0.5) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+
+# ReduceScatter as reduce_scatter_perf: 3 ranks, the size is the input's (a multiple of 3
+# elements), busbw = algbw * 2/3, the exact ring sends (P-1)/P of the input, rank 0's chunk exact.
+timeout 60 "$perf" --nranks 3 --coll reduce_scatter -b 12K -e 48K -f 4 -n 2 -w 1 --codec none \
+  -J "$tmp/rs.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+cat "$tmp/out"
+check "reduce_scatter none: exits 0" test "$rc" -eq 0
+check "reduce_scatter: named in the header" grep -q 'sketchccl-perf: ReduceScatter' "$tmp/out"
+check "reduce_scatter none: 2 rows, counts a multiple of 3, error 0" \
+  awk '/^ +[0-9]/ { n++; if ($2 % 3 != 0 || $9 != "0" || $10 != "0") bad = 1 } END { exit bad || n != 2 }' "$tmp/out"
+# (busbw from size and time: the printed GB/s has 3 decimals)
+check "reduce_scatter none: busbw = size / time * 2/3, wire/in ~ 2/3" \
+  awk '/^ +[0-9]/ { b = $1 / ($6 * 1e3) * 2 / 3; d = $8 - b; if (d < -0.0015 || d > 0.0015) bad = 1
+                  if ($11 < 0.66 || $11 > 0.75) bad = 1 } END { exit bad }' "$tmp/out"
+check "reduce_scatter: JSON says the collective" grep -q '"collective": "reduce_scatter"' "$tmp/rs.json"
+timeout 60 "$perf" --nranks 3 --coll reduce_scatter -b 96K -e 96K -n 1 -w 0 --codec q8 \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "reduce_scatter q8: small non-zero error, fewer wire bytes" \
+  awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-2 && $11 < 0.3)) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+"$perf" --coll allgather >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad --coll: non-zero exit" test "$rc" -ne 0
 
 "$perf" --codec nope >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad --codec: non-zero exit" test "$rc" -ne 0

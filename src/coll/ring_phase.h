@@ -1,0 +1,21 @@
+// The ring phases: the phase field of every tag (ring.cc) keeps the rings inside one operation,
+// and the membership exchanges, from matching each other's messages. One list, so that no two
+// rings of an operation ever share a number.
+#pragma once
+
+#include <cstdint>
+
+namespace sketchccl::coll {
+
+enum RingPhase : uint8_t {
+  kPhaseCodec = 0,           // an AllReduce's codec ring
+  kPhaseSparseBitmap = 1,    // AllReduce `sparse` 1: the OR-allreduce of the bitmaps
+  kPhaseSparseValues = 2,    // AllReduce `sparse` 2: the exact ring of the union values
+  kPhaseAccuracySample = 3,  // the accuracy estimate's exact side reduction (accuracy.h)
+  kPhaseScatterCodec = 4,    // a ReduceScatter's codec reduce-scatter
+  kPhaseScatterBitmap = 5,   // ReduceScatter `sparse` 1: the OR-allreduce of the bitmaps
+  kPhaseScatterValues = 6,   // ReduceScatter `sparse` 2: reduce-scatter of the union values
+  kPhaseMembership = 15,     // Communicator's small all-gathers (split)
+};
+
+}  // namespace sketchccl::coll
