@@ -667,20 +667,14 @@ int main(int argc, char** argv) {
       std::printf(
           "Usage: convergence [--task digits|text|all] [--digits digits.csv] [--epochs N]\n"
           "                   [--configs none,q8,q8+ef,q2@1e-3,...] [--nranks N] [--seed S]\n"
-          "                   [--short]\n"
-          "                   [--csv FILE]\n"
+          "                   [--short] [--csv FILE] [--sharded]\n"
           "  digits.csv: sklearn/datasets/data/digits.csv.gz of python3-sklearn, decompressed\n"
           "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n"
           "  codec@B: with SKETCHCCL_MAX_NMSE=B (the accuracy guard); prints the codecs per "
-          "epoch.\n");
-
-          "                   [--configs none,q8,q8+ef,...] [--nranks N] [--seed S] [--short]\n"
-          "                   [--csv FILE] [--sharded]\n"
-          "  digits.csv: sklearn/datasets/data/digits.csv.gz of python3-sklearn, decompressed\n"
-          "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n"
+          "epoch.\n"
           "  --sharded: gradients ncclReduceScatter'ed, each rank updates its shard, parameters\n"
           "  all-gathered exactly (default configs none,q8+ef,q4+ef,casq2+ef).\n");
-          return 0;
+      return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
     }

@@ -54,7 +54,7 @@ TEST(ScatterChunkFirst, IsRankTimesRecvcount) {
   link.rank = 2;
   link.nranks = 4;
   EXPECT_EQ(scatter_chunk_first(4000, link), 2000u);
-  EXPECT_EQ(scatter_link(link, kScatterPhaseCodec).phase, kScatterPhaseCodec);
+  EXPECT_EQ(scatter_link(link, kPhaseScatterCodec).phase, kPhaseScatterCodec);
 }
 
 }  // namespace
