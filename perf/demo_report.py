@@ -22,9 +22,11 @@ def parse(path):
                     continue
                 def num(s):
                     return None if s == "N/A" else float(s)
+                # sketchccl-perf: ... nmse maxrel est_nmse wire/in; mpi-allreduce-perf: no
+                # est_nmse. wire/in is the last column of both.
                 rows[int(p[0])] = {"time_us": float(p[5]), "algbw": float(p[6]),
                                    "busbw": float(p[7]), "nmse": num(p[8]),
-                                   "maxrel": num(p[9]), "wire": num(p[10])}
+                                   "maxrel": num(p[9]), "wire": num(p[-1])}
     except OSError:
         pass
     return rows
