@@ -7,8 +7,8 @@ namespace sketchccl::coll {
 
 using kernels::CodecId;
 
-size_t sample_count(size_t count) {
-  return std::min(count, std::max(kMinSamples, count / kSampleStride));
+size_t sample_count(size_t count, size_t stride) {
+  return std::min(count, std::max(kMinSamples, count / stride));
 }
 
 namespace {
@@ -26,9 +26,10 @@ size_t stratum_start(size_t k, size_t count, size_t m) {
 }
 }  // namespace
 
-void sample_bitmap(uint64_t seed, uint32_t call, size_t count, std::vector<uint64_t>* bits) {
+void sample_bitmap(uint64_t seed, uint32_t call, size_t count, std::vector<uint64_t>* bits,
+                   size_t stride) {
   bits->assign((count + 63) / 64, 0);
-  const size_t m = sample_count(count);
+  const size_t m = sample_count(count, stride);
   const uint64_t key = mix(mix(seed ^ 0x4143435552414359ull) ^ call);
   for (size_t k = 0; k < m; ++k) {
     // Stratum k is [k count / m, (k+1) count / m): never empty since m <= count.

@@ -14,15 +14,19 @@ namespace sketchccl::coll {
 // One sampled position per this many elements, and at least kMinSamples (all of a smaller
 // buffer). 2048 keeps the side reduction under 1% of q2's wire bytes (docs/engine.md).
 constexpr size_t kSampleStride = 2048;
+// A ReduceScatter's side ring carries two values per sample (input and decoded) next to half a
+// ring of packets: four times the share, so a four times sparser sample keeps it under 1% too.
+constexpr size_t kScatterSampleStride = 4 * kSampleStride;
 constexpr size_t kMinSamples = 256;
 
 // Positions sampled in a buffer of `count` elements.
-size_t sample_count(size_t count);
+size_t sample_count(size_t count, size_t stride = kSampleStride);
 
 // The sampled positions of call `call` as a bitmap of `count` bits (kernels/sparse.h layout):
-// one position drawn in each of sample_count(count) equal strata, from (seed, call) only, so
-// every rank draws the same ones.
-void sample_bitmap(uint64_t seed, uint32_t call, size_t count, std::vector<uint64_t>* bits);
+// one position drawn in each of sample_count(count, stride) equal strata, from (seed, call)
+// only, so every rank draws the same ones.
+void sample_bitmap(uint64_t seed, uint32_t call, size_t count, std::vector<uint64_t>* bits,
+                   size_t stride = kSampleStride);
 
 // A call's error, from the decoded and the exact values at the sampled positions.
 struct AccuracyEstimate {

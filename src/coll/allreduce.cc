@@ -369,13 +369,13 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   };
   // The accuracy estimate's sample of this rank's input, read before an in-place call
   // overwrites it.
-  // ReduceScatter has no estimate yet: each rank decodes only its chunk (docs/reduce_scatter.md).
-  const bool estimate = is_lossy(codec) && !args.scatter;
+  const bool estimate = is_lossy(codec);
   std::vector<uint64_t> sample_bits;
   std::vector<float> own;
   if (estimate) {
-    sample_bitmap(settings_.seed, link.op_seq, args.count, &sample_bits);
-    own.resize(sample_count(args.count));
+    const size_t stride = args.scatter ? kScatterSampleStride : kSampleStride;
+    sample_bitmap(settings_.seed, link.op_seq, args.count, &sample_bits, stride);
+    own.resize(sample_count(args.count, stride));
     SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.send, args.type,
                                            own.data(), nullptr));
   }
@@ -407,29 +407,57 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   return Status::Ok();
 }
 
+// A ReduceScatter's decoded values at the samples that fall in this rank's chunk, in sample order,
+// into out[0, m) (zero elsewhere): the decoded chunk is recvbuff, elements [first, first + rc).
+Status AllReduceEngine::scatter_chunk_samples(const RingLink& link, const AllReduceArgs& args,
+                                              const std::vector<uint64_t>& sample_bits,
+                                              backend::Backend& be, float* out) {
+  const size_t rc = args.count / static_cast<size_t>(nranks_);
+  const size_t first = scatter_chunk_first(args.count, link);
+  auto sampled = [&sample_bits](size_t i) { return (sample_bits[i / 64] >> (i % 64)) & 1u; };
+  size_t before = 0;  // samples ahead of the chunk: its first sample's index
+  for (size_t i = 0; i < first; ++i)
+    before += sampled(i);
+  std::vector<uint64_t> chunk_bits((rc + 63) / 64, 0);
+  for (size_t i = 0; i < rc; ++i) {
+    if (sampled(first + i)) chunk_bits[i / 64] |= uint64_t(1) << (i % 64);
+  }
+  return be.sparse_compact(chunk_bits.data(), rc, args.recv, args.type, out + before, nullptr);
+}
+
 Status AllReduceEngine::estimate_call(const RingLink& link, const AllReduceArgs& args,
                                       CodecId codec, const std::vector<uint64_t>& sample_bits,
                                       const std::vector<float>& own, BufferState& state,
                                       CodecStats& cs, backend::Backend& be) {
   const size_t m = own.size();
-  std::vector<float> decoded(m), exact(m);
-  SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.recv, args.type,
-                                         decoded.data(), nullptr));
-  // The exact fp32 sums at the sample: a `none` ring, so every rank gets the same bits.
+  // The side ring's input: this rank's values at the sample, then (ReduceScatter) its decoded
+  // values at the samples of its own chunk, zero elsewhere. Its fp32 sums, the same bits on every
+  // rank (a `none` ring), are the exact values and, since one rank alone holds each decoded
+  // value, every decoded value at the sample.
+  std::vector<float> side_in(own), sums(args.scatter ? 2 * m : m), decoded(m);
+  if (args.scatter) {
+    side_in.resize(2 * m, 0.0f);
+    SCCL_RETURN_IF_ERROR(scatter_chunk_samples(link, args, sample_bits, be, side_in.data() + m));
+  } else {
+    SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.recv, args.type,
+                                           decoded.data(), nullptr));
+  }
   CodecParams base;
   base.codec = CodecId::kNone;
   base.seed = settings_.seed;
   base.call = link.op_seq;
-  AllReduceArgs dense{own.data(), exact.data(), m, ElemType::kF32, false};
+  AllReduceArgs dense{side_in.data(), sums.data(), side_in.size(), ElemType::kF32, false};
   CodecStats side;
   CodecSliceOps ops(
       *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &side);
   RingLink l3 = link;
   l3.phase = kPhaseAccuracySample;
   RingStats rs;
-  Status st = ring_allreduce(l3, m, settings_.slice_elems, settings_.depth, ops, &rs);
+  Status st = ring_allreduce(l3, side_in.size(), settings_.slice_elems, settings_.depth, ops, &rs);
   cs.sample_bytes_sent += rs.bytes_sent;
   SCCL_RETURN_IF_ERROR(st);
+  std::vector<float> exact(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(m));
+  if (args.scatter) decoded.assign(sums.begin() + static_cast<std::ptrdiff_t>(m), sums.end());
   if (args.avg) {
     const float scale = 1.0f / static_cast<float>(nranks_);
     for (float& v : exact)
@@ -441,10 +469,10 @@ Status AllReduceEngine::estimate_call(const RingLink& link, const AllReduceArgs&
   cs.estimated_maxrel_sum += e.maxrel;
   cs.estimated_nmse_worst = std::max(cs.estimated_nmse_worst, e.nmse);
   cs.estimated_maxrel_worst = std::max(cs.estimated_maxrel_worst, e.maxrel);
-  SCCL_INFO(
-      kLogColl,
-      "AllReduce #%u of %zu elements with %s: estimated NMSE %.3g, max rel %.3g (%zu samples)",
-      link.op_seq, args.count, kernels::codec_name(codec), e.nmse, e.maxrel, m);
+  SCCL_INFO(kLogColl,
+            "%s #%u of %zu elements with %s: estimated NMSE %.3g, max rel %.3g (%zu samples)",
+            args.scatter ? "ReduceScatter" : "AllReduce", link.op_seq, args.count,
+            kernels::codec_name(codec), e.nmse, e.maxrel, m);
   if (guard_step_up(settings_.max_nmse, codec, e.nmse, &state.guard)) {
     cs.guard_steps++;
     SCCL_WARN(kLogColl,

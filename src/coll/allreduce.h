@@ -96,6 +96,10 @@ class AllReduceEngine {
                 BufferState& state, CodecStats& cs, backend::Backend& be);
   Status run_codec(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
                    BufferState& state, CodecStats& cs, backend::Backend& be);
+  // A ReduceScatter's decoded values at the samples of this rank's chunk (zero elsewhere).
+  Status scatter_chunk_samples(const RingLink& link, const AllReduceArgs& args,
+                               const std::vector<uint64_t>& sample_bits, backend::Backend& be,
+                               float* out);
   // The accuracy estimate of a finished lossy call (coll/accuracy.h): `own` holds this rank's
   // input at the positions of `sample_bits`; a `none` ring of its own phase sums them exactly.
   Status estimate_call(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,

@@ -59,8 +59,8 @@ check "reduce_scatter none: busbw = size / time * 2/3, wire/in ~ 2/3" \
 check "reduce_scatter: JSON says the collective" grep -q '"collective": "reduce_scatter"' "$tmp/rs.json"
 timeout 60 "$perf" --nranks 3 --coll reduce_scatter -b 96K -e 96K -n 1 -w 0 --codec q8 \
   >"$tmp/out" 2>"$tmp/err"; rc=$?
-check "reduce_scatter q8: small non-zero error, fewer wire bytes" \
-  awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-2 && $11 == "N/A" && $12 < 0.3)) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+check "reduce_scatter q8: small non-zero error, its estimate within 2x, fewer wire bytes" \
+  awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-2 && $11 > $9 / 2 && $11 < $9 * 2 && $12 < 0.3)) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
 "$perf" --coll allgather >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad --coll: non-zero exit" test "$rc" -ne 0
 

@@ -138,9 +138,10 @@ class EngineRanks {
       }
     }
   }
-  // One AllReduce (sum, fp32) of x[r] into y[r] on every rank, as call `call`.
+  // One AllReduce (sum, fp32) of x[r] into y[r] on every rank, as call `call`; `scatter`: a
+  // ReduceScatter, y[r] holding rank r's chunk.
   void allreduce(uint32_t call, const std::vector<std::vector<float>>& x,
-                 std::vector<std::vector<float>>* y) {
+                 std::vector<std::vector<float>>* y, bool scatter = false) {
     std::vector<std::thread> th;
     for (int r = 0; r < p_; ++r) {
       th.emplace_back([&, r] {
@@ -154,6 +155,7 @@ class EngineRanks {
         a.send = x[r].data();
         a.recv = (*y)[r].data();
         a.count = x[r].size();
+        a.scatter = scatter;
         Status st = engines_[r]->run(link, a);
         EXPECT_TRUE(st.ok()) << st.to_string();
       });
@@ -251,6 +253,46 @@ TEST(AccuracyEngine, EstimateWithinTwiceTheTrueNmseAndTheSameOnEveryRank) {
     }
     std::printf("[ info ] %s: estimate / true NMSE in [%.3f, %.3f] over 12 calls\n",
                 kernels::codec_name(codec), lo, hi);
+  }
+}
+
+// A ReduceScatter decodes one chunk per rank; its estimate gathers the sampled decoded values,
+// so it is the whole call's, and the same on every rank.
+TEST(AccuracyEngine, ReduceScatterEstimateIsTheWholeCallsOnEveryRank) {
+  const int p = 3;
+  const size_t count = (size_t(1) << 18) * p;  // 384 samples
+  for (CodecId codec : {CodecId::kQ8, CodecId::kQ4, CodecId::kCasq2}) {
+    Settings s;
+    s.auto_codec = false;
+    s.codec = codec;
+    EngineRanks ranks(p, s);
+    std::vector<double> before(p, 0);
+    uint32_t call = 0;
+    for (Data d : {Data::kGauss, Data::kLaplace}) {
+      for (uint64_t seed = 1; seed <= 2; ++seed) {
+        std::vector<std::vector<float>> x(p, std::vector<float>(count));
+        std::vector<std::vector<float>> y(p, std::vector<float>(count / p));
+        for (int r = 0; r < p; ++r)
+          fill(d, seed * 1000 + r, &x[r]);
+        ranks.allreduce(++call, x, &y, /*scatter=*/true);
+        std::vector<float> whole;
+        for (const auto& chunk : y)
+          whole.insert(whole.end(), chunk.begin(), chunk.end());
+        const double want = true_nmse(x, whole);
+        std::vector<double> est(p);
+        for (int r = 0; r < p; ++r) {
+          est[r] = last_estimate(ranks.engine(r).stats().by_codec[kernels::codec_name(codec)],
+                                 &before[r]);
+        }
+        SCOPED_TRACE(::testing::Message()
+                     << kernels::codec_name(codec) << " data " << int(d) << " seed " << seed
+                     << ": true " << want << " estimated " << est[0]);
+        for (int r = 1; r < p; ++r)
+          EXPECT_EQ(est[r], est[0]) << "rank " << r;
+        EXPECT_GE(est[0], want / 2);
+        EXPECT_LE(est[0], want * 2);
+      }
+    }
   }
 }
 
