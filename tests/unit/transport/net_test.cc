@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <string>
 
 using namespace sketchccl;
@@ -61,10 +63,17 @@ TEST(Net, BadAddressesAndInterfacesAreErrors) {
 TEST(Net, ConnectToClosedPortFailsAndTimesOut) {
   SockAddr a;
   ASSERT_TRUE(choose_local_address("lo", AF_INET, &a, nullptr).ok());
-  Fd l;
-  SockAddr bound;
-  ASSERT_TRUE(listen_on(a, 1, &l, &bound).ok());
-  l.reset();  // nobody listens there now
+  // A port bound but not listening: connections are refused, and (unlike a closed listener's
+  // port) no other test running at the same time can take it meanwhile.
+  Fd held(::socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_GE(held.get(), 0);
+  ASSERT_EQ(::bind(held.get(), reinterpret_cast<const sockaddr*>(&a.ss), a.len), 0);
+  SockAddr bound = a;
+  sockaddr_storage got{};
+  socklen_t got_len = sizeof got;
+  ASSERT_EQ(::getsockname(held.get(), reinterpret_cast<sockaddr*>(&got), &got_len), 0);
+  bound.ss = got;
+  bound.len = got_len;
   Fd fd;
   Status st = connect_to(bound, now_s() + 0.3, false, &fd);
   EXPECT_EQ(st.code(), Code::kRemoteError);
