@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -62,6 +63,31 @@ bool case_ok(const std::string& out, const std::string& name) {
     }
   }
   return false;
+}
+
+Outcome run_scenario(const std::string& worker, const std::string& scenario, int nranks,
+                     const std::vector<std::string>& env, const std::vector<std::string>& args,
+                     double timeout_s) {
+  const std::string id = new_id_hex();
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome o;
+  o.ranks = run_ranks(
+      nranks,
+      [&](int r) {
+        std::vector<std::string> argv = {worker, scenario, std::to_string(r),
+                                         std::to_string(nranks), id};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+      },
+      env, timeout_s);
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+std::string data_for(const std::string& codec) {
+  if (codec == "none") return "int";
+  if (codec == "sparse" || codec == "s2") return "sparse";
+  return "gauss";
 }
 
 }  // namespace sketchccl::testing

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,31 +17,16 @@
 namespace {
 
 using sketchccl::testing::case_ok;
+using sketchccl::testing::data_for;
 using sketchccl::testing::new_id_hex;
 
 std::string g_worker;  // path of nccl_worker, from argv
 
-struct Outcome {
-  std::vector<sketchccl::testing::RankOutput> ranks;
-  double seconds = 0;
-};
+using sketchccl::testing::Outcome;
 
 Outcome run(const std::string& scenario, int nranks, const std::vector<std::string>& env,
             const std::vector<std::string>& args, double timeout_s = 120) {
-  const std::string id = new_id_hex();
-  auto t0 = std::chrono::steady_clock::now();
-  Outcome o;
-  o.ranks = sketchccl::testing::run_ranks(
-      nranks,
-      [&](int r) {
-        std::vector<std::string> argv = {g_worker, scenario, std::to_string(r),
-                                         std::to_string(nranks), id};
-        argv.insert(argv.end(), args.begin(), args.end());
-        return argv;
-      },
-      env, timeout_s);
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return o;
+  return sketchccl::testing::run_scenario(g_worker, scenario, nranks, env, args, timeout_s);
 }
 
 void expect_agreement(const Outcome& o, bool expect_exit_zero = true) {
@@ -51,12 +35,6 @@ void expect_agreement(const Outcome& o, bool expect_exit_zero = true) {
 
 const std::vector<std::string> kCounts(int p) {
   return {"0", "1", std::to_string(p - 1), std::to_string(p + 1), std::to_string((1 << 20) + 3)};
-}
-
-std::string data_for(const std::string& codec) {
-  if (codec == "none") return "int";
-  if (codec == "sparse" || codec == "s2") return "sparse";
-  return "gauss";
 }
 
 struct MatrixCase {
