@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nccl.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -31,6 +32,30 @@ inline bool parse_id_hex(const char* hex, ncclUniqueId* id) {
     unsigned v = 0;
     if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
     id->internal[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+// A worker's command line, `NAME SCENARIO RANK NRANKS ID_HEX [ARGS...]`: false (with a message)
+// when malformed. Arms a 300 s alarm so that a worker never outlives a broken driver.
+struct WorkerArgs {
+  std::string scenario;
+  int rank = 0;
+  int nranks = 1;
+  ncclUniqueId id{};
+};
+inline bool parse_worker_args(int argc, char** argv, WorkerArgs* out) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s SCENARIO RANK NRANKS ID_HEX [ARGS...]\n", argv[0]);
+    return false;
+  }
+  alarm(300);
+  out->scenario = argv[1];
+  out->rank = std::atoi(argv[2]);
+  out->nranks = std::atoi(argv[3]);
+  if (!parse_id_hex(argv[4], &out->id)) {
+    std::fprintf(stderr, "bad id\n");
+    return false;
   }
   return true;
 }

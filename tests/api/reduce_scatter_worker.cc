@@ -28,7 +28,6 @@ namespace {
 using sketchccl::testing::g_case_failures;
 using sketchccl::testing::input_value;
 using sketchccl::testing::load;
-using sketchccl::testing::parse_id_hex;
 using sketchccl::testing::store;
 using sketchccl::testing::type_name;
 using sketchccl::testing::type_size;
@@ -287,19 +286,12 @@ int main(int argc, char** argv) {
     alarm(300);
     return scenario_group_single_thread(std::atoi(argv[2]), codec) || g_case_failures ? 1 : 0;
   }
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: reduce_scatter_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]\n");
-    return 2;
-  }
-  alarm(300);  // never outlive a broken driver
-  const std::string scenario = argv[1];
-  g_rank = std::atoi(argv[2]);
-  g_nranks = std::atoi(argv[3]);
-  ncclUniqueId id;
-  if (!parse_id_hex(argv[4], &id)) {
-    std::fprintf(stderr, "bad id\n");
-    return 2;
-  }
+  sketchccl::testing::WorkerArgs wa;
+  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
+  const std::string& scenario = wa.scenario;
+  g_rank = wa.rank;
+  g_nranks = wa.nranks;
+  const ncclUniqueId& id = wa.id;
   ncclComm_t comm = nullptr;
   NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
   int rc = 0;

@@ -26,7 +26,6 @@ namespace {
 
 using sketchccl::testing::g_case_failures;
 using sketchccl::testing::input_value;
-using sketchccl::testing::parse_id_hex;
 using sketchccl::testing::report_case;
 
 int g_rank = 0, g_nranks = 1;
@@ -234,19 +233,12 @@ int scenario_capture(ncclComm_t comm, size_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: gpu_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]\n");
-    return 2;
-  }
-  alarm(300);
-  const std::string scenario = argv[1];
-  g_rank = std::atoi(argv[2]);
-  g_nranks = std::atoi(argv[3]);
-  ncclUniqueId id;
-  if (!parse_id_hex(argv[4], &id)) {
-    std::fprintf(stderr, "bad id\n");
-    return 2;
-  }
+  sketchccl::testing::WorkerArgs wa;
+  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
+  const std::string& scenario = wa.scenario;
+  g_rank = wa.rank;
+  g_nranks = wa.nranks;
+  const ncclUniqueId& id = wa.id;
   CUDA_OK(cudaSetDevice(0));
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "auto";
