@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "coll/allreduce.h"
+#include "loopback_ranks.h"
 #include "transport/transport.h"
 #include "warn_guard.h"
 
@@ -116,27 +117,9 @@ TEST(AccuracyStats, JsonHasMeanAndWorstPerCodec) {
 // P ranks, each an engine on its own thread, over loopback sockets.
 class EngineRanks {
  public:
-  EngineRanks(int p, const Settings& s) : p_(p) {
-    for (int r = 0; r < p; ++r) {
-      transport::TransportOptions o;
-      o.kind = "socket";
-      o.rank = r;
-      o.nranks = p;
-      o.timeout_s = 30;
-      o.ifname = "lo";
-      std::unique_ptr<transport::Transport> tr;
-      Status st = transport::create_transport(o, &tr);
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      t_.push_back(std::move(tr));
+  EngineRanks(int p, const Settings& s) : p_(p), t_(testutil::loopback_transports(p, 30)) {
+    for (int r = 0; r < p; ++r)
       engines_.push_back(std::make_unique<AllReduceEngine>(s, p));
-    }
-    for (int a = 0; a < p; ++a) {
-      for (int b = 0; b < p; ++b) {
-        if (a != b) {
-          EXPECT_TRUE(t_[a]->connect(b, t_[b]->address()).ok());
-        }
-      }
-    }
   }
   // One AllReduce (sum, fp32) of x[r] into y[r] on every rank, as call `call`; `scatter`: a
   // ReduceScatter, y[r] holding rank r's chunk.
@@ -211,6 +194,18 @@ double last_estimate(const CodecStats& c, double* before) {
   return e;
 }
 
+// The estimate of the last call, which every rank must have computed bit for bit alike.
+double agreed_estimate(EngineRanks& ranks, int p, CodecId codec, std::vector<double>* before) {
+  std::vector<double> est(p);
+  for (int r = 0; r < p; ++r) {
+    est[r] =
+        last_estimate(ranks.engine(r).stats().by_codec[kernels::codec_name(codec)], &(*before)[r]);
+  }
+  for (int r = 1; r < p; ++r)
+    EXPECT_EQ(est[r], est[0]) << kernels::codec_name(codec) << " rank " << r;
+  return est[0];
+}
+
 TEST(AccuracyEngine, EstimateWithinTwiceTheTrueNmseAndTheSameOnEveryRank) {
   const int p = 3;
   const size_t count = size_t(1) << 20;  // 512 samples
@@ -231,23 +226,17 @@ TEST(AccuracyEngine, EstimateWithinTwiceTheTrueNmseAndTheSameOnEveryRank) {
           fill(d, seed * 1000 + r, &x[r]);
         ranks.allreduce(++call, x, &y);
         const double want = true_nmse(x, y[0]);
-        std::vector<double> est(p);
-        for (int r = 0; r < p; ++r) {
-          est[r] = last_estimate(ranks.engine(r).stats().by_codec[kernels::codec_name(codec)],
-                                 &before[r]);
-        }
+        const double est = agreed_estimate(ranks, p, codec, &before);
         SCOPED_TRACE(::testing::Message()
                      << kernels::codec_name(codec) << " data " << int(d) << " seed " << seed
-                     << ": true " << want << " estimated " << est[0]);
-        for (int r = 1; r < p; ++r)
-          EXPECT_EQ(est[r], est[0]) << "rank " << r;
+                     << ": true " << want << " estimated " << est);
         if (want < 1e-10) {
-          EXPECT_LT(est[0], 1e-10);  // exact up to fp32 rounding: nothing to compare
+          EXPECT_LT(est, 1e-10);  // exact up to fp32 rounding: nothing to compare
         } else {
-          EXPECT_GE(est[0], want / 2);
-          EXPECT_LE(est[0], want * 2);
-          lo = std::min(lo, est[0] / want);
-          hi = std::max(hi, est[0] / want);
+          EXPECT_GE(est, want / 2);
+          EXPECT_LE(est, want * 2);
+          lo = std::min(lo, est / want);
+          hi = std::max(hi, est / want);
         }
       }
     }
@@ -279,18 +268,12 @@ TEST(AccuracyEngine, ReduceScatterEstimateIsTheWholeCallsOnEveryRank) {
         for (const auto& chunk : y)
           whole.insert(whole.end(), chunk.begin(), chunk.end());
         const double want = true_nmse(x, whole);
-        std::vector<double> est(p);
-        for (int r = 0; r < p; ++r) {
-          est[r] = last_estimate(ranks.engine(r).stats().by_codec[kernels::codec_name(codec)],
-                                 &before[r]);
-        }
+        const double est = agreed_estimate(ranks, p, codec, &before);
         SCOPED_TRACE(::testing::Message()
                      << kernels::codec_name(codec) << " data " << int(d) << " seed " << seed
-                     << ": true " << want << " estimated " << est[0]);
-        for (int r = 1; r < p; ++r)
-          EXPECT_EQ(est[r], est[0]) << "rank " << r;
-        EXPECT_GE(est[0], want / 2);
-        EXPECT_LE(est[0], want * 2);
+                     << ": true " << want << " estimated " << est);
+        EXPECT_GE(est, want / 2);
+        EXPECT_LE(est, want * 2);
       }
     }
   }

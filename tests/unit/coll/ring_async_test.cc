@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "coll/ring.h"
+#include "loopback_ranks.h"
 #include "transport/transport.h"
 #include "warn_guard.h"
 
@@ -147,26 +148,7 @@ class DeferredSumOps : public SliceOps {
 
 struct Ranks {
   std::vector<std::unique_ptr<transport::Transport>> t;
-  explicit Ranks(int p) {
-    for (int r = 0; r < p; ++r) {
-      transport::TransportOptions o;
-      o.kind = "socket";
-      o.rank = r;
-      o.nranks = p;
-      o.timeout_s = 10;
-      o.ifname = "lo";
-      std::unique_ptr<transport::Transport> tr;
-      Status st = transport::create_transport(o, &tr);
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      t.push_back(std::move(tr));
-    }
-    for (int a = 0; a < p; ++a) {
-      for (int b = 0; b < p; ++b) {
-        if (a == b) continue;
-        EXPECT_TRUE(t[a]->connect(b, t[b]->address()).ok());
-      }
-    }
-  }
+  explicit Ranks(int p) : t(testutil::loopback_transports(p, 10)) {}
 };
 
 struct Outcome {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coll/ring.h"
+#include "loopback_ranks.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {
@@ -43,33 +44,10 @@ class SumOps : public SliceOps {
   std::vector<int>* decoded_;
 };
 
-std::vector<std::unique_ptr<transport::Transport>> connected(int p) {
-  std::vector<std::unique_ptr<transport::Transport>> t;
-  for (int r = 0; r < p; ++r) {
-    transport::TransportOptions o;
-    o.kind = "socket";
-    o.rank = r;
-    o.nranks = p;
-    o.timeout_s = 10;
-    o.ifname = "lo";
-    std::unique_ptr<transport::Transport> tr;
-    Status st = transport::create_transport(o, &tr);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    t.push_back(std::move(tr));
-  }
-  for (int a = 0; a < p; ++a) {
-    for (int b = 0; b < p; ++b) {
-      if (a == b) continue;
-      EXPECT_TRUE(t[a]->connect(b, t[b]->address()).ok());
-    }
-  }
-  return t;
-}
-
 // Runs the ring; `bounds` empty: the even cut. Checks every rank's decoded elements.
 void check_scatter(int p, size_t count, std::vector<size_t> bounds, size_t slice, int depth) {
   SCOPED_TRACE(::testing::Message() << p << " ranks, " << count << " elements, depth " << depth);
-  auto t = connected(p);
+  auto t = testutil::loopback_transports(p, 10);
   std::vector<std::vector<float>> x(p, std::vector<float>(count)), y(p);
   std::vector<std::vector<int>> decoded(p, std::vector<int>(count, 0));
   for (int r = 0; r < p; ++r) {

@@ -1,0 +1,39 @@
+// P socket transports over loopback, each connected to every other: the ranks of a ring test
+// that runs its ranks as threads of one process.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace sketchccl::testutil {
+
+inline std::vector<std::unique_ptr<transport::Transport>> loopback_transports(int p,
+                                                                              double timeout_s) {
+  std::vector<std::unique_ptr<transport::Transport>> t;
+  for (int r = 0; r < p; ++r) {
+    transport::TransportOptions o;
+    o.kind = "socket";
+    o.rank = r;
+    o.nranks = p;
+    o.timeout_s = timeout_s;
+    o.ifname = "lo";
+    std::unique_ptr<transport::Transport> tr;
+    Status st = transport::create_transport(o, &tr);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    t.push_back(std::move(tr));
+  }
+  for (int a = 0; a < p; ++a) {
+    for (int b = 0; b < p; ++b) {
+      if (a != b) {
+        EXPECT_TRUE(t[a]->connect(b, t[b]->address()).ok());
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace sketchccl::testutil
