@@ -21,6 +21,7 @@
 
 #include "test_kernels.h"
 #include "tests/api/rank_report.h"
+#include "tests/gpu/cuda_ok.h"
 
 namespace {
 
@@ -29,16 +30,6 @@ using sketchccl::testing::input_value;
 using sketchccl::testing::report_case;
 
 int g_rank = 0, g_nranks = 1;
-
-#define CUDA_OK(call)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      std::printf("CASE cuda HASH 0 FAIL %s -> %s\n", #call, cudaGetErrorString(e_)); \
-      std::fflush(stdout);                                                            \
-      std::exit(4);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 double nmse_bound(const std::string& codec) {
   return sketchccl::testing::codec_nmse_bound(codec);

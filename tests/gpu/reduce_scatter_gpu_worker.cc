@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/api/rank_report.h"
+#include "tests/gpu/cuda_ok.h"
 
 namespace {
 
@@ -25,16 +26,6 @@ using sketchccl::testing::input_value;
 using sketchccl::testing::parse_id_hex;
 
 int g_rank = 0, g_nranks = 1;
-
-#define CUDA_OK(call)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      std::printf("CASE cuda HASH 0 FAIL %s -> %s\n", #call, cudaGetErrorString(e_)); \
-      std::fflush(stdout);                                                            \
-      std::exit(4);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 void report(const std::string& name, const std::string& verdict) {
   sketchccl::testing::report_case(name, name.data(), name.size(), verdict);
