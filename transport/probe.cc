@@ -12,7 +12,7 @@
 #include "sketchccl_build_config.h"
 
 #if SKETCHCCL_HAVE_UCX
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_api.h"
 #endif
 
 namespace sketchccl::transport {
@@ -22,27 +22,33 @@ TransportProbe probe_ucx() {
   TransportProbe p{"ucx", false, false, "configure with -Ducx=enabled and libucx-dev"};
 #if SKETCHCCL_HAVE_UCX
   p.compiled = true;
+  std::string why;
+  const UcxApi* api = load_ucx_api(&why);
+  if (api == nullptr) {
+    p.detail = why;
+    return p;
+  }
   unsigned major = 0, minor = 0, release = 0;
-  ucp_get_version(&major, &minor, &release);
+  api->ucp_get_version(&major, &minor, &release);
   std::string version =
       "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
   ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  ucs_status_t st = api->ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) {
-    p.detail = version + ": ucp_config_read failed: " + ucs_status_string(st);
+    p.detail = version + ": ucp_config_read failed: " + api->ucs_status_string(st);
     return p;
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG;
   ucp_context_h ctx = nullptr;
-  st = ucp_init(&params, config, &ctx);
-  ucp_config_release(config);
+  st = api->ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &ctx);
+  api->ucp_config_release(config);
   if (st != UCS_OK) {
-    p.detail = version + ": ucp_init failed: " + ucs_status_string(st);
+    p.detail = version + ": ucp_init failed: " + api->ucs_status_string(st);
     return p;
   }
-  ucp_cleanup(ctx);
+  api->ucp_cleanup(ctx);
   p.works = true;
   p.detail = version;
 #endif

@@ -1,8 +1,5 @@
 #include "transport/ucx/ucx_transport.h"
 
-#include <ucp/api/ucp.h>
-#include <ucs/config/global_opts.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -12,12 +9,18 @@
 
 #include "core/log.h"
 #include "transport/socket/net.h"
+#include "transport/ucx/ucx_api.h"
 
 namespace sketchccl::transport {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x53435855;  // "UXCS": a UCX transport address
 constexpr uint64_t kTagMask = (uint64_t{1} << kUcxTagBits) - 1;
+
+// UCX's functions; create_ucx_transport has loaded them before anything here runs.
+const UcxApi& ucx() {
+  return *load_ucx_api(nullptr);
+}
 
 struct UcxRequest {
   bool send = false;
@@ -105,14 +108,14 @@ class QuietUcxLog {
     if (!on_) return;
     std::lock_guard<std::mutex> lock(mu());
     if (depth()++ == 0) {
-      saved() = ucs_global_opts.log_component.log_level;
-      ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+      saved() = ucx().global_opts->log_component.log_level;
+      ucx().global_opts->log_component.log_level = UCS_LOG_LEVEL_FATAL;
     }
   }
   ~QuietUcxLog() {
     if (!on_) return;
     std::lock_guard<std::mutex> lock(mu());
-    if (--depth() == 0) ucs_global_opts.log_component.log_level = saved();
+    if (--depth() == 0) ucx().global_opts->log_component.log_level = saved();
   }
   QuietUcxLog(const QuietUcxLog&) = delete;
   QuietUcxLog& operator=(const QuietUcxLog&) = delete;
@@ -145,7 +148,7 @@ void send_cb(void*, ucs_status_t status, void* user) {
     r->done = true;
     if (status != UCS_OK) {
       r->status = errorf(Code::kRemoteError, "rank %d is gone or unreachable (ucx send: %s)",
-                         r->peer, ucs_status_string(status));
+                         r->peer, ucx().ucs_status_string(status));
     }
   }
 }
@@ -163,7 +166,7 @@ void recv_cb(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* 
                        r->peer, r->cap);
   } else {
     r->status = errorf(Code::kRemoteError, "rank %d is gone or unreachable (ucx receive: %s)",
-                       r->peer, ucs_status_string(status));
+                       r->peer, ucx().ucs_status_string(status));
   }
 }
 
@@ -178,40 +181,41 @@ Status UcxTransport::init() {
   }
   peers_.resize(opts_.nranks);
   ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  ucs_status_t st = ucx().ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) {
     return errorf(Code::kSystemError, "ucx: ucp_config_read failed: %s (check UCX_* variables)",
-                  ucs_status_string(st));
+                  ucx().ucs_status_string(st));
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG;
   params.estimated_num_eps = static_cast<size_t>(opts_.nranks);
-  st = ucp_init(&params, config, &context_);
-  ucp_config_release(config);
+  st = ucx().ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context_);
+  ucx().ucp_config_release(config);
   if (st != UCS_OK) {
     context_ = nullptr;
-    return errorf(Code::kSystemError, "ucx: ucp_init failed: %s", ucs_status_string(st));
+    return errorf(Code::kSystemError, "ucx: ucp_init failed: %s", ucx().ucs_status_string(st));
   }
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  st = ucp_worker_create(context_, &wp, &worker_);
+  st = ucx().ucp_worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) {
     worker_ = nullptr;
-    return errorf(Code::kSystemError, "ucx: ucp_worker_create failed: %s", ucs_status_string(st));
+    return errorf(Code::kSystemError, "ucx: ucp_worker_create failed: %s",
+                  ucx().ucs_status_string(st));
   }
   ucp_address_t* addr = nullptr;
   size_t len = 0;
-  st = ucp_worker_get_address(worker_, &addr, &len);
+  st = ucx().ucp_worker_get_address(worker_, &addr, &len);
   if (st != UCS_OK) {
     return errorf(Code::kSystemError, "ucx: ucp_worker_get_address failed: %s",
-                  ucs_status_string(st));
+                  ucx().ucs_status_string(st));
   }
   address_.resize(4 + len);
   net::put_u32(address_.data(), kBlobMagic);
   std::memcpy(address_.data() + 4, addr, len);
-  ucp_worker_release_address(worker_, addr);
+  ucx().ucp_worker_release_address(worker_, addr);
   for (int i = 0; i < opts_.nranks; ++i)
     peer_ctx_.push_back(std::make_unique<PeerCtx>(PeerCtx{this, i}));
   SCCL_INFO(kLogNet, "ucx transport rank %d/%d: worker address of %zu bytes", opts_.rank,
@@ -244,7 +248,7 @@ Status UcxTransport::connect(int peer, const Blob& address) {
     // UCX logs an ERROR when no transport supports PEER mode; that is expected here (we fall
     // back below), so keep UCX quiet for this one call unless the user asked for its logs.
     QuietUcxLog quiet(std::getenv("UCX_LOG_LEVEL") == nullptr);
-    st = ucp_ep_create(worker_, &ep, &peers_[peer].ep);
+    st = ucx().ucp_ep_create(worker_, &ep, &peers_[peer].ep);
   }
   if (st == UCS_ERR_UNREACHABLE) {
     peer_mode_unsupported_ = true;
@@ -253,7 +257,7 @@ Status UcxTransport::connect(int peer, const Blob& address) {
     // is then reported by the timeout (SKETCHCCL_TIMEOUT).
     ep.field_mask &= ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
     ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    st = ucp_ep_create(worker_, &ep, &peers_[peer].ep);
+    st = ucx().ucp_ep_create(worker_, &ep, &peers_[peer].ep);
     if (st == UCS_OK) {
       SCCL_INFO(kLogNet,
                 "ucx transport rank %d: no transport to rank %d detects peer failures; a dead "
@@ -264,7 +268,7 @@ Status UcxTransport::connect(int peer, const Blob& address) {
   if (st != UCS_OK) {
     peers_[peer].ep = nullptr;
     return errorf(Code::kRemoteError, "ucx: cannot create an endpoint to rank %d: %s", peer,
-                  ucs_status_string(st));
+                  ucx().ucs_status_string(st));
   }
   return Status::Ok();
 }
@@ -304,10 +308,10 @@ Status UcxTransport::isend(int peer, uint64_t tag, const void* buf, size_t bytes
   p.cb.send = send_cb;
   p.user_data = raw;
   uint64_t utag = (static_cast<uint64_t>(opts_.rank) << kUcxTagBits) | tag;
-  ucs_status_ptr_t sp = ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, utag, &p);
+  ucs_status_ptr_t sp = ucx().ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, utag, &p);
   if (UCS_PTR_IS_ERR(sp)) {
     return errorf(Code::kRemoteError, "ucx: send to rank %d failed: %s", peer,
-                  ucs_status_string(UCS_PTR_STATUS(sp)));
+                  ucx().ucs_status_string(UCS_PTR_STATUS(sp)));
   }
   if (sp == nullptr) {
     raw->done = raw->ucx_done = true;
@@ -326,7 +330,7 @@ Status UcxTransport::irecv(int peer, uint64_t tag, void* buf, size_t bytes, Requ
     // delivered; a receive nothing can satisfy fails now.
     ucp_tag_recv_info_t info{};
     const uint64_t want = (static_cast<uint64_t>(peer) << kUcxTagBits) | tag;
-    if (ucp_tag_probe_nb(worker_, want, ~uint64_t{0}, 0, &info) == nullptr) {
+    if (ucx().ucp_tag_probe_nb(worker_, want, ~uint64_t{0}, 0, &info) == nullptr) {
       return Status(Code::kRemoteError, peers_[peer].fail_message);
     }
   }
@@ -343,7 +347,7 @@ Status UcxTransport::irecv(int peer, uint64_t tag, void* buf, size_t bytes, Requ
   p.cb.recv = recv_cb;
   p.user_data = raw;
   uint64_t utag = (static_cast<uint64_t>(peer) << kUcxTagBits) | tag;
-  ucs_status_ptr_t sp = ucp_tag_recv_nbx(worker_, buf, bytes, utag, ~uint64_t{0}, &p);
+  ucs_status_ptr_t sp = ucx().ucp_tag_recv_nbx(worker_, buf, bytes, utag, ~uint64_t{0}, &p);
   if (UCS_PTR_IS_ERR(sp)) {
     ucs_status_t s = UCS_PTR_STATUS(sp);
     if (s == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -354,7 +358,7 @@ Status UcxTransport::irecv(int peer, uint64_t tag, void* buf, size_t bytes, Requ
                            peer, bytes);
     } else {
       return errorf(Code::kRemoteError, "ucx: receive from rank %d failed: %s", peer,
-                    ucs_status_string(s));
+                    ucx().ucs_status_string(s));
     }
   } else if (sp != nullptr) {
     raw->ucx = sp;  // the callback may already have run
@@ -369,7 +373,7 @@ void UcxTransport::on_peer_error(int peer, ucs_status_t status) {
   if (!p.failed) {
     p.failed = true;
     p.fail_message = "rank " + std::to_string(peer) +
-                     " is gone (ucx endpoint error: " + ucs_status_string(status) + ")";
+                     " is gone (ucx endpoint error: " + ucx().ucs_status_string(status) + ")";
     SCCL_INFO(kLogNet, "ucx transport rank %d: %s", opts_.rank, p.fail_message.c_str());
   }
 }
@@ -386,7 +390,7 @@ void UcxTransport::fail_peer(int peer, const std::string& msg) {
     if (r.peer != peer || r.done) continue;
     r.done = true;
     r.status = Status(Code::kRemoteError, p.fail_message);
-    if (!r.ucx_done && r.ucx != nullptr) ucp_request_cancel(worker_, r.ucx);
+    if (!r.ucx_done && r.ucx != nullptr) ucx().ucp_request_cancel(worker_, r.ucx);
   }
   // Anything still in flight finishes (with an error) when the endpoint is force-closed.
   if (p.ep != nullptr) close_ep(peer, true);
@@ -398,24 +402,24 @@ void UcxTransport::close_ep(int peer, bool force) {
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  ucs_status_ptr_t req = ucp_ep_close_nbx(p.ep, &prm);
+  ucs_status_ptr_t req = ucx().ucp_ep_close_nbx(p.ep, &prm);
   p.ep = nullptr;
   if (req == nullptr || UCS_PTR_IS_ERR(req)) return;
   double deadline = net::now_s() + (force ? 2.0 : (opts_.timeout_s < 1.0 ? opts_.timeout_s : 1.0));
-  while (ucp_request_check_status(req) == UCS_INPROGRESS && net::now_s() < deadline) {
-    ucp_worker_progress(worker_);
+  while (ucx().ucp_request_check_status(req) == UCS_INPROGRESS && net::now_s() < deadline) {
+    ucx().ucp_worker_progress(worker_);
   }
-  if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+  if (ucx().ucp_request_check_status(req) == UCS_INPROGRESS) {
     // Not flushed in time: the worker's destruction will release it.
     SCCL_INFO(kLogNet, "ucx transport rank %d: closing the endpoint to rank %d timed out",
               opts_.rank, peer);
   }
-  ucp_request_free(req);
+  ucx().ucp_request_free(req);
 }
 
 Status UcxTransport::progress() {
   if (closed_) return Status::Ok();
-  while (ucp_worker_progress(worker_) != 0) {
+  while (ucx().ucp_worker_progress(worker_) != 0) {
   }
   for (int i = 0; i < opts_.nranks; ++i) {
     Peer& p = peers_[i];
@@ -425,13 +429,13 @@ Status UcxTransport::progress() {
   for (auto& kv : reqs_) {
     UcxRequest& r = *kv.second;
     if (r.ucx != nullptr && r.ucx_done) {
-      ucp_request_free(r.ucx);
+      ucx().ucp_request_free(r.ucx);
       r.ucx = nullptr;
     }
   }
   for (auto it = zombies_.begin(); it != zombies_.end();) {
     if ((*it)->ucx_done) {
-      ucp_request_free((*it)->ucx);
+      ucx().ucp_request_free((*it)->ucx);
       it = zombies_.erase(it);
     } else {
       ++it;
@@ -472,7 +476,7 @@ Status UcxTransport::test(RequestId id, bool* done, size_t* bytes) {
   Status st = r.status;
   if (r.ucx != nullptr) {
     if (r.ucx_done) {
-      ucp_request_free(r.ucx);
+      ucx().ucp_request_free(r.ucx);
     } else {
       r.released = true;
       zombies_.push_back(std::move(it->second));
@@ -494,10 +498,10 @@ void UcxTransport::close() {
         r.done = true;
         r.status = Status(Code::kRemoteError, "ucx transport closed");
       }
-      if (!r.ucx_done && r.ucx != nullptr) ucp_request_cancel(worker_, r.ucx);
+      if (!r.ucx_done && r.ucx != nullptr) ucx().ucp_request_cancel(worker_, r.ucx);
     }
     for (auto& z : zombies_) {
-      if (!z->ucx_done && z->ucx != nullptr) ucp_request_cancel(worker_, z->ucx);
+      if (!z->ucx_done && z->ucx != nullptr) ucx().ucp_request_cancel(worker_, z->ucx);
     }
     auto in_flight = [this](int peer) {
       for (auto& kv : reqs_) {
@@ -518,16 +522,16 @@ void UcxTransport::close() {
     }
     double deadline = net::now_s() + (live_in_flight ? 2.0 : 0.2);
     while (in_flight(-1) && net::now_s() < deadline)
-      ucp_worker_progress(worker_);
+      ucx().ucp_worker_progress(worker_);
     bool clean = !in_flight(-1);
     for (auto& kv : reqs_) {
-      if (kv.second->ucx != nullptr && kv.second->ucx_done) ucp_request_free(kv.second->ucx);
+      if (kv.second->ucx != nullptr && kv.second->ucx_done) ucx().ucp_request_free(kv.second->ucx);
     }
     for (auto& z : zombies_) {
-      if (z->ucx != nullptr && z->ucx_done) ucp_request_free(z->ucx);
+      if (z->ucx != nullptr && z->ucx_done) ucx().ucp_request_free(z->ucx);
     }
     if (clean) {
-      ucp_worker_destroy(worker_);
+      ucx().ucp_worker_destroy(worker_);
     } else {
       // UCX still owns requests (and their callbacks point at ours): destroying the worker
       // now would trip UCX's assertions, so leak the worker, its context and those requests.
@@ -546,7 +550,7 @@ void UcxTransport::close() {
   reqs_.clear();
   zombies_.clear();
   if (context_ != nullptr) {
-    ucp_cleanup(context_);
+    ucx().ucp_cleanup(context_);
     context_ = nullptr;
   }
 }
@@ -554,6 +558,13 @@ void UcxTransport::close() {
 }  // namespace
 
 Status create_ucx_transport(const TransportOptions& opts, std::unique_ptr<Transport>* out) {
+  std::string why;
+  if (load_ucx_api(&why) == nullptr) {
+    return errorf(Code::kSystemError,
+                  "ucx transport: %s (install UCX, or set "
+                  "SKETCHCCL_TRANSPORT=socket)",
+                  why.c_str());
+  }
   auto t = std::make_unique<UcxTransport>(opts);
   SCCL_RETURN_IF_ERROR(t->init());
   *out = std::move(t);
