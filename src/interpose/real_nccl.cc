@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 
+#include "interpose/nccl_search_path.h"
+
 namespace sketchccl::interpose {
 namespace {
 
@@ -98,6 +100,11 @@ RealNccl load_real_nccl(const std::string& setting) {
     if (try_open(c, 0, "pip wheel (nvidia/nccl/lib)", &out)) return out;
   }
   if (try_open("libnccl.so.2", 0, "loader search path", &out)) return out;
+  // SketchCCL may itself be the libnccl.so.2 the name finds (JAX shim): the next one by path.
+  const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+  for (const std::string& c : search_path_candidates("libnccl.so.2", ld_path ? ld_path : "")) {
+    if (try_open(c, 0, "LD_LIBRARY_PATH or a system folder", &out)) return out;
+  }
   if (try_open("/usr/local/cuda/lib64/libnccl.so.2", 0, "/usr/local/cuda/lib64", &out)) {
     return out;
   }

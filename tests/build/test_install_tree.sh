@@ -24,7 +24,8 @@ root=$tmp/dest
 {
   printf '%s\n' "$bin/sketchccl-info" "$bin/sketchccl-run" "$bin/sketchccl-perf" \
     "$lib/libsketchccl.so" "$lib/libsketchccl.so.$major" "$lib/libsketchccl.so.$version" \
-    "$lib/pkgconfig/sketchccl.pc" "$inc/sketchccl/sketchccl.h" "$doc/README.md"
+    "$lib/pkgconfig/sketchccl.pc" "$inc/sketchccl/sketchccl.h" "$doc/README.md" \
+    "$lib/sketchccl/jax/libnccl.so.2"
   (cd "$src" && find docs -type f) | sed "s|^|$doc/|"
 } | sort >"$tmp/expected"
 (cd "$root" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort) >"$tmp/installed"
@@ -34,6 +35,8 @@ check "libsketchccl.so -> .so.$major -> .so.$version" \
        "$(readlink "$root$lib/libsketchccl.so.$major")" = "libsketchccl.so.$version"
 check "SONAME is libsketchccl.so.$major" \
   grep -q "SONAME *libsketchccl.so.$major\$" <(objdump -p "$root$lib/libsketchccl.so.$version")
+check "the JAX shim's SONAME is libnccl.so.2" \
+  grep -q "SONAME *libnccl.so.2\$" <(objdump -p "$root$lib/sketchccl/jax/libnccl.so.2")
 check "public header does not include nccl.h" bash -c "! grep -q nccl.h <(grep '#include' '$root$inc/sketchccl/sketchccl.h')"
 
 # A program built from the pkg-config file alone, against the installed header and library.
@@ -57,6 +60,11 @@ check "installed sketchccl-info names the installed library" \
 "$root$bin/sketchccl-run" -- cat /proc/self/maps >"$tmp/maps" 2>&1
 check "installed sketchccl-run preloads the installed library" \
   grep -qF "$(readlink -f "$root$lib/libsketchccl.so.$version")" "$tmp/maps"
+
+"$root$bin/sketchccl-run" --jax -- sh -c 'echo "$LD_LIBRARY_PATH"; echo "${LD_PRELOAD:-}"' >"$tmp/jax" 2>&1
+check "installed sketchccl-run --jax puts the installed JAX shim first on LD_LIBRARY_PATH" \
+  test "$(head -1 "$tmp/jax" | cut -d: -f1 | xargs readlink -f)" = "$(readlink -f "$root$lib/sketchccl/jax")"
+check "... and preloads nothing" test -z "$(sed -n 2p "$tmp/jax")"
 
 timeout 60 "$root$bin/sketchccl-perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec q8 \
   >"$tmp/perf" 2>&1
