@@ -1,5 +1,7 @@
 #include "backend/cuda_probe.h"
 
+#include <cstdio>
+
 #include "sketchccl_build_config.h"
 
 #if SKETCHCCL_HAVE_CUDA
@@ -7,6 +9,27 @@
 #endif
 
 namespace sketchccl::backend {
+
+std::string CudaProbe::driver_meaning() const {
+  if (!compiled) return "built without CUDA: device buffers are forwarded";
+  char buf[256];
+  const int rmaj = runtime_version / 1000, rmin = runtime_version % 1000 / 10;
+  if (driver_version == 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "no CUDA driver: device buffers are forwarded (a driver supporting CUDA %d.%d "
+                  "or newer is needed)",
+                  rmaj, rmin);
+  } else if (driver_too_old()) {
+    std::snprintf(buf, sizeof(buf),
+                  "driver too old for runtime %d.%d: device buffers are forwarded; rebuild "
+                  "SketchCCL with a CUDA toolkit no newer than %d.%d (docs/building.md)",
+                  rmaj, rmin, driver_version / 1000, driver_version % 1000 / 10);
+  } else {
+    std::snprintf(buf, sizeof(buf), "driver supports runtime %d.%d: the device path can run", rmaj,
+                  rmin);
+  }
+  return buf;
+}
 
 CudaProbe probe_cuda() {
   CudaProbe p;
