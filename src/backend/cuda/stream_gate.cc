@@ -110,26 +110,33 @@ class FlagPool {
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using GetAttrFn = CUresult (*)(int*, CUdevice_attribute, CUdevice);
 
-// cuStreamWaitValue32 from the driver, without linking libcuda; nullptr when unavailable.
-WaitValueFn wait_value_fn(int device) {
+// A driver function, ABI of CUDA 12.0, without linking libcuda; nullptr when unavailable.
+// cudaGetDriverEntryPointByVersion exists from CUDA 12.5 (and is the only form in 13); older
+// 12.x toolkits have cudaGetDriverEntryPoint, which returns the 12.0 ABI there.
+void* driver_fn(const char* name) {
   void* fn = nullptr;
-  void* attr_fn = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) !=
-          cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || fn == nullptr) {
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q);
+#else
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
+#endif
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
     cudaGetLastError();
     return nullptr;
   }
+  return fn;
+}
+
+// cuStreamWaitValue32 from the driver; nullptr when unavailable.
+WaitValueFn wait_value_fn(int device) {
+  void* fn = driver_fn("cuStreamWaitValue32");
+  if (fn == nullptr) return nullptr;
   // A driver that knows the v2 memory-operation attributes supports the v2 memops API. The
   // attribute itself is about CU_STREAM_WAIT_VALUE_NOR, which the gate does not use (it waits
   // with GEQ); a driver that still refuses the call makes enqueue fall back to the spin kernel.
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &attr_fn, 12000, cudaEnableDefault,
-                                       &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || attr_fn == nullptr) {
-    cudaGetLastError();
-    return nullptr;
-  }
+  void* attr_fn = driver_fn("cuDeviceGetAttribute");
+  if (attr_fn == nullptr) return nullptr;
   int nor = -1;
   if (reinterpret_cast<GetAttrFn>(attr_fn)(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
                                            static_cast<CUdevice>(device)) != CUDA_SUCCESS) {
