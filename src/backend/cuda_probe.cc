@@ -24,6 +24,11 @@ std::string CudaProbe::driver_meaning() const {
                   "driver too old for runtime %d.%d: device buffers are forwarded; rebuild "
                   "SketchCCL with a CUDA toolkit no newer than %d.%d (docs/building.md)",
                   rmaj, rmin, driver_version / 1000, driver_version % 1000 / 10);
+  } else if (driver_version < runtime_version) {
+    std::snprintf(buf, sizeof(buf),
+                  "driver %d.%d runs runtime %d.%d under CUDA's minor-version compatibility: the "
+                  "device path can run",
+                  driver_version / 1000, driver_version % 1000 / 10, rmaj, rmin);
   } else {
     std::snprintf(buf, sizeof(buf), "driver supports runtime %d.%d: the device path can run", rmaj,
                   rmin);
@@ -40,6 +45,7 @@ CudaProbe probe_cuda() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
+    p.insufficient_driver = err == cudaErrorInsufficientDriver;
     p.reason = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return p;

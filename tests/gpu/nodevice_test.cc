@@ -171,6 +171,14 @@ TEST(DevicePath, DriverOlderThanTheRuntimeIsNamed) {
   EXPECT_NE(m.find("too old"), std::string::npos) << m;
   EXPECT_NE(m.find("forwarded"), std::string::npos) << m;
   EXPECT_NE(m.find("12.8"), std::string::npos) << m;
+  p.runtime_version = 12080;  // a 12.8 build on an R550 driver: minor-version compatibility
+  p.driver_version = 12040;
+  EXPECT_FALSE(p.driver_too_old());
+  EXPECT_NE(p.driver_meaning().find("minor-version"), std::string::npos) << p.driver_meaning();
+  p.insufficient_driver = true;  // unless CUDA itself refuses it
+  EXPECT_TRUE(p.driver_too_old());
+  p.insufficient_driver = false;
+  p.runtime_version = 13000;
   p.driver_version = 13010;
   EXPECT_FALSE(p.driver_too_old());
   EXPECT_NE(p.driver_meaning().find("can run"), std::string::npos);
