@@ -19,6 +19,7 @@
 #include "backend/cuda/stream_gate.h"
 #include "backend/cuda_probe.h"
 #include "backend/cuda_query.h"
+#include "backend/warm_up.h"
 #include "coll/work.h"
 #include "kernels/codec.h"
 #include "kernels/convert.h"
@@ -230,6 +231,16 @@ TEST(KernelPreload, RegistryListsEveryKernelOnce) {
     EXPECT_EQ(r.kernels, static_cast<int>(list.size()));
     EXPECT_GE(r.stack_limit, r.max_local_bytes);
   }
+}
+
+// The CUDA backend's warm-up sequence is valid: on the host backend, with the same input bytes,
+// every call succeeds (so a device whose kernels work never fails its backend's creation).
+TEST(KernelPreload, WarmUpSequenceSucceedsOnTheHostBackend) {
+  auto host = make_host_backend();
+  std::vector<float> x(kWarmUpElems), y(kWarmUpElems);
+  std::memset(x.data(), 0x3c, x.size() * sizeof(float));
+  const Status st = warm_up_backend(*host, x.data(), y.data());
+  EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/kernel_preload.h"
+#include "backend/warm_up.h"
 
 #include "sketchccl_build_config.h"
 
@@ -195,43 +196,17 @@ class CudaBackendImpl final : public CudaBackend {
     return warm_up();
   }
 
-  // Runs every codec (encode, step, decode), the sparse helpers and error feedback once, on small
-  // buffers, for every element type: whatever kernel the registry misses is loaded here too, on
-  // the caller's thread while no stream of this communicator is held (finding 1).
+  // Every codec, the sparse helpers and error feedback once (backend/warm_up.h): whatever kernel
+  // the registry misses is loaded here too, on the caller's thread while no stream of this
+  // communicator is held (finding 1).
   Status warm_up() {
-    constexpr size_t n = 4096;
-    std::unique_ptr<F32Array> xs, res;
-    SCCL_RETURN_IF_ERROR(alloc_f32(n, &xs));  // doubles as fp16/bf16 input (half the bytes used)
-    SCCL_RETURN_IF_ERROR(alloc_f32(n, &res));
-    // Finite non-zero values in every element type (0x3c3c...: about 0.0115 or 1.06).
-    SCCL_CUDA_RETURN(cudaMemsetAsync(xs->data(), 0x3c, n * sizeof(float), stream_),
+    std::unique_ptr<F32Array> x, y;
+    SCCL_RETURN_IF_ERROR(alloc_f32(kWarmUpElems, &x));
+    SCCL_RETURN_IF_ERROR(alloc_f32(kWarmUpElems, &y));
+    // Finite non-zero values in every element type (bytes 0x3c: about 0.0115 or 1.06).
+    SCCL_CUDA_RETURN(cudaMemsetAsync(x->data(), 0x3c, kWarmUpElems * sizeof(float), stream_),
                      "warm-up input");
-    std::vector<uint8_t> pkt, out;
-    std::vector<uint64_t> bits(kernels::bitmap_bytes(n) / 8 + 1);
-    std::vector<float> vals(n);
-    kernels::DecodeStats stats;
-    for (ElemType t : {ElemType::kF32, ElemType::kBf16, ElemType::kF16}) {
-      for (int c = 0; c < int(kernels::CodecId::kSparse); ++c) {
-        CodecParams p;
-        p.codec = static_cast<kernels::CodecId>(c);
-        p.s2_counters = 1024;
-        const size_t bytes = kernels::packet_bytes(p, n);
-        pkt.assign(bytes, 0);
-        out.assign(bytes, 0);
-        SCCL_RETURN_IF_ERROR(encode(p, xs->data(), t, n, pkt.data(), bytes));
-        SCCL_RETURN_IF_ERROR(step(p, pkt.data(), bytes, xs->data(), t, n, out.data(), bytes));
-        SCCL_RETURN_IF_ERROR(decode(p, out.data(), bytes, res->data(), t, n, 0.5f, &stats));
-        SCCL_RETURN_IF_ERROR(decode(p, out.data(), bytes, res->data(), t, n, 1.0f, nullptr));
-      }
-      size_t m = 0;
-      SCCL_RETURN_IF_ERROR(bitmap_build(xs->data(), t, n, bits.data()));
-      SCCL_RETURN_IF_ERROR(sparse_compact(bits.data(), n, xs->data(), t, vals.data(), &m));
-      SCCL_RETURN_IF_ERROR(sparse_scatter(bits.data(), n, vals.data(), 1.0f, res->data(), t, &m));
-      SCCL_RETURN_IF_ERROR(ef_compensate(xs->data(), t, n, res->data(), res->data()));
-    }
-    kernels::EfSums sums;
-    SCCL_RETURN_IF_ERROR(ef_update(xs->data(), xs->data(), res->data(), n, res->data(), &sums));
-    SCCL_RETURN_IF_ERROR(ef_update(xs->data(), nullptr, res->data(), n, res->data(), &sums));
+    SCCL_RETURN_IF_ERROR(warm_up_backend(*this, x->data(), y->data()));
     return sync(stream_, "warm-up");
   }
 
