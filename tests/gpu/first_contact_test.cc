@@ -83,6 +83,11 @@ TEST_F(FirstContact, GraphCapturedOnAnotherThreadDuringATakenOverCall) {
   expect_agreement(run("capture_thread", 2, {}, {"200000"}));
 }
 
+// Pinned packet memory grows while a gate holds the stream (DDP's buckets, finding 6).
+TEST_F(FirstContact, LargerBucketsQueuedBehindAHeldStream) {
+  expect_agreement(run("growing_buckets", 2, {}, {"6250000"}));
+}
+
 TEST_F(FirstContact, TwoCommunicatorsOnTwoStreams) {
   expect_agreement(run("two_comms", 2, {}, {"100000", new_id_hex()}));
 }

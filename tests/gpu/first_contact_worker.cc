@@ -6,7 +6,8 @@
 // Scenarios: held_first (the process's first AllReduce, of SKETCHCCL_CODEC, on a stream held by
 // a slow kernel), second_stream (work queued after the AllReduce and on a second stream; run
 // under CUDA_DEVICE_MAX_CONNECTIONS=1), capture_thread (another thread captures a graph in global
-// mode during a taken-over call), two_comms (two communicators on two streams), abort_gated
+// mode during a taken-over call), growing_buckets (larger AllReduces queued while earlier ones
+// hold the stream), two_comms (two communicators on two streams), abort_gated
 // (ncclCommAbort while the caller's stream is held). Prints rank_report.h's CASE lines.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -213,6 +214,32 @@ void two_comms(ncclComm_t a, ncclComm_t b, size_t count) {
   cudaStreamDestroy(sb);
 }
 
+// DDP's pattern: a small first bucket, then larger ones queued while the earlier ones still hold
+// the stream, so the pinned arena grows while a gate holds (finding 6). All must complete.
+void growing_buckets(ncclComm_t comm, size_t count) {
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const size_t sizes[] = {count / 25, count / 5, count, count};
+  std::vector<float> in = inputs("int", count), out(count);
+  std::vector<float*> bufs;
+  for (size_t n : sizes) {
+    float* x = nullptr;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)));
+    CUDA_OK(cudaMemcpyAsync(x, in.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    NCCL_OK(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, s));
+    bufs.push_back(x);
+  }
+  std::string verdict = finishes(s, 120) ? "OK" : "FAIL the buckets never completed";
+  for (size_t b = 0; b < bufs.size() && verdict == "OK"; ++b) {
+    CUDA_OK(cudaMemcpy(out.data(), bufs[b], sizes[b] * sizeof(float), cudaMemcpyDeviceToHost));
+    verdict = check_sum("none", "int", out.data(), sizes[b]);
+  }
+  report_case("growing_buckets", out.data(), count * sizeof(float), verdict);
+  for (float* x : bufs)
+    cudaFree(x);
+  cudaStreamDestroy(s);
+}
+
 // Rank 0's stream is held by an AllReduce the other ranks never join; ncclCommAbort must let
 // the stream go on within seconds.
 void abort_gated(ncclComm_t comm, size_t count) {
@@ -261,6 +288,8 @@ int main(int argc, char** argv) {
     second_stream(comm, count);
   } else if (wa.scenario == "capture_thread") {
     capture_thread(comm, count);
+  } else if (wa.scenario == "growing_buckets") {
+    growing_buckets(comm, count);
   } else if (wa.scenario == "two_comms") {
     ncclUniqueId id2;
     if (argc < 7 || !sketchccl::testing::parse_id_hex(argv[6], &id2)) return 2;
