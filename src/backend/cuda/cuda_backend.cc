@@ -141,6 +141,7 @@ class CudaBackendImpl final : public CudaBackend {
     }
     // Bounded: a device that never finishes must not hang the application's teardown.
     abort_ = nullptr;
+    timeout_s_ = std::min(timeout_s_, 10.0);
     for (Lane& l : lanes_) {
       if (l.stream == nullptr) continue;
       (void)sync(l.stream, "backend teardown");
