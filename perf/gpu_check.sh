@@ -1,31 +1,47 @@
 #!/usr/bin/env bash
-# perf/gpu_check.sh OUTDIR -- the GPU checks of the CUDA backend in one run (docs/cuda.md).
+# perf/gpu_check.sh [--dry-run] OUTDIR -- the GPU checks of the CUDA backend in one run
+# (docs/cuda.md).
 #
 # For a machine with a GPU, nvcc, meson and ninja but no UCX and no Debian packages (e.g. an
-# H200 with CUDA 13 and PyTorch). Within about 5 minutes it
-#   1. configures a build (-Ducx=disabled -Dsm_archs=90) and builds only the
-#      targets it needs,
-#   2. runs `meson test --suite gpu` (the CUDA backend against the host backend, the stream
-#      gate, the whole AllReduce with 2 and 4 processes on one GPU over the socket transport)
-#      and the codec kernels' own GPU test (tests/unit/unit_kernels_codec_gpu),
-#   3. runs the GPU codec benchmark (GB/s per codec for encode / step / decode next to a
-#      device-to-device copy measured in the same run),
-#   4. runs a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone,
-#      SKETCHCCL_TRANSPORT=socket,
-# and writes every result into OUTDIR, at most 8 files (the device tool brings back 8):
+# H200 with CUDA 13 and PyTorch). Within about 5 minutes it configures a build (-Ducx=disabled
+# -Dsm_archs=90), builds only the targets it needs, then runs its sections in order:
+#   gpu_tests    `meson test --suite gpu` (the CUDA backend against the host backend, the stream
+#                gate, the whole AllReduce with 2 and 4 processes on one GPU, bit identity across
+#                ranks for every codec, and the first-contact tests: the first call of every codec
+#                under a held stream, a second stream under CUDA_DEVICE_MAX_CONNECTIONS=1, a graph
+#                captured on another thread, two communicators on two streams, abort while gated)
+#                and the codec kernels' own GPU test (tests/unit/unit_kernels_codec_gpu);
+#   codec_bench  the GPU codec benchmark (GB/s per codec for encode / in-place step / decode, and
+#                each as a fraction of a device-to-device copy of the same run);
+#   perf         a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone.
+# A section is a function section_NAME plus its build targets in SECTION_TARGETS; to add one,
+# define both and append NAME to SECTIONS (GPU_CHECK_SECTIONS overrides the list).
+#
+# It writes every result into OUTDIR, at most 8 files (the device tool brings back 8):
 #   summary.txt  gpu_check.log  env.txt  gpu_tests.log  codec_bench.txt  codec_bench.json
 #   perf.txt  perf_json.tar.gz
 #
-# Exit status: 0 everything ran and the GPU tests passed; 1 a GPU test or benchmark failed;
-# 2 the build could not be configured or built (missing tool, GoogleTest, nccl.h: see summary);
-# 3 no GPU here: built as far as possible, GPU tests skipped, nothing measured ("no GPU").
+# --dry-run (for a machine without a GPU, well under 3 minutes): the environment and tool checks,
+# configure if needed, `ninja -n` over every target (they must all exist), each section's plan,
+# and, where the test binaries are already built, the GPU suite itself (it skips: exit 77).
+#
+# Exit status: 0 everything ran and the GPU tests passed (dry run: the plan is consistent); 1 a
+# GPU test or benchmark failed; 2 the build could not be configured or built (missing tool,
+# GoogleTest, nccl.h: see summary); 3 no GPU here: built as far as possible, GPU tests skipped,
+# nothing measured ("no GPU").
 #
 # Environment: GPU_CHECK_BUILD (build dir, default /tmp/sketchccl-gpu-build; an existing one is
 # reused), GPU_CHECK_BUDGET (seconds, default 290: later steps are skipped past it),
-# GTEST_SRC (GoogleTest sources, e.g. a copy of Debian's /usr/src/googletest carried along;
-# default: .gpu_deps/googletest in the repository), JOBS (default: all cores).
+# GPU_CHECK_SECTIONS (default "gpu_tests codec_bench perf"), GTEST_SRC (GoogleTest sources, e.g.
+# a copy of Debian's /usr/src/googletest carried along; default: .gpu_deps/googletest in the
+# repository), JOBS (default: all cores).
 set -u
-OUT=${1:?usage: perf/gpu_check.sh OUTDIR}
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then
+  DRY=1
+  shift
+fi
+OUT=${1:?usage: perf/gpu_check.sh [--dry-run] OUTDIR}
 mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -83,6 +99,7 @@ if ! command -v meson >/dev/null; then
   if python3 -c 'import mesonbuild' 2>/dev/null; then
     MESON="python3 -m mesonbuild.mesonmain"
   else
+    [ "$DRY" -eq 1 ] && { note "FAIL: meson missing"; finish 2; }
     log "meson missing: trying pip (only works where a package index is reachable)"
     timeout 60 python3 -m pip install --user -q meson ninja >>"$LOG" 2>&1 || true
     export PATH="$PATH:$HOME/.local/bin"
@@ -167,21 +184,49 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   fi
 else
   # A reused build: Meson 1.0's nvcc rules track no headers, so rebuild every CUDA source.
-  find "$REPO/kernels" "$REPO/src" "$REPO/tests/gpu" "$REPO/perf" -name '*.cu' -exec touch {} +
+  [ "$DRY" -eq 0 ] &&
+    find "$REPO/kernels" "$REPO/src" "$REPO/tests/gpu" "$REPO/perf" -name '*.cu' -exec touch {} +
 fi
 # The library's ninja target is its versioned file (libsketchccl.so.X.Y.Z); the .so is a link.
 LIB_TARGET=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\(libsketchccl\.so[.0-9]*\): .*/\1/p' | head -1)
-TARGETS="${LIB_TARGET:-libsketchccl.so} tests/gpu/gpu_backend_test tests/gpu/gpu_worker tests/gpu/gpu_api_test
-  tests/unit/unit_kernels_codec_gpu perf/sketchccl-perf perf/sketchccl-gpu-codec-bench"
-log "ninja -j$JOBS (targets: $(echo $TARGETS))"
-if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >>"$LOG" 2>&1; then
-  note "FAIL: build (see gpu_check.log)"
-  grep -E "error|FAILED" "$LOG" | head -20 >>"$SUMMARY"
-  finish 2
+SECTIONS=${GPU_CHECK_SECTIONS:-"gpu_tests codec_bench perf"}
+declare -A SECTION_TARGETS=(
+  [gpu_tests]="tests/gpu/gpu_backend_test tests/gpu/gpu_nodevice_test tests/gpu/gpu_worker
+    tests/gpu/gpu_api_test tests/gpu/reduce_scatter_gpu_worker tests/gpu/gpu_reduce_scatter_test
+    tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
+    tests/unit/unit_kernels_codec_gpu"
+  [codec_bench]="perf/sketchccl-gpu-codec-bench"
+  [perf]="perf/sketchccl-perf"
+)
+TARGETS="${LIB_TARGET:-libsketchccl.so} perf/sketchccl-gpu-codec-bench"
+for S in $SECTIONS; do
+  if ! declare -F "section_$S" >/dev/null 2>&1 && ! grep -q "^section_$S()" "$0"; then
+    note "FAIL: unknown section $S"
+    finish 2
+  fi
+  TARGETS="$TARGETS ${SECTION_TARGETS[$S]:-}"
+done
+if [ "$DRY" -eq 1 ]; then
+  log "ninja -n (dry run; targets: $(echo $TARGETS))"
+  if ! ninja -C "$BUILD" -n $TARGETS >>"$LOG" 2>&1; then
+    note "FAIL: a target is unknown to the build (see gpu_check.log)"
+    grep -E "unknown target|error" "$LOG" | head -10 >>"$SUMMARY"
+    finish 2
+  fi
+  note "build (dry run): every target known: $(echo $TARGETS)"
+else
+  log "ninja -j$JOBS (targets: $(echo $TARGETS))"
+  if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >>"$LOG" 2>&1; then
+    note "FAIL: build (see gpu_check.log)"
+    grep -E "error|FAILED" "$LOG" | head -20 >>"$SUMMARY"
+    finish 2
+  fi
+  note "build: ok after $((SECONDS - START)) s ($BUILD)"
 fi
-note "build: ok after $((SECONDS - START)) s ($BUILD)"
 # The CUDA runtime's own answer, in case nvidia-smi is missing or says otherwise.
-PROBE=$("$BUILD/perf/sketchccl-gpu-codec-bench" --elems 256 --iters 1 --codecs none 2>&1 | head -1)
+PROBE="no GPU: benchmark not built (dry run)"
+[ -x "$BUILD/perf/sketchccl-gpu-codec-bench" ] &&
+  PROBE=$("$BUILD/perf/sketchccl-gpu-codec-bench" --elems 256 --iters 1 --codecs none 2>&1 | head -1)
 if [ "$HAVE_GPU" -eq 0 ] && ! echo "$PROBE" | grep -q '^no GPU'; then
   HAVE_GPU=1
   note "GPU (CUDA runtime): $PROBE"
@@ -189,66 +234,108 @@ elif [ "$HAVE_GPU" -eq 1 ] && echo "$PROBE" | grep -q '^no GPU'; then
   HAVE_GPU=0
   note "nvidia-smi lists a GPU but the CUDA runtime says: $PROBE"
 fi
+[ -x "$BUILD/tools/sketchccl-info" ] && "$BUILD/tools/sketchccl-info" 2>&1 |
+  sed -n '/^CUDA:/,/^[A-Z]/p' | sed '$d' >>"$OUT/env.txt"
 
-# ---- GPU tests --------------------------------------------------------------------------------
-T=$(left)
-[ "$T" -lt 60 ] && T=60
-log "meson test --suite gpu (timeout ${T}s)"
-timeout "$T" $MESON test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs \
-  >"$OUT/gpu_tests.log" 2>&1
-rc=$?
-cat "$BUILD/meson-logs/testlog.txt" >>"$OUT/gpu_tests.log" 2>/dev/null
-# The codec kernels' own GPU-against-CPU test (suite unit, kernels/ issue): run it here too.
-echo "=== tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log"
-timeout 120 "$BUILD/tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log" 2>&1 || rc=1
-SKIPS=$(grep -c '\[  SKIPPED \]' "$OUT/gpu_tests.log" || true)
-PASSES=$(grep -c '\[       OK \]' "$OUT/gpu_tests.log" || true)
-FAILS=$(grep -c '\[  FAILED  \]' "$OUT/gpu_tests.log" || true)
-note "gpu tests: meson rc=$rc, gtest cases ok=$PASSES skipped=$SKIPS failed=$FAILS"
-grep '\[  FAILED  \]' "$OUT/gpu_tests.log" | sort -u | head -40 >>"$SUMMARY"
-[ "$rc" -ne 0 ] && STATUS=1
+# ---- sections ---------------------------------------------------------------------------------
+section_gpu_tests() {
+  local T rc
+  T=$(left)
+  [ "$T" -lt 60 ] && T=60
+  if [ "$DRY" -eq 1 ]; then
+    note "plan gpu_tests: meson test --suite gpu (timeout ${T}s), then unit_kernels_codec_gpu"
+    if [ ! -x "$BUILD/tests/gpu/gpu_first_contact_test" ]; then
+      note "  (test binaries not built: plan only)"
+      return 0
+    fi
+  fi
+  log "meson test --suite gpu (timeout ${T}s)"
+  timeout "$T" $MESON test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs \
+    >"$OUT/gpu_tests.log" 2>&1
+  rc=$?
+  cat "$BUILD/meson-logs/testlog.txt" >>"$OUT/gpu_tests.log" 2>/dev/null
+  grep -E '^ *[0-9]+/[0-9]+ ' "$OUT/gpu_tests.log" | head -20 >>"$SUMMARY"
+  # The codec kernels' own GPU-against-CPU test (suite unit, kernels/ issue): run it here too.
+  echo "=== tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log"
+  if [ -x "$BUILD/tests/unit/unit_kernels_codec_gpu" ]; then
+    timeout 120 "$BUILD/tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log" 2>&1
+    local urc=$?
+    [ "$urc" -ne 0 ] && [ "$urc" -ne 77 ] && rc=1
+  fi
+  local SKIPS PASSES FAILS
+  SKIPS=$(grep -c '\[  SKIPPED \]' "$OUT/gpu_tests.log" || true)
+  PASSES=$(grep -c '\[       OK \]' "$OUT/gpu_tests.log" || true)
+  FAILS=$(grep -c '\[  FAILED  \]' "$OUT/gpu_tests.log" || true)
+  note "gpu tests: meson rc=$rc, gtest cases ok=$PASSES skipped=$SKIPS failed=$FAILS"
+  note "first contact: $(grep -E 'FirstC(all|ontact)' "$OUT/gpu_tests.log" | grep -cE '\[       OK \]' || true) ok, $(grep -E 'FirstC(all|ontact)' "$OUT/gpu_tests.log" | grep -cE '\[  FAILED  \]' || true) failed"
+  grep '\[  FAILED  \]' "$OUT/gpu_tests.log" | sort -u | head -40 >>"$SUMMARY"
+  [ "$rc" -ne 0 ] && STATUS=1
+  return 0
+}
 
-if [ "$HAVE_GPU" -eq 0 ]; then
-  "$BUILD/perf/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
-  note "codec benchmark: $(head -1 "$OUT/codec_bench.txt")"
-  note "perf sweep: skipped (no GPU)"
+section_codec_bench() {
+  local T
+  T=$(left)
+  if [ "$DRY" -eq 1 ]; then
+    note "plan codec_bench: sketchccl-gpu-codec-bench --json codec_bench.json (timeout ${T}s)"
+    return 0
+  fi
+  if [ "$T" -gt 20 ]; then
+    log "codec benchmark (timeout ${T}s)"
+    timeout "$T" "$BUILD/perf/sketchccl-gpu-codec-bench" --json "$OUT/codec_bench.json" \
+      >"$OUT/codec_bench.txt" 2>&1 || { note "codec benchmark: FAILED or timed out"; STATUS=1; }
+    cat "$OUT/codec_bench.txt" >>"$SUMMARY"
+  else
+    note "codec benchmark: skipped (time budget)"
+  fi
+}
+
+section_perf() {
+  local P C T rc
+  if [ "$DRY" -eq 1 ]; then
+    note "plan perf: sketchccl-perf --standalone --memory device, 2 and 4 ranks, none q8 q4 casq3 s2 sparse, 1M-64M"
+    return 0
+  fi
+  mkdir -p "$OUT/perf_json"
+  : >"$OUT/perf.txt"
+  for P in 2 4; do
+    for C in none q8 q4 casq3 s2 sparse; do
+      T=$(left)
+      if [ "$T" -lt 15 ]; then
+        note "perf: ${P} ranks $C skipped (time budget)"
+        continue
+      fi
+      [ "$T" -gt 60 ] && T=60
+      echo "=== $P ranks, codec $C" >>"$OUT/perf.txt"
+      SKETCHCCL_TRANSPORT=socket SKETCHCCL_TIMEOUT=60 timeout "$T" \
+        "$BUILD/perf/sketchccl-perf" --standalone --memory device --lib "$BUILD/libsketchccl.so" \
+        --nranks "$P" --codec "$C" -b 1M -e 64M -f 4 -n 5 -w 2 -c 1 --wire 0 \
+        -J "$OUT/perf_json/perf_${P}r_${C}.json" >>"$OUT/perf.txt" 2>&1
+      rc=$?
+      echo "(exit $rc)" >>"$OUT/perf.txt"
+      [ "$rc" -ne 0 ] && { note "perf: ${P} ranks $C exit $rc"; STATUS=1; }
+    done
+  done
+  tar -czf "$OUT/perf_json.tar.gz" -C "$OUT" perf_json 2>/dev/null && rm -rf "$OUT/perf_json"
+  grep -v '^#' "$OUT/perf.txt" | tail -60 >>"$SUMMARY"
+}
+
+# ---- run the sections -----------------------------------------------------------------------------
+if [ "$HAVE_GPU" -eq 0 ] && [ "$DRY" -eq 0 ]; then
+  section_gpu_tests
+  [ -x "$BUILD/perf/sketchccl-gpu-codec-bench" ] &&
+    "$BUILD/perf/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
+  note "codec benchmark: $(head -1 "$OUT/codec_bench.txt" 2>/dev/null)"
   note "RESULT: no GPU -- built, GPU tests skipped, nothing measured"
   finish 3
 fi
-
-# ---- codec benchmark --------------------------------------------------------------------------
-T=$(left)
-if [ "$T" -gt 20 ]; then
-  log "codec benchmark (timeout ${T}s)"
-  timeout "$T" "$BUILD/perf/sketchccl-gpu-codec-bench" --json "$OUT/codec_bench.json" \
-    >"$OUT/codec_bench.txt" 2>&1 || { note "codec benchmark: FAILED or timed out"; STATUS=1; }
-  cat "$OUT/codec_bench.txt" >>"$SUMMARY"
-else
-  note "codec benchmark: skipped (time budget)"
-fi
-
-# ---- sketchccl-perf sweeps: 2 and 4 ranks on one GPU --------------------------------------------
-mkdir -p "$OUT/perf_json"
-: >"$OUT/perf.txt"
-for P in 2 4; do
-  for C in none q8 q4 casq3 s2 sparse; do
-    T=$(left)
-    if [ "$T" -lt 15 ]; then
-      note "perf: ${P} ranks $C skipped (time budget)"
-      continue
-    fi
-    [ "$T" -gt 60 ] && T=60
-    echo "=== $P ranks, codec $C" >>"$OUT/perf.txt"
-    SKETCHCCL_TRANSPORT=socket SKETCHCCL_TIMEOUT=60 timeout "$T" \
-      "$BUILD/perf/sketchccl-perf" --standalone --memory device --lib "$BUILD/libsketchccl.so" \
-      --nranks "$P" --codec "$C" -b 1M -e 64M -f 4 -n 5 -w 2 -c 1 --wire 0 \
-      -J "$OUT/perf_json/perf_${P}r_${C}.json" >>"$OUT/perf.txt" 2>&1
-    rc=$?
-    echo "(exit $rc)" >>"$OUT/perf.txt"
-    [ "$rc" -ne 0 ] && { note "perf: ${P} ranks $C exit $rc"; STATUS=1; }
-  done
+for S in $SECTIONS; do
+  log "section $S"
+  "section_$S"
 done
-tar -czf "$OUT/perf_json.tar.gz" -C "$OUT" perf_json 2>/dev/null && rm -rf "$OUT/perf_json"
-grep -v '^#' "$OUT/perf.txt" | tail -60 >>"$SUMMARY"
+if [ "$DRY" -eq 1 ]; then
+  note "RESULT: dry run $([ $STATUS -eq 0 ] && echo ok || echo 'with failures, see above')"
+  finish "$STATUS"
+fi
 note "RESULT: $([ $STATUS -eq 0 ] && echo ok || echo failures, see above)"
 finish "$STATUS"

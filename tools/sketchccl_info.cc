@@ -1,9 +1,11 @@
 // sketchccl-info: what this SketchCCL is, how it is configured, and what it can use here.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "backend/cuda_probe.h"
+#include "backend/cuda_query.h"
 #include "coll/settings.h"
 #include "core/config.h"
 #include "interpose/real_nccl.h"
@@ -80,9 +82,19 @@ void print_cuda() {
     std::printf("  none: %s\n", p.reason.c_str());
     return;
   }
-  std::printf("  runtime %d.%d, driver %s\n", p.runtime_version / 1000,
+  std::printf("  runtime %d.%d (linked statically), driver %s\n", p.runtime_version / 1000,
               (p.runtime_version % 1000) / 10,
-              p.driver_version ? std::to_string(p.driver_version).c_str() : "none");
+              p.driver_version
+                  ? (std::to_string(p.driver_version / 1000) + "." +
+                     std::to_string((p.driver_version % 1000) / 10) + " (supports CUDA up to it)")
+                        .c_str()
+                  : "none");
+  std::printf("  meaning: %s\n", p.driver_meaning().c_str());
+  const char* conns = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (!sketchccl::backend::max_connections_allow_device_path(conns)) {
+    std::printf("  CUDA_DEVICE_MAX_CONNECTIONS=%s: device buffers are forwarded (docs/cuda.md)\n",
+                conns);
+  }
   std::printf("  kernels built for sm_%s (+PTX)\n", SKETCHCCL_CUDA_ARCHS);
   if (p.devices.empty()) std::printf("  no device: %s\n", p.reason.c_str());
   for (const auto& d : p.devices) {

@@ -5,6 +5,7 @@
 // Status; results come back through out-parameters.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,6 +41,16 @@ class Backend {
 
   // Makes the backend's device current on the calling thread (the proxy, once per operation).
   virtual Status activate() { return Status::Ok(); }
+  // Bounds every later wait of this backend for its device (the proxy's, once per operation):
+  // it gives up past `timeout_s` (SKETCHCCL_TIMEOUT) or once *abort (ncclCommAbort) is true.
+  virtual void bound_waits(const std::atomic<bool>* abort, double timeout_s) {
+    (void)abort;
+    (void)timeout_s;
+  }
+  // After a failed operation: returns once no work of this backend can still write the user's
+  // buffers (bounded like the other waits); an error when that could not be seen, and then the
+  // communicator must fail before the caller's stream is released (docs/cuda.md, finding 11).
+  virtual Status quiesce() { return Status::Ok(); }
   // dst = src, `bytes` of this backend's memory (a one-rank AllReduce); same or disjoint ranges.
   virtual Status copy(void* dst, const void* src, size_t bytes) {
     if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);

@@ -335,12 +335,22 @@ Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
 Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args, CodecId codec,
                                BufferState& state, CodecStats& cs, backend::Backend& be) {
   SCCL_RETURN_IF_ERROR(be.activate());
+  be.bound_waits(link.abort, link.timeout_s);
+  Status st;
   if (nranks_ == 1) {
     // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
-    return be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
+    st = be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
+  } else if (codec == CodecId::kSparse) {
+    st = run_sparse(link, args, state, cs, be);
+  } else {
+    st = run_codec(link, args, codec, state, cs, be);
   }
-  if (codec == CodecId::kSparse) return run_sparse(link, args, state, cs, be);
-  return run_codec(link, args, codec, state, cs, be);
+  // A failure releases the caller's stream: first no device work may still write its buffers.
+  if (!st.ok()) {
+    const Status q = be.quiesce();
+    if (!q.ok()) return Status(st.code(), st.message() + "; " + q.message());
+  }
+  return st;
 }
 
 Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& args, CodecId codec,

@@ -196,10 +196,10 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
       return st;
     }
   }
-  // Pinned packet memory grows only while no stream of this process is gated (a page-locked
-  // allocation may wait for the whole device); otherwise, and if it fails, this operation's
-  // packets beyond the current reservation use plain memory.
-  if (!backend::any_stream_gate_holding()) {
+  // Pinned packet memory grows here, on the caller's thread, also while streams are gated (under
+  // DDP one always is; docs/cuda.md); if it fails, this operation's packets beyond the current
+  // reservation use plain memory.
+  {
     Status r = engine_.reserve_packets(args.mem, args.count);
     if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
   }

@@ -48,7 +48,9 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
     in.capturing = backend::stream_is_capturing(stream);
     call.mem = classify_buffers(sendbuff, recvbuff);  // once: for the policy and the take-over
     in.mem = call.mem.type;
-    in.cuda_backend = backend::has_cuda_backend();
+    // Device buffers: the backend, a driver new enough and a usable hardware queue (docs/cuda.md).
+    in.cuda_backend =
+        in.mem == backend::MemoryType::kDevice && backend::device_path_usable(&in.cuda_unusable);
   }
   PolicyDecision d = decide(in);
   if (!d.take_over) {

@@ -31,7 +31,9 @@ PolicyDecision decide(const PolicyInput& in) {
   if (in.count * elem < in.min_bytes) return {false, "smaller than SKETCHCCL_MIN_BYTES"};
   if (in.capturing) return {false, "stream is being captured into a CUDA graph"};
   if (in.mem == backend::MemoryType::kDevice && !in.cuda_backend)
-    return {false, "device buffers need the CUDA backend"};
+    return {false, in.cuda_unusable != nullptr && *in.cuda_unusable != '\0'
+                       ? in.cuda_unusable
+                       : "device buffers need the CUDA backend"};
   return {true, ""};
 }
 

@@ -28,6 +28,7 @@ struct PolicyInput {
   bool capturing = false;      // the stream is being captured into a CUDA graph
   backend::MemoryType mem = backend::MemoryType::kHost;  // where the buffers live
   bool cuda_backend = false;                             // this build can run codecs on the GPU
+  const char* cuda_unusable = nullptr;  // why not (backend::device_path_usable), if known
 };
 
 struct PolicyDecision {

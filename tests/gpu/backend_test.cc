@@ -1,5 +1,6 @@
 // The CUDA backend (src/backend/cuda) against the host backend, and the stream gate. Suite
-// 'gpu': every test that needs a device skips itself without one (GTEST_SKIP).
+// 'gpu': every test needs a device and skips itself without one (GTEST_SKIP; then the binary
+// exits 77, Meson's SKIP). The checks that need no device are in nodevice_test.cc.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -20,12 +21,18 @@
 #include "kernels/convert.h"
 #include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
+#include "tests/gpu/ef_reference.h"
 #include "tests/gpu/test_kernels.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::backend {
 namespace {
 
+using gpu_ref::decoded_with_non_finite;
+using gpu_ref::narrow;
+using gpu_ref::reference_ef_update;
+using gpu_ref::same_bits;
+using gpu_ref::user_bytes;
 using kernels::CodecId;
 using kernels::CodecParams;
 using kernels::DecodeStats;
@@ -66,26 +73,6 @@ void put(void* d, const void* h, size_t b) {
 }
 void get(void* h, const void* d, size_t b) {
   ASSERT_EQ(cudaMemcpy(h, d, b, cudaMemcpyDeviceToHost), cudaSuccess);
-}
-
-// fp16/bf16 copies of fp32 data (round to nearest even through the host conversion).
-std::vector<uint16_t> narrow(const std::vector<float>& v, ElemType t) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint32_t x;
-    std::memcpy(&x, &v[i], 4);
-    if (t == ElemType::kBf16) {
-      out[i] = static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-    } else {
-      // Test data is in fp16's normal range or exactly 0: truncating conversion is enough here.
-      const uint32_t sign = (x >> 16) & 0x8000u;
-      const int e = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
-      out[i] = e <= 0 ? static_cast<uint16_t>(sign)
-                      : static_cast<uint16_t>(sign | (static_cast<uint32_t>(e) << 10) |
-                                              ((x & 0x7fffffu) >> 13));
-    }
-  }
-  return out;
 }
 
 struct Case {
@@ -315,85 +302,6 @@ TEST(CudaBackend, OperationsInFlightThroughTheArenaMatchTheHostBackend) {
 
 // ---- error feedback ------------------------------------------------------------------------
 
-// The engine's error-feedback loop as it was written in src/coll before it became backend
-// operations: the host backend must keep its bits (convergence and the api tests rely on them).
-void reference_ef_update(const std::vector<float>& comp, const std::vector<float>* in,
-                         const std::vector<float>& out, std::vector<float>* r, double* in_sq,
-                         double* res_sq) {
-  *in_sq = 0;
-  *res_sq = 0;
-  for (size_t i = 0; i < comp.size(); ++i) {
-    const float want = (in != nullptr ? (*in)[i] : 0.0f) + comp[i];
-    float e = want - out[i];
-    if (!std::isfinite(e)) e = 0;
-    (*r)[i] = e;
-    *in_sq += static_cast<double>(comp[i]) * comp[i];
-    *res_sq += static_cast<double>(e) * e;
-  }
-}
-
-// A decoded result with non-finite values here and there (an overflowed step).
-std::vector<float> decoded_with_non_finite(size_t n, uint64_t seed) {
-  std::vector<float> v = make_data(Dist::kGauss, n, seed);
-  for (size_t i = 7; i < n; i += 997)
-    v[i] = (i / 997) % 2 ? std::numeric_limits<float>::infinity()
-                         : std::numeric_limits<float>::quiet_NaN();
-  return v;
-}
-
-// The slice as the user's buffer holds it: fp32, or fp16/bf16 bytes.
-std::vector<uint8_t> user_bytes(const std::vector<float>& v, ElemType t) {
-  std::vector<uint8_t> b(v.size() * kernels::elem_size(t));
-  if (t == ElemType::kF32) {
-    std::memcpy(b.data(), v.data(), b.size());
-  } else {
-    std::vector<uint16_t> h = narrow(v, t);
-    std::memcpy(b.data(), h.data(), b.size());
-  }
-  return b;
-}
-
-bool same_bits(const float* a, const float* b, size_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
-}
-
-TEST(ErrorFeedback, HostBackendKeepsTheEnginesArithmetic) {
-  auto cpu = make_host_backend();
-  const size_t n = 70001;
-  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
-    const std::vector<uint8_t> x = user_bytes(make_data(Dist::kLaplace, n, 11), t);
-    std::vector<float> r0 = make_data(Dist::kGauss, n, 12);
-    std::unique_ptr<F32Array> r, comp;
-    ASSERT_TRUE(cpu->alloc_f32(n, &r).ok());
-    ASSERT_TRUE(cpu->alloc_f32(n, &comp).ok());
-    ASSERT_EQ(r->size(), n);
-    EXPECT_EQ(std::vector<float>(r->data(), r->data() + n), std::vector<float>(n, 0.0f));
-    std::memcpy(r->data(), r0.data(), n * sizeof(float));
-    ASSERT_TRUE(cpu->ef_compensate(x.data(), t, n, r->data(), comp->data()).ok());
-    std::vector<float> want(n);
-    kernels::load_f32(x.data(), t, n, want.data());
-    for (size_t i = 0; i < n; ++i)
-      want[i] += r0[i];
-    EXPECT_TRUE(same_bits(comp->data(), want.data(), n));
-
-    const std::vector<float> c(comp->data(), comp->data() + n);
-    const std::vector<float> in = make_data(Dist::kGauss, n, 13);
-    const std::vector<float> out = decoded_with_non_finite(n, 14);
-    for (const std::vector<float>* inp : {static_cast<const std::vector<float>*>(nullptr), &in}) {
-      std::vector<float> ref(n);
-      double ref_in = 0, ref_res = 0;
-      reference_ef_update(c, inp, out, &ref, &ref_in, &ref_res);
-      kernels::EfSums sums;
-      ASSERT_TRUE(cpu->ef_update(c.data(), inp != nullptr ? inp->data() : nullptr, out.data(), n,
-                                 r->data(), &sums)
-                      .ok());
-      EXPECT_TRUE(same_bits(r->data(), ref.data(), n));
-      EXPECT_EQ(sums.input_sq, ref_in);
-      EXPECT_EQ(sums.residual_sq, ref_res);
-    }
-  }
-}
-
 // Device error feedback (residual, compensation and update in device memory) against the host
 // backend on the same values: the same bits everywhere, the sums to rounding (their order differs).
 TEST(CudaBackend, ErrorFeedbackOnTheDeviceMatchesTheHost) {
@@ -532,74 +440,7 @@ TEST(CudaBackend, SparseHelpersMatchTheHostBackend) {
   }
 }
 
-// ---- without a device too ----------------------------------------------------------------
-
-TEST(CudaQuery, BackendExactlyWhenADeviceIsVisible) {
-  EXPECT_EQ(has_cuda_backend(), have_device());
-  if (!have_device()) {
-    EXPECT_EQ(current_cuda_device(), 0);
-    std::unique_ptr<CudaBackend> b;
-    EXPECT_EQ(make_cuda_backend(0, &b).code(), Code::kUnhandledCudaError);
-    std::unique_ptr<CudaStreamGate> g;
-    EXPECT_FALSE(CudaStreamGate::create(0, CudaStreamGate::Mechanism::kAuto, &g).ok());
-    std::unique_ptr<StreamGate> sg;
-    EXPECT_EQ(make_stream_gate(MemoryType::kDevice, 0, &sg).code(), Code::kUnhandledCudaError);
-    std::unique_ptr<Backend> be;
-    EXPECT_EQ(make_backend(MemoryType::kDevice, 0, &be).code(), Code::kUnhandledCudaError);
-  }
-}
-
-// The stream gate is released from Work's completion callback: it must run exactly once
-// whether the work ran, failed, or was dropped (abort completes queued work from another
-// thread), and after the status is visible.
-TEST(WorkOnComplete, RunsExactlyOnceHoweverTheWorkEnds) {
-  int calls = 0;
-  coll::Work ran([] { return Status(Code::kRemoteError, "peer gone"); });
-  ran.set_on_complete([&] {
-    ++calls;
-    EXPECT_TRUE(ran.done());
-  });
-  ran.run();
-  ran.complete(Status::Ok());  // a late abort
-  EXPECT_EQ(calls, 1);
-  EXPECT_EQ(ran.wait().code(), Code::kRemoteError);
-
-  std::atomic<int> dropped_calls{0};
-  bool fn_ran = false;
-  coll::Work dropped([&] {
-    fn_ran = true;
-    return Status::Ok();
-  });
-  dropped.set_on_complete([&] { dropped_calls++; });
-  std::thread aborter([&] { dropped.complete(Status(Code::kRemoteError, "aborted")); });
-  aborter.join();
-  EXPECT_EQ(dropped_calls.load(), 1);
-  EXPECT_FALSE(fn_ran);
-  dropped.complete(Status::Ok());  // completing again changes nothing
-  EXPECT_EQ(dropped_calls.load(), 1);
-  EXPECT_EQ(dropped.wait().code(), Code::kRemoteError);
-}
-
 // ---- the stream gate ---------------------------------------------------------------------
-
-TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
-  GateMarker m;
-  std::atomic<bool> abort{false};
-  auto t0 = std::chrono::steady_clock::now();
-  Status st = m.wait(0.1, &abort);
-  EXPECT_EQ(st.code(), Code::kRemoteError);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
-  std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    abort.store(true);
-  });
-  EXPECT_EQ(m.wait(30, &abort).code(), Code::kRemoteError);
-  t.join();
-  GateMarker fired;
-  std::thread f([&] { fired.fire(); });
-  EXPECT_TRUE(fired.wait(30, nullptr).ok());
-  f.join();
-}
 
 class Gate : public ::testing::TestWithParam<CudaStreamGate::Mechanism> {
  protected:

@@ -9,6 +9,7 @@
 
 #include "tests/api/agreement.h"
 #include "tests/api/launcher.h"
+#include "tests/gpu/gpu_test_main.h"
 
 namespace {
 
@@ -84,5 +85,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_worker = argv[1];
-  return RUN_ALL_TESTS();
+  return sketchccl::gpu_test::run_all_tests_or_skip();
 }

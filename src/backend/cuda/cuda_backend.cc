@@ -1,9 +1,17 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
+
+#include "backend/cuda/kernel_preload.h"
+#include "backend/warm_up.h"
 
 #include "sketchccl_build_config.h"
 
@@ -51,11 +59,11 @@ struct PinBuf {
 };
 
 // Pinned memory for the ring's packets (Backend::alloc_packets): one block, bump-allocated during
-// an operation and rewound when the operation has handed everything back. It is sized on the
-// caller's thread (reserve_packet_memory), before the stream is gated; the proxy thread never
-// allocates pinned memory, because a page-locked allocation may wait for the whole device, and
-// the gated stream waits for the proxy. A block that is replaced stays valid (retired) until the
-// backend goes: packets may still live in it.
+// an operation and rewound when the operation has handed everything back. It grows on the
+// caller's thread (reserve_packet_memory) to the largest size ever asked for, whether or not a
+// stream is gated (finding 6: under DDP one always is); the proxy thread never allocates pinned
+// memory. A block that is replaced stays valid (retired) until the backend goes: packets may
+// still live in it.
 struct Arena {
   PinBuf block;
   size_t top = 0;
@@ -77,14 +85,37 @@ struct Slot {
 // per possible slice lane for encode and step (SKETCHCCL_PIPELINE_DEPTH is at most 64), and as
 // many for decodes, which therefore never take a lane's slot.
 constexpr int kLaneSlots = 64;
+// Streams for encodes and steps, each with its own device packet buffer and workspace: slot i
+// runs on lane stream i % kLaneStreams, so one lane's copies overlap another's kernels
+// (finding 8). Decodes and the synchronous calls run on the main stream.
+constexpr int kLaneStreams = 4;
 constexpr int kSlots = 2 * kLaneSlots;
-constexpr size_t kSlotBytes = 64;                     // a slot's pinned verdict and statistics
-constexpr size_t kStatsOffset = kSlots * kSlotBytes;  // synchronous decode's statistics
-constexpr size_t kEfSumsOffset = kStatsOffset + 64;   // error feedback's sums of squares
-constexpr size_t kSmallPinned = kEfSumsOffset + 64;
+constexpr size_t kSlotBytes = 64;                      // a slot's pinned verdict and statistics
+constexpr size_t kStatsOffset = kSlots * kSlotBytes;   // synchronous decode's statistics
+constexpr size_t kEfSumsOffset = kStatsOffset + 64;    // error feedback's sums of squares
+constexpr size_t kVerdictOffset = kEfSumsOffset + 64;  // synchronous decode's verdict
+constexpr size_t kSmallPinned = kVerdictOffset + 64;
 // Largest arena block; an operation needing more gets plain memory for the rest (correct, but a
 // copy to or from plain memory makes the proxy wait for the device's earlier work).
 constexpr size_t kArenaCap = size_t(256) << 20;
+
+// A stream with its own device packet buffer and workspace: work on it runs in stream order, so
+// each slot's packet leaves the device before the next slot's arrives.
+struct Lane {
+  cudaStream_t stream = nullptr;
+  DevBuf ws, pkt;
+};
+
+// Makes the calling thread's stream-capture mode relaxed, once per thread: a graph another thread
+// of the application captures in global mode is then not invalidated by this thread's
+// cudaEventQuery, pageable copies or cudaMallocAsync (finding 4).
+void relax_capture_mode_once() {
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+}
 
 class CudaBackendImpl final : public CudaBackend {
  public:
@@ -102,7 +133,23 @@ class CudaBackendImpl final : public CudaBackend {
     for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_}) {
       if (b->base != nullptr) cudaFreeAsync(b->base, stream_);
     }
-    cudaStreamSynchronize(stream_);
+    for (Lane& l : lanes_) {
+      if (l.stream == nullptr) continue;
+      for (DevBuf* b : {&l.ws, &l.pkt}) {
+        if (b->base != nullptr) cudaFreeAsync(b->base, l.stream);
+      }
+    }
+    // Bounded: a device that never finishes must not hang the application's teardown.
+    abort_ = nullptr;
+    timeout_s_ = std::min(timeout_s_, 10.0);
+    for (Lane& l : lanes_) {
+      if (l.stream == nullptr) continue;
+      (void)sync(l.stream, "backend teardown");
+      cudaStreamDestroy(l.stream);
+    }
+    (void)sync(stream_, "backend teardown");
+    if (sync_ev_ != nullptr) cudaEventDestroy(sync_ev_);
+    if (main_ev_ != nullptr) cudaEventDestroy(main_ev_);
     cudaStreamDestroy(stream_);
     for (PinBuf* b : {&small_, &arena_.block}) {
       if (b->p != nullptr) old_pinned_.push_back(b->p);
@@ -118,10 +165,26 @@ class CudaBackendImpl final : public CudaBackend {
     cudaGetLastError();
   }
 
+  // On the caller's thread, before any stream is gated by this communicator.
   Status init() {
     SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
-    SCCL_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                     "cudaStreamCreateWithFlags");
+    // Every kernel loaded and the stack sized now, not at a first launch under a held stream.
+    SCCL_RETURN_IF_ERROR(preload_kernels(dev_));
+    // The highest priority: during backward the codec's small kernels must not queue behind the
+    // application's GEMMs (finding 8). Non-blocking: never ordered after the legacy stream.
+    int least = 0, greatest = 0;
+    SCCL_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                     "cudaDeviceGetStreamPriorityRange");
+    SCCL_CUDA_RETURN(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
+                     "cudaStreamCreateWithPriority");
+    for (Lane& l : lanes_) {
+      SCCL_CUDA_RETURN(cudaStreamCreateWithPriority(&l.stream, cudaStreamNonBlocking, greatest),
+                       "cudaStreamCreateWithPriority");
+    }
+    SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&sync_ev_, cudaEventDisableTiming),
+                     "cudaEventCreateWithFlags");
+    SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&main_ev_, cudaEventDisableTiming),
+                     "cudaEventCreateWithFlags");
     SCCL_RETURN_IF_ERROR(pin(&small_, kSmallPinned));
     for (int i = 0; i < kSlots; ++i) {
       auto sl = std::make_unique<Slot>();
@@ -131,15 +194,50 @@ class CudaBackendImpl final : public CudaBackend {
       sl->stats = reinterpret_cast<kernels::DecodeStats*>(small_.p + kSlotBytes * i + 8);
       slots_.push_back(std::move(sl));
     }
-    return Status::Ok();
+    return warm_up();
+  }
+
+  // Every codec, the sparse helpers and error feedback once (backend/warm_up.h): whatever kernel
+  // the registry misses is loaded here too, on the caller's thread while no stream of this
+  // communicator is held (finding 1).
+  Status warm_up() {
+    std::unique_ptr<F32Array> x, y;
+    SCCL_RETURN_IF_ERROR(alloc_f32(kWarmUpElems, &x));
+    SCCL_RETURN_IF_ERROR(alloc_f32(kWarmUpElems, &y));
+    // Finite non-zero values in every element type (bytes 0x3c: about 0.0115 or 1.06).
+    SCCL_CUDA_RETURN(cudaMemsetAsync(x->data(), 0x3c, kWarmUpElems * sizeof(float), stream_),
+                     "warm-up input");
+    SCCL_RETURN_IF_ERROR(warm_up_backend(*this, x->data(), y->data()));
+    return sync(stream_, "warm-up");
   }
 
   const char* name() const override { return "cuda"; }
   MemoryType memory_type() const override { return MemoryType::kDevice; }
   int device() const override { return dev_; }
   Status activate() override {
+    relax_capture_mode_once();
     SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
     return Status::Ok();
+  }
+  void bound_waits(const std::atomic<bool>* abort, double timeout_s) override {
+    abort_ = abort;
+    timeout_s_ = timeout_s;
+  }
+  // Waits even after an abort (bounded: at most 10 s more), so that releasing the caller's
+  // stream never lets it read a buffer a kernel still writes, unless the device hangs.
+  Status quiesce() override {
+    const std::atomic<bool>* abort = abort_;
+    const double timeout = timeout_s_;
+    abort_ = nullptr;
+    timeout_s_ = std::min(timeout, 10.0);
+    Status st = Status::Ok();
+    for (Lane& l : lanes_) {
+      if (st.ok()) st = sync(l.stream, "codec work still running after a failure");
+    }
+    if (st.ok()) st = sync(stream_, "codec work still running after a failure");
+    abort_ = abort;
+    timeout_s_ = timeout;
+    return st;
   }
 
   size_t packet_bytes(const CodecParams& p, size_t n) const override {
@@ -167,11 +265,12 @@ class CudaBackendImpl final : public CudaBackend {
     *ticket = 0;
     const size_t need = kernels::packet_bytes(p, n);
     Slot* sl = nullptr;
-    SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl));
-    SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
+    Lane* ln = nullptr;
+    SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl, &ln));
+    SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, ln->pkt.p, need, ln->ws.p, ln->ws.cap, ln->stream));
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt, ln->pkt.p, need, cudaMemcpyDeviceToHost, ln->stream),
                      "packet to host");
-    return finish(sl, false, ticket);
+    return finish(sl, ln->stream, false, ticket);
   }
 
   // The incoming packet goes to the device once; the fused step rewrites it in place there
@@ -186,17 +285,17 @@ class CudaBackendImpl final : public CudaBackend {
                     kernels::codec_name(p.codec), in_bytes, need);
     }
     Slot* sl = nullptr;
-    SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl));
+    Lane* ln = nullptr;
+    SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl, &ln));
+    const cudaStream_t s = ln->stream;
+    uint8_t* dp = ln->pkt.p;
     // From pageable memory the copy returns once the driver has staged it; from the arena at once.
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, in, need, cudaMemcpyHostToDevice, stream_),
-                     "packet to device");
-    SCCL_RETURN_IF_ERROR(kc::step(p, pkt_.p, need, x, t, n, pkt_.p, need, ws_.p, ws_.cap, stream_));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(out, pkt_.p, need, cudaMemcpyDeviceToHost, stream_),
-                     "packet to host");
-    SCCL_CUDA_RETURN(
-        cudaMemcpyAsync(sl->verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
-        "verdict to host");
-    return finish(sl, true, ticket);
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(dp, in, need, cudaMemcpyHostToDevice, s), "packet to device");
+    SCCL_RETURN_IF_ERROR(kc::step(p, dp, need, x, t, n, dp, need, ln->ws.p, ln->ws.cap, s));
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(out, dp, need, cudaMemcpyDeviceToHost, s), "packet to host");
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->verdict, ln->ws.p, sizeof(int), cudaMemcpyDeviceToHost, s),
+                     "verdict to host");
+    return finish(sl, s, true, ticket);
   }
 
   Status test(uint64_t ticket, bool* done) override {
@@ -248,10 +347,15 @@ class CudaBackendImpl final : public CudaBackend {
     }
     std::free(p);
   }
+  // Grows to the largest size ever asked for (finding 6). Called on the caller's thread at every
+  // device AllReduce, also while streams are gated: cudaHostAlloc on the caller's thread does not
+  // wait for this backend's proxy, and the proxy never allocates pinned memory (docs/cuda.md).
   Status reserve_packet_memory(size_t bytes) override {
     bytes = std::min(bytes, kArenaCap);
     {
       std::lock_guard<std::mutex> lock(arena_mu_);
+      largest_wanted_ = std::max(largest_wanted_, bytes);
+      bytes = largest_wanted_;
       if (arena_.block.cap >= bytes) return Status::Ok();
     }
     size_t cap = size_t(4) << 20;
@@ -292,7 +396,7 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_CUDA_RETURN(
         cudaMemcpyAsync(sl->verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
         "verdict to host");
-    SCCL_RETURN_IF_ERROR(finish(sl, true, ticket));
+    SCCL_RETURN_IF_ERROR(finish(sl, stream_, true, ticket));
     sl->stats_dst = stats;
     return Status::Ok();
   }
@@ -302,7 +406,11 @@ class CudaBackendImpl final : public CudaBackend {
     auto* stats_host = reinterpret_cast<kernels::DecodeStats*>(small_.p + kStatsOffset);
     SCCL_RETURN_IF_ERROR(
         queue_decode(p, pkt, bytes, y, t, n, scale, stats != nullptr ? stats_host : nullptr));
-    SCCL_RETURN_IF_ERROR(kc::read_device_error(ws_.p, stream_));  // synchronizes
+    int* verdict = reinterpret_cast<int*>(small_.p + kVerdictOffset);
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
+                     "verdict to host");
+    SCCL_RETURN_IF_ERROR(sync(stream_, "decode"));
+    SCCL_RETURN_IF_ERROR(kc::verdict_status(*verdict));
     if (stats != nullptr) *stats = *stats_host;
     return Status::Ok();
   }
@@ -312,6 +420,7 @@ class CudaBackendImpl final : public CudaBackend {
   Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) override;
   Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual,
                        float* out) override {
+    main_dirty_ = true;  // the next lane work reads `out`
     return kc::ef_compensate(x, t, n, residual, out, stream_);
   }
   Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
@@ -323,7 +432,7 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_CUDA_RETURN(
         cudaMemcpyAsync(hsums, dsums, 2 * sizeof(double), cudaMemcpyDeviceToHost, stream_),
         "error feedback sums to host");
-    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "error feedback");
+    SCCL_RETURN_IF_ERROR(sync(stream_, "error feedback"));
     sums->input_sq = hsums[0];
     sums->residual_sq = hsums[1];
     return Status::Ok();
@@ -347,7 +456,7 @@ class CudaBackendImpl final : public CudaBackend {
     // Words covering the first n elements: bitmap_build writes exactly these on the host too.
     SCCL_CUDA_RETURN(cudaMemcpyAsync(bits, bits_.p, bytes, cudaMemcpyDeviceToHost, stream_),
                      "bitmap copy");
-    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "bitmap_build");
+    SCCL_RETURN_IF_ERROR(sync(stream_, "bitmap_build"));
     return Status::Ok();
   }
   Status bitmap_or(uint64_t* acc, const uint64_t* other, size_t n) override {
@@ -374,7 +483,7 @@ class CudaBackendImpl final : public CudaBackend {
           cudaMemcpyAsync(out, vals_.p, m * sizeof(float), cudaMemcpyDeviceToHost, stream_),
           "sparse values to host");
     }
-    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "sparse_compact");
+    SCCL_RETURN_IF_ERROR(sync(stream_, "sparse_compact"));
     if (count != nullptr) *count = m;
     return Status::Ok();
   }
@@ -394,7 +503,7 @@ class CudaBackendImpl final : public CudaBackend {
     kc::sparse_scatter(reinterpret_cast<const uint64_t*>(bits_.p), n,
                        reinterpret_cast<const float*>(vals_.p), scale, y, t, ws_.p, stream_);
     SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_scatter launch");
-    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "sparse_scatter");
+    SCCL_RETURN_IF_ERROR(sync(stream_, "sparse_scatter"));
     if (count != nullptr) *count = m;
     return Status::Ok();
   }
@@ -403,7 +512,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (bytes == 0 || dst == src) return Status::Ok();
     SCCL_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
                      "device copy");
-    SCCL_CUDA_RETURN(cudaStreamSynchronize(stream_), "device copy");
+    SCCL_RETURN_IF_ERROR(sync(stream_, "device copy"));
     return Status::Ok();
   }
 
@@ -420,6 +529,7 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
+    main_dirty_ = true;  // writes `y`, which a later lane's work may read
     SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
                      "packet to device");
     auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
@@ -436,21 +546,34 @@ class CudaBackendImpl final : public CudaBackend {
 
   // What encode_start and step_start need first: an output of `cap` bytes big enough, device
   // workspace and packet buffer for (p, n), a free slot.
-  Status begin(const CodecParams& p, size_t n, size_t cap, Slot** sl) {
+  // workspace and packet buffer for (p, n) on the slot's lane, a free slot. Work queued on the
+  // main stream before (error feedback's compensation) is waited for by the lane stream.
+  Status begin(const CodecParams& p, size_t n, size_t cap, Slot** sl, Lane** ln) {
     const size_t need = kernels::packet_bytes(p, n);
     if (cap < need) {
       return errorf(Code::kInternalError, "CUDA backend: packet buffer of %zu bytes, need %zu", cap,
                     need);
     }
-    SCCL_RETURN_IF_ERROR(ensure_ws(kc::workspace_bytes(p, n)));
-    SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
-    return acquire(sl);
+    int index = 0;
+    SCCL_RETURN_IF_ERROR(acquire(sl, &index));
+    Lane& l = lanes_[index % kLaneStreams];
+    SCCL_RETURN_IF_ERROR(ensure(l.ws, kc::workspace_bytes(p, n), l.stream));
+    SCCL_RETURN_IF_ERROR(ensure(l.pkt, need, l.stream));
+    if (main_dirty_) {
+      SCCL_CUDA_RETURN(cudaEventRecord(main_ev_, stream_), "cudaEventRecord");
+      main_dirty_ = false;
+    }
+    // Cheap when main_ev_ has long completed; keeps lanes after the main stream's earlier work.
+    SCCL_CUDA_RETURN(cudaStreamWaitEvent(l.stream, main_ev_, 0), "cudaStreamWaitEvent");
+    *ln = &l;
+    return Status::Ok();
   }
   // A free lane slot (encode, step): at most SKETCHCCL_PIPELINE_DEPTH are taken at a time.
-  Status acquire(Slot** out) {
+  Status acquire(Slot** out, int* index) {
     for (int i = 0; i < kLaneSlots; ++i) {
       if (slots_[i]->ticket == 0) {
         *out = slots_[i].get();
+        *index = i;
         return Status::Ok();
       }
     }
@@ -470,8 +593,8 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return nullptr;
   }
-  Status finish(Slot* sl, bool check_verdict, uint64_t* ticket) {
-    SCCL_CUDA_RETURN(cudaEventRecord(sl->done, stream_), "cudaEventRecord");
+  Status finish(Slot* sl, cudaStream_t s, bool check_verdict, uint64_t* ticket) {
+    SCCL_CUDA_RETURN(cudaEventRecord(sl->done, s), "cudaEventRecord");
     sl->ticket = next_ticket_++;
     sl->check_verdict = check_verdict;
     sl->stats_dst = nullptr;
@@ -481,14 +604,46 @@ class CudaBackendImpl final : public CudaBackend {
   Status wait(uint64_t ticket) {
     Slot* sl = find(ticket);
     if (sl != nullptr) {
-      const cudaError_t e = cudaEventSynchronize(sl->done);
-      if (e != cudaSuccess) {
+      const Status st = wait_event(sl->done, "codec work on the device");
+      if (!st.ok()) {
         sl->ticket = 0;
-        return cuda_status(e, "codec work on the device");
+        return st;
       }
     }
     bool done = false;
     return test(ticket, &done);
+  }
+  // A polling wait for `ev` (not cudaEventSynchronize): bounded by SKETCHCCL_TIMEOUT and ended by
+  // the abort flag, like every other wait of the proxy (issue 21).
+  Status wait_event(cudaEvent_t ev, const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int polls = 0;; ++polls) {
+      const cudaError_t e = cudaEventQuery(ev);
+      if (e == cudaSuccess) return Status::Ok();
+      if (e != cudaErrorNotReady) return cuda_status(e, what);
+      if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+      if (abort_ != nullptr && abort_->load()) {
+        return errorf(Code::kRemoteError, "CUDA backend: %s: aborted while the device worked",
+                      what);
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+          timeout_s_) {
+        return errorf(Code::kRemoteError,
+                      "CUDA backend: %s: the device did not finish within SKETCHCCL_TIMEOUT "
+                      "(%.0f s)",
+                      what, timeout_s_);
+      }
+      if (polls < 64) {
+        std::this_thread::yield();
+      } else {
+        usleep(20);
+      }
+    }
+  }
+  // Everything queued on `s` so far, waited for like wait_event.
+  Status sync(cudaStream_t s, const char* what) {
+    SCCL_CUDA_RETURN(cudaEventRecord(sync_ev_, s), "cudaEventRecord");
+    return wait_event(sync_ev_, what);
   }
   static bool in_block(const PinBuf& b, const void* p) {
     const uint8_t* q = static_cast<const uint8_t*>(p);
@@ -511,17 +666,19 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  Status ensure(DevBuf& b, size_t bytes) {
+  Status ensure(DevBuf& b, size_t bytes) { return ensure(b, bytes, stream_); }
+  // Grows `b` stream-ordered on `stream`, the one stream that uses it.
+  Status ensure(DevBuf& b, size_t bytes, cudaStream_t stream) {
     if (bytes <= b.cap) return Status::Ok();
     size_t cap = b.cap == 0 ? 4096 : b.cap;
     while (cap < bytes)
       cap *= 2;
     if (b.base != nullptr) {
-      SCCL_CUDA_RETURN(cudaFreeAsync(b.base, stream_), "cudaFreeAsync");
+      SCCL_CUDA_RETURN(cudaFreeAsync(b.base, stream), "cudaFreeAsync");
       b = DevBuf{};
     }
     void* base = nullptr;
-    SCCL_CUDA_RETURN(cudaMallocAsync(&base, cap + 256, stream_), "cudaMallocAsync");
+    SCCL_CUDA_RETURN(cudaMallocAsync(&base, cap + 256, stream), "cudaMallocAsync");
     b.base = base;
     b.p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + 255) & ~uintptr_t(255));
     b.cap = cap;
@@ -529,13 +686,20 @@ class CudaBackendImpl final : public CudaBackend {
   }
   Status ensure_ws(size_t bytes) { return ensure(ws_, bytes); }
   const int dev_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // main: decodes, error feedback, sparse, copies
+  Lane lanes_[kLaneStreams];
+  cudaEvent_t sync_ev_ = nullptr;  // sync()'s marker
+  cudaEvent_t main_ev_ = nullptr;  // the main stream's work lanes must follow
+  bool main_dirty_ = false;        // work queued on the main stream since main_ev_
+  const std::atomic<bool>* abort_ = nullptr;
+  double timeout_s_ = 300;
   DevBuf ws_, pkt_, stats_, bits_, vals_, ef_sums_;
   PinBuf small_;  // slot verdicts and decode statistics
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t next_ticket_ = 1;
   std::mutex arena_mu_;  // the arena is sized on the caller's thread, used on the proxy's
   Arena arena_;
+  size_t largest_wanted_ = 0;  // the largest reservation asked for (under arena_mu_)
   std::vector<PinBuf> retired_;
   std::vector<void*> old_pinned_;
 };
@@ -562,6 +726,7 @@ Status CudaBackendImpl::alloc_f32(size_t n, std::unique_ptr<F32Array>* out) {
   void* base = nullptr;
   if (n > 0) {
     SCCL_CUDA_RETURN(cudaMallocAsync(&base, n * sizeof(float), stream_), "cudaMallocAsync");
+    main_dirty_ = true;
     const cudaError_t e = cudaMemsetAsync(base, 0, n * sizeof(float), stream_);
     if (e != cudaSuccess) {
       cudaFreeAsync(base, stream_);

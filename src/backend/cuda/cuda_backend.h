@@ -1,8 +1,10 @@
 // The CUDA backend (docs/cuda.md): a Backend whose user buffers (x, y) are device memory of one
 // device and whose packets, bitmaps and sparse value arrays are host memory, as the ring hands
 // them to the transport. Codec kernels (kernels/cuda/codec_cuda.h) run on the backend's own
-// non-blocking stream; packets live in a pinned arena (alloc_packets), so copies to and from
-// them do not make the host wait. encode_start/step_start queue their work and return a ticket
+// non-blocking, highest-priority streams (a main stream and four lane streams); packets live in
+// a pinned arena (alloc_packets), so copies to and from them do not make the host wait. Every
+// kernel is loaded and warmed up when the backend is made; every wait polls, bounded by
+// bound_waits' timeout and abort flag. encode_start/step_start queue their work and return a ticket
 // that test() polls; decode and the other calls return with their results in place.
 //
 // Used by the proxy thread of one communicator, except reserve_packet_memory (the caller's

@@ -1,5 +1,7 @@
 #include "backend/cuda/gate_kernels.h"
 
+#include "kernels/cuda/kernel_registry.h"
+
 namespace sketchccl::backend::cuda_detail {
 namespace {
 
@@ -10,6 +12,9 @@ __global__ void k_gate_spin(const volatile uint32_t* flag, uint32_t seq) {
   }
   __threadfence_system();
 }
+
+// Loaded with the codec kernels when the backend is created (kernels/cuda/kernel_registry.h).
+SCCL_REGISTER_KERNELS(gate, SCCL_KERNEL_REF(k_gate_spin));
 
 }  // namespace
 

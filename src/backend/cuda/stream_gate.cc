@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/gate_kernels.h"
+#include "backend/cuda/kernel_preload.h"
 #endif
 
 namespace sketchccl::backend {
@@ -49,7 +51,8 @@ class FlagPool {
     static FlagPool* pool = new FlagPool();  // never destroyed (see above)
     return *pool;
   }
-  Status acquire(int* slot, volatile uint32_t** host, void** dev) {
+  // `device` must be current: the device address is that device's view of the word.
+  Status acquire(int device, int* slot, volatile uint32_t** host, void** dev) {
     std::lock_guard<std::mutex> lock(mu_);
     if (words_ == nullptr) {
       // Our own pages, registered (mapped, portable) rather than cudaHostAlloc'ed: they stay
@@ -66,13 +69,21 @@ class FlagPool {
         std::free(p);
         return cuda_status(e, "cudaHostRegister of the stream-gate flags");
       }
-      void* d = nullptr;
-      e = cudaHostGetDevicePointer(&d, p, 0);
-      if (e != cudaSuccess) return cuda_status(e, "cudaHostGetDevicePointer of the gate flags");
       words_ = static_cast<uint32_t*>(p);
-      dev_ = static_cast<uint8_t*>(d);
       for (int i = kSlots - 1; i >= 0; --i)
         free_.push_back(i);
+    }
+    // Each device's own address of the words (finding 11): equal to the host address only where
+    // the device can use host pointers for registered memory (UVA), asked per device regardless.
+    auto it = dev_.find(device);
+    if (it == dev_.end()) {
+      void* d = nullptr;
+      const cudaError_t e = cudaHostGetDevicePointer(&d, words_, 0);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_status(e, "cudaHostGetDevicePointer of the gate flags");
+      }
+      it = dev_.emplace(device, static_cast<uint8_t*>(d)).first;
     }
     if (free_.empty()) {
       return Status(Code::kSystemError, "more than 1024 communicators with device AllReduces");
@@ -81,7 +92,7 @@ class FlagPool {
     free_.pop_back();
     // One word per 64-byte line: the host writes it, the GPU polls it.
     *host = words_ + static_cast<size_t>(*slot) * 16;
-    *dev = dev_ + static_cast<size_t>(*slot) * 64;
+    *dev = it->second + static_cast<size_t>(*slot) * 64;
     return Status::Ok();
   }
   void give_back(int slot) {
@@ -92,33 +103,40 @@ class FlagPool {
  private:
   std::mutex mu_;
   uint32_t* words_ = nullptr;
-  uint8_t* dev_ = nullptr;
+  std::map<int, uint8_t*> dev_;  // device -> its address of words_
   std::vector<int> free_;
 };
 
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using GetAttrFn = CUresult (*)(int*, CUdevice_attribute, CUdevice);
 
-// cuStreamWaitValue32 from the driver, without linking libcuda; nullptr when unavailable.
-WaitValueFn wait_value_fn(int device) {
+// A driver function, ABI of CUDA 12.0, without linking libcuda; nullptr when unavailable.
+// cudaGetDriverEntryPointByVersion exists from CUDA 12.5 (and is the only form in 13); older
+// 12.x toolkits have cudaGetDriverEntryPoint, which returns the 12.0 ABI there.
+void* driver_fn(const char* name) {
   void* fn = nullptr;
-  void* attr_fn = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) !=
-          cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || fn == nullptr) {
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q);
+#else
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
+#endif
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
     cudaGetLastError();
     return nullptr;
   }
+  return fn;
+}
+
+// cuStreamWaitValue32 from the driver; nullptr when unavailable.
+WaitValueFn wait_value_fn(int device) {
+  void* fn = driver_fn("cuStreamWaitValue32");
+  if (fn == nullptr) return nullptr;
   // A driver that knows the v2 memory-operation attributes supports the v2 memops API. The
   // attribute itself is about CU_STREAM_WAIT_VALUE_NOR, which the gate does not use (it waits
   // with GEQ); a driver that still refuses the call makes enqueue fall back to the spin kernel.
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &attr_fn, 12000, cudaEnableDefault,
-                                       &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || attr_fn == nullptr) {
-    cudaGetLastError();
-    return nullptr;
-  }
+  void* attr_fn = driver_fn("cuDeviceGetAttribute");
+  if (attr_fn == nullptr) return nullptr;
   int nor = -1;
   if (reinterpret_cast<GetAttrFn>(attr_fn)(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
                                            static_cast<CUdevice>(device)) != CUDA_SUCCESS) {
@@ -191,11 +209,16 @@ Status CudaStreamGate::create(int device, Mechanism want, std::unique_ptr<CudaSt
   {
     DeviceScope scope(device);
     if (scope.error() != cudaSuccess) return cuda_status(scope.error(), "cudaSetDevice");
-    SCCL_RETURN_IF_ERROR(FlagPool::get().acquire(&g->slot_, &g->flag_, &g->flag_dev_));
+    // Every kernel loaded now, before this gate ever holds a stream (finding 1).
+    SCCL_RETURN_IF_ERROR(preload_kernels(device));
+    SCCL_RETURN_IF_ERROR(FlagPool::get().acquire(device, &g->slot_, &g->flag_, &g->flag_dev_));
   }
   // Continue from the slot's current value (see FlagPool).
   g->next_seq_.store(*g->flag_);
-  WaitValueFn fn = want == Mechanism::kSpinKernel ? nullptr : wait_value_fn(device);
+  // The spin kernel unless cuStreamWaitValue32 is asked for: a stream memory wait is invisible
+  // to CUDA's scheduler and can block the backend's own work queued behind it on a shared
+  // hardware queue (docs/cuda.md, finding 2); a spinning kernel is an ordinary kernel.
+  WaitValueFn fn = want == Mechanism::kStreamWaitValue ? wait_value_fn(device) : nullptr;
   if (want == Mechanism::kStreamWaitValue && fn == nullptr) {
     return Status(Code::kUnhandledCudaError,
                   "stream gate: cuStreamWaitValue32 is not available from this driver");

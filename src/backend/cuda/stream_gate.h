@@ -8,8 +8,10 @@
 //                                                   +---- pinned flag <---+
 //
 // The marker is a cudaLaunchHostFunc that only signals the ticket (it makes no CUDA call); the
-// wait is cuStreamWaitValue32(GEQ) on a word of mapped pinned memory where the driver supports
-// stream memory operations, else a one-block kernel that polls that word. The proxy releases
+// wait is a one-block kernel that polls a word of mapped pinned memory (kAuto, the default: an
+// ordinary kernel, visible to CUDA's scheduler), or cuStreamWaitValue32(GEQ) on that word when
+// asked for (kStreamWaitValue). Creating a gate first loads every registered kernel
+// (kernel_preload.h), before this gate can hold a stream. The proxy releases
 // `seq` when the ring is done -- also when it failed or was aborted -- so no stream waits forever.
 //
 // coll reaches it through src/backend/stream_gate.h (make_stream_gate); this header is for
@@ -27,6 +29,7 @@ namespace sketchccl::backend {
 
 class CudaStreamGate final : public StreamGate {
  public:
+  // kAuto: the spin kernel (docs/cuda.md, finding 2); kStreamWaitValue fails where unsupported.
   enum class Mechanism { kAuto, kStreamWaitValue, kSpinKernel };
 
   // For `device` (the communicator's). Fails with kUnhandledCudaError without CUDA or device.

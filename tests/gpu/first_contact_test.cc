@@ -1,0 +1,109 @@
+// The GPU path's first contact (issue 12 item 5, docs/cuda.md): the first call of every codec on
+// a held stream, work on a second stream under CUDA_DEVICE_MAX_CONNECTIONS=1, a graph captured
+// on another thread during a taken-over call, two communicators on two streams, abort during a
+// gated operation. Standalone, 2 processes on device 0 (suite 'gpu'; every case skips without a
+// device, and the binary then exits 77). Bit identity across ranks for every codec, s2 included,
+// is api_test.cc's GpuAllReduce (identical output bytes on every rank).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tests/api/agreement.h"
+#include "tests/api/launcher.h"
+#include "tests/gpu/gpu_test_main.h"
+
+namespace {
+
+using sketchccl::testing::expect_agreement;
+using sketchccl::testing::new_id_hex;
+
+std::string g_worker;
+
+bool have_device() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+std::vector<sketchccl::testing::RankOutput> run(const std::string& scenario, int nranks,
+                                                std::vector<std::string> env,
+                                                const std::vector<std::string>& args) {
+  const std::string id = new_id_hex();
+  env.insert(env.end(),
+             {"SKETCHCCL_NCCL_LIB=none", "SKETCHCCL_TRANSPORT=socket", "SKETCHCCL_MIN_BYTES=0",
+              "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_SLICE_BYTES=65536"});
+  return sketchccl::testing::run_ranks(
+      nranks,
+      [&](int r) {
+        std::vector<std::string> argv = {g_worker, scenario, std::to_string(r),
+                                         std::to_string(nranks), id};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+      },
+      env, 180);
+}
+
+class FirstContact : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount)";
+  }
+};
+
+class FirstCall : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount)";
+  }
+};
+
+// Each codec's first kernels run after the stream gate closed: they must have been loaded when
+// the backend was made (finding 1), else the loader may wait for the held stream.
+TEST_P(FirstCall, OfEveryCodecUnderAHeldStreamCompletes) {
+  expect_agreement(run("held_first", 2, {"SKETCHCCL_CODEC=" + GetParam()}, {"300007"}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, FirstCall,
+                         ::testing::Values("none", "bf16", "fp16", "q8", "q4", "q2", "casq2",
+                                           "casq3", "casq4", "s2", "sparse"));
+
+// One hardware queue for every stream (Megatron, NeMo): standalone cannot forward, so the gate
+// itself must not deadlock against the backend's work (finding 2).
+TEST_F(FirstContact, SecondStreamWorksUnderOneHardwareQueue) {
+  expect_agreement(run("second_stream", 2, {"CUDA_DEVICE_MAX_CONNECTIONS=1"}, {"200000"}));
+}
+
+TEST_F(FirstContact, GraphCapturedOnAnotherThreadDuringATakenOverCall) {
+  expect_agreement(run("capture_thread", 2, {}, {"200000"}));
+}
+
+// Pinned packet memory grows while a gate holds the stream (DDP's buckets, finding 6).
+TEST_F(FirstContact, LargerBucketsQueuedBehindAHeldStream) {
+  expect_agreement(run("growing_buckets", 2, {}, {"6250000"}));
+}
+
+TEST_F(FirstContact, TwoCommunicatorsOnTwoStreams) {
+  expect_agreement(run("two_comms", 2, {}, {"100000", new_id_hex()}));
+}
+
+TEST_F(FirstContact, AbortDuringAGatedOperationReleasesTheStream) {
+  expect_agreement(run("abort_gated", 2, {}, {"100000"}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATH_TO_first_contact_worker [gtest flags]\n", argv[0]);
+    return 2;
+  }
+  g_worker = argv[1];
+  return sketchccl::gpu_test::run_all_tests_or_skip();
+}
