@@ -1,10 +1,13 @@
 #include "interpose/runtime.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/config.h"
 #include "core/log.h"
+#include "interpose/comm_side.h"
 
 namespace sketchccl::interpose {
 
@@ -12,6 +15,8 @@ Runtime& Runtime::get() {
   static Runtime* rt = [] {
     auto* r = new Runtime();  // leaked on purpose: communicators may outlive static destructors
     std::atexit(&Runtime::at_exit);
+    (void)pthread_atfork(&Runtime::before_fork, &Runtime::after_fork_in_parent,
+                         &Runtime::after_fork_in_child);
     return r;
   }();
   return *rt;
@@ -91,10 +96,28 @@ void Runtime::at_exit() {
     std::lock_guard<std::mutex> lock(rt.mu_);
     left.swap(rt.comms_);
   }
-  for (auto& [handle, comm] : left) {
-    comm->abort();  // a program that exits without destroying: stop the proxy threads
-    rt.write_stats(*comm);
-  }
+  // A program that exits without destroying: stop the proxy threads, all at once, then join
+  // each for a bounded time (exit must not hang on a proxy stuck in a device wait).
+  for (auto& [handle, comm] : left)
+    comm->signal_abort();
+  for (auto& [handle, comm] : left)
+    join_side(comm);
+}
+
+void Runtime::before_fork() {
+  get().mu_.lock();
+}
+
+void Runtime::after_fork_in_parent() {
+  get().mu_.unlock();
+}
+
+void Runtime::after_fork_in_child() {
+  Runtime& rt = get();
+  // Leaked, never destroyed or joined: their threads live in the parent only.
+  (void)new std::map<ncclComm_t, std::shared_ptr<coll::Communicator>>(std::move(rt.comms_));
+  rt.comms_.clear();
+  rt.mu_.unlock();
 }
 
 }  // namespace sketchccl::interpose

@@ -44,6 +44,11 @@ class Runtime {
  private:
   Runtime();
   static void at_exit();
+  // pthread_atfork: the side table is locked across fork(); a child forgets the parent's
+  // communicators (their proxy threads do not exist there) so that its exit() never joins them.
+  static void before_fork();
+  static void after_fork_in_parent();
+  static void after_fork_in_child();
 
   RealNccl real_;
   Status config_status_;
