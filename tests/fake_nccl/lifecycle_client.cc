@@ -2,7 +2,8 @@
 // splits agreed across ranks whatever their timing, nonblocking splits, abort, revoke and
 // shrink-abort, and fork. Run by lifecycle_test in several processes.
 //
-//   lifecycle_client RANK NRANKS ID_FILE MODE    MODE: latesplit | nbsplit | abort | revoke | fork
+//   lifecycle_client RANK NRANKS ID_FILE MODE    MODE: latesplit | splitfail | nbsplit | abort
+//                                                 | revoke | fork
 //
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
 #include <nccl.h>
@@ -84,6 +85,25 @@ void late_split(int rank, int nranks, const std::string& id_path) {
   async_ok("latesplit/child-not-failed", child);
   check("latesplit/destroy",
         ncclCommDestroy(child) == ncclSuccess && ncclCommDestroy(parent) == ncclSuccess);
+}
+
+// Rank 1 never splits: rank 0's membership exchange times out (SKETCHCCL_TIMEOUT=2 here). Its
+// parent is not failed: SketchCCL steps aside and the parent's calls go to the real NCCL.
+void failed_split(int rank, int nranks, const std::string& id_path) {
+  ncclComm_t parent = init(rank, nranks, id_path);
+  allreduce("splitfail/parent-taken-over", parent, rank, nranks, true);
+  if (rank == 0) {
+    ncclComm_t child = nullptr;
+    check("splitfail/split", ncclCommSplit(parent, 0, rank, &child, nullptr) == ncclSuccess);
+    async_ok("splitfail/parent-not-failed", parent);
+    allreduce("splitfail/parent-forwarded-after", parent, rank, nranks, false);
+    allreduce("splitfail/child-forwarded", child, rank, nranks, false);
+    check("splitfail/destroy-child", ncclCommDestroy(child) == ncclSuccess);
+  } else {
+    sleep_s(6.0);  // past rank 0's exchange
+    async_ok("splitfail/parent-not-failed", parent);
+  }
+  check("splitfail/destroy", ncclCommDestroy(parent) == ncclSuccess);
 }
 
 // A nonblocking split (config blocking=0, on every rank): returns without waiting for the other
@@ -193,6 +213,8 @@ int main(int argc, char** argv) {
   fake_client::g_log = log;
   if (mode == "latesplit") {
     late_split(rank, nranks, id_path);
+  } else if (mode == "splitfail") {
+    failed_split(rank, nranks, id_path);
   } else if (mode == "nbsplit") {
     nonblocking_split(rank, nranks, id_path);
   } else if (mode == "abort") {

@@ -21,7 +21,8 @@ struct Result {
 };
 
 // `stats_in_log`: SKETCHCCL_STATS_FILE is each rank's fake log (to see what came first).
-Result run(const std::string& mode, int nranks, bool stats_in_log = false) {
+Result run(const std::string& mode, int nranks, bool stats_in_log = false,
+           const std::string& timeout = "10") {
   char dir[] = "/tmp/sketchccl_life_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
@@ -38,7 +39,7 @@ Result run(const std::string& mode, int nranks, bool stats_in_log = false) {
                                         d + "/id",
                                         mode};
       },
-      {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=5",
+      {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=" + timeout,
        "SKETCHCCL_CODEC=q8"},
       90);
   Result res;
@@ -62,6 +63,13 @@ TEST(Lifecycle, SplitIsAgreedWhenARankIsLateAndNeverFailsTheParent) {
   Result r = run("latesplit", 3);
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_EQ(r.checks, 3 * 7) << r.text;
+}
+
+TEST(Lifecycle, AFailedSplitExchangeNeverFailsTheParent) {
+  Result r = run("splitfail", 2, false, "2");
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 8 + 4) << r.text;
+  EXPECT_NE(r.text.find("membership exchange failed"), std::string::npos) << r.text;
 }
 
 TEST(Lifecycle, NonblockingSplitReturnsAtOnceAndItsChildIsForwardedOnEveryRank) {
