@@ -283,12 +283,12 @@ Status Communicator::allgather_small_ring(const void* mine, size_t bytes, void* 
 }
 
 std::shared_ptr<Work> Communicator::submit_split(int color, int key, bool child_nonblocking,
-                                                 std::shared_ptr<Communicator>* child) {
+                                                 ChildSlot child) {
   // Runs after the join (same queue), so the decision below is the same on every rank.
   return submit([this, color, key, child_nonblocking, child] {
     *child = nullptr;
     if (!configs_agree_.load()) return Status::Ok();  // forwarded parent: forwarded children
-    Status st = split_on_proxy(color, key, child_nonblocking, child);
+    Status st = split_on_proxy(color, key, child_nonblocking, child.get());
     if (st.ok()) return st;
     if (standalone_) {
       fail(st);  // no real NCCL to fall back to: the closed ring is this communicator's end

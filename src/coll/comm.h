@@ -76,8 +76,8 @@ class Communicator {
   // caller's timing). A failed exchange never fails the parent: standalone it is the split's
   // error; in front of a real NCCL the parent steps aside (stepped_aside()).
   // `child_nonblocking` goes to the child's InitArgs.
-  std::shared_ptr<Work> submit_split(int color, int key, bool child_nonblocking,
-                                     std::shared_ptr<Communicator>* child);
+  using ChildSlot = std::shared_ptr<std::shared_ptr<Communicator>>;
+  std::shared_ptr<Work> submit_split(int color, int key, bool child_nonblocking, ChildSlot child);
 
   // Writes a fresh rendezvous record (and starts its root listener) into id bytes 40-127.
   static Status bootstrap_make_id(UniqueId* id);

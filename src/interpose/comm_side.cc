@@ -14,8 +14,8 @@ namespace sketchccl::interpose {
 SplitOutcome split_side(coll::Communicator& parent, int color, int key, bool child_nonblocking,
                         std::function<void(const std::shared_ptr<coll::Communicator>&)> adopt) {
   auto child = std::make_shared<std::shared_ptr<coll::Communicator>>();
-  auto work = parent.submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, child_nonblocking,
-                                  child.get());
+  auto work =
+      parent.submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, child_nonblocking, child);
   auto finish = [adopt, child](const Status& s) {
     if (s.ok() && *child) adopt(*child);
   };

@@ -130,10 +130,13 @@ ncclResult_t InterposedFront::comm_split(ncclComm_t comm, int color, int key, nc
   auto parent = Runtime::get().find(comm);
   ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
   if (!started(r) || parent == nullptr || newcomm == nullptr) return r;
-  // A nonblocking split (the same config on every rank) leaves *newcomm NULL until NCCL is done:
-  // its child is the real NCCL's alone on every rank, and the parent's ring is not used.
+  // A nonblocking split leaves *newcomm NULL until NCCL is done: the exchange runs on the
+  // parent's proxy without the caller waiting, and the child is adopted on the first call that
+  // names the handle NCCL wrote into *newcomm (Runtime::find), after the exchange.
   if (config_nonblocking(config, parent->nonblocking())) {
-    SCCL_INFO(kLogInit, "nonblocking ncclCommSplit: the child has no SketchCCL state");
+    auto child = std::make_shared<std::shared_ptr<Communicator>>();
+    auto work = parent->submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, true, child);
+    if (color != NCCL_SPLIT_NOCOLOR) Runtime::get().add_pending_child({comm, newcomm, work, child});
     return r;
   }
   // The decision (child or not) is the parent's proxy's, after its join: agreed on every rank,

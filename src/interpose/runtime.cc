@@ -62,14 +62,45 @@ void Runtime::add(ncclComm_t handle, std::shared_ptr<coll::Communicator> comm) {
   if (stale) stale->abort();
 }
 
-std::shared_ptr<coll::Communicator> Runtime::find(ncclComm_t handle) const {
+std::shared_ptr<coll::Communicator> Runtime::find(ncclComm_t handle) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = comms_.find(handle);
+    if (it != comms_.end()) return it->second;
+    if (pending_.empty() || handle == nullptr) return nullptr;
+  }
+  return adopt_pending(handle);
+}
+
+void Runtime::add_pending_child(PendingChild pending) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = comms_.find(handle);
-  return it == comms_.end() ? nullptr : it->second;
+  pending_.push_back(std::move(pending));
+}
+
+std::shared_ptr<coll::Communicator> Runtime::adopt_pending(ncclComm_t handle) {
+  PendingChild match;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      // NCCL writes the slot from its own thread once the split is done: read it atomically.
+      if (__atomic_load_n(pending_[i].slot, __ATOMIC_ACQUIRE) != handle) continue;
+      match = std::move(pending_[i]);
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      break;
+    }
+  }
+  if (match.exchange == nullptr) return nullptr;
+  // Every rank split (a collective), so the exchange ends soon; it is bounded by the timeout.
+  if (!match.exchange->wait().ok() || *match.child == nullptr) return nullptr;
+  add(handle, *match.child);
+  return *match.child;
 }
 
 std::shared_ptr<coll::Communicator> Runtime::remove(ncclComm_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (pending_[i].parent == handle) pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
   auto it = comms_.find(handle);
   if (it == comms_.end()) return nullptr;
   auto c = it->second;
@@ -117,6 +148,8 @@ void Runtime::after_fork_in_child() {
   // Leaked, never destroyed or joined: their threads live in the parent only.
   (void)new std::map<ncclComm_t, std::shared_ptr<coll::Communicator>>(std::move(rt.comms_));
   rt.comms_.clear();
+  (void)new std::vector<PendingChild>(std::move(rt.pending_));
+  rt.pending_.clear();
   rt.mu_.unlock();
 }
 

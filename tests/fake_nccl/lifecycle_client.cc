@@ -106,8 +106,9 @@ void failed_split(int rank, int nranks, const std::string& id_path) {
   check("splitfail/destroy", ncclCommDestroy(parent) == ncclSuccess);
 }
 
-// A nonblocking split (config blocking=0, on every rank): returns without waiting for the other
-// ranks, and its child is the real NCCL's alone on every rank.
+// A nonblocking split (config blocking=0, on every rank): returns at once, without waiting for
+// the other ranks; NCCL writes *newcomm later (the fake after 100 ms), and the child, adopted on
+// its first call, is taken over on every rank.
 void nonblocking_split(int rank, int nranks, const std::string& id_path) {
   ncclComm_t parent = init(rank, nranks, id_path);
   allreduce("nbsplit/parent-taken-over", parent, rank, nranks, true);
@@ -118,13 +119,19 @@ void nonblocking_split(int rank, int nranks, const std::string& id_path) {
   const double t0 = now_s();
   ncclResult_t r = ncclCommSplit(parent, 0, rank, &child, &config);
   const double took = now_s() - t0;
-  check("nbsplit/returns-at-once",
-        (r == ncclSuccess || r == ncclInProgress) && child != nullptr && took < 1.0,
+  check("nbsplit/returns-at-once", (r == ncclSuccess || r == ncclInProgress) && took < 1.0,
         fmt("result %d, %.2f s", static_cast<int>(r), took));
-  allreduce("nbsplit/child-forwarded", child, rank, nranks, false);
+  ncclComm_t ready = nullptr;
+  for (int i = 0; i < 500 && ready == nullptr; ++i) {
+    ready = __atomic_load_n(&child, __ATOMIC_ACQUIRE);
+    if (ready == nullptr) sleep_s(0.01);
+  }
+  check("nbsplit/newcomm-written", ready != nullptr);
+  allreduce("nbsplit/child-taken-over", ready, rank, nranks, true);
+  async_ok("nbsplit/child-not-failed", ready);
   allreduce("nbsplit/parent-still-taken-over", parent, rank, nranks, true);
   check("nbsplit/destroy",
-        ncclCommDestroy(child) == ncclSuccess && ncclCommDestroy(parent) == ncclSuccess);
+        ncclCommDestroy(ready) == ncclSuccess && ncclCommDestroy(parent) == ncclSuccess);
 }
 
 // ncclCommAbort: the real abort runs before SketchCCL's side is joined. SKETCHCCL_STATS_FILE is

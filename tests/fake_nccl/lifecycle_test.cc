@@ -72,10 +72,10 @@ TEST(Lifecycle, AFailedSplitExchangeNeverFailsTheParent) {
   EXPECT_NE(r.text.find("membership exchange failed"), std::string::npos) << r.text;
 }
 
-TEST(Lifecycle, NonblockingSplitReturnsAtOnceAndItsChildIsForwardedOnEveryRank) {
+TEST(Lifecycle, NonblockingSplitReturnsAtOnceAndItsChildIsTakenOverOnEveryRank) {
   Result r = run("nbsplit", 2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 2 * 6) << r.text;
+  EXPECT_EQ(r.checks, 2 * 8) << r.text;
 }
 
 TEST(Lifecycle, AbortRunsTheRealAbortBeforeJoiningSketchCclsSide) {
