@@ -3,7 +3,7 @@
 // shrink-abort, and fork. Run by lifecycle_test in several processes.
 //
 //   lifecycle_client RANK NRANKS ID_FILE MODE    MODE: latesplit | splitfail | nbsplit | abort
-//                                                 | revoke | fork
+//                                                 | revoke | fork | scalable
 //
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
 #include <nccl.h>
@@ -13,6 +13,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,6 +207,44 @@ void fork_exit(int rank, int nranks, const std::string& id_path) {
   check("fork/destroy", ncclCommDestroy(comm) == ncclSuccess);
 }
 
+// Threads of this process (/proc/self/task).
+int thread_count() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// ncclCommInitRankScalable with one id per rank (as with one id per 128 ranks): SketchCCL joins
+// over the first; the root listener rank 1 made for the second stops at once (before, it waited
+// SKETCHCCL_TIMEOUT for ranks that never come, then warned).
+void scalable(int rank, int nranks, const std::string& id_path) {
+  ncclUniqueId ids[2];
+  fake_client::exchange_id(rank, id_path, false, &ids[0]);
+  if (rank == 1) {
+    if (ncclGetUniqueId(&ids[1]) != ncclSuccess) std::exit(3);
+    std::ofstream(id_path + ".1.tmp", std::ios::binary).write(ids[1].internal, sizeof ids[1]);
+    std::rename((id_path + ".1.tmp").c_str(), (id_path + ".1").c_str());
+  } else {
+    fake_client::exchange_id(1, id_path + ".1", false, &ids[1]);  // reads it
+  }
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankScalable(&comm, nranks, rank, 2, ids, nullptr);
+  check("scalable/init", r == ncclSuccess && comm != nullptr, "result " + std::to_string(r));
+  allreduce("scalable/taken-over", comm, rank, nranks, true);
+  int threads = 0;
+  for (int i = 0; i < 100; ++i) {
+    threads = thread_count();
+    if (threads <= 2) break;
+    sleep_s(0.02);
+  }
+  check("scalable/no-root-left", threads == 2,
+        fmt("%d threads (main and proxy expected)", threads));
+  check("scalable/destroy", ncclCommDestroy(comm) == ncclSuccess);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,6 +262,8 @@ int main(int argc, char** argv) {
     late_split(rank, nranks, id_path);
   } else if (mode == "splitfail") {
     failed_split(rank, nranks, id_path);
+  } else if (mode == "scalable") {
+    scalable(rank, nranks, id_path);
   } else if (mode == "nbsplit") {
     nonblocking_split(rank, nranks, id_path);
   } else if (mode == "abort") {

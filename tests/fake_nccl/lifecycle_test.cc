@@ -22,7 +22,7 @@ struct Result {
 
 // `stats_in_log`: SKETCHCCL_STATS_FILE is each rank's fake log (to see what came first).
 Result run(const std::string& mode, int nranks, bool stats_in_log = false,
-           const std::string& timeout = "10") {
+           const std::string& timeout = "10", const std::string& transport = "auto") {
   char dir[] = "/tmp/sketchccl_life_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
@@ -40,7 +40,7 @@ Result run(const std::string& mode, int nranks, bool stats_in_log = false,
                                         mode};
       },
       {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=" + timeout,
-       "SKETCHCCL_CODEC=q8"},
+       "SKETCHCCL_TRANSPORT=" + transport, "SKETCHCCL_CODEC=q8"},
       90);
   Result res;
   for (size_t r = 0; r < outs.size(); ++r) {
@@ -94,6 +94,13 @@ TEST(Lifecycle, ForkedChildThatCallsExitDoesNotHang) {
   Result r = run("fork", 2);
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_EQ(r.checks, 2 * 5) << r.text;
+}
+
+TEST(Lifecycle, ScalableInitReleasesTheRootsOfItsOtherIds) {
+  // Sockets only, so that the threads of each process are known: the main one and the proxy.
+  Result r = run("scalable", 2, false, "10", "socket");
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 4) << r.text;
 }
 
 }  // namespace
