@@ -98,8 +98,13 @@ std::shared_ptr<coll::Communicator> Runtime::adopt_pending(ncclComm_t handle) {
 
 std::shared_ptr<coll::Communicator> Runtime::remove(ncclComm_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A pending child of `handle`, or `handle` itself not adopted yet: dropped without waiting
+  // (once its exchange ends, the child, if any, is released and stops).
   for (size_t i = pending_.size(); i-- > 0;) {
-    if (pending_[i].parent == handle) pending_.erase(pending_.begin() + static_cast<long>(i));
+    if (pending_[i].parent == handle ||
+        __atomic_load_n(pending_[i].slot, __ATOMIC_ACQUIRE) == handle) {
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
   }
   auto it = comms_.find(handle);
   if (it == comms_.end()) return nullptr;

@@ -39,7 +39,7 @@ class Runtime {
   // A handle not in the table may be a nonblocking split's child NCCL has since written into
   // the caller's newcomm: find() then adopts it, waiting for the parent's exchange (bounded).
   std::shared_ptr<coll::Communicator> find(ncclComm_t handle);
-  // Also forgets the pending children of `handle`.
+  // Also forgets the pending children of `handle`, and `handle` if it is one.
   std::shared_ptr<coll::Communicator> remove(ncclComm_t handle);
 
   // A nonblocking split's child: SketchCCL's side exists once `exchange` (on the parent's proxy)
