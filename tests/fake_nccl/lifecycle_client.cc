@@ -85,8 +85,17 @@ void late_split(int rank, int nranks, const std::string& id_path) {
   allreduce("latesplit/child-taken-over", child, rank, nranks, true);
   async_ok("latesplit/parent-not-failed", parent);
   async_ok("latesplit/child-not-failed", child);
-  check("latesplit/destroy",
-        ncclCommDestroy(child) == ncclSuccess && ncclCommDestroy(parent) == ncclSuccess);
+  // Inside a group: the exchange is waited for at ncclGroupEnd, after the real group.
+  ncclComm_t grouped = nullptr;
+  ncclResult_t r1 = ncclGroupStart();
+  ncclResult_t r2 = ncclCommSplit(parent, 0, nranks - rank, &grouped, nullptr);
+  ncclResult_t r3 = ncclGroupEnd();
+  check("latesplit/grouped-split",
+        r1 == ncclSuccess && r2 == ncclSuccess && r3 == ncclSuccess && grouped != nullptr);
+  allreduce("latesplit/grouped-child-taken-over", grouped, rank, nranks, true);
+  check("latesplit/destroy", ncclCommDestroy(grouped) == ncclSuccess &&
+                                 ncclCommDestroy(child) == ncclSuccess &&
+                                 ncclCommDestroy(parent) == ncclSuccess);
 }
 
 // Rank 1 never splits: rank 0's membership exchange times out (SKETCHCCL_TIMEOUT=2 here). Its

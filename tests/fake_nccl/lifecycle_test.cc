@@ -62,7 +62,7 @@ Result run(const std::string& mode, int nranks, bool stats_in_log = false,
 TEST(Lifecycle, SplitIsAgreedWhenARankIsLateAndNeverFailsTheParent) {
   Result r = run("latesplit", 3);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 3 * 7) << r.text;
+  EXPECT_EQ(r.checks, 3 * 9) << r.text;
 }
 
 TEST(Lifecycle, AFailedSplitExchangeNeverFailsTheParent) {
