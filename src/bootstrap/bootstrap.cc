@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -113,7 +114,6 @@ class Root {
 };
 
 void Root::run(const std::atomic<bool>* stop) {
-  double created = net::now_s();
   SCCL_INFO(kLogBoot, "bootstrap root listening on %s", addr_.to_string().c_str());
   while (!finished_ && !stop->load()) {
     std::vector<pollfd> fds;
@@ -162,11 +162,7 @@ void Root::run(const std::atomic<bool>* stop) {
         conns_.erase(conns_.begin() + static_cast<long>(i));
       }
     }
-    if (joined_ == 0 && first_arrival_ == 0 && now - created > timeout_s_) {
-      SCCL_WARN(kLogBoot, "bootstrap root %s: no rank came within %s (SKETCHCCL_TIMEOUT); exiting",
-                addr_.to_string().c_str(), fmt_seconds(timeout_s_).c_str());
-      break;
-    }
+    // No deadline before the first rank comes: a framework may init hours after it made the id.
     // Ranks wait timeout_s themselves; the root gives up a little earlier so that they hear
     // which ranks are missing.
     if (first_arrival_ > 0 && now - first_arrival_ > 0.8 * timeout_s_) {
@@ -336,6 +332,7 @@ struct RootThread {
   std::thread thread;
   std::shared_ptr<std::atomic<bool>> stop;
   std::shared_ptr<std::atomic<bool>> running;
+  uint64_t secret = 0;  // of its record: which id it serves
 };
 
 class RootRegistry {
@@ -353,6 +350,16 @@ class RootRegistry {
     std::lock_guard<std::mutex> lock(mu_);
     reap_locked();
     return threads_.size();
+  }
+  bool release(uint64_t secret) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool found = false;
+    for (RootThread& t : threads_) {
+      if (t.secret != secret || !t.running->load()) continue;
+      t.stop->store(true);  // reaped (joined) by the next add() or active()
+      found = true;
+    }
+    return found;
   }
   ~RootRegistry() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -388,7 +395,16 @@ Options::Options(const Config& cfg)
     : timeout_s(cfg.get_double(Var::kTimeout)), ifname(cfg.get_string(Var::kSocketIfname)) {}
 
 Options Options::from_config() {
-  return Options(Config::global());
+  Options o(Config::global());
+  o.ifname = socket_ifname(Config::global());
+  return o;
+}
+
+std::string socket_ifname(const Config& cfg) {
+  const std::string& own = cfg.get_string(Var::kSocketIfname);
+  if (!own.empty()) return own;
+  const char* nccl = std::getenv("NCCL_SOCKET_IFNAME");
+  return nccl != nullptr ? nccl : "";
 }
 
 Status create_root(uint8_t id[kUniqueIdBytes], const Options& opts) {
@@ -415,6 +431,7 @@ Status create_root(uint8_t id[kUniqueIdBytes], const Options& opts) {
   static_assert(kOffAddr + net::kEncodedAddrBytes <= kOffSecret, "record layout");
 
   RootThread t;
+  t.secret = secret;
   t.stop = std::make_shared<std::atomic<bool>>(false);
   t.running = std::make_shared<std::atomic<bool>>(true);
   auto root = std::make_shared<Root>(std::move(listener), bound, secret, opts.timeout_s);
@@ -431,6 +448,11 @@ Status create_root(uint8_t id[kUniqueIdBytes], const Options& opts) {
             ifname.c_str());
   RootRegistry::get().add(std::move(t));
   return Status::Ok();
+}
+
+bool release_root(const uint8_t id[kUniqueIdBytes]) {
+  Record r;
+  return read_record(id, &r).ok() && RootRegistry::get().release(r.secret);
 }
 
 bool has_record(const uint8_t id[kUniqueIdBytes]) {

@@ -35,14 +35,23 @@ struct Options {
 
   Options() : Options(Config::defaults()) {}
   explicit Options(const Config& cfg);
-  static Options from_config();  // timeout and ifname from Config::global()
+  static Options from_config();  // timeout and socket_ifname() from Config::global()
 };
 
+// The interfaces the bootstrap and the socket transport may use: SKETCHCCL_SOCKET_IFNAME, else
+// NCCL_SOCKET_IFNAME from the environment (a job tuned for NCCL works unchanged), else "".
+std::string socket_ifname(const Config& cfg);
+
 // Writes the record into id[40..127] and starts the root listener for it (a background
-// thread that lives until every rank has joined and received the table, or until the timeout:
-// counted from creation while nobody has come, from the first rank's arrival after that).
-// Bytes 0-39 are not read or written.
+// thread that lives until every rank has joined and received the table, or until the timeout
+// counted from the first rank's arrival; before any rank comes it waits, however late the
+// first init is, until release_root() or the process's exit). Bytes 0-39 are not read or
+// written.
 Status create_root(uint8_t id[kUniqueIdBytes], const Options& opts);
+
+// Stops, quietly, the root listener this process started for `id`, if any (an id no rank will
+// join: the extra ids of ncclCommInitRankScalable). Returns whether there was one.
+bool release_root(const uint8_t id[kUniqueIdBytes]);
 
 // True when id[40..127] holds a well-formed record (magic, version and checksum).
 bool has_record(const uint8_t id[kUniqueIdBytes]);

@@ -38,6 +38,7 @@ Communicator::Communicator(const InitArgs& args, const Settings& settings, uint6
       nranks_(args.nranks),
       cuda_device_(args.cuda_device),
       standalone_(args.standalone),
+      nonblocking_(args.nonblocking),
       id_(args.id),
       id_hash_(hash_bytes(args.id.data(), args.id.size())),
       settings_(settings),
@@ -89,6 +90,11 @@ void Communicator::proxy_main() {
     Status prior = async_error();
     if (abort_.load()) {
       w->complete(Status(Code::kRemoteError, "communicator aborted"));
+    } else if (stepped_aside_.load()) {
+      // The ring was closed after a failed split exchange; the communicator is not failed.
+      w->complete(Status(Code::kRemoteError,
+                         "SketchCCL stepped aside from this communicator (a split's membership "
+                         "exchange failed)"));
     } else if (!prior.ok() && prior.code() != Code::kInProgress) {
       // A failed communicator runs nothing more: the ring may be out of step.
       w->complete(Status(prior.code(), "communicator failed earlier: " + prior.message()));
@@ -97,6 +103,9 @@ void Communicator::proxy_main() {
     }
   }
   if (transport_) transport_->close();
+  std::lock_guard<std::mutex> lock(mu_);
+  proxy_exited_ = true;
+  cv_.notify_all();
 }
 
 Status Communicator::join() {
@@ -117,6 +126,7 @@ Status Communicator::bootstrap_make_id(UniqueId* id) {
 
 Status Communicator::rendezvous_and_connect() {
   transport::TransportOptions topts = transport::TransportOptions::from_config(rank_, nranks_);
+  topts.ifname = bootstrap::socket_ifname(Config::global());  // NCCL_SOCKET_IFNAME as a fallback
   SCCL_RETURN_IF_ERROR(transport::create_transport(topts, &transport_));
   std::unique_ptr<bootstrap::Join> join;
   SCCL_RETURN_IF_ERROR(bootstrap::Join::start(id_.data(), rank_, nranks_, transport_->address(),
@@ -272,16 +282,29 @@ Status Communicator::allgather_small_ring(const void* mine, size_t bytes, void* 
   return Status::Ok();
 }
 
-std::shared_ptr<Work> Communicator::submit_split(int color, int key,
-                                                 std::shared_ptr<Communicator>* child) {
-  return submit([this, color, key, child] {
-    Status st = split_on_proxy(color, key, child);
-    if (!st.ok()) fail(st);
+std::shared_ptr<Work> Communicator::submit_split(int color, int key, bool child_nonblocking,
+                                                 ChildSlot child) {
+  // Runs after the join (same queue), so the decision below is the same on every rank.
+  return submit([this, color, key, child_nonblocking, child] {
+    *child = nullptr;
+    if (!configs_agree_.load()) return Status::Ok();  // forwarded parent: forwarded children
+    Status st = split_on_proxy(color, key, child_nonblocking, child.get());
+    if (st.ok()) return st;
+    if (standalone_) {
+      fail(st);  // no real NCCL to fall back to: the closed ring is this communicator's end
+    } else {
+      stepped_aside_.store(true);
+      SCCL_WARN(kLogInit,
+                "rank %d: ncclCommSplit's membership exchange failed (%s): this communicator and "
+                "the child go to the real NCCL from now on",
+                rank_, st.message().c_str());
+    }
     return st;
   });
 }
 
-Status Communicator::split_on_proxy(int color, int key, std::shared_ptr<Communicator>* child) {
+Status Communicator::split_on_proxy(int color, int key, bool child_nonblocking,
+                                    std::shared_ptr<Communicator>* child) {
   struct Member {
     int32_t color;
     int32_t key;
@@ -319,21 +342,43 @@ Status Communicator::split_on_proxy(int color, int key, std::shared_ptr<Communic
   args.id = ids[static_cast<size_t>(group[0].rank)];
   args.cuda_device = cuda_device_;
   args.standalone = standalone_;
+  args.nonblocking = child_nonblocking;
   *child = Communicator::create(args, settings_, config_hash_);
   return Status::Ok();
 }
 
 void Communicator::abort() {
+  signal_abort();
+  if (proxy_.joinable() && proxy_.get_id() != std::this_thread::get_id()) proxy_.join();
+}
+
+void Communicator::signal_abort() {
   abort_.store(true);
+  std::deque<std::shared_ptr<Work>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (auto& w : queue_)
-      w->complete(Status(Code::kRemoteError, "communicator aborted"));
-    queue_.clear();
+    dropped.swap(queue_);
     cv_.notify_all();
   }
-  if (proxy_.joinable() && proxy_.get_id() != std::this_thread::get_id()) proxy_.join();
+  // Outside mu_: a completion hook (the stream gate's release) may take other locks.
+  for (auto& w : dropped)
+    w->complete(Status(Code::kRemoteError, "communicator aborted"));
+}
+
+bool Communicator::join_proxy_within(double seconds) {
+  if (!proxy_.joinable() || proxy_.get_id() == std::this_thread::get_id()) return true;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                      [this] { return proxy_exited_; })) {
+      lock.unlock();
+      proxy_.detach();
+      return false;
+    }
+  }
+  proxy_.join();
+  return true;
 }
 
 Status Communicator::finalize() {

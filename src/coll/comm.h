@@ -35,6 +35,8 @@ class Communicator {
     // Standalone: a configuration mismatch is an error. In front of a real NCCL it only means
     // that SketchCCL stays out of the way (every call is forwarded, on every rank alike).
     bool standalone = true;
+    // The caller's ncclConfig_t said blocking=0 (a split with a NULL config inherits it).
+    bool nonblocking = false;
   };
 
   // Starts the proxy thread, whose first work is joining the other ranks (in the background:
@@ -48,6 +50,7 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   int cuda_device() const { return cuda_device_; }
+  bool nonblocking() const { return nonblocking_; }
   uint64_t id_hash() const { return id_hash_; }
 
   // The init work (wait on it for blocking init).
@@ -56,6 +59,9 @@ class Communicator {
   Status async_error() const;
   // After a successful join: false when the ranks' protocol configurations differ.
   bool configs_agree() const { return configs_agree_.load(); }
+  // In front of a real NCCL: a split's membership exchange failed, the ring is closed and every
+  // later call goes to the real NCCL (the communicator itself is not failed).
+  bool stepped_aside() const { return stepped_aside_.load(); }
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
@@ -65,14 +71,24 @@ class Communicator {
   // device and releases the stream -- also on failure, which becomes the async error.
   Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
   // Queues the membership exchange of ncclCommSplit; *child is set when the work completes
-  // (nullptr for NCCL_SPLIT_NOCOLOR).
-  std::shared_ptr<Work> submit_split(int color, int key, std::shared_ptr<Communicator>* child);
+  // (nullptr for NCCL_SPLIT_NOCOLOR, and on every rank alike when the parent's join failed or
+  // its ranks disagree on the configuration: the proxy decides after the join, never the
+  // caller's timing). A failed exchange never fails the parent: standalone it is the split's
+  // error; in front of a real NCCL the parent steps aside (stepped_aside()).
+  // `child_nonblocking` goes to the child's InitArgs.
+  using ChildSlot = std::shared_ptr<std::shared_ptr<Communicator>>;
+  std::shared_ptr<Work> submit_split(int color, int key, bool child_nonblocking, ChildSlot child);
 
   // Writes a fresh rendezvous record (and starts its root listener) into id bytes 40-127.
   static Status bootstrap_make_id(UniqueId* id);
 
   // Stops promptly from any thread: pending and running work fail, the proxy exits.
   void abort();
+  // abort() in two halves, so that the real ncclCommAbort can run between them: signal_abort()
+  // never blocks; join_proxy_within() waits at most `seconds` for the proxy and, if it is still
+  // running, detaches it and returns false (the caller must then keep this object alive).
+  void signal_abort();
+  bool join_proxy_within(double seconds);
   // Waits for queued work, then stops the proxy and closes the transport.
   Status finalize();
 
@@ -88,7 +104,8 @@ class Communicator {
   void proxy_main();
   Status join();                    // on the proxy: rendezvous_and_connect, then ready
   Status rendezvous_and_connect();  // bootstrap all-gather of addresses, ring connections
-  Status split_on_proxy(int color, int key, std::shared_ptr<Communicator>* child);
+  Status split_on_proxy(int color, int key, bool child_nonblocking,
+                        std::shared_ptr<Communicator>* child);
   // Small all-gather of `bytes` per rank over the ring (membership exchange).
   Status allgather_small(const void* mine, size_t bytes, void* all);
   Status allgather_small_ring(const void* mine, size_t bytes, void* all);
@@ -101,7 +118,9 @@ class Communicator {
   const int nranks_;
   const int cuda_device_;
   const bool standalone_;
+  const bool nonblocking_;
   std::atomic<bool> configs_agree_{true};
+  std::atomic<bool> stepped_aside_{false};
   const UniqueId id_;
   const uint64_t id_hash_;
   const Settings settings_;
@@ -120,6 +139,7 @@ class Communicator {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Work>> queue_;
   bool stopping_ = false;
+  bool proxy_exited_ = false;  // set by the proxy as its last act (under mu_, cv_ notified)
   Status async_error_{Code::kInProgress, "communicator is joining its peers"};
   // The stream gate of device AllReduces, made by the first one; gate_mu_ keeps the gate's
   // sequence numbers in the proxy queue's order.

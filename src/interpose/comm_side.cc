@@ -1,14 +1,21 @@
 #include "interpose/comm_side.h"
 
+#include <climits>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
 #include "interpose/group.h"
 #include "interpose/runtime.h"
 
 namespace sketchccl::interpose {
 
-SplitOutcome split_side(coll::Communicator& parent, int color, int key,
+SplitOutcome split_side(coll::Communicator& parent, int color, int key, bool child_nonblocking,
                         std::function<void(const std::shared_ptr<coll::Communicator>&)> adopt) {
   auto child = std::make_shared<std::shared_ptr<coll::Communicator>>();
-  auto work = parent.submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, child.get());
+  auto work =
+      parent.submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, child_nonblocking, child);
   auto finish = [adopt, child](const Status& s) {
     if (s.ok() && *child) adopt(*child);
   };
@@ -28,6 +35,25 @@ SplitOutcome split_side(coll::Communicator& parent, int color, int key,
   return out;
 }
 
+bool config_nonblocking(const ncclConfig_t* config, bool inherited) {
+  if (config == nullptr) return inherited;
+  // Read by the caller's own size, never past it (older headers have fewer fields).
+  size_t size = 0;
+  std::memcpy(&size, config, sizeof size);
+  int blocking = NCCL_CONFIG_UNDEF_INT;
+  if (size >= offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+    std::memcpy(&blocking, reinterpret_cast<const char*>(config) + offsetof(ncclConfig_t, blocking),
+                sizeof blocking);
+  }
+  if (blocking != NCCL_CONFIG_UNDEF_INT) return blocking == 0;
+  return nonblocking_by_default();
+}
+
+bool nonblocking_by_default() {
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");  // NCCL's default for unset fields
+  return env != nullptr && *env != '\0' && std::atoi(env) == 0;
+}
+
 Detached destroy_side(ncclComm_t comm) {
   Runtime& rt = Runtime::get();
   Detached out;
@@ -40,12 +66,28 @@ Detached destroy_side(ncclComm_t comm) {
 }
 
 bool abort_side(ncclComm_t comm) {
-  Runtime& rt = Runtime::get();
-  auto c = comm != nullptr ? rt.remove(comm) : nullptr;
+  auto c = stop_side(comm);
   if (c == nullptr) return false;
-  c->abort();
-  rt.write_stats(*c);
+  join_side(std::move(c));
   return true;
+}
+
+std::shared_ptr<coll::Communicator> stop_side(ncclComm_t comm) {
+  auto c = comm != nullptr ? Runtime::get().remove(comm) : nullptr;
+  if (c != nullptr) c->signal_abort();
+  return c;
+}
+
+void join_side(std::shared_ptr<coll::Communicator> comm) {
+  if (comm == nullptr) return;
+  if (!comm->join_proxy_within(kSideJoinSeconds)) {
+    SCCL_WARN(kLogInit,
+              "rank %d: SketchCCL's proxy did not stop within %.0f s of the abort; it is left "
+              "running",
+              comm->rank(), kSideJoinSeconds);
+    (void)new std::shared_ptr<coll::Communicator>(comm);  // the detached proxy still uses it
+  }
+  Runtime::get().write_stats(*comm);
 }
 
 }  // namespace sketchccl::interpose

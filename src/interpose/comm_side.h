@@ -20,8 +20,14 @@ struct SplitOutcome {
   Status status;                              // of the exchange, when not deferred
   std::shared_ptr<coll::Communicator> child;  // when not deferred
 };
-SplitOutcome split_side(coll::Communicator& parent, int color, int key,
+SplitOutcome split_side(coll::Communicator& parent, int color, int key, bool child_nonblocking,
                         std::function<void(const std::shared_ptr<coll::Communicator>&)> adopt);
+
+// Whether a communicator made with `config` is nonblocking: its blocking field when set, else
+// NCCL_COMM_BLOCKING, else `inherited` (a split with a NULL config inherits its parent's).
+bool config_nonblocking(const ncclConfig_t* config, bool inherited);
+// NCCL_COMM_BLOCKING=0: communicators without a blocking field are nonblocking.
+bool nonblocking_by_default();
 
 // ncclCommDestroy: removes `comm` from the side table, finishes its queued work and writes its
 // statistics. found: it was there; status: its finalize.
@@ -33,5 +39,13 @@ Detached destroy_side(ncclComm_t comm);
 
 // ncclCommAbort: removes `comm`, stops it promptly and writes its statistics. False: not there.
 bool abort_side(ncclComm_t comm);
+
+// abort_side in two halves, for the real abort (or revoke, or shrink with NCCL_SHRINK_ABORT) to
+// run between them: stop_side() removes `comm` and signals its proxy without blocking (null: not
+// there); join_side() waits for the proxy at most kSideJoinSeconds (a proxy stuck in a device
+// wait is left running, its communicator kept alive, with a warning) and writes the statistics.
+constexpr double kSideJoinSeconds = 5.0;
+std::shared_ptr<coll::Communicator> stop_side(ncclComm_t comm);
+void join_side(std::shared_ptr<coll::Communicator> comm);
 
 }  // namespace sketchccl::interpose

@@ -26,7 +26,7 @@ CommState comm_state(coll::Communicator* c, double timeout_s) {
     }
     if (!init->done()) return CommState::kFailed;
   }
-  if (!init->wait().ok()) return CommState::kFailed;
+  if (!init->wait().ok() || c->stepped_aside()) return CommState::kFailed;
   if (!c->configs_agree()) return CommState::kDisagree;
   return CommState::kReady;
 }

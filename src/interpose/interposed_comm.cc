@@ -31,7 +31,8 @@ bool started(ncclResult_t r) {
 }
 
 // Starts SketchCCL's side of a communicator whose real twin exists.
-void attach(const RealApi& real_api, ncclComm_t real, const uint8_t* id, int rank, int nranks) {
+void attach(const RealApi& real_api, ncclComm_t real, const uint8_t* id, int rank, int nranks,
+            bool nonblocking) {
   if (real == nullptr || !enabled() || !bootstrap::has_record(id)) return;
   Runtime& rt = Runtime::get();
   if (!rt.config_status().ok()) return;  // logged once at load: forwarded
@@ -40,6 +41,7 @@ void attach(const RealApi& real_api, ncclComm_t real, const uint8_t* id, int ran
   args.nranks = nranks;
   std::memcpy(args.id.data(), id, coll::kIdBytes);
   args.standalone = false;
+  args.nonblocking = nonblocking;
   // The communicator's device: the real communicator's (ncclCommInitAll gives each its own),
   // else the caller's current one, as NCCL takes it at init.
   args.cuda_device = backend::current_cuda_device();
@@ -80,7 +82,7 @@ ncclResult_t InterposedFront::get_unique_id(ncclUniqueId* uniqueId) {
 ncclResult_t InterposedFront::comm_init_rank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                              int rank) {
   ncclResult_t r = forward(real_.ncclCommInitRank, "ncclCommInitRank", comm, nranks, commId, rank);
-  if (started(r)) attach(real_, *comm, id_bytes(commId), rank, nranks);
+  if (started(r)) attach(real_, *comm, id_bytes(commId), rank, nranks, nonblocking_by_default());
   return r;
 }
 
@@ -89,7 +91,9 @@ ncclResult_t InterposedFront::comm_init_rank_config(ncclComm_t* comm, int nranks
                                                     ncclConfig_t* config) {
   ncclResult_t r = forward(real_.ncclCommInitRankConfig, "ncclCommInitRankConfig", comm, nranks,
                            commId, rank, config);
-  if (started(r)) attach(real_, *comm, id_bytes(commId), rank, nranks);
+  if (started(r)) {
+    attach(real_, *comm, id_bytes(commId), rank, nranks, config_nonblocking(config, false));
+  }
   return r;
 }
 
@@ -98,27 +102,26 @@ ncclResult_t InterposedFront::comm_init_rank_scalable(ncclComm_t* newcomm, int n
                                                       ncclConfig_t* config) {
   ncclResult_t r = forward(real_.ncclCommInitRankScalable, "ncclCommInitRankScalable", newcomm,
                            nranks, myrank, nId, commIds, config);
-  // SketchCCL's rendezvous uses the first id only.
+  // SketchCCL's rendezvous uses the first id only; the root listeners this process started
+  // for the others stop now (no rank will ever come to them).
   if (started(r) && nId >= 1 && commIds != nullptr) {
-    attach(real_, *newcomm, id_bytes(commIds[0]), myrank, nranks);
+    attach(real_, *newcomm, id_bytes(commIds[0]), myrank, nranks,
+           config_nonblocking(config, false));
+    for (int i = 1; i < nId; ++i)
+      bootstrap::release_root(id_bytes(commIds[i]));
   }
   return r;
 }
 
 ncclResult_t InterposedFront::comm_init_all(ncclComm_t* comm, int ndev, const int* devlist) {
   if (real_.ncclCommInitAll == nullptr) return missing_real("ncclCommInitAll");
+  // NCCL's own id for it gets no record (no root listener waiting for ranks that never come),
+  // and its communicators no SketchCCL state: all its ranks are GPUs of this one process, linked
+  // by NVLink or PCIe, where compression gains nothing (only the slow hop is worth compressing),
+  // so they cost no thread, socket or transport either.
   t_in_init_all = true;
   ncclResult_t r = forward(real_.ncclCommInitAll, "ncclCommInitAll", comm, ndev, devlist);
   t_in_init_all = false;
-  if (r != ncclSuccess || !enabled() || !Runtime::get().config_status().ok()) return r;
-  coll::UniqueId id{};
-  Status st = Communicator::bootstrap_make_id(&id);
-  if (!st.ok()) {
-    SCCL_WARN(kLogInit, "ncclCommInitAll: no SketchCCL state (%s)", st.message().c_str());
-    return r;
-  }
-  for (int i = 0; i < ndev; ++i)
-    attach(real_, comm[i], id.data(), i, ndev);
   return r;
 }
 
@@ -126,20 +129,26 @@ ncclResult_t InterposedFront::comm_split(ncclComm_t comm, int color, int key, nc
                                          ncclConfig_t* config) {
   auto parent = Runtime::get().find(comm);
   ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
-  if (!started(r)) return r;
-  // A parent without a working ring gives children without SketchCCL state.
-  if (parent == nullptr || !parent->init_work()->done() || !parent->async_error().ok() ||
-      !parent->configs_agree()) {
+  if (!started(r) || parent == nullptr || newcomm == nullptr) return r;
+  // A nonblocking split leaves *newcomm NULL until NCCL is done: the exchange runs on the
+  // parent's proxy without the caller waiting, and the child is adopted on the first call that
+  // names the handle NCCL wrote into *newcomm (Runtime::find), after the exchange.
+  if (config_nonblocking(config, parent->nonblocking())) {
+    auto child = std::make_shared<std::shared_ptr<Communicator>>();
+    auto work = parent->submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, true, child);
+    if (color != NCCL_SPLIT_NOCOLOR) Runtime::get().add_pending_child({comm, newcomm, work, child});
     return r;
   }
-  // The real child is known once the real group has ended (at adoption, not before).
-  (void)split_side(*parent, color, key, [newcomm](const std::shared_ptr<Communicator>& child) {
-    if (*newcomm != nullptr) {
-      Runtime::get().add(*newcomm, child);
-    } else {
-      child->abort();
-    }
-  });
+  // The decision (child or not) is the parent's proxy's, after its join: agreed on every rank,
+  // whatever each rank's timing. The real child is known once the real group has ended.
+  (void)split_side(*parent, color, key, false,
+                   [newcomm](const std::shared_ptr<Communicator>& child) {
+                     if (*newcomm != nullptr) {
+                       Runtime::get().add(*newcomm, child);
+                     } else {
+                       child->abort();
+                     }
+                   });
   return r;  // SketchCCL's side never changes the real result
 }
 
@@ -147,8 +156,22 @@ ncclResult_t InterposedFront::comm_shrink(ncclComm_t comm, int* excludeRanksList
                                           int excludeRanksCount, ncclComm_t* newcomm,
                                           ncclConfig_t* config, int shrinkFlags) {
   // Excluded ranks do not take part, so SketchCCL cannot agree on a ring: the child is forwarded.
-  return forward(real_.ncclCommShrink, "ncclCommShrink", comm, excludeRanksList, excludeRanksCount,
-                 newcomm, config, shrinkFlags);
+  // NCCL_SHRINK_ABORT ends the parent's operations: SketchCCL's side of the parent stops too.
+  std::shared_ptr<Communicator> side;
+  if ((shrinkFlags & NCCL_SHRINK_ABORT) != 0) side = stop_side(comm);
+  ncclResult_t r = forward(real_.ncclCommShrink, "ncclCommShrink", comm, excludeRanksList,
+                           excludeRanksCount, newcomm, config, shrinkFlags);
+  join_side(std::move(side));
+  return r;
+}
+
+ncclResult_t InterposedFront::comm_revoke(ncclComm_t comm, int revokeFlags) {
+  // A revoked communicator runs nothing more: SketchCCL's side stops as at an abort, so that
+  // destroy and finalize find no queued work to wait for.
+  auto side = stop_side(comm);
+  ncclResult_t r = forward(real_.ncclCommRevoke, "ncclCommRevoke", comm, revokeFlags);
+  join_side(std::move(side));
+  return r;
 }
 
 ncclResult_t InterposedFront::comm_finalize(ncclComm_t comm) {
@@ -163,8 +186,12 @@ ncclResult_t InterposedFront::comm_destroy(ncclComm_t comm) {
 }
 
 ncclResult_t InterposedFront::comm_abort(ncclComm_t comm) {
-  (void)abort_side(comm);
-  return forward(real_.ncclCommAbort, "ncclCommAbort", comm);
+  // The real abort first (it ends NCCL kernels that SketchCCL's device work may wait behind);
+  // SketchCCL's side is only signalled before it, and joined, bounded, after it.
+  auto side = stop_side(comm);
+  ncclResult_t r = forward(real_.ncclCommAbort, "ncclCommAbort", comm);
+  join_side(std::move(side));
+  return r;
 }
 
 ncclResult_t InterposedFront::comm_count(const ncclComm_t comm, int* count) {

@@ -14,10 +14,6 @@ void count_forwarded(ncclComm_t comm) {
 
 }  // namespace
 
-ncclResult_t InterposedFront::comm_revoke(ncclComm_t comm, int revokeFlags) {
-  return forward(real_.ncclCommRevoke, "ncclCommRevoke", comm, revokeFlags);
-}
-
 ncclResult_t InterposedFront::mem_alloc(void** ptr, size_t size) {
   return forward(real_.ncclMemAlloc, "ncclMemAlloc", ptr, size);
 }

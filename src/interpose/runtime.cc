@@ -1,10 +1,13 @@
 #include "interpose/runtime.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/config.h"
 #include "core/log.h"
+#include "interpose/comm_side.h"
 
 namespace sketchccl::interpose {
 
@@ -12,6 +15,8 @@ Runtime& Runtime::get() {
   static Runtime* rt = [] {
     auto* r = new Runtime();  // leaked on purpose: communicators may outlive static destructors
     std::atexit(&Runtime::at_exit);
+    (void)pthread_atfork(&Runtime::before_fork, &Runtime::after_fork_in_parent,
+                         &Runtime::after_fork_in_child);
     return r;
   }();
   return *rt;
@@ -57,14 +62,50 @@ void Runtime::add(ncclComm_t handle, std::shared_ptr<coll::Communicator> comm) {
   if (stale) stale->abort();
 }
 
-std::shared_ptr<coll::Communicator> Runtime::find(ncclComm_t handle) const {
+std::shared_ptr<coll::Communicator> Runtime::find(ncclComm_t handle) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = comms_.find(handle);
+    if (it != comms_.end()) return it->second;
+    if (pending_.empty() || handle == nullptr) return nullptr;
+  }
+  return adopt_pending(handle);
+}
+
+void Runtime::add_pending_child(PendingChild pending) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = comms_.find(handle);
-  return it == comms_.end() ? nullptr : it->second;
+  pending_.push_back(std::move(pending));
+}
+
+std::shared_ptr<coll::Communicator> Runtime::adopt_pending(ncclComm_t handle) {
+  PendingChild match;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      // NCCL writes the slot from its own thread once the split is done: read it atomically.
+      if (__atomic_load_n(pending_[i].slot, __ATOMIC_ACQUIRE) != handle) continue;
+      match = std::move(pending_[i]);
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      break;
+    }
+  }
+  if (match.exchange == nullptr) return nullptr;
+  // Every rank split (a collective), so the exchange ends soon; it is bounded by the timeout.
+  if (!match.exchange->wait().ok() || *match.child == nullptr) return nullptr;
+  add(handle, *match.child);
+  return *match.child;
 }
 
 std::shared_ptr<coll::Communicator> Runtime::remove(ncclComm_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A pending child of `handle`, or `handle` itself not adopted yet: dropped without waiting
+  // (once its exchange ends, the child, if any, is released and stops).
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (pending_[i].parent == handle ||
+        __atomic_load_n(pending_[i].slot, __ATOMIC_ACQUIRE) == handle) {
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
+  }
   auto it = comms_.find(handle);
   if (it == comms_.end()) return nullptr;
   auto c = it->second;
@@ -91,10 +132,30 @@ void Runtime::at_exit() {
     std::lock_guard<std::mutex> lock(rt.mu_);
     left.swap(rt.comms_);
   }
-  for (auto& [handle, comm] : left) {
-    comm->abort();  // a program that exits without destroying: stop the proxy threads
-    rt.write_stats(*comm);
-  }
+  // A program that exits without destroying: stop the proxy threads, all at once, then join
+  // each for a bounded time (exit must not hang on a proxy stuck in a device wait).
+  for (auto& [handle, comm] : left)
+    comm->signal_abort();
+  for (auto& [handle, comm] : left)
+    join_side(comm);
+}
+
+void Runtime::before_fork() {
+  get().mu_.lock();
+}
+
+void Runtime::after_fork_in_parent() {
+  get().mu_.unlock();
+}
+
+void Runtime::after_fork_in_child() {
+  Runtime& rt = get();
+  // Leaked, never destroyed or joined: their threads live in the parent only.
+  (void)new std::map<ncclComm_t, std::shared_ptr<coll::Communicator>>(std::move(rt.comms_));
+  rt.comms_.clear();
+  (void)new std::vector<PendingChild>(std::move(rt.pending_));
+  rt.pending_.clear();
+  rt.mu_.unlock();
 }
 
 }  // namespace sketchccl::interpose

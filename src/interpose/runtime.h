@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "coll/comm.h"
 #include "coll/settings.h"
@@ -35,8 +36,21 @@ class Runtime {
   // NCCL: keyed by the real communicator (add).
   ncclComm_t add_owned(std::shared_ptr<coll::Communicator> comm);
   void add(ncclComm_t real, std::shared_ptr<coll::Communicator> comm);
-  std::shared_ptr<coll::Communicator> find(ncclComm_t handle) const;
+  // A handle not in the table may be a nonblocking split's child NCCL has since written into
+  // the caller's newcomm: find() then adopts it, waiting for the parent's exchange (bounded).
+  std::shared_ptr<coll::Communicator> find(ncclComm_t handle);
+  // Also forgets the pending children of `handle`, and `handle` if it is one.
   std::shared_ptr<coll::Communicator> remove(ncclComm_t handle);
+
+  // A nonblocking split's child: SketchCCL's side exists once `exchange` (on the parent's proxy)
+  // has set *child, and its handle once NCCL writes it into *slot (the caller's newcomm).
+  struct PendingChild {
+    ncclComm_t parent = nullptr;
+    ncclComm_t* slot = nullptr;
+    std::shared_ptr<coll::Work> exchange;
+    std::shared_ptr<std::shared_ptr<coll::Communicator>> child;
+  };
+  void add_pending_child(PendingChild pending);
 
   // Writes one JSON line for the communicator to SKETCHCCL_STATS_FILE, if set.
   void write_stats(const coll::Communicator& comm) const;
@@ -44,14 +58,22 @@ class Runtime {
  private:
   Runtime();
   static void at_exit();
+  // pthread_atfork: the side table is locked across fork(); a child forgets the parent's
+  // communicators (their proxy threads do not exist there) so that its exit() never joins them.
+  static void before_fork();
+  static void after_fork_in_parent();
+  static void after_fork_in_child();
 
   RealNccl real_;
   Status config_status_;
   coll::Settings settings_;
   uint64_t config_hash_ = 0;
   std::string stats_path_;
+  std::shared_ptr<coll::Communicator> adopt_pending(ncclComm_t handle);
+
   mutable std::mutex mu_;
   std::map<ncclComm_t, std::shared_ptr<coll::Communicator>> comms_;
+  std::vector<PendingChild> pending_;
 };
 
 }  // namespace sketchccl::interpose

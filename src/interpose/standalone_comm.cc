@@ -60,6 +60,7 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
   args.nranks = nranks;
   std::memcpy(args.id.data(), id.internal, coll::kIdBytes);
   args.cuda_device = backend::current_cuda_device();  // 0 without a device, as before
+  args.nonblocking = !cc.blocking;
   auto c = Communicator::create(args, rt.settings(), rt.config_hash());
   ncclComm_t handle = rt.add_owned(c);
   *comm = handle;
@@ -167,14 +168,16 @@ ncclResult_t StandaloneFront::comm_split(ncclComm_t comm, int color, int key, nc
   Status st = read_config(config, &cc);
   if (!st.ok()) return report(st, "ncclCommSplit");
   *newcomm = nullptr;
-  SplitOutcome split =
-      split_side(*parent, color, key, [newcomm](const std::shared_ptr<Communicator>& child) {
-        *newcomm = Runtime::get().add_owned(child);
-      });
+  // A NULL config inherits the parent's blocking mode, as NCCL's split does.
+  const bool child_nonblocking = config != nullptr ? !cc.blocking : parent->nonblocking();
+  SplitOutcome split = split_side(*parent, color, key, child_nonblocking,
+                                  [newcomm](const std::shared_ptr<Communicator>& child) {
+                                    *newcomm = Runtime::get().add_owned(child);
+                                  });
   if (split.deferred) return ncclSuccess;
   st = split.status;
   if (st.ok() && split.child) {
-    if (!cc.blocking) return ncclInProgress;
+    if (child_nonblocking) return ncclInProgress;
     st = split.child->init_work()->wait();
   }
   return report(st, "ncclCommSplit");

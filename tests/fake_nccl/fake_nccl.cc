@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #define FAKE_API(ret, name, ...)                                                                   \
   extern "C" __attribute__((visibility("default"))) ret p##name(__VA_ARGS__);                      \
@@ -170,6 +172,17 @@ FAKE_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
     return ncclSuccess;
   }
   auto* parent = reinterpret_cast<FakeComm*>(comm);
+  if (config != nullptr && config->blocking == 0) {
+    // As NCCL: a nonblocking split returns at once and writes *newcomm from another thread
+    // once the child is ready.
+    std::thread([newcomm, nranks = parent->nranks, rank = parent->rank] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ncclComm_t c = nullptr;
+      (void)new_comm(&c, nranks, rank);
+      __atomic_store_n(newcomm, c, __ATOMIC_RELEASE);
+    }).detach();
+    return ncclInProgress;
+  }
   return new_comm(newcomm, parent->nranks, parent->rank);  // sizes are not faked precisely
 }
 

@@ -17,48 +17,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "client_util.h"
+
 namespace {
 
-int g_fails = 0;
-std::string g_log;
-
-void check(const std::string& name, bool ok, const std::string& detail = "") {
-  if (!ok) g_fails++;
-  std::printf("CHECK %s %s %s\n", name.c_str(), ok ? "OK" : "FAIL", detail.c_str());
-  std::fflush(stdout);
-}
-
-std::string read_log() {
-  std::ifstream in(g_log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-size_t log_size() {
-  return read_log().size();
-}
-// What the fake logged since offset `from`.
-std::string log_since(size_t from) {
-  std::string all = read_log();
-  return from < all.size() ? all.substr(from) : "";
-}
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
+using fake_client::check;
+using fake_client::fake_stream;
+using fake_client::fmt;
+using fake_client::log_since;
+using fake_client::log_size;
 
 // Calls fn and checks that the fake logged exactly `line` (among what it logged meanwhile).
 template <typename Fn>
@@ -71,25 +45,14 @@ void expect_forwarded(const std::string& name, const std::string& line, Fn fn,
         "result " + std::to_string(r) + ", log: " + got);
 }
 
-cudaStream_t fake_stream(uintptr_t v) {
-  return reinterpret_cast<cudaStream_t>(v);
-}
-
-void exchange_id(int rank, const std::string& path, bool norecord, ncclUniqueId* id) {
-  if (rank == 0) {
-    if (ncclGetUniqueId(id) != ncclSuccess) std::exit(3);
-    if (norecord) std::memset(id->internal + 40, 0, 88);
-    std::string tmp = path + ".tmp";
-    std::ofstream(tmp, std::ios::binary).write(id->internal, sizeof id->internal);
-    std::rename(tmp.c_str(), path.c_str());
-    return;
+// Threads of this process (/proc/self/task).
+int thread_count() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
   }
-  for (int i = 0; i < 3000; ++i) {
-    std::ifstream in(path, std::ios::binary);
-    if (in && in.read(id->internal, sizeof id->internal)) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::exit(4);
+  return n;
 }
 
 // Every function SketchCCL never takes over: it must reach the fake with the same arguments.
@@ -367,9 +330,9 @@ int main(int argc, char** argv) {
   const std::string mode = argv[4];
   const char* log = std::getenv("FAKE_NCCL_LOG");
   if (log == nullptr) return 2;
-  g_log = log;
+  fake_client::g_log = log;
   ncclUniqueId id;
-  exchange_id(rank, argv[3], mode == "norecord", &id);
+  fake_client::exchange_id(rank, argv[3], mode == "norecord", &id);
   ncclComm_t comm = nullptr;
   size_t at = log_size();
   ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
@@ -392,17 +355,22 @@ int main(int argc, char** argv) {
                                                    static_cast<void*>(comm))) != std::string::npos);
   if (rank == 0 && mode == "full") {
     // ncclCommInitAll calls ncclGetUniqueId through the PLT: the shim sees it and forwards it.
+    // Its communicators (GPUs of one process) get no SketchCCL state: no thread is started.
     ncclComm_t comms[2] = {nullptr, nullptr};
     at = log_size();
+    const int threads_before = thread_count();
     r = ncclCommInitAll(comms, 2, nullptr);
+    const int threads_after = thread_count();
     std::string got = log_since(at);
     check("forward/CommInitAll+GetUniqueId-through-PLT",
           r == ncclSuccess &&
               got.find("ncclCommInitAll ndev=2 devlist=(nil)\n") != std::string::npos &&
               got.find("ncclGetUniqueId\n") != std::string::npos,
           got);
+    check("CommInitAll/costs-no-thread", threads_after == threads_before,
+          fmt("%d threads before, %d after", threads_before, threads_after));
     for (ncclComm_t c : comms)
       ncclCommDestroy(c);
   }
-  return g_fails ? 1 : 0;
+  return fake_client::g_fails ? 1 : 0;
 }
