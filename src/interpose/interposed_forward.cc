@@ -123,10 +123,6 @@ ncclResult_t InterposedFront::recv(void* recvbuff, size_t count, ncclDataType_t 
   return forward(real_.ncclRecv, "ncclRecv", recvbuff, count, datatype, peer, comm, stream);
 }
 
-ncclResult_t InterposedFront::group_simulate_end(ncclSimInfo_t* simInfo) {
-  return forward(real_.ncclGroupSimulateEnd, "ncclGroupSimulateEnd", simInfo);
-}
-
 // Deprecated and without a twin in the real library: its plain name there, if present.
 void InterposedFront::reset_debug_init() {
   if (real_.ncclResetDebugInit != nullptr) real_.ncclResetDebugInit();
