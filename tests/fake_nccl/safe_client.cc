@@ -249,6 +249,12 @@ void call_log_mode(ncclComm_t comm) {
       fmt("ReduceScatter: opCount 5 sendbuff %p recvbuff %p count %zu datatype 7 op 0 "
           "root 0 comm %p [nranks=%d] stream 0x76: taken over, codec q8",
           static_cast<void*>(big.data()), static_cast<void*>(chunk), per_rank, c, g_nranks));
+  ncclBroadcast(small.data(), small.data(), 16, ncclFloat32, 1, comm, fake_stream(0x77));
+  expect_log(
+      fmt("Broadcast: opCount 6 sendbuff %p recvbuff %p count 16 datatype 7 op 0 root 1 "
+          "comm %p [nranks=%d] stream 0x77: forwarded: SketchCCL takes over AllReduce and "
+          "ReduceScatter only",
+          static_cast<void*>(small.data()), static_cast<void*>(small.data()), c, g_nranks));
 }
 
 // The fake NCCL is linked in as libfake_nccl_inside.so (not libnccl.so.2), as a static NCCL sits

@@ -104,12 +104,12 @@ TEST(SafeDropIn, PerCallLogSaysWhatHappenedToEachCall) {
       EXPECT_EQ(count_of(out, "SKETCHCCL INFO COLL " + want), 1u) << want << "\n" << r.text;
     }
   }
-  EXPECT_EQ(expected, 2 * 6) << r.text;
+  EXPECT_EQ(expected, 2 * 7) << r.text;
   // INFO without COLL in the subsystems (the default): no per-call lines.
   env.pop_back();
   r = run(g_client, "calllog", env);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(count_of(r.text, ": opCount "), 2u * 6) << r.text;  // the EXPECT_LOG lines only
+  EXPECT_EQ(count_of(r.text, ": opCount "), 2u * 7) << r.text;  // the EXPECT_LOG lines only
 }
 
 // NCCL linked into the program under another name (static NCCL inside libtorch_cuda.so,
