@@ -113,6 +113,12 @@ Status validate_memory(const BufferMemory& mem) {
     return Status(Code::kInvalidArgument,
                   "sendbuff and recvbuff must both be device memory or both host memory");
   }
+  if (mem.type == backend::MemoryType::kDevice && !backend::has_cuda_backend()) {
+    return Status(Code::kInvalidUsage,
+                  "sendbuff and recvbuff are device memory, and this process has no CUDA backend "
+                  "(a build without CUDA, no visible device, or a driver older than the CUDA "
+                  "runtime SketchCCL was built with)");
+  }
   return Status::Ok();
 }
 

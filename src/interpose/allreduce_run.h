@@ -41,7 +41,8 @@ struct AllReduceCall {
 
 // Type, op, buffers (null, alignment, partial overlap, mixed memory); *et is the element type.
 Status validate_allreduce(const AllReduceCall& call, kernels::ElemType* et);
-// Unclassifiable or mixed memory is ncclInvalidArgument (standalone: nothing to forward to).
+// Unclassifiable or mixed memory is ncclInvalidArgument, device memory without a CUDA backend
+// ncclInvalidUsage (standalone: nothing to forward to).
 Status validate_memory(const BufferMemory& mem);
 
 // Runs a validated call on `comm`. Device memory: enqueued on the stream, never blocks. Host

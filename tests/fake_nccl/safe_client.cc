@@ -3,7 +3,7 @@
 // ncclGetLastError answers on any thread, ncclGroupSimulateEnd runs nothing, the per-call log,
 // and a real NCCL linked under another name than libnccl.so.2 found with dlsym(RTLD_NEXT).
 //
-//   safe_client RANK NRANKS ID_FILE memory|lasterror|simulate|calllog|linked
+//   safe_client RANK NRANKS ID_FILE memory|lasterror|simulate|calllog|linked|standalone
 //
 // Prints "CHECK <name> OK|FAIL <detail>" lines (exits 1 on any FAIL) and, in calllog mode,
 // "EXPECT_LOG <text>" lines that the driver looks for in the process's stderr.
@@ -257,6 +257,31 @@ void call_log_mode(ncclComm_t comm) {
           static_cast<void*>(small.data()), static_cast<void*>(small.data()), c, g_nranks));
 }
 
+// SKETCHCCL_NCCL_LIB=none: nothing to forward to, so doubtful memory is a clear error.
+void standalone_mode(ncclComm_t comm) {
+  float* dev = unreadable(kMiB);
+  ncclResult_t r = ncclAllReduce(dev, dev, kCount, ncclFloat32, ncclSum, comm, fake_stream(0x4d));
+  std::string text = ncclGetLastError(comm);
+  check("standalone/unreadable-refused",
+        r == ncclInvalidArgument && text.find("cannot classify") != std::string::npos, text);
+  munmap(dev, kMiB);
+  using Mark = void (*)(const void*, size_t, int);
+  auto mark = reinterpret_cast<Mark>(dlsym(RTLD_DEFAULT, "fake_cuda_mark"));
+  check("standalone/fake-libcuda-loaded", mark != nullptr);
+  if (mark == nullptr) return;
+  std::vector<float> devmem(kCount, 1.0f);
+  mark(devmem.data(), devmem.size() * 4, 2);
+  r = ncclAllReduce(devmem.data(), devmem.data(), kCount, ncclFloat32, ncclSum, comm,
+                    fake_stream(0x4e));
+  text = ncclGetLastError(comm);
+  check("standalone/device-without-backend-refused",
+        r == ncclInvalidUsage && text.find("no CUDA backend") != std::string::npos, text);
+  std::vector<float> host(kCount, static_cast<float>(g_rank + 1));
+  r = ncclAllReduce(host.data(), host.data(), kCount, ncclFloat32, ncclSum, comm,
+                    fake_stream(0x4f));
+  check("standalone/host-runs", r == ncclSuccess && summed(host), fmt("host[0]=%g", host[0]));
+}
+
 // The fake NCCL is linked in as libfake_nccl_inside.so (not libnccl.so.2), as a static NCCL sits
 // inside libtorch_cuda.so: SketchCCL must find it with dlsym(RTLD_NEXT) and forward to it.
 void linked_mode(ncclComm_t comm) {
@@ -311,6 +336,7 @@ int main(int argc, char** argv) {
   if (mode == "simulate") simulate_mode(comm);
   if (mode == "calllog") call_log_mode(comm);
   if (mode == "linked") linked_mode(comm);
+  if (mode == "standalone") standalone_mode(comm);
   check("destroy", ncclCommDestroy(comm) == ncclSuccess);
   return g_fails ? 1 : 0;
 }

@@ -73,6 +73,14 @@ TEST(SafeDropIn, MemoryThatCannotBeClassifiedIsForwardedAndNeverRead) {
     EXPECT_EQ(count_of(out, "cannot be classified"), 1u) << r.text;
 }
 
+// Standalone: host memory positively, device memory only with a CUDA backend, else an error.
+TEST(SafeDropIn, StandaloneRefusesMemoryItCannotRun) {
+  Result r = run(g_client, "standalone",
+                 {"LD_PRELOAD=" + g_shim + " " + g_fake_cuda, "SKETCHCCL_NCCL_LIB=none"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_GE(r.checks, 2 * 6) << r.text;
+}
+
 // PyTorch's watchdog asks ncclGetLastError on its own thread.
 TEST(SafeDropIn, LastErrorTextIsRightOnAnyThread) {
   Result r = run(g_client, "lasterror", preloaded());
