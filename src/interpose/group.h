@@ -34,8 +34,9 @@ void defer_call(DeferredCall call);
 // launches the deferred calls, then waits.
 Status end();
 // ncclGroupSimulateEnd: ends the group as end() does (outside a group: nothing, the real NCCL
-// answers), but the deferred calls are simulated, not launched. Returns the first failing simulate's result (ncclSuccess otherwise); *waited gets
-// end()'s status for the work already running (joins, splits).
+// answers), but the deferred calls are simulated, not launched. Returns the first failing
+// simulate's result (ncclSuccess otherwise); *waited gets end()'s status for the work already
+// running (joins, splits).
 ncclResult_t simulate_end(Status* waited);
 
 }  // namespace sketchccl::interpose::group
