@@ -1,9 +1,26 @@
-// Questions the interposer asks CUDA about a call's arguments. Without a driver (or without
-// CUDA in the build) the answers are "host memory" and "not capturing".
+// Questions the interposer asks CUDA about a call's arguments. CUDA is never loaded or
+// initialised here: the runtime in a CUDA build, else the driver the process already loaded.
 #pragma once
+
+#include <cstddef>
 
 namespace sketchccl::backend {
 
+// Where a buffer lives, as far as SketchCCL can tell (DESIGN §13: any doubt is kUnknown).
+enum class MemoryClass {
+  kHost,     // CUDA said unregistered or host memory (or no CUDA driver is loaded), and readable
+  kDevice,   // CUDA said device or managed memory
+  kUnknown,  // CUDA's query failed, or host memory that cannot be read (a device reservation)
+};
+
+struct MemoryQuery {
+  MemoryClass cls = MemoryClass::kUnknown;
+  const char* why = "";  // for kUnknown: what failed (a static string)
+};
+
+// Classifies the `bytes` bytes at `p` (a null pointer or no bytes: host). Host memory is checked
+// readable at its first and last byte without touching it (a fault is an answer, not a signal).
+MemoryQuery classify_memory(const void* p, size_t bytes);
 // True when p is device (or managed) memory.
 bool is_device_pointer(const void* p);
 // True when `stream` (a cudaStream_t) is being captured into a CUDA graph.

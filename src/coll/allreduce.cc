@@ -287,7 +287,7 @@ uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t c
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
-  BufferState& state = buffers_[key];
+  BufferState& state = buffers_.get(key);
   CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state.guard.steps);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
@@ -364,12 +364,14 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   float* residual = nullptr;
   // In the backend's memory: on the device for device buffers (docs/cuda.md).
   if (settings_.error_feedback && is_lossy_and_nonlinear(codec)) {
+    // Never another generation's residual (a buffer dropped and seen again starts from zero).
     if (!state.residual || state.residual->size() != args.count ||
-        state.residual_mem != be.memory_type()) {
+        state.residual_mem != be.memory_type() || state.residual_generation != state.generation) {
       std::unique_ptr<backend::F32Array> r;
       SCCL_RETURN_IF_ERROR(be.alloc_f32(args.count, &r));
       state.residual = std::move(r);
       state.residual_mem = be.memory_type();
+      state.residual_generation = state.generation;
     }
     residual = state.residual->data();
   }

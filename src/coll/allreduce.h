@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/memory_type.h"
 #include "coll/accuracy.h"
+#include "coll/buffer_states.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
@@ -33,30 +34,6 @@ struct AllReduceArgs {
   // A ReduceScatter (coll/reduce_scatter.h): `count` is the input's (P chunks), `recv` holds this
   // rank's chunk of count / P elements.
   bool scatter = false;
-};
-
-// What one call on a buffer leaves for the next. DDP buckets keep their addresses, so a buffer
-// is (address, count, type). `nonzeros` comes from the reduced result, identical on all ranks.
-struct BufferKey {
-  uintptr_t addr;
-  size_t count;
-  kernels::ElemType type;
-  bool scatter = false;  // a ReduceScatter's buffer keeps its own memory
-  bool operator<(const BufferKey& o) const {
-    if (addr != o.addr) return addr < o.addr;
-    if (count != o.count) return count < o.count;
-    if (type != o.type) return type < o.type;
-    return scatter < o.scatter;
-  }
-};
-struct BufferState {
-  bool have_history = false;
-  uint64_t nonzeros = 0;  // of the previous reduced result
-  // Error feedback: this rank's compression error, per element, in the memory of the backend
-  // that runs the buffer's calls (residual_mem).
-  std::shared_ptr<backend::F32Array> residual;
-  backend::MemoryType residual_mem = backend::MemoryType::kHost;
-  GuardState guard;  // the accuracy guard's rungs (SKETCHCCL_MAX_NMSE)
 };
 
 class AllReduceEngine {
@@ -115,7 +92,7 @@ class AllReduceEngine {
   std::unique_ptr<backend::Backend> host_;
   // Device memory of cuda_device_: made by prepare_backend or the first call on device buffers.
   std::unique_ptr<backend::Backend> device_;
-  std::map<BufferKey, BufferState> buffers_;
+  BufferStates buffers_;  // bounded, least recently used dropped first
   CommStats stats_;
 };
 

@@ -27,13 +27,45 @@ bool elem_type(ncclDataType_t t, kernels::ElemType* out) {
 
 }  // namespace
 
-BufferMemory classify_buffers(const void* send, const void* recv) {
-  const bool send_dev = backend::is_device_pointer(send);
-  const bool recv_dev = backend::is_device_pointer(recv);
+BufferMemory classify_buffers(const void* send, size_t send_bytes, const void* recv,
+                              size_t recv_bytes) {
+  const backend::MemoryQuery s = backend::classify_memory(send, send_bytes);
+  const backend::MemoryQuery r =
+      recv == send ? s : backend::classify_memory(recv, recv_bytes);  // in place: asked once
   BufferMemory m;
+  if (s.cls == backend::MemoryClass::kUnknown || r.cls == backend::MemoryClass::kUnknown) {
+    m.known = false;
+    m.why = s.cls == backend::MemoryClass::kUnknown ? s.why : r.why;
+    return m;
+  }
+  const bool send_dev = s.cls == backend::MemoryClass::kDevice;
+  const bool recv_dev = r.cls == backend::MemoryClass::kDevice;
   m.type = send_dev || recv_dev ? backend::MemoryType::kDevice : backend::MemoryType::kHost;
   m.mixed = send_dev != recv_dev;
   return m;
+}
+
+size_t nccl_bytes(ncclDataType_t type, size_t count) {
+  size_t esz = 1;
+  switch (type) {
+    case ncclFloat16:
+    case ncclBfloat16:
+      esz = 2;
+      break;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      esz = 4;
+      break;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      esz = 8;
+      break;
+    default:
+      break;
+  }
+  return count > SIZE_MAX / esz ? SIZE_MAX : count * esz;
 }
 
 Status validate_allreduce(const AllReduceCall& call, kernels::ElemType* et) {
@@ -66,15 +98,32 @@ Status validate_allreduce(const AllReduceCall& call, kernels::ElemType* et) {
     return Status(Code::kInvalidArgument,
                   "sendbuff and recvbuff overlap without being the same (in-place) buffer");
   }
-  if (call.mem.mixed) {
+  SCCL_RETURN_IF_ERROR(validate_memory(call.mem));
+  return Status::Ok();
+}
+
+Status validate_memory(const BufferMemory& mem) {
+  if (!mem.known) {
+    return errorf(Code::kInvalidArgument,
+                  "sendbuff or recvbuff is memory SketchCCL cannot classify (%s): it runs on "
+                  "readable host memory, or device memory with the CUDA backend",
+                  mem.why);
+  }
+  if (mem.mixed) {
     return Status(Code::kInvalidArgument,
                   "sendbuff and recvbuff must both be device memory or both host memory");
+  }
+  if (mem.type == backend::MemoryType::kDevice && !backend::has_cuda_backend()) {
+    return Status(Code::kInvalidUsage,
+                  "sendbuff and recvbuff are device memory, and this process has no CUDA backend "
+                  "(a build without CUDA, no visible device, or a driver older than the CUDA "
+                  "runtime SketchCCL was built with)");
   }
   return Status::Ok();
 }
 
-ncclResult_t run_allreduce(coll::Communicator& comm, const AllReduceCall& call,
-                           kernels::ElemType et, bool exact) {
+Status start_allreduce(coll::Communicator& comm, const AllReduceCall& call, kernels::ElemType et,
+                       bool exact) {
   coll::AllReduceArgs args;
   args.send = call.send;
   args.recv = call.recv;
@@ -86,15 +135,20 @@ ncclResult_t run_allreduce(coll::Communicator& comm, const AllReduceCall& call,
   if (args.mem == backend::MemoryType::kDevice) {
     // Device buffers (docs/cuda.md): enqueued on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
-    if (call.count == 0) return ncclSuccess;
-    return report(comm.submit_allreduce_stream(args, call.stream), "ncclAllReduce");
+    if (call.count == 0) return Status::Ok();
+    return comm.submit_allreduce_stream(args, call.stream);
   }
   auto work = comm.submit_allreduce(args);
   if (group::active()) {
     group::defer(work, false);
-    return ncclSuccess;
+    return Status::Ok();
   }
-  return report(work->wait(), "ncclAllReduce");
+  return work->wait();
+}
+
+ncclResult_t run_allreduce(coll::Communicator& comm, const AllReduceCall& call,
+                           kernels::ElemType et, bool exact) {
+  return report(start_allreduce(comm, call, et, exact), "ncclAllReduce");
 }
 
 }  // namespace sketchccl::interpose

@@ -18,10 +18,16 @@ namespace sketchccl::interpose {
 struct BufferMemory {
   backend::MemoryType type = backend::MemoryType::kHost;  // kDevice if either is device memory
   bool mixed = false;                                     // one device, the other host
+  bool known = true;     // false: either buffer could not be classified (never taken over)
+  const char* why = "";  // what made it unknown
 };
 
-// Asks CUDA about both buffers (host memory without a driver or without CUDA in the build).
-BufferMemory classify_buffers(const void* send, const void* recv);
+// Asks CUDA about both buffers (backend/cuda_query.h): `*_bytes` is each buffer's size, whose
+// first and last bytes host memory must be readable at.
+BufferMemory classify_buffers(const void* send, size_t send_bytes, const void* recv,
+                              size_t recv_bytes);
+// The size of `count` elements of `type` (saturated; an unknown type counts one byte each).
+size_t nccl_bytes(ncclDataType_t type, size_t count);
 
 struct AllReduceCall {
   const void* send = nullptr;
@@ -35,10 +41,16 @@ struct AllReduceCall {
 
 // Type, op, buffers (null, alignment, partial overlap, mixed memory); *et is the element type.
 Status validate_allreduce(const AllReduceCall& call, kernels::ElemType* et);
+// Unclassifiable or mixed memory is ncclInvalidArgument, device memory without a CUDA backend
+// ncclInvalidUsage (standalone: nothing to forward to).
+Status validate_memory(const BufferMemory& mem);
 
 // Runs a validated call on `comm`. Device memory: enqueued on the stream, never blocks. Host
 // memory: deferred to ncclGroupEnd inside a group, else waited for. `exact`: run as `none`.
 ncclResult_t run_allreduce(coll::Communicator& comm, const AllReduceCall& call,
                            kernels::ElemType et, bool exact);
+// The same, returning the status unreported (a launch at ncclGroupEnd reports it there).
+Status start_allreduce(coll::Communicator& comm, const AllReduceCall& call, kernels::ElemType et,
+                       bool exact);
 
 }  // namespace sketchccl::interpose

@@ -1,5 +1,6 @@
 // AllReduce, groups and error queries in front of a real NCCL: the policy decides, per call,
 // whether SketchCCL takes an AllReduce over; everything else is the real NCCL's.
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -8,9 +9,11 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "interpose/allreduce_run.h"
+#include "interpose/call_log.h"
 #include "interpose/forward.h"
 #include "interpose/group.h"
 #include "interpose/interposed_front.h"
+#include "interpose/interposed_policy.h"
 #include "interpose/policy.h"
 #include "interpose/runtime.h"
 
@@ -31,37 +34,114 @@ CommState comm_state(coll::Communicator* c, double timeout_s) {
   return CommState::kReady;
 }
 
-ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
-                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                         cudaStream_t stream) {
-  auto c = Runtime::get().find(comm);
+PolicyInput policy_input(const std::shared_ptr<coll::Communicator>& c, ncclRedOp_t op,
+                         ncclDataType_t type, size_t count, cudaStream_t stream) {
   const Config& cfg = Config::global();
-  AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
   PolicyInput in;
   in.enabled = cfg.get_bool(Var::kEnable);
   in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));
   in.op = op;
-  in.type = datatype;
+  in.type = type;
   in.count = count;
   in.min_bytes = cfg.get_size(Var::kMinBytes);
+  in.mem_pending = true;  // asked only if the rest says "take over"
   if (in.comm == CommState::kReady && in.enabled) {
     in.capturing = backend::stream_is_capturing(stream);
-    call.mem = classify_buffers(sendbuff, recvbuff);  // once: for the policy and the take-over
-    in.mem = call.mem.type;
-    // Device buffers: the backend, a driver new enough and a usable hardware queue (docs/cuda.md).
-    in.cuda_backend =
-        in.mem == backend::MemoryType::kDevice && backend::device_path_usable(&in.cuda_unusable);
+    in.cuda_backend = backend::has_cuda_backend();
+  }
+  return in;
+}
+
+PolicyDecision decide_with_memory(PolicyInput& in, const BufferMemory& mem) {
+  in.mem_pending = false;
+  in.mem_known = mem.known;
+  in.mem = mem.type;
+  // Device buffers: the backend, a driver new enough and a usable hardware queue (docs/cuda.md).
+  if (in.mem_known && in.mem == backend::MemoryType::kDevice && in.cuda_backend) {
+    in.cuda_backend = backend::device_path_usable(&in.cuda_unusable);
   }
   PolicyDecision d = decide(in);
-  if (!d.take_over) {
-    SCCL_TRACE(kLogColl, "ncclAllReduce of %zu elements forwarded: %s", count, d.reason);
-    if (c != nullptr) c->count_forwarded();
+  if (d.why == ForwardReason::kMemory) {
+    // DESIGN §13: any doubt forwards; said once per process, the per-call log says it each time.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      SCCL_WARN(kLogColl,
+                "a buffer's memory cannot be classified (%s): such calls are forwarded to NCCL "
+                "uncompressed (said once)",
+                mem.why);
+    }
+  }
+  return d;
+}
+
+std::string taken_over_outcome(bool exact) {
+  const coll::Settings& s = Runtime::get().settings();
+  if (exact) return "taken over, codec none";
+  if (s.auto_codec) return "taken over, codec auto (the engine picks per buffer)";
+  return std::string("taken over, codec ") + kernels::codec_name(s.codec);
+}
+
+std::string forwarded_outcome(const PolicyDecision& d, const BufferMemory& mem) {
+  std::string out = std::string("forwarded: ") + d.reason;
+  if (d.why == ForwardReason::kMemory) out += std::string(" (") + mem.why + ")";
+  return out;
+}
+
+ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  auto c = Runtime::get().find(comm);
+  AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
+  PolicyInput in = policy_input(c, op, datatype, count, stream);
+  PolicyDecision d = decide(in);
+  if (d.needs_memory) {
+    const size_t bytes = nccl_bytes(datatype, count);
+    call.mem = classify_buffers(sendbuff, bytes, recvbuff, bytes);  // for the policy and the run
+    d = decide_with_memory(in, call.mem);
+  }
+  CallRecord rec;
+  const bool logging = call_log_enabled();
+  if (logging) {
+    rec.name = "AllReduce";
+    rec.send = sendbuff;
+    rec.recv = recvbuff;
+    rec.count = count;
+    rec.type = datatype;
+    rec.op = static_cast<int>(op);
+    rec.comm = comm;
+    rec.nranks = c != nullptr ? c->nranks() : 0;
+    rec.stream = stream;
+  }
+  auto forward_it = [this, sendbuff, recvbuff, count, datatype, op, comm, stream] {
     return forward(real_.ncclAllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op,
                    comm, stream);
+  };
+  if (!d.take_over) {
+    if (logging) log_call(rec, forwarded_outcome(d, call.mem).c_str(), real_.ncclCommCount);
+    if (c != nullptr) c->count_forwarded();
+    return forward_it();
   }
   kernels::ElemType et{};
   Status st = validate_allreduce(call, &et);
-  if (!st.ok()) return report(st, "ncclAllReduce");
+  if (!st.ok()) {
+    if (logging) log_call(rec, "refused: invalid arguments", real_.ncclCommCount);
+    return report(st, "ncclAllReduce");
+  }
+  if (group::active()) {
+    // Launched at the outermost ncclGroupEnd, as NCCL launches its own; a simulated group hands
+    // it to the real NCCL instead, whose simulation counts it (and nothing runs).
+    if (logging) {
+      log_call(rec, (taken_over_outcome(false) + ", launched at ncclGroupEnd").c_str(),
+               real_.ncclCommCount);
+    }
+    group::defer_call({[c, call, et] { return start_allreduce(*c, call, et, false); },
+                       [c, forward_it] {
+                         c->count_forwarded();
+                         return forward_it();
+                       }});
+    return ncclSuccess;
+  }
+  if (logging) log_call(rec, taken_over_outcome(false).c_str(), real_.ncclCommCount);
   return run_allreduce(*c, call, et, /*exact=*/false);
 }
 
@@ -80,6 +160,19 @@ ncclResult_t InterposedFront::group_end() {
   if (!st.ok() && st.code() != Code::kInProgress) return report(st, "ncclGroupEnd");
   if (real_result == ncclInProgress || st.code() == Code::kInProgress) return ncclInProgress;
   return ncclSuccess;
+}
+
+ncclResult_t InterposedFront::group_simulate_end(ncclSimInfo_t* simInfo) {
+  // Ends SketchCCL's group too (its depth must not leak). The calls it deferred go to the real
+  // NCCL before its simulation ends the real group, so NCCL simulates them and nothing runs.
+  if (real_.ncclGroupSimulateEnd == nullptr) return missing_real("ncclGroupSimulateEnd");
+  Status waited = Status::Ok();
+  const ncclResult_t handed = group::simulate_end(&waited);
+  ncclResult_t real_result = forward(real_.ncclGroupSimulateEnd, "ncclGroupSimulateEnd", simInfo);
+  if (real_result != ncclSuccess && real_result != ncclInProgress) return real_result;
+  if (handed != ncclSuccess) return handed;
+  if (!waited.ok() && waited.code() != Code::kInProgress) return report(waited, "ncclGroupEnd");
+  return real_result;
 }
 
 const char* InterposedFront::get_error_string(ncclResult_t result) {

@@ -1,5 +1,6 @@
 // The NCCL functions SketchCCL never takes over, in front of a real NCCL: the real twin with the
 // caller's arguments, bit for bit, and its result. Collectives count in the statistics.
+#include "interpose/call_log.h"
 #include "interpose/forward.h"
 #include "interpose/interposed_front.h"
 #include "interpose/runtime.h"
@@ -7,9 +8,26 @@
 namespace sketchccl::interpose {
 namespace {
 
-// Counts a forwarded collective in the communicator's statistics.
-void count_forwarded(ncclComm_t comm) {
-  if (auto c = Runtime::get().find(comm)) c->count_forwarded();
+// Counts a forwarded collective in the communicator's statistics and logs it (COLL).
+void count_forwarded(const RealApi& real, const char* name, const void* send, const void* recv,
+                     size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
+                     cudaStream_t stream) {
+  auto c = Runtime::get().find(comm);
+  if (c != nullptr) c->count_forwarded();
+  if (!call_log_enabled()) return;
+  CallRecord rec;
+  rec.name = name;
+  rec.send = send;
+  rec.recv = recv;
+  rec.count = count;
+  rec.type = type;
+  rec.op = op;
+  rec.root = root;
+  rec.comm = comm;
+  rec.nranks = c != nullptr ? c->nranks() : 0;
+  rec.stream = stream;
+  log_call(rec, "forwarded: SketchCCL takes over AllReduce and ReduceScatter only",
+           real.ncclCommCount);
 }
 
 }  // namespace
@@ -56,21 +74,22 @@ ncclResult_t InterposedFront::red_op_destroy(ncclRedOp_t op, ncclComm_t comm) {
 ncclResult_t InterposedFront::reduce(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, ncclRedOp_t op, int root,
                                      ncclComm_t comm, cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Reduce", sendbuff, recvbuff, count, datatype, static_cast<int>(op), root,
+                  comm, stream);
   return forward(real_.ncclReduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root,
                  comm, stream);
 }
 
 ncclResult_t InterposedFront::bcast(void* buff, size_t count, ncclDataType_t datatype, int root,
                                     ncclComm_t comm, cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Bcast", buff, buff, count, datatype, -1, root, comm, stream);
   return forward(real_.ncclBcast, "ncclBcast", buff, count, datatype, root, comm, stream);
 }
 
 ncclResult_t InterposedFront::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                                         ncclDataType_t datatype, int root, ncclComm_t comm,
                                         cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Broadcast", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
   return forward(real_.ncclBroadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, root,
                  comm, stream);
 }
@@ -78,7 +97,8 @@ ncclResult_t InterposedFront::broadcast(const void* sendbuff, void* recvbuff, si
 ncclResult_t InterposedFront::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm,
                                          cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "AllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm,
+                  stream);
   return forward(real_.ncclAllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype,
                  comm, stream);
 }
@@ -86,7 +106,7 @@ ncclResult_t InterposedFront::all_gather(const void* sendbuff, void* recvbuff, s
 ncclResult_t InterposedFront::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
                                          ncclDataType_t datatype, ncclComm_t comm,
                                          cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "AlltoAll", sendbuff, recvbuff, count, datatype, -1, -1, comm, stream);
   return forward(real_.ncclAlltoAll, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, comm,
                  stream);
 }
@@ -94,7 +114,7 @@ ncclResult_t InterposedFront::all_to_all(const void* sendbuff, void* recvbuff, s
 ncclResult_t InterposedFront::gather(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
                                      cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Gather", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
   return forward(real_.ncclGather, "ncclGather", sendbuff, recvbuff, count, datatype, root, comm,
                  stream);
 }
@@ -102,25 +122,21 @@ ncclResult_t InterposedFront::gather(const void* sendbuff, void* recvbuff, size_
 ncclResult_t InterposedFront::scatter(const void* sendbuff, void* recvbuff, size_t count,
                                       ncclDataType_t datatype, int root, ncclComm_t comm,
                                       cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Scatter", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
   return forward(real_.ncclScatter, "ncclScatter", sendbuff, recvbuff, count, datatype, root, comm,
                  stream);
 }
 
 ncclResult_t InterposedFront::send(const void* sendbuff, size_t count, ncclDataType_t datatype,
                                    int peer, ncclComm_t comm, cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Send", sendbuff, nullptr, count, datatype, -1, peer, comm, stream);
   return forward(real_.ncclSend, "ncclSend", sendbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t InterposedFront::recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                    ncclComm_t comm, cudaStream_t stream) {
-  count_forwarded(comm);
+  count_forwarded(real_, "Recv", nullptr, recvbuff, count, datatype, -1, peer, comm, stream);
   return forward(real_.ncclRecv, "ncclRecv", recvbuff, count, datatype, peer, comm, stream);
-}
-
-ncclResult_t InterposedFront::group_simulate_end(ncclSimInfo_t* simInfo) {
-  return forward(real_.ncclGroupSimulateEnd, "ncclGroupSimulateEnd", simInfo);
 }
 
 // Deprecated and without a twin in the real library: its plain name there, if present.

@@ -5,8 +5,11 @@
 #include "backend/cuda_query.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "interpose/call_log.h"
 #include "interpose/forward.h"
+#include "interpose/group.h"
 #include "interpose/interposed_front.h"
+#include "interpose/interposed_policy.h"
 #include "interpose/policy.h"
 #include "interpose/reduce_scatter_run.h"
 #include "interpose/runtime.h"
@@ -17,13 +20,6 @@ ncclResult_t InterposedFront::reduce_scatter(const void* sendbuff, void* recvbuf
                                              ncclDataType_t datatype, ncclRedOp_t op,
                                              ncclComm_t comm, cudaStream_t stream) {
   auto c = Runtime::get().find(comm);
-  const Config& cfg = Config::global();
-  PolicyInput in;
-  in.enabled = cfg.get_bool(Var::kEnable);
-  in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));
-  in.op = op;
-  in.type = datatype;
-  in.min_bytes = cfg.get_size(Var::kMinBytes);
   ReduceScatterCall call;
   call.send = sendbuff;
   call.recv = recvbuff;
@@ -31,31 +27,62 @@ ncclResult_t InterposedFront::reduce_scatter(const void* sendbuff, void* recvbuf
   call.type = datatype;
   call.op = op;
   call.stream = stream;
-  if (in.comm == CommState::kReady && in.enabled) {
+  if (c != nullptr) {
     call.rank = c->rank();
     call.nranks = c->nranks();
-    // The policy's size is the input's; a product that overflows is refused by the validation.
-    in.count = recvcount <= SIZE_MAX / static_cast<size_t>(call.nranks)
-                   ? recvcount * static_cast<size_t>(call.nranks)
-                   : SIZE_MAX / 4;
-    in.capturing = backend::stream_is_capturing(stream);
-    call.mem = classify_buffers(sendbuff, recvbuff);
-    in.mem = call.mem.type;
-    // Device buffers: the backend, a driver new enough and a usable hardware queue (docs/cuda.md).
-    in.cuda_backend =
-        in.mem == backend::MemoryType::kDevice && backend::device_path_usable(&in.cuda_unusable);
   }
+  // The policy's size is the input's; a product that overflows is refused by the validation.
+  const auto p = static_cast<size_t>(call.nranks);
+  const size_t input_count = recvcount <= SIZE_MAX / p ? recvcount * p : SIZE_MAX / 4;
+  PolicyInput in = policy_input(c, op, datatype, input_count, stream);
   PolicyDecision d = decide(in);
-  if (!d.take_over) {
-    SCCL_TRACE(kLogColl, "ncclReduceScatter of %zu elements per rank forwarded: %s", recvcount,
-               d.reason);
-    if (c != nullptr) c->count_forwarded();
+  if (d.needs_memory) {
+    call.mem = classify_buffers(sendbuff, nccl_bytes(datatype, input_count), recvbuff,
+                                nccl_bytes(datatype, recvcount));
+    d = decide_with_memory(in, call.mem);
+  }
+  CallRecord rec;
+  const bool logging = call_log_enabled();
+  if (logging) {
+    rec.name = "ReduceScatter";
+    rec.send = sendbuff;
+    rec.recv = recvbuff;
+    rec.count = recvcount;
+    rec.type = datatype;
+    rec.op = static_cast<int>(op);
+    rec.comm = comm;
+    rec.nranks = c != nullptr ? c->nranks() : 0;
+    rec.stream = stream;
+  }
+  auto forward_it = [this, sendbuff, recvbuff, recvcount, datatype, op, comm, stream] {
     return forward(real_.ncclReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
                    datatype, op, comm, stream);
+  };
+  if (!d.take_over) {
+    if (logging) log_call(rec, forwarded_outcome(d, call.mem).c_str(), real_.ncclCommCount);
+    if (c != nullptr) c->count_forwarded();
+    return forward_it();
   }
   kernels::ElemType et{};
   Status st = validate_reduce_scatter(call, &et);
-  if (!st.ok()) return report(st, "ncclReduceScatter");
+  if (!st.ok()) {
+    if (logging) log_call(rec, "refused: invalid arguments", real_.ncclCommCount);
+    return report(st, "ncclReduceScatter");
+  }
+  if (group::active()) {
+    // As AllReduce: launched at the outermost ncclGroupEnd, or simulated by the real NCCL.
+    if (logging) {
+      log_call(rec, (taken_over_outcome(false) + ", launched at ncclGroupEnd").c_str(),
+               real_.ncclCommCount);
+    }
+    group::defer_call({[c, call, et] { return start_reduce_scatter(*c, call, et, false); },
+                       [c, forward_it] {
+                         c->count_forwarded();
+                         return forward_it();
+                       }});
+    return ncclSuccess;
+  }
+  if (logging) log_call(rec, taken_over_outcome(false).c_str(), real_.ncclCommCount);
   return run_reduce_scatter(*c, call, et, /*exact=*/false);
 }
 

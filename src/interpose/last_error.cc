@@ -1,5 +1,6 @@
 #include "interpose/last_error.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "core/log.h"
@@ -10,7 +11,9 @@ namespace sketchccl::interpose {
 namespace {
 
 std::mutex g_error_mu;
-thread_local bool t_last_error_ours = false;
+// Whose the last failure is, process-wide as the text (and as NCCL's own last error): PyTorch's
+// watchdog asks ncclGetLastError on another thread than the one that failed.
+std::atomic<bool> g_last_error_ours{false};
 std::string& g_last_error() {
   static std::string* s = new std::string();  // leaked: used by exit handlers
   return *s;
@@ -21,6 +24,7 @@ std::string& g_last_error() {
 void set_last_error(const std::string& text) {
   std::lock_guard<std::mutex> lock(g_error_mu);
   g_last_error() = text;
+  g_last_error_ours.store(true);
 }
 
 std::string last_error() {
@@ -58,12 +62,12 @@ const char* error_string(ncclResult_t r) {
 }
 
 ncclResult_t forwarded(ncclResult_t r) {
-  if (r != ncclSuccess && r != ncclInProgress) t_last_error_ours = false;
+  if (r != ncclSuccess && r != ncclInProgress) g_last_error_ours.store(false);
   return r;
 }
 
 bool last_error_is_ours() {
-  return t_last_error_ours;
+  return g_last_error_ours.load();
 }
 
 ncclResult_t missing_real(const char* api) {
@@ -82,7 +86,6 @@ ncclResult_t not_in_standalone(const char* api) {
 
 ncclResult_t report(const Status& st, const char* api) {
   if (!st.ok() && st.code() != Code::kInProgress) {
-    t_last_error_ours = true;
     std::string text = std::string(api) + ": " + st.message();
     set_last_error(text);
     SCCL_WARN(kLogColl, "%s", text.c_str());

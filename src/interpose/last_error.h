@@ -10,7 +10,8 @@
 
 namespace sketchccl::interpose {
 
-// ncclGetLastError text: set by every failing call.
+// ncclGetLastError text: set by every failing call of SketchCCL's, on any thread, and from then
+// on every thread's ncclGetLastError answers it (until a forwarded call fails).
 void set_last_error(const std::string& text);
 std::string last_error();
 // The same, as the text ncclGetLastError returns (valid until this thread's next call).
@@ -22,7 +23,7 @@ const char* error_string(ncclResult_t r);
 ncclResult_t report(const Status& st, const char* api);
 // The result of a forwarded call, passed through; an error makes ncclGetLastError the real one's.
 ncclResult_t forwarded(ncclResult_t r);
-// Whether the last failure seen on this thread was SketchCCL's own (else the real NCCL's).
+// Whether the last failure, on any thread, was SketchCCL's own (else the real NCCL's).
 bool last_error_is_ours();
 // The real library lacks the symbol (a broken or foreign libnccl).
 ncclResult_t missing_real(const char* api);

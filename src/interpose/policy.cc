@@ -1,21 +1,32 @@
 #include "interpose/policy.h"
 
 namespace sketchccl::interpose {
+namespace {
+
+PolicyDecision forward_because(ForwardReason why, const char* reason) {
+  PolicyDecision d;
+  d.reason = reason;
+  d.why = why;
+  return d;
+}
+
+}  // namespace
 
 PolicyDecision decide(const PolicyInput& in) {
-  if (!in.enabled) return {false, "SKETCHCCL_ENABLE=0"};
+  using R = ForwardReason;
+  if (!in.enabled) return forward_because(R::kDisabled, "SKETCHCCL_ENABLE=0");
   switch (in.comm) {
     case CommState::kNone:
-      return {false, "communicator has no SketchCCL state"};
+      return forward_because(R::kNotReady, "communicator has no SketchCCL state");
     case CommState::kDisagree:
-      return {false, "ranks disagree on the configuration"};
+      return forward_because(R::kNotReady, "ranks disagree on the configuration");
     case CommState::kFailed:
-      return {false, "SketchCCL join failed"};
+      return forward_because(R::kNotReady, "SketchCCL join failed");
     case CommState::kReady:
       break;
   }
   // PreMulSum ops (>= ncclNumOps) and every op but sum and average keep NCCL's arithmetic.
-  if (in.op != ncclSum && in.op != ncclAvg) return {false, "op is not sum or avg"};
+  if (in.op != ncclSum && in.op != ncclAvg) return forward_because(R::kOp, "op is not sum or avg");
   size_t elem = 0;
   switch (in.type) {
     case ncclFloat32:
@@ -26,15 +37,29 @@ PolicyDecision decide(const PolicyInput& in) {
       elem = 2;
       break;
     default:
-      return {false, "type is not float32, float16 or bfloat16"};
+      return forward_because(R::kType, "type is not float32, float16 or bfloat16");
   }
-  if (in.count * elem < in.min_bytes) return {false, "smaller than SKETCHCCL_MIN_BYTES"};
-  if (in.capturing) return {false, "stream is being captured into a CUDA graph"};
-  if (in.mem == backend::MemoryType::kDevice && !in.cuda_backend)
-    return {false, in.cuda_unusable != nullptr && *in.cuda_unusable != '\0'
-                       ? in.cuda_unusable
-                       : "device buffers need the CUDA backend"};
-  return {true, ""};
+  if (in.count * elem < in.min_bytes) {
+    return forward_because(R::kSize, "smaller than SKETCHCCL_MIN_BYTES");
+  }
+  if (in.capturing) {
+    return forward_because(R::kCapture, "stream is being captured into a CUDA graph");
+  }
+  if (in.mem_pending) {
+    PolicyDecision d;
+    d.needs_memory = true;
+    d.reason = "memory not asked yet";
+    return d;
+  }
+  if (!in.mem_known) return forward_because(R::kMemory, "memory cannot be classified");
+  if (in.mem == backend::MemoryType::kDevice && !in.cuda_backend) {
+    return forward_because(R::kNoBackend, in.cuda_unusable != nullptr && *in.cuda_unusable != '\0'
+                                                ? in.cuda_unusable
+                                                : "device buffers need the CUDA backend");
+  }
+  PolicyDecision d;
+  d.take_over = true;
+  return d;
 }
 
 }  // namespace sketchccl::interpose

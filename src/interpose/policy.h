@@ -26,14 +26,35 @@ struct PolicyInput {
   size_t count = 0;
   size_t min_bytes = 1 << 20;  // SKETCHCCL_MIN_BYTES
   bool capturing = false;      // the stream is being captured into a CUDA graph
-  backend::MemoryType mem = backend::MemoryType::kHost;  // where the buffers live
-  bool cuda_backend = false;                             // this build can run codecs on the GPU
+  // Where the buffers live. mem_pending: not asked yet (CUDA is asked only once the rest says
+  // "take over"; the decision then says needs_memory).
+  bool mem_pending = false;
+  bool mem_known = true;  // false: CUDA's query failed or the host memory is not readable
+  backend::MemoryType mem = backend::MemoryType::kHost;
+  bool cuda_backend = false;  // this build can run codecs on the GPU
   const char* cuda_unusable = nullptr;  // why not (backend::device_path_usable), if known
+};
+
+// Why a call is forwarded (kNone: taken over), as the per-call log names it.
+enum class ForwardReason {
+  kNone,
+  kDisabled,   // SKETCHCCL_ENABLE=0
+  kNotReady,   // no agreed SketchCCL state (no record, disagreement, failed join)
+  kOp,         // not sum or avg
+  kType,       // not float32, float16 or bfloat16
+  kSize,       // under SKETCHCCL_MIN_BYTES
+  kCapture,    // the stream is being captured into a CUDA graph
+  kMemory,     // memory that cannot be classified (DESIGN §13: any doubt forwards)
+  kNoBackend,  // device memory without a working CUDA backend
+  kSimulated,  // inside a group ended by ncclGroupSimulateEnd (the front decides that)
 };
 
 struct PolicyDecision {
   bool take_over = false;
-  const char* reason = "";  // why it is forwarded, for TRACE logs and tests
+  const char* reason = "";  // why it is forwarded, for the per-call log and tests
+  ForwardReason why = ForwardReason::kNone;
+  // Taken over only if the memory, asked next, allows it (mem_pending was set).
+  bool needs_memory = false;
 };
 
 PolicyDecision decide(const PolicyInput& in);

@@ -21,9 +21,21 @@ std::string loaded_path(void* handle) {
   return map->l_name;
 }
 
+// Whether `handle`'s pncclGetVersion is SketchCCL's own: the same object also defines
+// sketchcclGetVersion (a dependency that does, such as a preloaded SketchCCL, does not count).
+bool is_sketchccl(void* handle) {
+  void* own = dlsym(handle, "sketchcclGetVersion");
+  void* nccl = dlsym(handle, "pncclGetVersion");
+  if (own == nullptr) return false;
+  if (nccl == nullptr) return true;
+  Dl_info a{}, b{};
+  if (dladdr(own, &a) == 0 || dladdr(nccl, &b) == 0) return true;  // in doubt: not a real NCCL
+  return a.dli_fbase == b.dli_fbase;
+}
+
 // Accepts `handle` if it is a real NCCL; else closes it and records why.
 bool accept(void* handle, const std::string& candidate, const std::string& how, RealNccl* out) {
-  if (dlsym(handle, "sketchcclGetVersion") != nullptr) {
+  if (is_sketchccl(handle)) {
     out->tried.push_back(candidate + ": is SketchCCL itself, skipped");
     dlclose(handle);
     return false;
@@ -63,6 +75,23 @@ bool try_open(const std::string& candidate, int extra_flags, const std::string& 
   return accept(h, candidate, how, out);
 }
 
+// NCCL linked into the program or into a library it loaded (PyTorch built with static NCCL,
+// Horovod's static link): the next definition of pncclGetVersion after SketchCCL's, in the
+// loader's order, before any dlopen. The object holding it becomes the handle.
+bool try_next_definition(RealNccl* out) {
+  void* fn = dlsym(RTLD_NEXT, "pncclGetVersion");
+  if (fn == nullptr) return false;
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return false;
+  const std::string where = info.dli_fname[0] != '\0' ? info.dli_fname : "the program";
+  void* h = dlopen(info.dli_fname[0] != '\0' ? info.dli_fname : nullptr, RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) {
+    out->tried.push_back(where + " (dlsym RTLD_NEXT): cannot be reopened");
+    return false;
+  }
+  return accept(h, where, "linked into the process (dlsym RTLD_NEXT)", out);
+}
+
 std::vector<std::string> pip_candidates() {
   std::vector<std::string> out;
   for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
@@ -95,6 +124,7 @@ RealNccl load_real_nccl(const std::string& setting) {
     }
     return out;
   }
+  if (try_next_definition(&out)) return out;
   if (try_open("libnccl.so.2", RTLD_NOLOAD, "already loaded in the process", &out)) return out;
   for (const std::string& c : pip_candidates()) {
     if (try_open(c, 0, "pip wheel (nvidia/nccl/lib)", &out)) return out;

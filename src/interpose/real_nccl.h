@@ -20,10 +20,12 @@ struct RealNccl {
 };
 
 // setting: the value of SKETCHCCL_NCCL_LIB ("" = search, "none" = standalone, else a path).
-// Search order: a libnccl.so.2 already loaded in the process, the pip wheel's nvidia/nccl/lib
-// under $VIRTUAL_ENV or $CONDA_PREFIX, the loader path, each libnccl.so.2 of LD_LIBRARY_PATH and
-// the system folders by path, /usr/local/cuda/lib64. A candidate that is SketchCCL itself (exports
-// sketchcclGetVersion) is skipped.
+// Search order: the next definition of pncclGetVersion after SketchCCL's (dlsym RTLD_NEXT: NCCL
+// linked into the program or a library, whatever its file is called), a libnccl.so.2 already
+// loaded in the process, the pip wheel's nvidia/nccl/lib under $VIRTUAL_ENV or $CONDA_PREFIX,
+// the loader path, each libnccl.so.2 of LD_LIBRARY_PATH and the system folders by path,
+// /usr/local/cuda/lib64. A candidate that is SketchCCL itself (its pncclGetVersion and
+// sketchcclGetVersion in one object) is skipped.
 RealNccl load_real_nccl(const std::string& setting);
 
 }  // namespace sketchccl::interpose

@@ -37,15 +37,11 @@ Status validate_reduce_scatter(const ReduceScatterCall& call, kernels::ElemType*
                   "recvbuff == sendbuff + rank * recvcount)",
                   call.rank);
   }
-  if (call.mem.mixed) {
-    return Status(Code::kInvalidArgument,
-                  "sendbuff and recvbuff must both be device memory or both host memory");
-  }
-  return Status::Ok();
+  return validate_memory(call.mem);
 }
 
-ncclResult_t run_reduce_scatter(coll::Communicator& comm, const ReduceScatterCall& call,
-                                kernels::ElemType et, bool exact) {
+Status start_reduce_scatter(coll::Communicator& comm, const ReduceScatterCall& call,
+                            kernels::ElemType et, bool exact) {
   coll::AllReduceArgs args;
   args.send = call.send;
   args.recv = call.recv;
@@ -57,15 +53,20 @@ ncclResult_t run_reduce_scatter(coll::Communicator& comm, const ReduceScatterCal
   args.scatter = true;
   if (args.mem == backend::MemoryType::kDevice) {
     // Enqueued on the stream, as a device AllReduce (docs/cuda.md).
-    if (call.recvcount == 0) return ncclSuccess;
-    return report(comm.submit_allreduce_stream(args, call.stream), "ncclReduceScatter");
+    if (call.recvcount == 0) return Status::Ok();
+    return comm.submit_allreduce_stream(args, call.stream);
   }
   auto work = comm.submit_allreduce(args);
   if (group::active()) {
     group::defer(work, false);
-    return ncclSuccess;
+    return Status::Ok();
   }
-  return report(work->wait(), "ncclReduceScatter");
+  return work->wait();
+}
+
+ncclResult_t run_reduce_scatter(coll::Communicator& comm, const ReduceScatterCall& call,
+                                kernels::ElemType et, bool exact) {
+  return report(start_reduce_scatter(comm, call, et, exact), "ncclReduceScatter");
 }
 
 }  // namespace sketchccl::interpose

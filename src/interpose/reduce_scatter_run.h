@@ -33,5 +33,8 @@ Status validate_reduce_scatter(const ReduceScatterCall& call, kernels::ElemType*
 // Runs a validated call on `comm`, as run_allreduce does (stream, group, wait). `exact`: `none`.
 ncclResult_t run_reduce_scatter(coll::Communicator& comm, const ReduceScatterCall& call,
                                 kernels::ElemType et, bool exact);
+// The same, returning the status unreported (a launch at ncclGroupEnd reports it there).
+Status start_reduce_scatter(coll::Communicator& comm, const ReduceScatterCall& call,
+                            kernels::ElemType et, bool exact);
 
 }  // namespace sketchccl::interpose

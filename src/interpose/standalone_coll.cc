@@ -20,8 +20,9 @@ ncclResult_t StandaloneFront::all_reduce(const void* sendbuff, void* recvbuff, s
                   "ncclAllReduce");
   }
   AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
-  // Without a CUDA backend there is no device memory to find: nothing to ask.
-  if (backend::has_cuda_backend()) call.mem = classify_buffers(sendbuff, recvbuff);
+  // Host memory positively, or device memory (run only with the CUDA backend); else an error.
+  const size_t bytes = nccl_bytes(datatype, count);
+  call.mem = classify_buffers(sendbuff, bytes, recvbuff, bytes);
   kernels::ElemType et{};
   Status st = validate_allreduce(call, &et);
   if (!st.ok()) return report(st, "ncclAllReduce");

@@ -27,7 +27,12 @@ ncclResult_t StandaloneFront::reduce_scatter(const void* sendbuff, void* recvbuf
   call.stream = stream;
   call.rank = c->rank();
   call.nranks = c->nranks();
-  if (backend::has_cuda_backend()) call.mem = classify_buffers(sendbuff, recvbuff);
+  // Host memory positively, or device memory (run only with the CUDA backend); else an error.
+  const size_t recv_bytes = nccl_bytes(datatype, recvcount);
+  const size_t send_bytes = recv_bytes > SIZE_MAX / static_cast<size_t>(call.nranks)
+                                ? SIZE_MAX
+                                : recv_bytes * static_cast<size_t>(call.nranks);
+  call.mem = classify_buffers(sendbuff, send_bytes, recvbuff, recv_bytes);
   kernels::ElemType et{};
   Status st = validate_reduce_scatter(call, &et);
   if (!st.ok()) return report(st, "ncclReduceScatter");

@@ -50,6 +50,12 @@ TEST(Policy, ForwardsEverythingElse) {
       {"graph capture", [](PolicyInput& in) { in.capturing = true; }},
       {"device memory without CUDA backend",
        [](PolicyInput& in) { in.mem = backend::MemoryType::kDevice; }},
+      {"memory that cannot be classified", [](PolicyInput& in) { in.mem_known = false; }},
+      {"unclassifiable memory even with a CUDA backend",
+       [](PolicyInput& in) {
+         in.mem_known = false;
+         in.cuda_backend = true;
+       }},
   };
   for (const Row& row : rows) {
     PolicyInput in = eligible();
@@ -58,6 +64,22 @@ TEST(Policy, ForwardsEverythingElse) {
     EXPECT_FALSE(d.take_over) << row.what;
     EXPECT_NE(std::string(d.reason), "") << row.what;
   }
+}
+
+// The memory is asked last: a call the rest forwards never queries CUDA.
+TEST(Policy, AsksForTheMemoryOnlyWhenTheRestSaysTakeOver) {
+  PolicyInput in = eligible();
+  in.mem_pending = true;
+  PolicyDecision d = decide(in);
+  EXPECT_FALSE(d.take_over);
+  EXPECT_TRUE(d.needs_memory);
+  in.count = 16;
+  d = decide(in);
+  EXPECT_FALSE(d.needs_memory);
+  EXPECT_EQ(d.why, ForwardReason::kSize);
+  in = eligible();
+  in.mem_known = false;
+  EXPECT_EQ(decide(in).why, ForwardReason::kMemory);
 }
 
 TEST(Policy, DeviceMemoryIsTakenOverWithACudaBackend) {
