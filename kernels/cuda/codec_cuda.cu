@@ -17,21 +17,19 @@ using namespace detail;  // NOLINT: this file is the detail routines' driver
 
 namespace {
 
-constexpr int kPeelBatch = 16;
-constexpr int kPeelMaxRounds = 4096;
 constexpr unsigned kWarpsPerBlock = kThreads / kWarp;
 
 // Workspace carving: fixed fields first, then per-codec arrays.
 struct Ws {
-  int* err;                      // the call's device verdict (PacketVerdict)
-  unsigned long long* progress;  // s2: positions resolved in the current batch
-  unsigned long long* stats;     // peeled, estimated, nonzeros
+  int* err;                   // the call's device verdict (PacketVerdict)
+  int* s2_emax;               // s2: the fixed point's scale (kernels/s2_peel.h)
+  unsigned long long* stats;  // peeled, estimated, nonzeros
   uint8_t* rest;
 };
 constexpr size_t kWsHead = 256;
 Ws carve(void* ws) {
   uint8_t* b = static_cast<uint8_t*>(ws);
-  return Ws{reinterpret_cast<int*>(b), reinterpret_cast<unsigned long long*>(b + 8),
+  return Ws{reinterpret_cast<int*>(b), reinterpret_cast<int*>(b + 8),
             reinterpret_cast<unsigned long long*>(b + 16), b + kWsHead};
 }
 
@@ -61,32 +59,39 @@ size_t casq_ws_bytes(size_t n, uint32_t buckets) {
 }
 
 struct S2Ws {
-  double* res;
-  uint32_t* cnt;
-  unsigned long long* xr;
-  uint32_t* claim;  // per position: lowest counter id that can resolve it this round
-  uint8_t* state;   // per position: 0 unresolved, 1 peeled this round, 2 not in the support,
-                    // 3 peeled
-  double* val;
+  S2Fix* res;                // per counter
+  uint32_t* cnt;             // per counter
+  uint64_t* xr;              // per counter
+  uint32_t* claim;           // per position
+  uint8_t* state;            // per position
+  S2Fix* val;                // per position
+  unsigned long long* pure;  // per round: pure counters at its start
 };
 S2Ws s2_ws(uint8_t* r, size_t n, size_t nc) {
   S2Ws s;
-  s.res = reinterpret_cast<double*>(r);
-  r += al(nc * 8);
+  s.res = reinterpret_cast<S2Fix*>(r);
+  r += al(nc * sizeof(S2Fix));
   s.cnt = reinterpret_cast<uint32_t*>(r);
   r += al(nc * 4);
-  s.xr = reinterpret_cast<unsigned long long*>(r);
+  s.xr = reinterpret_cast<uint64_t*>(r);
   r += al(nc * 8);
   s.claim = reinterpret_cast<uint32_t*>(r);
   r += al(n * 4);
   s.state = r;
   r += al(n);
-  s.val = reinterpret_cast<double*>(r);
+  s.val = reinterpret_cast<S2Fix*>(r);
+  r += al(n * sizeof(S2Fix));
+  s.pure = reinterpret_cast<unsigned long long*>(r);
   return s;
 }
 size_t s2_ws_bytes(size_t n, size_t nc) {
-  return al(nc * 8) + al(nc * 4) + al(nc * 8) + al(n * 4) + al(n) + al(n * 8);
+  return al(nc * sizeof(S2Fix)) + al(nc * 4) + al(nc * 8) + al(n * 4) + al(n) +
+         al(n * sizeof(S2Fix)) + al(kS2PeelRounds * 8);
 }
+
+// The peeling rounds' grids: enough threads for the device, and cheap to launch for the rounds
+// after the last (they return at once).
+constexpr unsigned kS2RoundBlocks = 1024;
 
 Status check_ws(const CodecParams& p, size_t n, void* ws, size_t ws_bytes) {
   size_t need = workspace_bytes(p, n);
@@ -284,37 +289,40 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
         }
       });
     } else if (p.codec == CodecId::kS2) {
+      // Everything is enqueued: no host synchronisation (review finding 10). kS2PeelRounds
+      // rounds of two kernels; those after the last round with a pure counter return at once.
       k_validate<<<1, 1, 0, s>>>(ib, e, w.err);
       const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
       const size_t nc = size_t(L.rows) * L.counters;
-      const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
       S2Ws v = s2_ws(w.rest, n, nc);
-      const uint64_t* bm = reinterpret_cast<const uint64_t*>(ib + L.bitmap_off);
-      cudaMemcpyAsync(v.res, ib + L.sketch_off, nc * 8, cudaMemcpyDeviceToDevice, s);
+      const double* sk = reinterpret_cast<const double*>(ib + L.sketch_off);
+      const S2Peel peel{reinterpret_cast<const uint64_t*>(ib + L.bitmap_off),
+                        v.res,
+                        v.cnt,
+                        v.xr,
+                        v.claim,
+                        v.state,
+                        v.val,
+                        s2_salt(p.seed, p.call, p.offset_key),
+                        L.rows,
+                        L.counters,
+                        0};
+      cudaMemsetAsync(w.s2_emax, 0, sizeof(int), s);
       cudaMemsetAsync(v.cnt, 0, nc * 4, s);
       cudaMemsetAsync(v.xr, 0, nc * 8, s);
       cudaMemsetAsync(v.claim, 0xff, n * 4, s);
-      k_s2_init<<<grid_for(n), kThreads, 0, s>>>(bm, n, salt, L.rows, L.counters, v.cnt, v.xr,
-                                                 v.state, w.stats + 2, err);
-      // Peeling rounds; the device verdict is checked with the progress after each batch.
-      for (int round = 0; round < kPeelMaxRounds; round += kPeelBatch) {
-        cudaMemsetAsync(w.progress, 0, sizeof(unsigned long long), s);
-        for (int k = 0; k < kPeelBatch; ++k) {
-          k_s2_claim<<<grid_for(nc), kThreads, 0, s>>>(nc, v.cnt, v.xr, v.claim);
-          k_s2_resolve<<<grid_for(nc), kThreads, 0, s>>>(nc, salt, L.counters, v.cnt, v.xr, v.res,
-                                                         v.claim, v.state, v.val, w.progress);
-          k_s2_subtract<<<grid_for(n), kThreads, 0, s>>>(n, salt, L.rows, L.counters, v.state,
-                                                         v.val, v.res, v.cnt, v.xr);
-        }
-        unsigned long long progress = 0;
-        int verdict = 0;
-        cudaMemcpyAsync(&progress, w.progress, sizeof(progress), cudaMemcpyDeviceToHost, s);
-        cudaMemcpyAsync(&verdict, w.err, sizeof(verdict), cudaMemcpyDeviceToHost, s);
-        if (cudaStreamSynchronize(s) != cudaSuccess || progress == 0 || verdict != 0) break;
+      cudaMemsetAsync(v.pure, 0, kS2PeelRounds * 8, s);
+      const unsigned gc = blocks_for(nc, kThreads), gr = gc < kS2RoundBlocks ? gc : kS2RoundBlocks;
+      k_s2_emax<<<gr, kThreads, 0, s>>>(sk, nc, w.s2_emax, err);
+      k_s2_fix<<<gc, kThreads, 0, s>>>(sk, nc, w.s2_emax, v.res, err);
+      k_s2_init<<<grid_for(n), kThreads, 0, s>>>(peel, n, w.stats + 2, err);
+      for (int r = 0; r < kS2PeelRounds; ++r) {
+        k_s2_claim<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
+        k_s2_resolve<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
       }
       k_s2_output<ET><<<grid_for(n), kThreads, 0, s>>>(
-          n, salt, L.rows, L.counters, v.state, v.val, v.res,
-          reinterpret_cast<const uint64_t*>(ib + L.nf_off), y, scale, w.stats, err);
+          peel, w.s2_emax, reinterpret_cast<const uint64_t*>(ib + L.nf_off), n, y, scale, w.stats,
+          err);
     } else {
       const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
       if (p.codec == CodecId::kNone) {

@@ -10,6 +10,7 @@
 #include "kernels/codec.h"
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
+#include "kernels/s2_decode_host.h"
 
 namespace sketchccl::kernels {
 
@@ -438,80 +439,6 @@ void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) 
   }
 }
 
-// Bitmap-informed peeling; fills val (one per set bit, in index order) and the stats.
-void s2_peel(const CodecParams& p, const uint8_t* pkt, size_t n, std::vector<size_t>* pos,
-             std::vector<float>* val, DecodeStats* st) {
-  const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
-  const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
-  const uint64_t* bm = reinterpret_cast<const uint64_t*>(pkt + L.bitmap_off);
-  const double* sk = reinterpret_cast<const double*>(pkt + L.sketch_off);
-  const uint32_t r = L.rows, c = L.counters;
-  const size_t nc = size_t(r) * c;
-  for (size_t w = 0; w < bitmap_words(n); ++w) {
-    uint64_t bits = bm[w];
-    if (w == bitmap_words(n) - 1 && (n & 63)) bits &= (1ull << (n & 63)) - 1;
-    while (bits) {
-      pos->push_back(w * 64 + size_t(__builtin_ctzll(bits)));
-      bits &= bits - 1;
-    }
-  }
-  const size_t m = pos->size();
-  std::vector<double> res(sk, sk + nc);
-  std::vector<uint32_t> cnt(nc, 0);
-  std::vector<uint64_t> xr(nc, 0);
-  std::vector<uint32_t> bk(m * r);
-  for (size_t k = 0; k < m; ++k) {
-    for (uint32_t j = 0; j < r; ++j) {
-      bool neg;
-      uint32_t b = s2_bucket(salt, j, (*pos)[k], c, &neg);
-      bk[k * r + j] = b | (neg ? 0x80000000u : 0u);
-      size_t id = size_t(j) * c + b;
-      cnt[id]++;
-      xr[id] ^= k;
-    }
-  }
-  std::vector<size_t> queue;
-  for (size_t id = 0; id < nc; ++id) {
-    if (cnt[id] == 1) queue.push_back(id);
-  }
-  val->assign(m, 0.0f);
-  std::vector<uint8_t> done(m, 0);
-  uint64_t peeled = 0;
-  while (!queue.empty()) {
-    size_t id = queue.back();
-    queue.pop_back();
-    if (cnt[id] != 1) continue;
-    size_t k = size_t(xr[id]);
-    uint32_t j = uint32_t(id / c);
-    double v = (bk[k * r + j] >> 31) ? -res[id] : res[id];
-    (*val)[k] = float(v);
-    done[k] = 1;
-    peeled++;
-    for (uint32_t jj = 0; jj < r; ++jj) {
-      uint32_t e = bk[k * r + jj];
-      size_t id2 = size_t(jj) * c + (e & 0x7fffffffu);
-      res[id2] -= (e >> 31) ? -v : v;
-      cnt[id2]--;
-      xr[id2] ^= k;
-      if (cnt[id2] == 1) queue.push_back(id2);
-    }
-  }
-  double est[kMaxS2Rows];
-  for (size_t k = 0; k < m; ++k) {
-    if (done[k]) continue;
-    for (uint32_t j = 0; j < r; ++j) {
-      uint32_t e = bk[k * r + j];
-      double cv = res[size_t(j) * c + (e & 0x7fffffffu)];
-      est[j] = (e >> 31) ? -cv : cv;
-    }
-    std::sort(est, est + r);
-    (*val)[k] = float(r & 1 ? est[r / 2] : 0.5 * (est[r / 2 - 1] + est[r / 2]));
-  }
-  st->nonzeros = m;
-  st->peeled = peeled;
-  st->estimated = m - peeled;
-}
-
 }  // namespace
 
 bool codec_from_name(const char* name, CodecId* out) {
@@ -654,20 +581,13 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       }
       st->nonzeros = nz;
     } else if (p.codec == CodecId::kS2) {
-      std::vector<size_t> pos;
-      std::vector<float> val;
-      s2_peel(p, b, n, &pos, &val, st);
-      const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
-      const uint64_t* nf = reinterpret_cast<const uint64_t*>(b + L.nf_off);
+      // Peeling in rounds over exact fixed-point residuals (kernels/s2_peel.h), as on the GPU.
+      thread_local S2HostDecode d;
+      s2_peel_host(p, b, n, 0, &d, st);
+      const uint64_t* nf =
+          reinterpret_cast<const uint64_t*>(b + s2_layout(p.s2_rows, p.s2_counters, n).nf_off);
       for (size_t i = 0; i < n; ++i)
-        store_elem<ET>(y, i, 0.0f);
-      for (size_t k = 0; k < pos.size(); ++k)
-        store_elem<ET>(y, pos[k], canon_nan(val[k] * scale));
-      for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-        if (!bit_get(nf, blk)) continue;
-        for (size_t i = base; i < std::min(n, base + kBlock); ++i)
-          store_elem<ET>(y, i, qnan());
-      }
+        store_elem<ET>(y, i, s2_output(d.s, nf, i, scale));
     } else {
       st->nonzeros = cast_decode<ET>(p.codec, body, n, y, scale);
     }
