@@ -151,7 +151,7 @@ template <int ET>
 __global__ void k_s2_output(detail::S2Peel s, const int* emax, const uint64_t* nf, size_t n,
                             void* y, float scale, unsigned long long* stats, const int* err) {
   if (*err) return;
-  s.emax = *emax;
+  s.unit = detail::s2_unit(*emax);
   unsigned long long peeled = 0, estimated = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {

@@ -209,4 +209,23 @@ void sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float sca
   });
 }
 
+cudaError_t preload_sparse_kernels(size_t* max_local_bytes) {
+  cudaError_t err = cudaSuccess;
+  preload_one(k_bitmap_build<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_bitmap_build<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_bitmap_build<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_compact<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_compact<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_compact<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_scatter<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_scatter<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_scatter<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_or_words, max_local_bytes, &err);
+  preload_one(k_popcount, max_local_bytes, &err);
+  preload_one(k_tile_sums, max_local_bytes, &err);
+  preload_one(k_scan_tiles, max_local_bytes, &err);
+  preload_one(k_word_prefix, max_local_bytes, &err);
+  return err;
+}
+
 }  // namespace sketchccl::kernels::cuda

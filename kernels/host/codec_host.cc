@@ -286,22 +286,29 @@ void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n
 
 // ---- CASQ ------------------------------------------------------------------------------------
 
-// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller).
+// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller);
+// returns the largest exponent of x's finite values (casq_exponent), the bucket sums' scale.
 template <int ET>
-void mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
+uint32_t mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
+  uint32_t emax = 0;
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
     size_t cnt = std::min(kBlock, n - base);
     bool fin = true;
-    for (size_t j = 0; j < cnt; ++j)
-      fin &= is_finite(load_elem<ET>(x, base + j));
+    for (size_t j = 0; j < cnt; ++j) {
+      const float v = load_elem<ET>(x, base + j);
+      fin &= is_finite(v);
+      const uint32_t e = casq_exponent(v);
+      emax = e > emax ? e : emax;
+    }
     if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
   }
+  return emax;
 }
 
 // Encodes x (already combined) with the non-finite block mask nf into a CASQ packet body.
 template <uint32_t BITS, int ET>
 void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      uint8_t* out) {
+                      uint32_t emax, uint8_t* out) {
   constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
   const CasqLayout L = casq_layout(BITS, n, p.casq_buckets);
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
@@ -309,12 +316,13 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
   // The fit's scratch (about 160 KiB), kept per thread: allocating it per slice costs more.
   thread_local std::unique_ptr<CasqFitScratch> scratch(new CasqFitScratch);
+  thread_local std::unique_ptr<CasqPartials> partials(new CasqPartials);
   CasqFitScratch* f = scratch.get();
   for (uint32_t k = 0; k < S; ++k) {
     const size_t i = casq_sample_index(key, n, S, k);
     f->sample[k] = bit_get(nf, i / kBlock) ? 0.0f : load_elem<ET>(x, i);
   }
-  CasqHostExec ex;
+  CasqHostExec ex{partials.get()};
   casq_fit(ex, S, BITS, L.buckets, key, f);
   float thr[kCasqMaxK];
   uint32_t off[kCasqMaxK];
@@ -322,12 +330,14 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   casq_offsets(f->sizes, K, off);
   memcpy(out + L.sizes_off, f->sizes, 4 * K);
   if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
-  std::vector<double> sum(L.buckets, 0.0);
+  std::vector<int64_t> sum(L.buckets, 0);
   std::vector<uint32_t> cnt(L.buckets, 0);
-  double* psum = sum.data();
+  int64_t* psum = sum.data();
   uint32_t* pcnt = cnt.data();
+  const int head = casq_fix_headroom(n);
+  const double unit = casq_fix_scale(emax, head);
   auto add = [&](uint32_t b, float v) {
-    psum[b] += v;
+    psum[b] += casq_to_fix(v, unit);
     pcnt[b]++;
   };
   uint8_t* codes = out + L.codes_off;
@@ -342,23 +352,23 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   float* table = reinterpret_cast<float*>(out + L.table_off);
   for (uint32_t c = 0; c < K; ++c) {
     for (uint32_t b = off[c]; b < off[c] + f->sizes[c]; ++b) {
-      table[b] = cnt[b] ? float(sum[b] / cnt[b]) : f->centers[c];
+      table[b] = cnt[b] ? casq_fix_mean(sum[b], cnt[b], emax, head) : f->centers[c];
     }
   }
 }
 
 template <int ET>
 void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      uint8_t* out) {
+                      uint32_t emax, uint8_t* out) {
   switch (codec_bits(p.codec)) {
     case 2:
-      casq_encode_bits<2, ET>(p, x, n, nf, out);
+      casq_encode_bits<2, ET>(p, x, n, nf, emax, out);
       break;
     case 3:
-      casq_encode_bits<3, ET>(p, x, n, nf, out);
+      casq_encode_bits<3, ET>(p, x, n, nf, emax, out);
       break;
     default:
-      casq_encode_bits<4, ET>(p, x, n, nf, out);
+      casq_encode_bits<4, ET>(p, x, n, nf, emax, out);
       break;
   }
 }
@@ -490,8 +500,8 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
       q_dispatch<ET>(p, nullptr, x, n, body);
     } else if (is_casq(p.codec)) {
       std::vector<uint64_t> nf(nf_words(n), 0);
-      mark_nonfinite<ET>(x, n, nf.data());
-      casq_encode_body<ET>(p, x, n, nf.data(), out);
+      const uint32_t emax = mark_nonfinite<ET>(x, n, nf.data());
+      casq_encode_body<ET>(p, x, n, nf.data(), emax, out);
     } else if (p.codec == CodecId::kS2) {
       s2_accumulate<ET>(p, x, n, out);
     } else {
@@ -522,10 +532,10 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
         sum[i] += load_elem<ET>(x, i);
     });
     SCCL_RETURN_IF_ERROR(st);
-    mark_nonfinite<0>(sum.data(), n, nf.data());
+    const uint32_t emax = mark_nonfinite<0>(sum.data(), n, nf.data());
     memset(ob, 0, need);
     put_header(p, n, ob);
-    casq_encode_body<0>(p, sum.data(), n, nf.data(), ob);
+    casq_encode_body<0>(p, sum.data(), n, nf.data(), emax, ob);
     return Status::Ok();
   }
   if (ob != ib) memmove(ob, ib, need);
@@ -586,8 +596,15 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       s2_peel_host(p, b, n, 0, &d, st);
       const uint64_t* nf =
           reinterpret_cast<const uint64_t*>(b + s2_layout(p.s2_rows, p.s2_counters, n).nf_off);
-      for (size_t i = 0; i < n; ++i)
-        store_elem<ET>(y, i, s2_output(d.s, nf, i, scale));
+      // Outside the support: what s2_output gives there (0 times the scale, or NaN).
+      const float zero = canon_nan(0.0f * scale);
+      for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+        const float v = bit_get(nf, blk) ? qnan() : zero;
+        for (size_t i = base; i < std::min(n, base + kBlock); ++i)
+          store_elem<ET>(y, i, v);
+      }
+      for (size_t k = 0; k < d.pos.size(); ++k)
+        store_elem<ET>(y, d.pos[k], s2_output(d.s, nf, k, scale));
     } else {
       st->nonzeros = cast_decode<ET>(p.codec, body, n, y, scale);
     }
