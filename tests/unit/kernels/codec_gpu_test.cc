@@ -286,6 +286,44 @@ TEST_P(CodecGpuTest, RejectsMalformedPacketOnDevice) {
           .ok());
 }
 
+// The multi-block prefix sum of the sparse helpers (finding 10): compaction and scatter over
+// several tiles of 2048 bitmap words (131072 elements each) against the CPU's.
+TEST(SparseGpu, CompactAndScatterOverManyTilesMatchCpu) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  for (size_t n : {size_t(1), size_t(131073), size_t(1000003)}) {
+    SCOPED_TRACE(n);
+    const std::vector<float> x = make_data(Dist::kSparse1, n, 21);
+    std::vector<uint64_t> bits(bitmap_bytes(n) / 8);
+    bitmap_build(x.data(), ElemType::kF32, n, bits.data());
+    const size_t m = bitmap_popcount(bits.data(), n);
+    std::vector<float> vals(m + 1), dvals(m + 1), y(n), dy(n);
+    ASSERT_EQ(sparse_compact(bits.data(), n, x.data(), ElemType::kF32, vals.data()), m);
+    ASSERT_EQ(sparse_scatter(bits.data(), n, vals.data(), 0.5f, y.data(), ElemType::kF32), m);
+    const size_t wsb = cuda::sparse_workspace_bytes(n);
+    DevBuf<uint64_t> db(bits.size() * 8);
+    DevBuf<float> dx(n * 4), dv((m + 1) * 4), dout(n * 4);
+    DevBuf<uint8_t> ws(wsb);
+    db.put(bits.data(), bits.size() * 8);
+    dx.put(x.data(), n * 4);
+    cuda::sparse_compact(db.p, n, dx.p, ElemType::kF32, dv.p, ws.p, nullptr);
+    cuda::sparse_scatter(db.p, n, dv.p, 0.5f, dout.p, ElemType::kF32, ws.p, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dv.get(dvals.data(), m * 4);
+    dout.get(dy.data(), n * 4);
+    EXPECT_EQ(0, memcmp(vals.data(), dvals.data(), m * 4));
+    EXPECT_EQ(0, memcmp(y.data(), dy.data(), n * 4));
+  }
+}
+
+// Every kernel instantiation loads (finding 1's preloading) and reports its local memory.
+TEST(PreloadGpu, EveryKernelLoads) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  size_t local = 0;
+  EXPECT_EQ(cuda::preload_kernels(&local), cudaSuccess);
+  EXPECT_GT(local, 0u);  // k_casq_fit and k_s2_output keep arrays on the stack
+  EXPECT_LT(local, 4096u);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCodecs, CodecGpuTest, ::testing::ValuesIn(all_codecs()),
                          [](const ::testing::TestParamInfo<CodecId>& i) {
                            return std::string(codec_name(i.param));
