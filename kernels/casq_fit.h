@@ -5,8 +5,11 @@
 //   ex.lanes(f): f(l) for every lane l, then a barrier;  ex.one(f): f() once, then a barrier.
 // The CUDA build runs it in one thread block (kernels/cuda/), the CPU build runs the lanes in a
 // loop (CasqHostExec). Every sum is formed per lane over a fixed contiguous segment of the
-// items, then folded in lane order by one thread, so both builds compute the same bits. State
-// that lanes share lives in CasqFitScratch (device: global workspace), never in locals of one().
+// items, then folded by a pairwise tree over the lanes (casq_fold: lane l takes lane l + h for
+// h = 128, 64, .., 1), so both builds add in the same order and compute the same bits, and no
+// thread folds serially. The per-lane partials are the executor's (ex.part(): shared memory on
+// the device); other state that lanes share lives in CasqFitScratch (device: global workspace),
+// never in locals of one().
 #pragma once
 
 #include <math.h>
@@ -25,19 +28,27 @@ SCCL_HD_INLINE uint32_t casq_seg(uint32_t l, uint32_t m) {
 
 struct CasqFitScratch {
   float sample[kCasqSample];
-  float work[2 * kCasqSample];              // negatives | positives, then squared distances
-  double part[kCasqLanes * kCasqMaxK * 3];  // per-lane partial sums
-  uint32_t partc[kCasqLanes * kCasqMaxK];   // per-lane partial counts
-  double total;                             // k-means++: sum of squared distances
-  uint32_t nn;                              // negatives in the sample
-  uint32_t seeded[kCasqMaxK];  // k-means++: center c came from a pick (a flag per center, so
-                               // thread 0 never rewrites a flag another thread may still read)
+  float work[2 * kCasqSample];  // negatives | positives, then squared distances
+  double total;                 // k-means++: sum of squared distances
+  uint32_t nn;                  // negatives in the sample
+  uint32_t seeded[kCasqMaxK];   // k-means++: center c came from a pick (a flag per center, so
+                                // thread 0 never rewrites a flag another thread may still read)
   float centers[kCasqMaxK];
   uint32_t sizes[kCasqMaxK];
+  double stats[3][kCasqMaxK];  // per cluster: count, sum, sum of squares (table sizes)
+};
+
+// Per-lane partial sums, kCasqLanes rows of up to kCasqMaxK (40 KiB: the device keeps them in
+// shared memory). sum also holds a copy of the k-means++ lane sums after the first rows.
+struct CasqPartials {
+  double sum[kCasqLanes * kCasqMaxK];
+  uint32_t cnt[kCasqLanes * kCasqMaxK / 2];
 };
 
 // The CPU's executor: lanes one after another.
 struct CasqHostExec {
+  CasqPartials* partials;
+  CasqPartials* part() { return partials; }
   template <typename F>
   void lanes(F&& f) {
     for (uint32_t l = 0; l < kCasqLanes; ++l)
@@ -49,10 +60,40 @@ struct CasqHostExec {
   }
 };
 
-// d2[i] = min(d2[i], (vals[i] - c)^2) (or = when first), then f->total = their sum.
+// Folds rows of w values (a[l * w + j], and b's likewise when not null) into row 0 by the
+// pairwise tree over the lanes: the fixed order of both builds.
+template <typename Ex>
+SCCL_HD_INLINE void casq_fold(Ex& ex, double* a, uint32_t* b, uint32_t w) {
+  for (uint32_t h = kCasqLanes / 2; h >= 1; h /= 2) {
+    ex.lanes([&](uint32_t l) {
+      if (l >= h) return;
+      for (uint32_t j = 0; j < w; ++j) {
+        a[l * w + j] += a[(l + h) * w + j];
+        if (b != nullptr) b[l * w + j] += b[(l + h) * w + j];
+      }
+    });
+  }
+}
+
+// Inclusive prefix sums of a[0, kCasqLanes) by doubling (log2(lanes) steps; tmp is as long):
+// returns the array that holds them (a or tmp).
+template <typename Ex>
+SCCL_HD_INLINE uint32_t* casq_lane_scan(Ex& ex, uint32_t* a, uint32_t* tmp) {
+  for (uint32_t o = 1; o < kCasqLanes; o *= 2) {
+    ex.lanes([&](uint32_t l) { tmp[l] = a[l] + (l >= o ? a[l - o] : 0u); });
+    uint32_t* t = a;
+    a = tmp;
+    tmp = t;
+  }
+  return a;
+}
+
+// d2[i] = min(d2[i], (vals[i] - c)^2) (or = when first), then f->total = their sum; the lane
+// sums stay in part->sum[kCasqLanes + l] for the pick.
 template <typename Ex>
 SCCL_HD_INLINE void casq_seed_distances(Ex& ex, const float* vals, uint32_t m, float c, bool first,
                                         float* d2, CasqFitScratch* f) {
+  double* part = ex.part()->sum;
   ex.lanes([&](uint32_t l) {
     double s = 0.0;
     for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
@@ -61,29 +102,27 @@ SCCL_HD_INLINE void casq_seed_distances(Ex& ex, const float* vals, uint32_t m, f
       d2[i] = first || dd < d2[i] ? dd : d2[i];
       s += d2[i];
     }
-    f->part[l] = s;
+    part[l] = s;
+    part[kCasqLanes + l] = s;
   });
-  ex.one([&] {
-    double t = 0.0;
-    for (uint32_t l = 0; l < kCasqLanes; ++l)
-      t += f->part[l];
-    f->total = t;
-  });
+  casq_fold(ex, part, nullptr, 1);
+  ex.one([&] { f->total = part[0]; });
 }
 
-// k-means++ pick: the first item whose running sum of d2 exceeds `target` (the last if none).
+// k-means++ pick: the first item whose running sum of d2 exceeds `target` (the last if none),
+// skipping whole lanes by their sums (lane_sum[l]).
 SCCL_HD_INLINE uint32_t casq_seed_pick(const float* d2, uint32_t m, double target,
-                                       const CasqFitScratch* f) {
+                                       const double* lane_sum) {
   double acc = 0.0;
   for (uint32_t l = 0; l < kCasqLanes; ++l) {
-    if (acc + f->part[l] > target) {
+    if (acc + lane_sum[l] > target) {
       double a = acc;
       for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
         a += d2[i];
         if (a > target) return i;
       }
     }
-    acc += f->part[l];
+    acc += lane_sum[l];
   }
   return m - 1;
 }
@@ -109,11 +148,13 @@ SCCL_HD_INLINE void casq_kmeans(Ex& ex, const float* vals, uint32_t m, uint32_t 
         return;
       }
       const double u = double(mix64(key + 0x9e37ull * (c + 1)) >> 11) * (1.0 / 9007199254740992.0);
-      centers[c] = vals[casq_seed_pick(d2, m, u * f->total, f)];
+      centers[c] = vals[casq_seed_pick(d2, m, u * f->total, ex.part()->sum + kCasqLanes)];
     });
     if (f->seeded[c]) casq_seed_distances(ex, vals, m, centers[c], false, d2, f);
   }
   ex.one([&] { sort_small(centers, k); });
+  double* psum = ex.part()->sum;
+  uint32_t* pcnt = ex.part()->cnt;
   for (int it = 0; it < kCasqLloydIters; ++it) {
     ex.lanes([&](uint32_t l) {
       double sum[kCasqMaxK / 2];
@@ -128,19 +169,14 @@ SCCL_HD_INLINE void casq_kmeans(Ex& ex, const float* vals, uint32_t m, uint32_t 
         cnt[b]++;
       }
       for (uint32_t b = 0; b < k; ++b) {
-        f->part[l * k + b] = sum[b];
-        f->partc[l * k + b] = cnt[b];
+        psum[l * k + b] = sum[b];
+        pcnt[l * k + b] = cnt[b];
       }
     });
+    casq_fold(ex, psum, pcnt, k);
     ex.one([&] {
       for (uint32_t b = 0; b < k; ++b) {
-        double s = 0.0;
-        uint32_t n = 0;
-        for (uint32_t l = 0; l < kCasqLanes; ++l) {
-          s += f->part[l * k + b];
-          n += f->partc[l * k + b];
-        }
-        if (n) centers[b] = float(s / n);
+        if (pcnt[b]) centers[b] = float(psum[b] / pcnt[b]);
       }
       sort_small(centers, k);
     });
@@ -184,26 +220,20 @@ SCCL_HD_INLINE void casq_fit(Ex& ex, uint32_t m, uint32_t bits, uint32_t buckets
                              CasqFitScratch* f) {
   const uint32_t K = 1u << bits, half = K / 2;
   const float* sample = f->sample;
-  // Stable split by sign: negatives to work[0, nn), the rest to work[nn, m).
+  // Stable split by sign: negatives to work[0, nn), the rest to work[nn, m). Each lane's place
+  // comes from the prefix sums of the lanes' negative counts.
+  uint32_t* neg = ex.part()->cnt;
   ex.lanes([&](uint32_t l) {
-    uint32_t neg = 0;
+    uint32_t c = 0;
     for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i)
-      neg += sample[i] < 0.0f ? 1u : 0u;
-    f->partc[l] = neg;
+      c += sample[i] < 0.0f ? 1u : 0u;
+    neg[l] = c;
   });
-  ex.one([&] {
-    uint32_t neg = 0, pos = 0;
-    for (uint32_t l = 0; l < kCasqLanes; ++l) {
-      const uint32_t c = f->partc[l];
-      f->partc[l] = neg;
-      f->partc[kCasqLanes + l] = pos;
-      neg += c;
-      pos += casq_seg(l + 1, m) - casq_seg(l, m) - c;
-    }
-    f->nn = neg;
-  });
+  const uint32_t* incl = casq_lane_scan(ex, neg, neg + kCasqLanes);
+  ex.one([&] { f->nn = incl[kCasqLanes - 1]; });
   ex.lanes([&](uint32_t l) {
-    uint32_t a = f->partc[l], b = f->nn + f->partc[kCasqLanes + l];
+    const uint32_t before = l > 0 ? incl[l - 1] : 0u;  // negatives in lanes before l
+    uint32_t a = before, b = f->nn + casq_seg(l, m) - before;
     for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
       if (sample[i] < 0.0f) {
         f->work[a++] = sample[i];
@@ -217,37 +247,28 @@ SCCL_HD_INLINE void casq_fit(Ex& ex, uint32_t m, uint32_t bits, uint32_t buckets
   casq_kmeans(ex, f->work, nn, half, key ^ 0x4e454700ull, d2, f, f->centers);
   casq_kmeans(ex, f->work + nn, m - nn, half, key ^ 0x504f5300ull, d2, f, f->centers + half);
   ex.one([&] { sort_small(f->centers, K); });
-  // Cluster statistics on the sample decide the table sizes.
-  ex.lanes([&](uint32_t l) {
-    double cnt[kCasqMaxK], s1[kCasqMaxK], s2[kCasqMaxK];
-    for (uint32_t c = 0; c < K; ++c)
-      cnt[c] = s1[c] = s2[c] = 0.0;
-    for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
-      const uint32_t c = nearest(f->centers, K, sample[i]);
-      cnt[c] += 1.0;
-      s1[c] += sample[i];
-      s2[c] += double(sample[i]) * sample[i];
-    }
-    for (uint32_t c = 0; c < K; ++c) {
-      double* q = f->part + (size_t(l) * K + c) * 3;
-      q[0] = cnt[c];
-      q[1] = s1[c];
-      q[2] = s2[c];
-    }
-  });
-  ex.one([&] {
-    double cnt[kCasqMaxK], s1[kCasqMaxK], s2[kCasqMaxK];
-    for (uint32_t c = 0; c < K; ++c) {
-      cnt[c] = s1[c] = s2[c] = 0.0;
-      for (uint32_t l = 0; l < kCasqLanes; ++l) {
-        const double* q = f->part + (size_t(l) * K + c) * 3;
-        cnt[c] += q[0];
-        s1[c] += q[1];
-        s2[c] += q[2];
+  // Cluster statistics on the sample decide the table sizes: count, sum and sum of squares,
+  // one tree each.
+  double* psum = ex.part()->sum;
+  for (uint32_t q = 0; q < 3; ++q) {
+    ex.lanes([&](uint32_t l) {
+      double acc[kCasqMaxK];
+      for (uint32_t c = 0; c < K; ++c)
+        acc[c] = 0.0;
+      for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
+        const uint32_t c = nearest(f->centers, K, sample[i]);
+        acc[c] += q == 0 ? 1.0 : q == 1 ? double(sample[i]) : double(sample[i]) * sample[i];
       }
-    }
-    casq_sizes(cnt, s1, s2, K, buckets, f->sizes);
-  });
+      for (uint32_t c = 0; c < K; ++c)
+        psum[l * K + c] = acc[c];
+    });
+    casq_fold(ex, psum, nullptr, K);
+    ex.one([&] {
+      for (uint32_t c = 0; c < K; ++c)
+        f->stats[q][c] = psum[c];
+    });
+  }
+  ex.one([&] { casq_sizes(f->stats[0], f->stats[1], f->stats[2], K, buckets, f->sizes); });
 }
 
 }  // namespace sketchccl::kernels::detail

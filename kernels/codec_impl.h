@@ -174,6 +174,34 @@ SCCL_HD_INLINE uint32_t casq_bucket(uint64_t salt, size_t i, uint32_t size) {
   return fastrange(uint32_t(mix64(salt ^ uint64_t(i)) >> 32), size);
 }
 
+// Bucket sums in 64-bit fixed point: exact, so the same whatever order the values are added in
+// (the CUDA build adds them with atomics). The scale comes from emax, the largest biased fp32
+// exponent among the slice's finite values (casq_exponent; a max, so order-free too), and
+// leaves casq_fix_headroom(n) = h bits for the sum of up to n values; a value under 2^(h - 37) of
+// the largest (2^-18 at n = 2^18) loses low bits, an error under 2^(h - 61) of the largest, far
+// below CASQ's quantization error (docs/codecs.md).
+SCCL_HD_INLINE uint32_t casq_exponent(float v) {
+  const uint32_t e = (f2u(v) >> 23) & 0xffu;
+  return e == 0xffu ? 0u : e;
+}
+SCCL_HD_INLINE int casq_fix_headroom(size_t n) {
+  int h = 1;
+  while (h < 62 && (uint64_t(1) << h) <= uint64_t(n))
+    ++h;
+  return h;
+}
+// The fixed point's unit: 2^(188 - emax - head), so a value of exponent emax stays below
+// 2^(62 - head). A double multiplied by it is exact; the conversion truncates toward zero.
+SCCL_HD_INLINE double casq_fix_scale(uint32_t emax, int head) {
+  return ldexp(1.0, 188 - (emax != 0 ? int(emax) : 1) - head);
+}
+SCCL_HD_INLINE int64_t casq_to_fix(float v, double scale) {
+  return int64_t(double(v) * scale);
+}
+SCCL_HD_INLINE float casq_fix_mean(int64_t sum, uint32_t cnt, uint32_t emax, int head) {
+  return float(ldexp(double(sum) / double(cnt), (emax != 0 ? int(emax) : 1) - 188 + head));
+}
+
 // Offsets of the K bucket tables in the table array.
 SCCL_HD_INLINE void casq_offsets(const uint32_t* sizes, uint32_t K, uint32_t* off) {
   for (uint32_t c = 0, o = 0; c < K; ++c) {

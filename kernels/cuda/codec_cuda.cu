@@ -17,32 +17,34 @@ using namespace detail;  // NOLINT: this file is the detail routines' driver
 
 namespace {
 
-constexpr int kPeelBatch = 16;
-constexpr int kPeelMaxRounds = 4096;
 constexpr unsigned kWarpsPerBlock = kThreads / kWarp;
 
 // Workspace carving: fixed fields first, then per-codec arrays.
 struct Ws {
-  int* err;                      // the call's device verdict (PacketVerdict)
-  unsigned long long* progress;  // s2: positions resolved in the current batch
-  unsigned long long* stats;     // peeled, estimated, nonzeros
+  int* err;                   // the call's device verdict (PacketVerdict)
+  int* emax;                  // s2, CASQ: their fixed points' scale (largest exponent)
+  unsigned long long* stats;  // peeled, estimated, nonzeros
   uint8_t* rest;
 };
 constexpr size_t kWsHead = 256;
 Ws carve(void* ws) {
   uint8_t* b = static_cast<uint8_t*>(ws);
-  return Ws{reinterpret_cast<int*>(b), reinterpret_cast<unsigned long long*>(b + 8),
+  return Ws{reinterpret_cast<int*>(b), reinterpret_cast<int*>(b + 8),
             reinterpret_cast<unsigned long long*>(b + 16), b + kWsHead};
 }
 
 struct CasqWs {
   CasqFitScratch* fit;
-  float* tmp;    // step: decoded incoming + x
-  uint8_t* nfb;  // one byte per 256-block: holds a non-finite value
-  double* sum;   // per bucket
-  uint32_t* cnt;
+  float* tmp;               // step: decoded incoming + x
+  uint8_t* nfb;             // one byte per 256-block: holds a non-finite value
+  unsigned long long* sum;  // per bucket (kCasqCodeBlocks rows with block sums): fixed point
+  uint32_t* cnt;            // likewise
 };
+size_t casq_sum_rows(uint32_t buckets) {
+  return casq_block_sums(buckets) ? kCasqCodeBlocks : 1;
+}
 CasqWs casq_ws(uint8_t* r, size_t n, uint32_t buckets) {
+  const size_t cells = casq_sum_rows(buckets) * buckets;
   CasqWs c;
   c.fit = reinterpret_cast<CasqFitScratch*>(r);
   r += al(sizeof(CasqFitScratch));
@@ -50,43 +52,51 @@ CasqWs casq_ws(uint8_t* r, size_t n, uint32_t buckets) {
   r += al(n * 4);
   c.nfb = r;
   r += al(div_up(n, kBlock));
-  c.sum = reinterpret_cast<double*>(r);
-  r += al(size_t(buckets) * 8);
+  c.sum = reinterpret_cast<unsigned long long*>(r);
+  r += al(cells * 8);
   c.cnt = reinterpret_cast<uint32_t*>(r);
   return c;
 }
 size_t casq_ws_bytes(size_t n, uint32_t buckets) {
-  return al(sizeof(CasqFitScratch)) + al(n * 4) + al(div_up(n, kBlock)) + al(size_t(buckets) * 8) +
-         al(size_t(buckets) * 4);
+  const size_t cells = casq_sum_rows(buckets) * buckets;
+  return al(sizeof(CasqFitScratch)) + al(n * 4) + al(div_up(n, kBlock)) + al(cells * 8) +
+         al(cells * 4);
 }
 
 struct S2Ws {
-  double* res;
-  uint32_t* cnt;
-  unsigned long long* xr;
-  uint32_t* claim;  // per position: lowest counter id that can resolve it this round
-  uint8_t* state;   // per position: 0 unresolved, 1 peeled this round, 2 not in the support,
-                    // 3 peeled
-  double* val;
+  S2Fix* res;                // per counter
+  uint32_t* cnt;             // per counter
+  uint64_t* xr;              // per counter
+  uint32_t* claim;           // per position
+  uint8_t* state;            // per position
+  S2Fix* val;                // per position
+  unsigned long long* pure;  // per round: pure counters at its start
 };
 S2Ws s2_ws(uint8_t* r, size_t n, size_t nc) {
   S2Ws s;
-  s.res = reinterpret_cast<double*>(r);
-  r += al(nc * 8);
+  s.res = reinterpret_cast<S2Fix*>(r);
+  r += al(nc * sizeof(S2Fix));
   s.cnt = reinterpret_cast<uint32_t*>(r);
   r += al(nc * 4);
-  s.xr = reinterpret_cast<unsigned long long*>(r);
+  s.xr = reinterpret_cast<uint64_t*>(r);
   r += al(nc * 8);
   s.claim = reinterpret_cast<uint32_t*>(r);
   r += al(n * 4);
   s.state = r;
   r += al(n);
-  s.val = reinterpret_cast<double*>(r);
+  s.val = reinterpret_cast<S2Fix*>(r);
+  r += al(n * sizeof(S2Fix));
+  s.pure = reinterpret_cast<unsigned long long*>(r);
   return s;
 }
 size_t s2_ws_bytes(size_t n, size_t nc) {
-  return al(nc * 8) + al(nc * 4) + al(nc * 8) + al(n * 4) + al(n) + al(n * 8);
+  return al(nc * sizeof(S2Fix)) + al(nc * 4) + al(nc * 8) + al(n * 4) + al(n) +
+         al(n * sizeof(S2Fix)) + al(kS2PeelRounds * 8);
 }
+
+// The peeling rounds' grids: enough threads for the device, and cheap to launch for the rounds
+// after the last (they return at once).
+constexpr unsigned kS2RoundBlocks = 1024;
 
 Status check_ws(const CodecParams& p, size_t n, void* ws, size_t ws_bytes) {
   size_t need = workspace_bytes(p, n);
@@ -154,23 +164,32 @@ void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in,
       // The values the packet encodes: x itself (encode) or the fp32 sum (step).
       const void* v = x;
       const int* err = nullptr;
+      unsigned* emax = reinterpret_cast<unsigned*>(w.emax);
+      cudaMemsetAsync(emax, 0, sizeof(unsigned), s);
       if (in != nullptr) {
-        k_casq_combine<BITS, ET><<<g_blocks, kThreads, 0, s>>>(in, e, L, x, n, c.tmp, c.nfb, w.err);
+        k_casq_combine<BITS, ET>
+            <<<g_blocks, kThreads, 0, s>>>(in, e, L, x, n, c.tmp, c.nfb, emax, w.err);
         v = c.tmp;
         err = w.err;
       } else if (n > 0) {
-        k_casq_mark<ET><<<g_blocks, kThreads, 0, s>>>(x, n, c.nfb);
+        k_casq_mark<ET><<<g_blocks, kThreads, 0, s>>>(x, n, c.nfb, emax);
       }
       auto rest = [&](auto vt) {
         constexpr int VT = decltype(vt)::value;
         k_casq_fit<VT>
             <<<1, kCasqLanes, 0, s>>>(v, n, c.nfb, key, e, L, c.fit, c.sum, c.cnt, out, err);
         if (n > 0) {
-          k_casq_codes<BITS, VT><<<blocks_for(div_up(n, kGroup), kThreads), kThreads, 0, s>>>(
-              v, n, c.nfb, e.salt, c.fit, out + L.codes_off, c.sum, c.cnt, err);
+          const unsigned g = casq_block_sums(L.buckets) ? kCasqCodeBlocks
+                                                        : blocks_for(div_up(n, kGroup), kThreads);
+          k_casq_codes<BITS, VT><<<g, kThreads, 0, s>>>(
+              v, n, c.nfb, e.salt, c.fit, out + L.codes_off, emax, L.buckets, c.sum, c.cnt, err);
+        } else if (casq_block_sums(L.buckets)) {
+          // No code kernel: its rows of sums stay unwritten; the table then reads zeros.
+          cudaMemsetAsync(c.sum, 0, casq_sum_rows(L.buckets) * L.buckets * 8, s);
+          cudaMemsetAsync(c.cnt, 0, casq_sum_rows(L.buckets) * L.buckets * 4, s);
         }
         k_casq_table<<<blocks_for(L.buckets, kThreads), kThreads, 0, s>>>(
-            L, c.fit, c.sum, c.cnt, reinterpret_cast<float*>(out + L.table_off), err);
+            L, n, c.fit, c.sum, c.cnt, emax, reinterpret_cast<float*>(out + L.table_off), err);
       };
       if (in != nullptr) {
         rest(std::integral_constant<int, int(ElemType::kF32)>());
@@ -284,37 +303,42 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
         }
       });
     } else if (p.codec == CodecId::kS2) {
+      // Everything is enqueued: no host synchronisation (review finding 10). kS2PeelRounds
+      // rounds of two kernels; those after the last round with a pure counter return at once.
       k_validate<<<1, 1, 0, s>>>(ib, e, w.err);
       const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
       const size_t nc = size_t(L.rows) * L.counters;
-      const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
       S2Ws v = s2_ws(w.rest, n, nc);
-      const uint64_t* bm = reinterpret_cast<const uint64_t*>(ib + L.bitmap_off);
-      cudaMemcpyAsync(v.res, ib + L.sketch_off, nc * 8, cudaMemcpyDeviceToDevice, s);
+      const double* sk = reinterpret_cast<const double*>(ib + L.sketch_off);
+      const S2Peel peel{reinterpret_cast<const uint64_t*>(ib + L.bitmap_off),
+                        nullptr,
+                        nullptr,
+                        v.res,
+                        v.cnt,
+                        v.xr,
+                        v.claim,
+                        v.state,
+                        v.val,
+                        s2_salt(p.seed, p.call, p.offset_key),
+                        L.rows,
+                        L.counters,
+                        S2Unit{0.0, 0.0}};  // k_s2_output sets it from the scale
+      cudaMemsetAsync(w.emax, 0, sizeof(int), s);
       cudaMemsetAsync(v.cnt, 0, nc * 4, s);
       cudaMemsetAsync(v.xr, 0, nc * 8, s);
       cudaMemsetAsync(v.claim, 0xff, n * 4, s);
-      k_s2_init<<<grid_for(n), kThreads, 0, s>>>(bm, n, salt, L.rows, L.counters, v.cnt, v.xr,
-                                                 v.state, w.stats + 2, err);
-      // Peeling rounds; the device verdict is checked with the progress after each batch.
-      for (int round = 0; round < kPeelMaxRounds; round += kPeelBatch) {
-        cudaMemsetAsync(w.progress, 0, sizeof(unsigned long long), s);
-        for (int k = 0; k < kPeelBatch; ++k) {
-          k_s2_claim<<<grid_for(nc), kThreads, 0, s>>>(nc, v.cnt, v.xr, v.claim);
-          k_s2_resolve<<<grid_for(nc), kThreads, 0, s>>>(nc, salt, L.counters, v.cnt, v.xr, v.res,
-                                                         v.claim, v.state, v.val, w.progress);
-          k_s2_subtract<<<grid_for(n), kThreads, 0, s>>>(n, salt, L.rows, L.counters, v.state,
-                                                         v.val, v.res, v.cnt, v.xr);
-        }
-        unsigned long long progress = 0;
-        int verdict = 0;
-        cudaMemcpyAsync(&progress, w.progress, sizeof(progress), cudaMemcpyDeviceToHost, s);
-        cudaMemcpyAsync(&verdict, w.err, sizeof(verdict), cudaMemcpyDeviceToHost, s);
-        if (cudaStreamSynchronize(s) != cudaSuccess || progress == 0 || verdict != 0) break;
+      cudaMemsetAsync(v.pure, 0, kS2PeelRounds * 8, s);
+      const unsigned gc = blocks_for(nc, kThreads), gr = gc < kS2RoundBlocks ? gc : kS2RoundBlocks;
+      k_s2_emax<<<gr, kThreads, 0, s>>>(sk, nc, w.emax, err);
+      k_s2_fix<<<gc, kThreads, 0, s>>>(sk, nc, w.emax, v.res, err);
+      k_s2_init<<<grid_for(n), kThreads, 0, s>>>(peel, n, w.stats + 2, err);
+      for (int r = 0; r < kS2PeelRounds; ++r) {
+        k_s2_claim<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
+        k_s2_resolve<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
       }
       k_s2_output<ET><<<grid_for(n), kThreads, 0, s>>>(
-          n, salt, L.rows, L.counters, v.state, v.val, v.res,
-          reinterpret_cast<const uint64_t*>(ib + L.nf_off), y, scale, w.stats, err);
+          peel, w.emax, reinterpret_cast<const uint64_t*>(ib + L.nf_off), n, y, scale, w.stats,
+          err);
     } else {
       const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
       if (p.codec == CodecId::kNone) {
@@ -332,6 +356,64 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
   SCCL_RETURN_IF_ERROR(st);
   if (stats_dev) k_stats_out<<<1, 1, 0, s>>>(w.stats, stats_dev, err);
   return Status::Ok();
+}
+
+namespace {
+
+// Every instantiation the launch code above can pick, for preload_codec_kernels.
+template <int ET>
+void preload_typed(size_t* local, cudaError_t* err) {
+  constexpr int F32 = int(ElemType::kF32), BF16 = int(ElemType::kBf16), F16 = int(ElemType::kF16);
+  preload_one(k_quant<8, ET>, local, err);
+  preload_one(k_quant<4, ET>, local, err);
+  preload_one(k_quant<2, ET>, local, err);
+  preload_one(k_quant_decode<8, ET>, local, err);
+  preload_one(k_quant_decode<4, ET>, local, err);
+  preload_one(k_quant_decode<2, ET>, local, err);
+  preload_one(k_cast<F32, ET>, local, err);
+  preload_one(k_cast<BF16, ET>, local, err);
+  preload_one(k_cast<F16, ET>, local, err);
+  preload_one(k_cast_decode<F32, ET>, local, err);
+  preload_one(k_cast_decode<BF16, ET>, local, err);
+  preload_one(k_cast_decode<F16, ET>, local, err);
+  preload_one(k_casq_combine<2, ET>, local, err);
+  preload_one(k_casq_combine<3, ET>, local, err);
+  preload_one(k_casq_combine<4, ET>, local, err);
+  preload_one(k_casq_mark<ET>, local, err);
+  preload_one(k_casq_fit<ET>, local, err);
+  preload_one(k_casq_codes<2, ET>, local, err);
+  preload_one(k_casq_codes<3, ET>, local, err);
+  preload_one(k_casq_codes<4, ET>, local, err);
+  preload_one(k_casq_decode<2, ET>, local, err);
+  preload_one(k_casq_decode<3, ET>, local, err);
+  preload_one(k_casq_decode<4, ET>, local, err);
+  preload_one(k_s2_accumulate<ET>, local, err);
+  preload_one(k_s2_output<ET>, local, err);
+}
+
+}  // namespace
+
+cudaError_t preload_codec_kernels(size_t* max_local_bytes) {
+  cudaError_t err = cudaSuccess;
+  preload_typed<int(ElemType::kF32)>(max_local_bytes, &err);
+  preload_typed<int(ElemType::kF16)>(max_local_bytes, &err);
+  preload_typed<int(ElemType::kBf16)>(max_local_bytes, &err);
+  preload_one(k_casq_table, max_local_bytes, &err);
+  preload_one(k_validate, max_local_bytes, &err);
+  preload_one(k_s2_emax, max_local_bytes, &err);
+  preload_one(k_s2_fix, max_local_bytes, &err);
+  preload_one(k_s2_init, max_local_bytes, &err);
+  preload_one(k_s2_claim, max_local_bytes, &err);
+  preload_one(k_s2_resolve, max_local_bytes, &err);
+  preload_one(k_stats_out, max_local_bytes, &err);
+  return err;
+}
+
+cudaError_t preload_kernels(size_t* max_local_bytes) {
+  cudaError_t e = preload_codec_kernels(max_local_bytes);
+  const cudaError_t e2 = preload_sparse_kernels(max_local_bytes);
+  const cudaError_t e3 = preload_ef_kernels(max_local_bytes);
+  return e != cudaSuccess ? e : e2 != cudaSuccess ? e2 : e3;
 }
 
 Status read_device_error(const void* ws, cudaStream_t s) {

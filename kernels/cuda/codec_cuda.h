@@ -32,8 +32,8 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
 Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
             size_t n, void* out, size_t cap, void* ws, size_t ws_bytes, cudaStream_t stream);
 
-// stats_dev: optional device DecodeStats, written by the kernels. s2 decoding peels in rounds
-// of parallel kernels and checks its progress every 16 rounds (a stream synchronization).
+// stats_dev: optional device DecodeStats, written by the kernels. s2 decoding enqueues all of
+// its peeling rounds (kernels/s2_peel.h) and never synchronizes.
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats_dev, void* ws, size_t ws_bytes,
               cudaStream_t stream);
@@ -60,5 +60,15 @@ Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual,
                      cudaStream_t stream);
 Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
                  double* sums_dev, cudaStream_t stream);
+
+// Kernel preloading (review finding 1): each loads every kernel instantiation of its file on the
+// current device (cudaFuncGetAttributes), so that no module load happens later while a stream
+// is held, and raises *max_local_bytes to the largest per-thread local (stack) size among them,
+// for cudaLimitStackSize. Call on the caller's thread at backend creation, before any gate.
+cudaError_t preload_codec_kernels(size_t* max_local_bytes);   // codec_cuda.cu
+cudaError_t preload_sparse_kernels(size_t* max_local_bytes);  // sparse_cuda.cu
+cudaError_t preload_ef_kernels(size_t* max_local_bytes);      // error_feedback.cu
+// All three.
+cudaError_t preload_kernels(size_t* max_local_bytes);
 
 }  // namespace sketchccl::kernels::cuda

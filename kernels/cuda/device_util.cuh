@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/casq_fit.h"
 #include "kernels/codec_impl.h"
 #include "kernels/group_io.h"
 #include "kernels/q_block.h"
@@ -34,8 +35,11 @@ __device__ bool block_packet_ok(const uint8_t* pkt, const detail::PacketHeader& 
   return verdict == detail::kPacketOk;
 }
 
-// Runs lane-structured routines in one thread block of kCasqLanes (or fewer) threads.
+// Runs lane-structured routines in one thread block of kCasqLanes (or fewer) threads; the
+// per-lane partials are the block's shared memory.
 struct BlockExec {
+  detail::CasqPartials* partials;
+  __device__ detail::CasqPartials* part() { return partials; }
   template <typename F>
   __device__ void lanes(F&& f) {
     for (uint32_t l = threadIdx.x; l < detail::kCasqLanes; l += blockDim.x)

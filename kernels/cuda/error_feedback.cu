@@ -90,4 +90,13 @@ Status ef_update(const float* comp, const float* in, const float* out, size_t n,
   return Status::Ok();
 }
 
+cudaError_t preload_ef_kernels(size_t* max_local_bytes) {
+  cudaError_t err = cudaSuccess;
+  preload_one(k_ef_compensate<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_ef_compensate<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_ef_compensate<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_ef_update, max_local_bytes, &err);
+  return err;
+}
+
 }  // namespace sketchccl::kernels::cuda

@@ -43,6 +43,19 @@ Status by_type(ElemType t, F&& f) {
   return Status::Ok();
 }
 
+// Loads kernel `k` (cudaFuncGetAttributes forces the module load) and raises *local to its
+// per-thread local memory size; keeps the first error in *err.
+template <typename K>
+void preload_one(K* k, size_t* local, cudaError_t* err) {
+  cudaFuncAttributes a;
+  const cudaError_t e = cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(k));
+  if (e != cudaSuccess) {
+    if (*err == cudaSuccess) *err = e;
+    return;
+  }
+  if (a.localSizeBytes > *local) *local = a.localSizeBytes;
+}
+
 // acc |= other, word by word; `err` (optional) is the call's device verdict.
 __global__ void k_or_words(uint64_t* acc, const uint64_t* other, size_t words, const int* err) {
   if (err && *err) return;

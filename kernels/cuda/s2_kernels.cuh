@@ -1,10 +1,12 @@
 // Kernels of s2 (bitmap-informed count sketch). Encode and the fused step are one kernel: each
 // 256-block is checked for non-finite values, its non-zeros set their bitmap bits and are added
-// to the sketch rows. Decoding peels in parallel rounds (claim, resolve, subtract), then the
-// positions left get the median of their rows' estimates.
+// to the sketch rows. Decoding (kernels/s2_peel.h) peels in rounds of two kernels (claim;
+// resolve and subtract) over exact fixed-point residuals, then the positions left get the
+// median of their rows' estimates.
 #pragma once
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/s2_peel.h"
 
 namespace sketchccl::kernels::cuda {
 namespace {
@@ -61,108 +63,104 @@ __global__ void k_validate(const uint8_t* pkt, PacketHeader e, int* err) {
   *err = detail::packet_verdict(pkt, e);
 }
 
-// Counts and index XORs of the set positions per counter.
-__global__ void k_s2_init(const uint64_t* bm, size_t n, uint64_t salt, uint32_t rows,
-                          uint32_t counters, uint32_t* cnt, unsigned long long* xr, uint8_t* state,
-                          unsigned long long* nonzeros, const int* err) {
+// The decode's shared updates (kernels/s2_peel.h) as atomics. Every update is an integer
+// addition, XOR or minimum, so the result does not depend on the order threads run in; the
+// 128-bit residual adds its low word, then the carry into its high word.
+struct S2DeviceOps {
+  __device__ __forceinline__ void add_u32(uint32_t* p, uint32_t v) const { atomicAdd(p, v); }
+  __device__ __forceinline__ void xor_u64(uint64_t* p, uint64_t v) const {
+    atomicXor(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+  }
+  __device__ __forceinline__ void min_u32(uint32_t* p, uint32_t v) const { atomicMin(p, v); }
+  __device__ __forceinline__ void add_fix(detail::S2Fix* p, detail::S2Fix v) const {
+    const unsigned long long old =
+        atomicAdd(reinterpret_cast<unsigned long long*>(&p->lo), (unsigned long long)v.lo);
+    const uint64_t hi = v.hi + (old + v.lo < old ? 1u : 0u);
+    if (hi != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&p->hi), (unsigned long long)hi);
+  }
+};
+
+// The fixed point's scale: the largest exponent of the sketch's counters (a max: order-free).
+__global__ void k_s2_emax(const double* sk, size_t nc, int* emax, const int* err) {
   if (*err) return;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    state[i] = 2;  // not in the support: nothing to resolve
-    if (!bit_get(bm, i)) continue;
-    state[i] = 0;
-    atomicAdd(nonzeros, 1ull);
-    for (uint32_t r = 0; r < rows; ++r) {
-      bool neg;
-      size_t id = size_t(r) * counters + s2_bucket(salt, r, i, counters, &neg);
-      atomicAdd(cnt + id, 1u);
-      atomicXor(xr + id, (unsigned long long)i);
-    }
-  }
-}
-
-// Round, part 1: each pure counter (one unresolved position) proposes itself for its position;
-// the lowest counter id wins, so the result does not depend on thread timing.
-__global__ void k_s2_claim(size_t nc, const uint32_t* cnt, const unsigned long long* xr,
-                           uint32_t* claim) {
+  int m = 0;
   for (size_t id = blockIdx.x * size_t(blockDim.x) + threadIdx.x; id < nc;
        id += size_t(gridDim.x) * blockDim.x) {
-    if (cnt[id] == 1) atomicMin(claim + xr[id], uint32_t(id));
+    const int e = detail::s2_exponent(sk[id]);
+    m = e > m ? e : m;
   }
+  for (int o = kWarp / 2; o > 0; o >>= 1) {
+    const int t = __shfl_xor_sync(kFullMask, m, o);
+    m = t > m ? t : m;
+  }
+  if ((threadIdx.x & (kWarp - 1)) == 0 && m > 0) atomicMax(emax, m);
 }
 
-// Part 2: winners resolve their position from the (unchanged this round) residual.
-__global__ void k_s2_resolve(size_t nc, uint64_t salt, uint32_t counters, const uint32_t* cnt,
-                             const unsigned long long* xr, const double* res, uint32_t* claim,
-                             uint8_t* state, double* val, unsigned long long* progress) {
+// Residuals in fixed point; the counters' counts and XORs start from zero (memset).
+__global__ void k_s2_fix(const double* sk, size_t nc, const int* emax, detail::S2Fix* res,
+                         const int* err) {
+  if (*err) return;
+  const int e = *emax;
   for (size_t id = blockIdx.x * size_t(blockDim.x) + threadIdx.x; id < nc;
        id += size_t(gridDim.x) * blockDim.x) {
-    if (cnt[id] != 1) continue;
-    size_t i = size_t(xr[id]);
-    if (claim[i] != uint32_t(id)) continue;
-    bool neg;
-    s2_bucket(salt, uint32_t(id / counters), i, counters, &neg);
-    val[i] = neg ? -res[id] : res[id];  // rounded to fp32 only at the output, as on the CPU
-    state[i] = 1;
-    claim[i] = 0xffffffffu;
-    atomicAdd(progress, 1ull);
+    res[id] = detail::s2_to_fix(sk[id], e);
   }
 }
 
-// Part 3: positions resolved this round leave their counters.
-__global__ void k_s2_subtract(size_t n, uint64_t salt, uint32_t rows, uint32_t counters,
-                              uint8_t* state, const double* val, double* res, uint32_t* cnt,
-                              unsigned long long* xr) {
+// Every position: in the support or not, counted into its counters.
+__global__ void k_s2_init(detail::S2Peel s, size_t n, unsigned long long* nonzeros,
+                          const int* err) {
+  if (*err) return;
+  unsigned long long nz = 0;
+  const S2DeviceOps ops;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    if (state[i] != 1) continue;
-    state[i] = 3;  // resolved by peeling
-    double v = val[i];
-    for (uint32_t r = 0; r < rows; ++r) {
-      bool neg;
-      size_t id = size_t(r) * counters + s2_bucket(salt, r, i, counters, &neg);
-      atomicAdd(res + id, neg ? v : -v);
-      atomicSub(cnt + id, 1u);
-      atomicXor(xr + id, (unsigned long long)i);
-    }
+    nz += detail::s2_init_position(ops, s, i) ? 1u : 0u;
+  }
+  warp_add_to(nz, nonzeros);
+}
+
+// Round r, part 1: pure counters claim their positions; pure[r] counts them. A round after one
+// without pure counters returns at once (and leaves its count 0), so the host can enqueue every
+// round without reading anything back.
+__global__ void k_s2_claim(detail::S2Peel s, size_t nc, int r, unsigned long long* pure,
+                           const int* err) {
+  if (*err || (r > 0 && pure[r - 1] == 0)) return;
+  unsigned long long np = 0;
+  const S2DeviceOps ops;
+  for (size_t id = blockIdx.x * size_t(blockDim.x) + threadIdx.x; id < nc;
+       id += size_t(gridDim.x) * blockDim.x) {
+    np += detail::s2_claim(ops, s, id) ? 1u : 0u;
+  }
+  warp_add_to(np, pure + r);
+}
+
+// Round r, part 2: the winners resolve their positions and subtract them.
+__global__ void k_s2_resolve(detail::S2Peel s, size_t nc, int r, const unsigned long long* pure,
+                             const int* err) {
+  if (*err || pure[r] == 0) return;
+  const S2DeviceOps ops;
+  for (size_t id = blockIdx.x * size_t(blockDim.x) + threadIdx.x; id < nc;
+       id += size_t(gridDim.x) * blockDim.x) {
+    detail::s2_resolve(ops, s, id);
   }
 }
 
-// Leftovers get the median of their rows' residual estimates; then the output.
+// Every position's value into y (resolved, median estimate, 0, or NaN); the statistics.
 template <int ET>
-__global__ void k_s2_output(size_t n, uint64_t salt, uint32_t rows, uint32_t counters,
-                            const uint8_t* state, const double* val, const double* res,
-                            const uint64_t* nf, void* y, float scale, unsigned long long* stats,
-                            const int* err) {
+__global__ void k_s2_output(detail::S2Peel s, const int* emax, const uint64_t* nf, size_t n,
+                            void* y, float scale, unsigned long long* stats, const int* err) {
   if (*err) return;
+  s.unit = detail::s2_unit(*emax);
   unsigned long long peeled = 0, estimated = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    float o = 0.0f;
-    if (state[i] == 3) {
-      o = float(val[i]);
-      peeled++;
-    } else if (state[i] == 0) {
-      double est[kMaxS2Rows];
-      for (uint32_t r = 0; r < rows; ++r) {
-        bool neg;
-        double cv = res[size_t(r) * counters + s2_bucket(salt, r, i, counters, &neg)];
-        double e = neg ? -cv : cv;
-        uint32_t j = r;
-        while (j > 0 && est[j - 1] > e) {
-          est[j] = est[j - 1];
-          --j;
-        }
-        est[j] = e;
-      }
-      o = float(rows & 1 ? est[rows / 2] : 0.5 * (est[rows / 2 - 1] + est[rows / 2]));
-      estimated++;
-    }
-    o = bit_get(nf, i / kBlock) ? qnan() : detail::canon_nan(o * scale);
-    store_elem<ET>(y, i, o);
+    peeled += s.state[i] == detail::kS2Peeled ? 1u : 0u;
+    estimated += s.state[i] == detail::kS2Open ? 1u : 0u;
+    store_elem<ET>(y, i, detail::s2_output(s, nf, i, scale));
   }
-  if (peeled) atomicAdd(stats + 0, peeled);
-  if (estimated) atomicAdd(stats + 1, estimated);
+  warp_add_to(peeled, stats + 0);
+  warp_add_to(estimated, stats + 1);
 }
 
 __global__ void k_stats_out(const unsigned long long* stats, DecodeStats* out, const int* err) {

@@ -38,31 +38,99 @@ __global__ void k_popcount(const uint64_t* bits, size_t n, unsigned long long* c
   if (local) atomicAdd(count, local);
 }
 
-// Exclusive prefix of per-word popcounts, by one block (words are few: n / 64).
-__global__ void k_word_prefix(const uint64_t* bits, size_t n, unsigned long long* prefix) {
-  __shared__ unsigned long long part[kThreads];
-  const size_t words = bitmap_words(n);
-  const size_t per = div_up(words, kThreads);
-  const size_t lo = threadIdx.x * per, hi = lo + per < words ? lo + per : words;
-  unsigned long long s = 0;
-  for (size_t w = lo; w < hi; ++w)
-    s += __popcll(masked_word(bits, n, w));
-  part[threadIdx.x] = s;
+// The exclusive prefix of the words' popcounts, by every block (review finding 10): tiles of
+// kTileWords words, one block per tile at a time; tile sums, a scan of them, then each tile's
+// words. Integer sums: the same whatever the order.
+constexpr size_t kWordsPerThread = 8;
+constexpr size_t kTileWords = kThreads * kWordsPerThread;
+
+// Exclusive scan of v over the block (every thread calls it); *total gets the block's sum.
+__device__ unsigned long long block_exclusive_scan(unsigned long long v,
+                                                   unsigned long long* total) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ unsigned long long warp_sums[kWarps];
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  unsigned long long x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long t = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += t;
+  }
+  if (lane == 31) warp_sums[wid] = x;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long acc = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      unsigned long long v = part[t];
-      part[t] = acc;
-      acc += v;
+  if (wid == 0) {
+    unsigned long long w = lane < kWarps ? warp_sums[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const unsigned long long t = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += t;
+    }
+    if (lane < kWarps) warp_sums[lane] = w;
+  }
+  __syncthreads();
+  const unsigned long long before = wid > 0 ? warp_sums[wid - 1] : 0;
+  *total = warp_sums[kWarps - 1];
+  __syncthreads();  // warp_sums is reused by the next call
+  return before + x - v;
+}
+
+// This thread's words of tile `tile` and their popcount.
+__device__ unsigned long long thread_words(const uint64_t* bits, size_t n, size_t tile, size_t* lo,
+                                           size_t* hi) {
+  const size_t words = bitmap_words(n);
+  *lo = tile * kTileWords + threadIdx.x * kWordsPerThread;
+  *hi = *lo + kWordsPerThread < words ? *lo + kWordsPerThread : words;
+  unsigned long long s = 0;
+  for (size_t w = *lo; w < *hi; ++w)
+    s += __popcll(masked_word(bits, n, w));
+  return s;
+}
+
+__global__ void k_tile_sums(const uint64_t* bits, size_t n, unsigned long long* tile_sums) {
+  const size_t tiles = div_up(bitmap_words(n), kTileWords);
+  for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // block-uniform
+    size_t lo, hi;
+    unsigned long long total;
+    block_exclusive_scan(thread_words(bits, n, tile, &lo, &hi), &total);
+    if (threadIdx.x == 0) tile_sums[tile] = total;
+  }
+}
+
+// One block: the exclusive scan of the tile sums, in place (a few per million elements).
+__global__ void k_scan_tiles(unsigned long long* tile_sums, size_t tiles) {
+  unsigned long long carry = 0;
+  for (size_t base = 0; base < tiles; base += kThreads) {  // block-uniform
+    const size_t t = base + threadIdx.x;
+    const unsigned long long v = t < tiles ? tile_sums[t] : 0;
+    unsigned long long total;
+    const unsigned long long ex = block_exclusive_scan(v, &total);
+    if (t < tiles) tile_sums[t] = carry + ex;
+    carry += total;
+  }
+}
+
+__global__ void k_word_prefix(const uint64_t* bits, size_t n, const unsigned long long* tile_sums,
+                              unsigned long long* prefix) {
+  const size_t tiles = div_up(bitmap_words(n), kTileWords);
+  for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // block-uniform
+    size_t lo, hi;
+    unsigned long long total;
+    unsigned long long s =
+        tile_sums[tile] + block_exclusive_scan(thread_words(bits, n, tile, &lo, &hi), &total);
+    for (size_t w = lo; w < hi; ++w) {
+      prefix[w] = s;
+      s += __popcll(masked_word(bits, n, w));
     }
   }
-  __syncthreads();
-  s = part[threadIdx.x];
-  for (size_t w = lo; w < hi; ++w) {
-    prefix[w] = s;
-    s += __popcll(masked_word(bits, n, w));
-  }
+}
+
+// prefix[w] for every word w of the bitmap; ws holds the tile sums after the prefix.
+void word_prefix(const uint64_t* bits, size_t n, unsigned long long* prefix, cudaStream_t s) {
+  const size_t words = bitmap_words(n);
+  const size_t tiles = div_up(words, kTileWords);
+  unsigned long long* tile_sums = prefix + al(words * 8) / 8;
+  const unsigned g = blocks_for(tiles, 1);
+  k_tile_sums<<<g, kThreads, 0, s>>>(bits, n, tile_sums);
+  k_scan_tiles<<<1, kThreads, 0, s>>>(tile_sums, tiles);
+  k_word_prefix<<<g, kThreads, 0, s>>>(bits, n, tile_sums, prefix);
 }
 
 template <int ET>
@@ -116,14 +184,14 @@ void bitmap_popcount(const uint64_t* bits, size_t n, unsigned long long* count_d
 }
 
 size_t sparse_workspace_bytes(size_t n) {
-  return al(bitmap_words(n) * 8) + kWsAlign;
+  return al(bitmap_words(n) * 8) + al(div_up(bitmap_words(n), kTileWords) * 8) + kWsAlign;
 }
 
 void sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, float* out, void* ws,
                     cudaStream_t s) {
   if (n == 0) return;
   unsigned long long* prefix = static_cast<unsigned long long*>(ws);
-  k_word_prefix<<<1, kThreads, 0, s>>>(bits, n, prefix);
+  word_prefix(bits, n, prefix, s);
   (void)by_type(t, [&](auto et) {
     k_compact<decltype(et)::value>
         <<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, x, prefix, out);
@@ -134,11 +202,30 @@ void sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float sca
                     ElemType t, void* ws, cudaStream_t s) {
   if (n == 0) return;
   unsigned long long* prefix = static_cast<unsigned long long*>(ws);
-  k_word_prefix<<<1, kThreads, 0, s>>>(bits, n, prefix);
+  word_prefix(bits, n, prefix, s);
   (void)by_type(t, [&](auto et) {
     k_scatter<decltype(et)::value>
         <<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, vals, scale, prefix, y);
   });
+}
+
+cudaError_t preload_sparse_kernels(size_t* max_local_bytes) {
+  cudaError_t err = cudaSuccess;
+  preload_one(k_bitmap_build<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_bitmap_build<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_bitmap_build<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_compact<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_compact<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_compact<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_scatter<int(ElemType::kF32)>, max_local_bytes, &err);
+  preload_one(k_scatter<int(ElemType::kF16)>, max_local_bytes, &err);
+  preload_one(k_scatter<int(ElemType::kBf16)>, max_local_bytes, &err);
+  preload_one(k_or_words, max_local_bytes, &err);
+  preload_one(k_popcount, max_local_bytes, &err);
+  preload_one(k_tile_sums, max_local_bytes, &err);
+  preload_one(k_scan_tiles, max_local_bytes, &err);
+  preload_one(k_word_prefix, max_local_bytes, &err);
+  return err;
 }
 
 }  // namespace sketchccl::kernels::cuda

@@ -10,6 +10,7 @@
 #include "kernels/codec.h"
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
+#include "kernels/s2_decode_host.h"
 
 namespace sketchccl::kernels {
 
@@ -285,22 +286,29 @@ void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n
 
 // ---- CASQ ------------------------------------------------------------------------------------
 
-// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller).
+// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller);
+// returns the largest exponent of x's finite values (casq_exponent), the bucket sums' scale.
 template <int ET>
-void mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
+uint32_t mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
+  uint32_t emax = 0;
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
     size_t cnt = std::min(kBlock, n - base);
     bool fin = true;
-    for (size_t j = 0; j < cnt; ++j)
-      fin &= is_finite(load_elem<ET>(x, base + j));
+    for (size_t j = 0; j < cnt; ++j) {
+      const float v = load_elem<ET>(x, base + j);
+      fin &= is_finite(v);
+      const uint32_t e = casq_exponent(v);
+      emax = e > emax ? e : emax;
+    }
     if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
   }
+  return emax;
 }
 
 // Encodes x (already combined) with the non-finite block mask nf into a CASQ packet body.
 template <uint32_t BITS, int ET>
 void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      uint8_t* out) {
+                      uint32_t emax, uint8_t* out) {
   constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
   const CasqLayout L = casq_layout(BITS, n, p.casq_buckets);
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
@@ -308,12 +316,13 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
   // The fit's scratch (about 160 KiB), kept per thread: allocating it per slice costs more.
   thread_local std::unique_ptr<CasqFitScratch> scratch(new CasqFitScratch);
+  thread_local std::unique_ptr<CasqPartials> partials(new CasqPartials);
   CasqFitScratch* f = scratch.get();
   for (uint32_t k = 0; k < S; ++k) {
     const size_t i = casq_sample_index(key, n, S, k);
     f->sample[k] = bit_get(nf, i / kBlock) ? 0.0f : load_elem<ET>(x, i);
   }
-  CasqHostExec ex;
+  CasqHostExec ex{partials.get()};
   casq_fit(ex, S, BITS, L.buckets, key, f);
   float thr[kCasqMaxK];
   uint32_t off[kCasqMaxK];
@@ -321,12 +330,14 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   casq_offsets(f->sizes, K, off);
   memcpy(out + L.sizes_off, f->sizes, 4 * K);
   if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
-  std::vector<double> sum(L.buckets, 0.0);
+  std::vector<int64_t> sum(L.buckets, 0);
   std::vector<uint32_t> cnt(L.buckets, 0);
-  double* psum = sum.data();
+  int64_t* psum = sum.data();
   uint32_t* pcnt = cnt.data();
+  const int head = casq_fix_headroom(n);
+  const double unit = casq_fix_scale(emax, head);
   auto add = [&](uint32_t b, float v) {
-    psum[b] += v;
+    psum[b] += casq_to_fix(v, unit);
     pcnt[b]++;
   };
   uint8_t* codes = out + L.codes_off;
@@ -341,23 +352,23 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   float* table = reinterpret_cast<float*>(out + L.table_off);
   for (uint32_t c = 0; c < K; ++c) {
     for (uint32_t b = off[c]; b < off[c] + f->sizes[c]; ++b) {
-      table[b] = cnt[b] ? float(sum[b] / cnt[b]) : f->centers[c];
+      table[b] = cnt[b] ? casq_fix_mean(sum[b], cnt[b], emax, head) : f->centers[c];
     }
   }
 }
 
 template <int ET>
 void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      uint8_t* out) {
+                      uint32_t emax, uint8_t* out) {
   switch (codec_bits(p.codec)) {
     case 2:
-      casq_encode_bits<2, ET>(p, x, n, nf, out);
+      casq_encode_bits<2, ET>(p, x, n, nf, emax, out);
       break;
     case 3:
-      casq_encode_bits<3, ET>(p, x, n, nf, out);
+      casq_encode_bits<3, ET>(p, x, n, nf, emax, out);
       break;
     default:
-      casq_encode_bits<4, ET>(p, x, n, nf, out);
+      casq_encode_bits<4, ET>(p, x, n, nf, emax, out);
       break;
   }
 }
@@ -438,80 +449,6 @@ void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) 
   }
 }
 
-// Bitmap-informed peeling; fills val (one per set bit, in index order) and the stats.
-void s2_peel(const CodecParams& p, const uint8_t* pkt, size_t n, std::vector<size_t>* pos,
-             std::vector<float>* val, DecodeStats* st) {
-  const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
-  const uint64_t salt = s2_salt(p.seed, p.call, p.offset_key);
-  const uint64_t* bm = reinterpret_cast<const uint64_t*>(pkt + L.bitmap_off);
-  const double* sk = reinterpret_cast<const double*>(pkt + L.sketch_off);
-  const uint32_t r = L.rows, c = L.counters;
-  const size_t nc = size_t(r) * c;
-  for (size_t w = 0; w < bitmap_words(n); ++w) {
-    uint64_t bits = bm[w];
-    if (w == bitmap_words(n) - 1 && (n & 63)) bits &= (1ull << (n & 63)) - 1;
-    while (bits) {
-      pos->push_back(w * 64 + size_t(__builtin_ctzll(bits)));
-      bits &= bits - 1;
-    }
-  }
-  const size_t m = pos->size();
-  std::vector<double> res(sk, sk + nc);
-  std::vector<uint32_t> cnt(nc, 0);
-  std::vector<uint64_t> xr(nc, 0);
-  std::vector<uint32_t> bk(m * r);
-  for (size_t k = 0; k < m; ++k) {
-    for (uint32_t j = 0; j < r; ++j) {
-      bool neg;
-      uint32_t b = s2_bucket(salt, j, (*pos)[k], c, &neg);
-      bk[k * r + j] = b | (neg ? 0x80000000u : 0u);
-      size_t id = size_t(j) * c + b;
-      cnt[id]++;
-      xr[id] ^= k;
-    }
-  }
-  std::vector<size_t> queue;
-  for (size_t id = 0; id < nc; ++id) {
-    if (cnt[id] == 1) queue.push_back(id);
-  }
-  val->assign(m, 0.0f);
-  std::vector<uint8_t> done(m, 0);
-  uint64_t peeled = 0;
-  while (!queue.empty()) {
-    size_t id = queue.back();
-    queue.pop_back();
-    if (cnt[id] != 1) continue;
-    size_t k = size_t(xr[id]);
-    uint32_t j = uint32_t(id / c);
-    double v = (bk[k * r + j] >> 31) ? -res[id] : res[id];
-    (*val)[k] = float(v);
-    done[k] = 1;
-    peeled++;
-    for (uint32_t jj = 0; jj < r; ++jj) {
-      uint32_t e = bk[k * r + jj];
-      size_t id2 = size_t(jj) * c + (e & 0x7fffffffu);
-      res[id2] -= (e >> 31) ? -v : v;
-      cnt[id2]--;
-      xr[id2] ^= k;
-      if (cnt[id2] == 1) queue.push_back(id2);
-    }
-  }
-  double est[kMaxS2Rows];
-  for (size_t k = 0; k < m; ++k) {
-    if (done[k]) continue;
-    for (uint32_t j = 0; j < r; ++j) {
-      uint32_t e = bk[k * r + j];
-      double cv = res[size_t(j) * c + (e & 0x7fffffffu)];
-      est[j] = (e >> 31) ? -cv : cv;
-    }
-    std::sort(est, est + r);
-    (*val)[k] = float(r & 1 ? est[r / 2] : 0.5 * (est[r / 2 - 1] + est[r / 2]));
-  }
-  st->nonzeros = m;
-  st->peeled = peeled;
-  st->estimated = m - peeled;
-}
-
 }  // namespace
 
 bool codec_from_name(const char* name, CodecId* out) {
@@ -563,8 +500,8 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
       q_dispatch<ET>(p, nullptr, x, n, body);
     } else if (is_casq(p.codec)) {
       std::vector<uint64_t> nf(nf_words(n), 0);
-      mark_nonfinite<ET>(x, n, nf.data());
-      casq_encode_body<ET>(p, x, n, nf.data(), out);
+      const uint32_t emax = mark_nonfinite<ET>(x, n, nf.data());
+      casq_encode_body<ET>(p, x, n, nf.data(), emax, out);
     } else if (p.codec == CodecId::kS2) {
       s2_accumulate<ET>(p, x, n, out);
     } else {
@@ -595,10 +532,10 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
         sum[i] += load_elem<ET>(x, i);
     });
     SCCL_RETURN_IF_ERROR(st);
-    mark_nonfinite<0>(sum.data(), n, nf.data());
+    const uint32_t emax = mark_nonfinite<0>(sum.data(), n, nf.data());
     memset(ob, 0, need);
     put_header(p, n, ob);
-    casq_encode_body<0>(p, sum.data(), n, nf.data(), ob);
+    casq_encode_body<0>(p, sum.data(), n, nf.data(), emax, ob);
     return Status::Ok();
   }
   if (ob != ib) memmove(ob, ib, need);
@@ -654,20 +591,20 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       }
       st->nonzeros = nz;
     } else if (p.codec == CodecId::kS2) {
-      std::vector<size_t> pos;
-      std::vector<float> val;
-      s2_peel(p, b, n, &pos, &val, st);
-      const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
-      const uint64_t* nf = reinterpret_cast<const uint64_t*>(b + L.nf_off);
-      for (size_t i = 0; i < n; ++i)
-        store_elem<ET>(y, i, 0.0f);
-      for (size_t k = 0; k < pos.size(); ++k)
-        store_elem<ET>(y, pos[k], canon_nan(val[k] * scale));
+      // Peeling in rounds over exact fixed-point residuals (kernels/s2_peel.h), as on the GPU.
+      thread_local S2HostDecode d;
+      s2_peel_host(p, b, n, 0, &d, st);
+      const uint64_t* nf =
+          reinterpret_cast<const uint64_t*>(b + s2_layout(p.s2_rows, p.s2_counters, n).nf_off);
+      // Outside the support: what s2_output gives there (0 times the scale, or NaN).
+      const float zero = canon_nan(0.0f * scale);
       for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-        if (!bit_get(nf, blk)) continue;
+        const float v = bit_get(nf, blk) ? qnan() : zero;
         for (size_t i = base; i < std::min(n, base + kBlock); ++i)
-          store_elem<ET>(y, i, qnan());
+          store_elem<ET>(y, i, v);
       }
+      for (size_t k = 0; k < d.pos.size(); ++k)
+        store_elem<ET>(y, d.pos[k], s2_output(d.s, nf, k, scale));
     } else {
       st->nonzeros = cast_decode<ET>(p.codec, body, n, y, scale);
     }

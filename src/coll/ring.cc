@@ -482,8 +482,12 @@ class RingRun {
 
 }  // namespace
 
-RingPlan::RingPlan(size_t count, int nranks, size_t slice_elems)
-    : count_(count), nranks_(nranks), slice_elems_(slice_elems == 0 ? 1 : slice_elems) {
+RingPlan::RingPlan(size_t count, int nranks, size_t slice_elems, size_t align)
+    : count_(count),
+      nranks_(nranks),
+      slice_elems_(slice_elems == 0 ? 1 : slice_elems),
+      align_(align == 0 ? 1 : align) {
+  slice_elems_ = (slice_elems_ + align_ - 1) / align_ * align_;
   max_slices_ = 0;
   for (int c = 0; c < nranks_; ++c)
     max_slices_ = std::max(max_slices_, slices(c));
@@ -501,11 +505,22 @@ RingPlan::RingPlan(std::vector<size_t> bounds, size_t slice_elems)
 
 size_t RingPlan::chunk_offset(int c) const {
   if (!bounds_.empty()) return bounds_[static_cast<size_t>(c)];
-  // The first count % P chunks hold one element more; no product can overflow.
-  const size_t q = count_ / static_cast<size_t>(nranks_);
-  const size_t r = count_ % static_cast<size_t>(nranks_);
+  if (align_ == 1) {
+    // The first count % P chunks hold one element more; no product can overflow.
+    const size_t q = count_ / static_cast<size_t>(nranks_);
+    const size_t r = count_ % static_cast<size_t>(nranks_);
+    const size_t uc = static_cast<size_t>(c);
+    return uc * q + std::min(uc, r);
+  }
+  // In units of align_ elements: the last units % P chunks hold one unit more, the last of them
+  // the partial unit that ends at count, so chunks differ by at most align_ elements.
+  const size_t p = static_cast<size_t>(nranks_);
+  const size_t units = (count_ + align_ - 1) / align_;
+  const size_t q = units / p;
+  const size_t r = units % p;
   const size_t uc = static_cast<size_t>(c);
-  return uc * q + std::min(uc, r);
+  const size_t extra = uc + r > p ? uc + r - p : 0;
+  return std::min(count_, (uc * q + extra) * align_);
 }
 
 int RingPlan::slices(int c) const {
@@ -583,7 +598,8 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
                       SliceOps& ops, RingStats* stats) {
   if (count == 0) return Status::Ok();
   if (link.nranks < 1) return errorf(Code::kInternalError, "ring: %d ranks", link.nranks);
-  return run_ring(link, RingPlan(count, link.nranks, slice_elems), false, depth, ops, stats);
+  return run_ring(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), false, depth,
+                  ops, stats);
 }
 
 Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elems, int depth,

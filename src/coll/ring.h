@@ -17,11 +17,16 @@
 
 namespace sketchccl::coll {
 
-// How a buffer of `count` elements is cut: P chunks (sizes differ by at most one element),
-// each cut into slices of at most `slice_elems` elements.
+// How a buffer of `count` elements is cut: P chunks, each cut into slices of at most
+// `slice_elems` elements. With `align` > 1 every chunk and slice starts at a multiple of `align`
+// elements (chunks differ by at most `align` elements; slice_elems is rounded up to a multiple):
+// the AllReduce uses kRingChunkAlign, so the codec kernels take their 16-byte paths. The cut
+// depends only on (count, nranks, slice_elems), so every rank agrees on it. align 1 is the even
+// cut (sizes differ by at most one element), which a ReduceScatter's fixed chunks need.
+constexpr size_t kRingChunkAlign = 64;
 class RingPlan {
  public:
-  RingPlan(size_t count, int nranks, size_t slice_elems);
+  RingPlan(size_t count, int nranks, size_t slice_elems, size_t align = 1);
   // Chunk c is [bounds[c], bounds[c + 1]) (nranks + 1 ascending offsets, the last one count).
   RingPlan(std::vector<size_t> bounds, size_t slice_elems);
   size_t chunk_offset(int c) const;
@@ -35,6 +40,7 @@ class RingPlan {
   size_t count_;
   int nranks_;
   size_t slice_elems_;
+  size_t align_ = 1;
   int max_slices_;
   std::vector<size_t> bounds_;  // empty: the even cut
 };
