@@ -381,14 +381,14 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   // Queued like a step: packet H2D, the decode kernel into `y`, statistics and verdict back into
-  // the slot, an event. s2 (its peeling checks progress on the host) and a decode with every
-  // decode slot taken run at once instead.
+  // the slot, an event (s2 too: its peeling rounds are all enqueued, docs/cuda.md finding 10). A
+  // decode with every decode slot taken runs at once instead.
   Status decode_start(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
                       size_t n, float scale, kernels::DecodeStats* stats,
                       uint64_t* ticket) override {
     *ticket = 0;
     Slot* sl = nullptr;
-    if (p.codec == kernels::CodecId::kS2 || (sl = acquire_decode()) == nullptr) {
+    if ((sl = acquire_decode()) == nullptr) {
       return decode(p, pkt, bytes, y, t, n, scale, stats);
     }
     SCCL_RETURN_IF_ERROR(

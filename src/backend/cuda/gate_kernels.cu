@@ -1,7 +1,5 @@
 #include "backend/cuda/gate_kernels.h"
 
-#include "kernels/cuda/kernel_registry.h"
-
 namespace sketchccl::backend::cuda_detail {
 namespace {
 
@@ -13,14 +11,20 @@ __global__ void k_gate_spin(const volatile uint32_t* flag, uint32_t seq) {
   __threadfence_system();
 }
 
-// Loaded with the codec kernels when the backend is created (kernels/cuda/kernel_registry.h).
-SCCL_REGISTER_KERNELS(gate, SCCL_KERNEL_REF(k_gate_spin));
-
 }  // namespace
 
 cudaError_t launch_gate_spin(const volatile uint32_t* flag, uint32_t seq, cudaStream_t stream) {
   k_gate_spin<<<1, 1, 0, stream>>>(flag, seq);
   return cudaGetLastError();
+}
+
+cudaError_t preload_gate_kernels(size_t* max_local_bytes) {
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, k_gate_spin);
+  if (e == cudaSuccess && attr.localSizeBytes > *max_local_bytes) {
+    *max_local_bytes = attr.localSizeBytes;
+  }
+  return e;
 }
 
 }  // namespace sketchccl::backend::cuda_detail

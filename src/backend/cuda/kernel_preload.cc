@@ -9,7 +9,8 @@
 #if SKETCHCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/kernel_registry.h"
+#include "backend/cuda/gate_kernels.h"
+#include "kernels/cuda/codec_cuda.h"
 #endif
 
 namespace sketchccl::backend {
@@ -24,22 +25,19 @@ struct Outcome {
 };
 
 Status load_all(int device, PreloadReport* rep) {
-  const auto kernels = kernels::cuda::KernelRegistry::get().list();
-  for (const kernels::cuda::KernelRef& k : kernels) {
-    cudaFuncAttributes attr{};
-    const cudaError_t e = cudaFuncGetAttributes(&attr, k.fn);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      return errorf(Code::kUnhandledCudaError, "CUDA backend: loading kernel %s on device %d: %s",
-                    k.name, device, cudaGetErrorString(e));
-    }
-    rep->kernels++;
-    if (attr.localSizeBytes > rep->max_local_bytes) rep->max_local_bytes = attr.localSizeBytes;
+  // Every instantiation of the codec, sparse and error-feedback files, then the gate's kernel:
+  // each file lists its own (kernels/cuda/codec_cuda.h).
+  cudaError_t e = kernels::cuda::preload_kernels(&rep->max_local_bytes);
+  if (e == cudaSuccess) e = cuda_detail::preload_gate_kernels(&rep->max_local_bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return errorf(Code::kUnhandledCudaError, "CUDA backend: loading the kernels on device %d: %s",
+                  device, cudaGetErrorString(e));
   }
   // A launch needing more stack than the limit resizes local memory, which synchronizes the
   // context; raise the limit now instead (never lower it: the application may rely on it).
   size_t limit = 0;
-  cudaError_t e = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
+  e = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return errorf(Code::kUnhandledCudaError, "CUDA backend: cudaDeviceGetLimit: %s",
@@ -70,8 +68,8 @@ Status preload_kernels(int device, PreloadReport* report) {
     Outcome o;
     o.status = load_all(device, &o.report);
     if (o.status.ok()) {
-      SCCL_INFO(kLogInit, "device %d: %d kernels loaded, stack limit %zu bytes (largest frame %zu)",
-                device, o.report.kernels, o.report.stack_limit, o.report.max_local_bytes);
+      SCCL_INFO(kLogInit, "device %d: kernels loaded, stack limit %zu bytes (largest frame %zu)",
+                device, o.report.stack_limit, o.report.max_local_bytes);
     }
     it = done->emplace(device, o).first;
   }

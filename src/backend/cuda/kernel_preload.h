@@ -1,4 +1,5 @@
-// Loads every registered kernel (kernels/cuda/kernel_registry.h) on a device and sizes the
+// Loads every kernel instantiation (each .cu file lists its own: kernels/cuda/codec_cuda.h,
+// backend/cuda/gate_kernels.h) on a device and sizes the
 // per-thread stack for the largest of them, once per device and process. Called on the caller's
 // thread when a CUDA backend or stream gate is created, before any stream is held: a lazy module
 // load or a stack resize at a kernel's first launch may synchronize the context (docs/cuda.md).
@@ -11,7 +12,6 @@
 namespace sketchccl::backend {
 
 struct PreloadReport {
-  int kernels = 0;             // instantiations loaded
   size_t max_local_bytes = 0;  // the largest per-thread local memory (stack) among them
   size_t stack_limit = 0;      // cudaLimitStackSize afterwards
 };
