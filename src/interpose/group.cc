@@ -14,6 +14,7 @@ struct Deferred {
 struct GroupState {
   int depth = 0;
   std::vector<Deferred> pending;
+  std::vector<std::function<void()>> at_end;
 };
 
 GroupState& state() {
@@ -36,10 +37,18 @@ void defer(std::shared_ptr<coll::Work> work, bool nonblocking,
   state().pending.push_back({std::move(work), nonblocking, std::move(on_done)});
 }
 
+void at_end(std::function<void()> f) {
+  state().at_end.push_back(std::move(f));
+}
+
 Status end() {
   GroupState& s = state();
   if (s.depth == 0) return Status(Code::kInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--s.depth > 0) return Status::Ok();
+  std::vector<std::function<void()>> hooks;
+  hooks.swap(s.at_end);
+  for (auto& f : hooks)
+    f();
   std::vector<Deferred> pending;
   pending.swap(s.pending);
   Status first = Status::Ok();

@@ -16,6 +16,9 @@ void start();
 // `nonblocking`: a non-blocking communicator's work, which ncclGroupEnd does not wait for.
 void defer(std::shared_ptr<coll::Work> work, bool nonblocking,
            std::function<void(const Status&)> on_done = {});
+// Inside a group: `f` runs at the outermost ncclGroupEnd, before anything is waited for (the
+// group's sends and receives are submitted there, together: standalone_p2p.cc).
+void at_end(std::function<void()> f);
 // Ok, kInProgress (non-blocking work still running), or the first failure.
 Status end();
 
