@@ -23,7 +23,7 @@ ncclResult_t StandaloneFront::all_reduce(const void* sendbuff, void* recvbuff, s
   // The other types and ops (every one NCCL accepts) run the exact engine.
   if (!compressed_eligible(datatype, op)) {
     return exact_call(coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm,
-                      "ncclAllReduce");
+                      stream, "ncclAllReduce");
   }
   AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
   // Without a CUDA backend there is no device memory to find: nothing to ask.

@@ -10,50 +10,50 @@ using coll::CollKind;
 
 ncclResult_t StandaloneFront::reduce(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, ncclRedOp_t op, int root,
-                                     ncclComm_t comm, cudaStream_t /*stream*/) {
-  return exact_call(CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm,
+                                     ncclComm_t comm, cudaStream_t stream) {
+  return exact_call(CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream,
                     "ncclReduce");
 }
 
 ncclResult_t StandaloneFront::bcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                                    ncclComm_t comm, cudaStream_t /*stream*/) {
-  return exact_call(CollKind::kBroadcast, buff, buff, count, datatype, ncclSum, root, comm,
+                                    ncclComm_t comm, cudaStream_t stream) {
+  return exact_call(CollKind::kBroadcast, buff, buff, count, datatype, ncclSum, root, comm, stream,
                     "ncclBcast");
 }
 
 ncclResult_t StandaloneFront::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                                         ncclDataType_t datatype, int root, ncclComm_t comm,
-                                        cudaStream_t /*stream*/) {
+                                        cudaStream_t stream) {
   return exact_call(CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
-                    "ncclBroadcast");
+                    stream, "ncclBroadcast");
 }
 
 ncclResult_t StandaloneFront::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm,
-                                         cudaStream_t /*stream*/) {
+                                         cudaStream_t stream) {
   return exact_call(CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm,
-                    "ncclAllGather");
+                    stream, "ncclAllGather");
 }
 
 ncclResult_t StandaloneFront::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
                                          ncclDataType_t datatype, ncclComm_t comm,
-                                         cudaStream_t /*stream*/) {
+                                         cudaStream_t stream) {
   return exact_call(CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm,
-                    "ncclAlltoAll");
+                    stream, "ncclAlltoAll");
 }
 
 ncclResult_t StandaloneFront::gather(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     cudaStream_t /*stream*/) {
+                                     cudaStream_t stream) {
   return exact_call(CollKind::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
-                    "ncclGather");
+                    stream, "ncclGather");
 }
 
 ncclResult_t StandaloneFront::scatter(const void* sendbuff, void* recvbuff, size_t count,
                                       ncclDataType_t datatype, int root, ncclComm_t comm,
-                                      cudaStream_t /*stream*/) {
+                                      cudaStream_t stream) {
   return exact_call(CollKind::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
-                    "ncclScatter");
+                    stream, "ncclScatter");
 }
 
 }  // namespace sketchccl::interpose

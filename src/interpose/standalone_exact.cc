@@ -7,6 +7,7 @@
 #include "interpose/group.h"
 #include "interpose/last_error.h"
 #include "interpose/runtime.h"
+#include "interpose/standalone_stage.h"
 
 namespace sketchccl::interpose {
 namespace {
@@ -74,11 +75,7 @@ Extents extents_of(const coll::CollArgs& a, int rank, int nranks) {
   return e;
 }
 
-const char* const kDeviceRefused =
-    "device buffers are not supported by this call in standalone mode yet: host memory only "
-    "(float AllReduce and ReduceScatter run on device memory)";
-
-Status check_buffers(const coll::CollArgs& a, int rank, int nranks) {
+Status check_buffers(const coll::CollArgs& a, int rank, int nranks, bool* device) {
   const size_t esz = coll::dtype_size(a.type);
   if (a.count > SIZE_MAX / esz / static_cast<size_t>(nranks)) {
     return errorf(Code::kInvalidArgument, "count %zu overflows", a.count);
@@ -87,10 +84,9 @@ Status check_buffers(const coll::CollArgs& a, int rank, int nranks) {
   if ((e.send_bytes > 0 && e.send == nullptr) || (e.recv_bytes > 0 && e.recv == nullptr)) {
     return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");
   }
-  if (backend::has_cuda_backend() && ((e.send_bytes > 0 && backend::is_device_pointer(e.send)) ||
-                                      (e.recv_bytes > 0 && backend::is_device_pointer(e.recv)))) {
-    return Status(Code::kInvalidUsage, kDeviceRefused);
-  }
+  *device =
+      backend::has_cuda_backend() && ((e.send_bytes > 0 && backend::is_device_pointer(e.send)) ||
+                                      (e.recv_bytes > 0 && backend::is_device_pointer(e.recv)));
   if (overlap(e.send, e.send_bytes, e.recv, e.recv_bytes) && e.send != e.in_place_send &&
       !(a.kind == CollKind::kAlltoAll && e.send == e.recv)) {
     return Status(Code::kInvalidArgument,
@@ -110,15 +106,14 @@ Status exact_type(ncclDataType_t t, coll::DType* out) {
   return Status::Ok();
 }
 
-Status check_one_buffer(const void* buf, size_t count, coll::DType t) {
+Status check_one_buffer(const void* buf, size_t count, coll::DType t, bool* device) {
   if (count > SIZE_MAX / coll::dtype_size(t)) {
     return errorf(Code::kInvalidArgument, "count %zu overflows", count);
   }
+  *device = false;
   if (count == 0) return Status::Ok();
   if (buf == nullptr) return Status(Code::kInvalidArgument, "the buffer is NULL");
-  if (backend::has_cuda_backend() && backend::is_device_pointer(buf)) {
-    return Status(Code::kInvalidUsage, kDeviceRefused);
-  }
+  *device = backend::has_cuda_backend() && backend::is_device_pointer(buf);
   return Status::Ok();
 }
 
@@ -127,7 +122,8 @@ bool compressed_eligible(ncclDataType_t t, ncclRedOp_t op) {
          (op == ncclSum || op == ncclAvg);
 }
 
-ncclResult_t run_exact(ncclComm_t comm, const coll::CollArgs& args, const char* api) {
+ncclResult_t run_exact(ncclComm_t comm, const coll::CollArgs& args, cudaStream_t stream,
+                       const char* api) {
   auto c = Runtime::get().find(comm);
   if (c == nullptr) {
     return report(Status(Code::kInvalidArgument, "comm is not a live communicator"), api);
@@ -136,21 +132,42 @@ ncclResult_t run_exact(ncclComm_t comm, const coll::CollArgs& args, const char* 
     return report(errorf(Code::kInvalidArgument, "root %d outside [0, %d)", args.root, c->nranks()),
                   api);
   }
-  Status st = check_buffers(args, c->rank(), c->nranks());
+  bool device = false;
+  Status st = check_buffers(args, c->rank(), c->nranks(), &device);
   if (!st.ok()) return report(st, api);
+  // Device buffers: staged through host copies (standalone_stage.h), the stream drained first.
+  std::shared_ptr<StagedBuffers> staged;
+  coll::CollArgs run = args;
+  if (device) {
+    if (backend::stream_is_capturing(stream)) {
+      return report(Status(Code::kInvalidUsage,
+                           "a stream being captured into a CUDA graph: standalone mode's exact "
+                           "calls cannot be captured"),
+                    api);
+    }
+    const Extents e = extents_of(args, c->rank(), c->nranks());
+    st = StagedBuffers::stage(e.send, e.send_bytes, e.recv, e.recv_bytes, stream, &staged);
+    if (!st.ok()) return report(st, api);
+    if (e.send_bytes > 0) run.send = staged->host_send();
+    if (e.recv_bytes > 0) run.recv = staged->host_recv();
+  }
   auto work = c->submit_exact(
-      [args](const coll::PeerLink& link) { return coll::run_collective(link, args); },
+      [run, staged](const coll::PeerLink& link) { return coll::run_collective(link, run); },
       /*collective=*/true);
   if (group::active()) {
-    group::defer(work, false);
+    group::defer(work, false, [staged, api](const Status& done) {
+      if (staged && done.ok()) (void)report(staged->unstage(), api);
+    });
     return ncclSuccess;
   }
-  return report(work->wait(), api);
+  st = work->wait();
+  if (st.ok() && staged) st = staged->unstage();
+  return report(st, api);
 }
 
 ncclResult_t exact_call(coll::CollKind kind, const void* sendbuff, void* recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        const char* api) {
+                        cudaStream_t stream, const char* api) {
   if (Runtime::get().find(comm) == nullptr) {
     return report(Status(Code::kInvalidArgument, "comm is not a live communicator"), api);
   }
@@ -168,7 +185,7 @@ ncclResult_t exact_call(coll::CollKind kind, const void* sendbuff, void* recvbuf
     st = exact_op(comm, op, datatype, &a.op);
     if (!st.ok()) return report(st, api);
   }
-  return run_exact(comm, a, api);
+  return run_exact(comm, a, stream, api);
 }
 
 }  // namespace sketchccl::interpose

@@ -23,7 +23,7 @@ ncclResult_t StandaloneFront::reduce_scatter(const void* sendbuff, void* recvbuf
   // The other types and ops (every one NCCL accepts) run the exact engine.
   if (!compressed_eligible(datatype, op)) {
     return exact_call(coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op,
-                      0, comm, "ncclReduceScatter");
+                      0, comm, stream, "ncclReduceScatter");
   }
   ReduceScatterCall call;
   call.send = sendbuff;
