@@ -12,6 +12,8 @@
 #      device-to-device copy measured in the same run),
 #   4. runs a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone,
 #      SKETCHCCL_TRANSPORT=socket,
+#   5. time left (GPU_CHECK_BUDGET), runs nccl-tests (NCCL_TESTS_DIR: perf/gpu_check_nccl_tests.sh)
+#      and PyTorch DDP (perf/torch_ddp_check.py) with 2 ranks on one GPU, standalone,
 # and writes every result into OUTDIR, at most 8 files (the device tool brings back 8):
 #   summary.txt  gpu_check.log  env.txt  gpu_tests.log  codec_bench.txt  codec_bench.json
 #   perf.txt  perf_json.tar.gz
@@ -172,7 +174,8 @@ fi
 # The library's ninja target is its versioned file (libsketchccl.so.X.Y.Z); the .so is a link.
 LIB_TARGET=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\(libsketchccl\.so[.0-9]*\): .*/\1/p' | head -1)
 TARGETS="${LIB_TARGET:-libsketchccl.so} tests/gpu/gpu_backend_test tests/gpu/gpu_worker tests/gpu/gpu_api_test
-  tests/unit/unit_kernels_codec_gpu perf/sketchccl-perf perf/sketchccl-gpu-codec-bench"
+  tests/unit/unit_kernels_codec_gpu perf/sketchccl-perf perf/sketchccl-gpu-codec-bench
+  tests/gpu/collectives_gpu_worker tests/gpu/gpu_collectives_test tests/api/coll_worker"
 log "ninja -j$JOBS (targets: $(echo $TARGETS))"
 if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >>"$LOG" 2>&1; then
   note "FAIL: build (see gpu_check.log)"
@@ -212,6 +215,7 @@ if [ "$HAVE_GPU" -eq 0 ]; then
   "$BUILD/perf/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
   note "codec benchmark: $(head -1 "$OUT/codec_bench.txt")"
   note "perf sweep: skipped (no GPU)"
+  note "nccl-tests, torch DDP (issue 16's section): skipped (no GPU)"
   note "RESULT: no GPU -- built, GPU tests skipped, nothing measured"
   finish 3
 fi
@@ -250,5 +254,34 @@ for P in 2 4; do
 done
 tar -czf "$OUT/perf_json.tar.gz" -C "$OUT" perf_json 2>/dev/null && rm -rf "$OUT/perf_json"
 grep -v '^#' "$OUT/perf.txt" | tail -60 >>"$SUMMARY"
+
+# ---- issue 16: nccl-tests and PyTorch DDP, 2 ranks on one GPU, standalone ----------------------
+# (perf/gpu_check_nccl_tests.sh, perf/torch_ddp_check.py; their output goes to gpu_check.log,
+# their RESULT lines to summary.txt. Exit 77 from either: skipped, says why.)
+for part in nccl_tests torch_ddp; do
+  T=$(left)
+  if [ "$T" -lt 60 ]; then
+    note "$part: skipped (time budget; raise GPU_CHECK_BUDGET)"
+    continue
+  fi
+  if [ "$part" = nccl_tests ]; then
+    RUN_TIMEOUT=$((T / 10 > 30 ? T / 10 : 30)) timeout "$T" \
+      "$REPO/perf/gpu_check_nccl_tests.sh" "$BUILD/libsketchccl.so" >"$OUT/part.txt" 2>&1
+  else
+    timeout "$T" python3 "$REPO/perf/torch_ddp_check.py" --lib "$BUILD/libsketchccl.so" \
+      --timeout "$((T / 2))" >"$OUT/part.txt" 2>&1
+  fi
+  rc=$?
+  cat "$OUT/part.txt" >>"$LOG"
+  grep -E '^(RESULT|PASS|FAIL|step time|nccl-tests: skipped|torch_ddp_check: skipped)' \
+    "$OUT/part.txt" >>"$SUMMARY"
+  rm -f "$OUT/part.txt"
+  case $rc in
+    0) note "$part: ok" ;;
+    77) note "$part: skipped" ;;
+    *) note "$part: FAILED (exit $rc)"; STATUS=1 ;;
+  esac
+done
+# ---- end of issue 16's section -----------------------------------------------------------------
 note "RESULT: $([ $STATUS -eq 0 ] && echo ok || echo failures, see above)"
 finish "$STATUS"
