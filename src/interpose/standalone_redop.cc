@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda_query.h"
+#include "backend/cuda_stage.h"
 #include "interpose/last_error.h"
 #include "interpose/runtime.h"
 #include "interpose/standalone_exact.h"
@@ -115,13 +116,14 @@ Status exact_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, coll::RedOp* 
     scalar_of(t, c.value, out);
     return Status::Ok();
   }
-  if (backend::is_device_pointer(c.where)) {
-    return Status(Code::kInvalidUsage,
-                  "a PreMulSum scalar in device memory is not supported in standalone mode yet "
-                  "(create the op with ncclScalarHostImmediate)");
-  }
+  // ncclScalarDevice: read at every call, from device memory through a staged copy (the
+  // default stream drained first), else from host memory.
   uint8_t v[8] = {};
-  std::memcpy(v, c.where, type_bytes(t));
+  if (backend::has_cuda_backend() && backend::is_device_pointer(c.where)) {
+    SCCL_RETURN_IF_ERROR(backend::stage_to_host(v, c.where, type_bytes(t), nullptr));
+  } else {
+    std::memcpy(v, c.where, type_bytes(t));
+  }
   scalar_of(t, v, out);
   return Status::Ok();
 }
