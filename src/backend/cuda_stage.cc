@@ -45,4 +45,22 @@ Status stage_to_device(void* dst, const void* src, size_t bytes, void* stream) {
 #endif
 }
 
+Status device_alloc(void** ptr, size_t bytes) {
+#if SKETCHCCL_HAVE_CUDA
+  return cuda_status(cudaMalloc(ptr, bytes), "cudaMalloc");
+#else
+  (void)ptr, (void)bytes;
+  return Status(Code::kInvalidUsage, "no CUDA in this build: no device memory");
+#endif
+}
+
+Status device_free(void* ptr) {
+#if SKETCHCCL_HAVE_CUDA
+  return cuda_status(cudaFree(ptr), "cudaFree");
+#else
+  (void)ptr;
+  return Status(Code::kInvalidUsage, "no CUDA in this build: no device memory");
+#endif
+}
+
 }  // namespace sketchccl::backend

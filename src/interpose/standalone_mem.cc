@@ -1,11 +1,12 @@
-// ncclMemAlloc/ncclMemFree and buffer registration in standalone mode. Without a CUDA backend
-// ncclMemAlloc gives host memory aligned to 4 KiB (what the host-memory engine runs on); with
-// one it is refused until the exact collectives run on device memory. Registration is accepted
+// ncclMemAlloc/ncclMemFree and buffer registration in standalone mode. With a CUDA backend
+// ncclMemAlloc gives device memory of the current device (cudaMalloc), as NCCL does; without one,
+// host memory aligned to 4 KiB (what the host-memory engine runs on). Registration is accepted
 // and does nothing: the engine copies through its own packet memory and needs no registration.
 #include <cstdint>
 #include <cstdlib>
 
 #include "backend/cuda_query.h"
+#include "backend/cuda_stage.h"
 #include "interpose/last_error.h"
 #include "interpose/runtime.h"
 #include "interpose/standalone_front.h"
@@ -31,12 +32,7 @@ ncclResult_t StandaloneFront::mem_alloc(void** ptr, size_t size) {
   if (ptr == nullptr || size == 0) {
     return report(Status(Code::kInvalidArgument, "ptr is NULL or size is 0"), "ncclMemAlloc");
   }
-  if (backend::has_cuda_backend()) {
-    return report(Status(Code::kInvalidUsage,
-                         "ncclMemAlloc gives host memory in standalone mode, which a CUDA "
-                         "program cannot use as device memory: use cudaMalloc"),
-                  "ncclMemAlloc");
-  }
+  if (backend::has_cuda_backend()) return report(backend::device_alloc(ptr, size), "ncclMemAlloc");
   if (size > SIZE_MAX - kMemAlign) {
     return report(Status(Code::kInvalidArgument, "size overflows"), "ncclMemAlloc");
   }
@@ -49,6 +45,9 @@ ncclResult_t StandaloneFront::mem_alloc(void** ptr, size_t size) {
 }
 
 ncclResult_t StandaloneFront::mem_free(void* ptr) {
+  if (ptr != nullptr && backend::has_cuda_backend() && backend::is_device_pointer(ptr)) {
+    return report(backend::device_free(ptr), "ncclMemFree");
+  }
   std::free(ptr);  // NULL: nothing to do
   return ncclSuccess;
 }
