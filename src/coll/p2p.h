@@ -8,14 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "coll/ring_phase.h"
 #include "core/status.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {
-
-// The ring phases of the exact operations (ring_phase.h lists the compressed ones).
-constexpr uint8_t kPhaseExactColl = 8;  // collectives: the op field is the communicator's op_seq
-constexpr uint8_t kPhaseP2P = 9;        // send/recv: the op field counts the pair's messages
 
 // What one exact operation may use on the proxy thread.
 struct PeerLink {
