@@ -1,6 +1,7 @@
 #include "coll/p2p.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -66,6 +67,7 @@ Status Transfers::recv(int peer, uint64_t tag_base, void* buf, size_t bytes) {
 
 Status Transfers::wait() {
   auto start = std::chrono::steady_clock::now();
+  int idle = 0;
   while (!pending_.empty()) {
     if (link_.abort != nullptr && link_.abort->load()) {
       return fail(Status(Code::kRemoteError, "communicator aborted"));
@@ -94,6 +96,7 @@ Status Transfers::wait() {
     }
     if (any) {
       start = std::chrono::steady_clock::now();  // the timeout bounds a wait without progress
+      idle = 0;
       continue;
     }
     const double waited =
@@ -104,7 +107,12 @@ Status Transfers::wait() {
                          "a peer is gone or did not make the matching call",
                          link_.rank, link_.timeout_s));
     }
-    sched_yield();
+    // Many ranks may share few cores (several ranks on one GPU): let them run, as the ring does.
+    if (++idle > 4096) {
+      usleep(50);
+    } else if (idle > 256) {
+      sched_yield();
+    }
   }
   return Status::Ok();
 }

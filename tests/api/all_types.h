@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 
 #include "elem_convert.h"
 
@@ -61,14 +62,23 @@ inline double fp8_value(bool e4m3, uint8_t v) {
   return (v & 0x80) ? -r : r;
 }
 
+// Value -> code of one fp8 format (+0 wins over -0), made once.
+inline std::map<double, uint8_t> fp8_codes(bool e4m3) {
+  std::map<double, uint8_t> m;
+  for (int c = 255; c >= 0; --c) {
+    const double v = fp8_value(e4m3, static_cast<uint8_t>(c));
+    if (v == v) m[v] = static_cast<uint8_t>(c);
+  }
+  return m;
+}
+
 // The code of an exactly representable value (0 when none).
 inline uint8_t fp8_code(bool e4m3, double x) {
-  for (int c = 0; c < 256; ++c) {
-    if (fp8_value(e4m3, static_cast<uint8_t>(c)) == x && !(x == 0 && c != 0)) {
-      return static_cast<uint8_t>(c);
-    }
-  }
-  return 0;
+  static const std::map<double, uint8_t> e5m2_codes = fp8_codes(false),
+                                         e4m3_codes = fp8_codes(true);
+  const std::map<double, uint8_t>& m = e4m3 ? e4m3_codes : e5m2_codes;
+  auto it = m.find(x);
+  return it == m.end() ? 0 : it->second;
 }
 
 inline void any_store(ncclDataType_t t, void* buf, size_t i, double v) {

@@ -36,24 +36,21 @@ TEST_P(ExactMatrix, EveryTypeOpCountAndPlacement) {
   const MatrixCase& c = GetParam();
   std::vector<std::string> args = {c.types};
   args.insert(args.end(), c.counts.begin(), c.counts.end());
-  Outcome o = run("matrix", c.nranks, {}, args);
+  // `none`: the float sum/avg calls the compressed engine takes stay exact (its own tests cover
+  // the lossy codecs).
+  Outcome o = run("matrix", c.nranks, {"SKETCHCCL_CODEC=none"}, args);
   sketchccl::testing::expect_agreement(o.ranks);
   std::printf("[ info ] x%d %s: %.1f s\n", c.nranks, c.types.c_str(), o.seconds);
 }
 
-// Every type and op on 3 ranks at counts 0, 1 and odd; a large count on some types; 2 and 4
-// ranks on fewer types (one rank: OneRank below).
+// Every type and op on 3 ranks at counts 0, 1, odd and large; 2 and 4 ranks on fewer types (one
+// rank: OneRankEveryTypeAndOp below).
 INSTANTIATE_TEST_SUITE_P(
     Standalone, ExactMatrix,
-    ::testing::Values(MatrixCase{3, "all", {"0", "1", "1001"}},
-                      MatrixCase{3, "i8,f32,e4m3", {"65537"}},
-                      MatrixCase{2, "u8,i64,f16,f64,e5m2", {"0", "1", "777"}},
-                      MatrixCase{2, "u64,bf16", {"65537"}},
-                      MatrixCase{4, "i32,u32,f32,bf16,e4m3", {"0", "1", "3", "1001"}}),
-    [](const auto& info) {
-      return "x" + std::to_string(info.param.nranks) + "_" +
-             std::to_string(info.param.counts.size()) + "counts";
-    });
+    ::testing::Values(MatrixCase{3, "all", {"0", "1", "1001", "65537"}},
+                      MatrixCase{2, "u8,i64,f16,f64,e5m2", {"0", "1", "777", "65537"}},
+                      MatrixCase{4, "i32,u32,f32,bf16,e4m3", {"0", "1", "3", "1001", "65537"}}),
+    [](const auto& info) { return "x" + std::to_string(info.param.nranks); });
 
 // One rank (ncclCommInitAll of 1): every call still applies its op (avg, PreMulSum) and copies.
 TEST(ExactCollectives, OneRankEveryTypeAndOp) {
@@ -90,7 +87,12 @@ TEST(ExactCollectives, OneThreadDrivesThreeRanksWithSendsReceivesAndCollectivesI
 
 TEST(ExactCollectives, CountMismatchFailsOnEveryRankWithoutHanging) {
   for (const char* which : {"allgather", "allreduce"}) {
-    Outcome o = run("mismatch", 3, {"SKETCHCCL_TIMEOUT=10", "SKETCHCCL_DEBUG=NONE"}, {which}, 60);
+    // The socket transport: right after ranks that aborted, UCX's shared memory transport here
+    // sometimes fails the next init ("Shared memory error"; api_reduce_scatter's mismatch test
+    // shows it too).
+    Outcome o = run("mismatch", 3,
+                    {"SKETCHCCL_TIMEOUT=10", "SKETCHCCL_DEBUG=NONE", "SKETCHCCL_TRANSPORT=socket"},
+                    {which}, 60);
     sketchccl::testing::expect_agreement(o.ranks, false);
     EXPECT_LT(o.seconds, 30) << which;
   }
