@@ -13,7 +13,11 @@
 #                and the codec kernels' own GPU test (tests/unit/unit_kernels_codec_gpu);
 #   codec_bench  the GPU codec benchmark (GB/s per codec for encode / in-place step / decode, and
 #                each as a fraction of a device-to-device copy of the same run);
-#   perf         a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone.
+#   perf         a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone;
+#   nccl_tests   nccl-tests (NCCL_TESTS_DIR, an MPI build: perf/gpu_check_nccl_tests.sh), 2 ranks
+#                on one GPU through SketchCCL standalone;
+#   torch_ddp    PyTorch DDP, 2 ranks on one GPU (perf/torch_ddp_check.py), when torch imports.
+#   The last two run only with at least 60 s of GPU_CHECK_BUDGET left; raise it for them.
 # A section is a function section_NAME plus its build targets in SECTION_TARGETS; to add one,
 # define both and append NAME to SECTIONS (GPU_CHECK_SECTIONS overrides the list).
 #
@@ -189,14 +193,17 @@ else
 fi
 # The library's ninja target is its versioned file (libsketchccl.so.X.Y.Z); the .so is a link.
 LIB_TARGET=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\(libsketchccl\.so[.0-9]*\): .*/\1/p' | head -1)
-SECTIONS=${GPU_CHECK_SECTIONS:-"gpu_tests codec_bench perf"}
+SECTIONS=${GPU_CHECK_SECTIONS:-"gpu_tests codec_bench perf nccl_tests torch_ddp"}
 declare -A SECTION_TARGETS=(
   [gpu_tests]="tests/gpu/gpu_backend_test tests/gpu/gpu_nodevice_test tests/gpu/gpu_worker
     tests/gpu/gpu_api_test tests/gpu/reduce_scatter_gpu_worker tests/gpu/gpu_reduce_scatter_test
     tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
-    tests/unit/unit_kernels_codec_gpu"
+    tests/unit/unit_kernels_codec_gpu tests/gpu/collectives_gpu_worker tests/gpu/gpu_collectives_test
+    tests/api/coll_worker"
   [codec_bench]="perf/sketchccl-gpu-codec-bench"
   [perf]="perf/sketchccl-perf"
+  [nccl_tests]=""
+  [torch_ddp]=""
 )
 TARGETS="${LIB_TARGET:-libsketchccl.so} perf/sketchccl-gpu-codec-bench"
 for S in $SECTIONS; do
@@ -320,12 +327,48 @@ section_perf() {
   grep -v '^#' "$OUT/perf.txt" | tail -60 >>"$SUMMARY"
 }
 
+# Issue 16: nccl-tests and PyTorch DDP, 2 ranks on one GPU, standalone (their output goes to
+# gpu_check.log, their RESULT lines to summary.txt; exit 77 from either: skipped, says why).
+run_issue16_part() {
+  local part=$1 T rc
+  T=$(left)
+  if [ "$DRY" -eq 1 ]; then
+    note "plan $part: $([ "$part" = nccl_tests ] && echo 'perf/gpu_check_nccl_tests.sh (NCCL_TESTS_DIR)' || echo 'perf/torch_ddp_check.py') if >= 60 s are left"
+    return 0
+  fi
+  if [ "$T" -lt 60 ]; then
+    note "$part: skipped (time budget; raise GPU_CHECK_BUDGET)"
+    return 0
+  fi
+  if [ "$part" = nccl_tests ]; then
+    RUN_TIMEOUT=$((T / 10 > 30 ? T / 10 : 30)) timeout "$T" \
+      "$REPO/perf/gpu_check_nccl_tests.sh" "$BUILD/libsketchccl.so" >"$OUT/part.txt" 2>&1
+  else
+    timeout "$T" python3 "$REPO/perf/torch_ddp_check.py" --lib "$BUILD/libsketchccl.so" \
+      --timeout "$((T / 2))" >"$OUT/part.txt" 2>&1
+  fi
+  rc=$?
+  cat "$OUT/part.txt" >>"$LOG"
+  grep -E '^(RESULT|PASS|FAIL|step time|nccl-tests: skipped|torch_ddp_check: skipped)' \
+    "$OUT/part.txt" >>"$SUMMARY"
+  rm -f "$OUT/part.txt"
+  case $rc in
+    0) note "$part: ok" ;;
+    77) note "$part: skipped" ;;
+    *) note "$part: FAILED (exit $rc)"; STATUS=1 ;;
+  esac
+}
+section_nccl_tests() { run_issue16_part nccl_tests; }
+section_torch_ddp() { run_issue16_part torch_ddp; }
+
 # ---- run the sections -----------------------------------------------------------------------------
 if [ "$HAVE_GPU" -eq 0 ] && [ "$DRY" -eq 0 ]; then
   section_gpu_tests
   [ -x "$BUILD/perf/sketchccl-gpu-codec-bench" ] &&
     "$BUILD/perf/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
   note "codec benchmark: $(head -1 "$OUT/codec_bench.txt" 2>/dev/null)"
+  note "perf sweep: skipped (no GPU)"
+  note "nccl-tests, torch DDP (issue 16's sections): skipped (no GPU)"
   note "RESULT: no GPU -- built, GPU tests skipped, nothing measured"
   finish 3
 fi

@@ -153,6 +153,7 @@ Status Communicator::rendezvous_and_connect() {
                   "the ranks of this communicator disagree on the protocol configuration "
                   "(SKETCHCCL_CODEC, SLICE_BYTES, ...: see sketchccl-info on each host)");
   }
+  addresses_ = table.addresses;
   const int left = (rank_ - 1 + nranks_) % nranks_, right = (rank_ + 1) % nranks_;
   SCCL_RETURN_IF_ERROR(transport_->connect(right, table.addresses[static_cast<size_t>(right)]));
   if (left != right) {
@@ -183,6 +184,30 @@ std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) 
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "%s failed: %s", args.scatter ? "ReduceScatter" : "AllReduce",
                 st.to_string().c_str());
+      fail(st);
+    }
+    return st;
+  });
+}
+
+std::shared_ptr<Work> Communicator::submit_exact(std::function<Status(const PeerLink&)> fn,
+                                                 bool collective) {
+  return submit([this, fn = std::move(fn), collective] {
+    PeerLink l;
+    l.transport = transport_.get();
+    l.rank = rank_;
+    l.nranks = nranks_;
+    l.timeout_s = settings_.timeout_s;
+    l.abort = &abort_;
+    l.addresses = &addresses_;
+    l.op_seq = collective ? op_seq_++ : 0;
+    p2p_sent_.resize(static_cast<size_t>(nranks_), 0);
+    p2p_received_.resize(static_cast<size_t>(nranks_), 0);
+    l.sent = &p2p_sent_;
+    l.received = &p2p_received_;
+    Status st = fn(l);
+    if (!st.ok()) {
+      SCCL_WARN(kLogColl, "%s", st.to_string().c_str());
       fail(st);
     }
     return st;

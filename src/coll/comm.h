@@ -15,6 +15,7 @@
 
 #include "backend/stream_gate.h"
 #include "coll/allreduce.h"
+#include "coll/p2p.h"
 #include "coll/settings.h"
 #include "coll/work.h"
 #include "core/status.h"
@@ -70,6 +71,9 @@ class Communicator {
   // at once without blocking. The proxy waits for the marker, runs the ring on the communicator's
   // device and releases the stream -- also on failure, which becomes the async error.
   Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
+  // Queues an exact collective or a group's sends and receives (collectives.h) on the proxy.
+  // `collective`: every rank runs it, so it takes the next operation number.
+  std::shared_ptr<Work> submit_exact(std::function<Status(const PeerLink&)> fn, bool collective);
   // Queues the membership exchange of ncclCommSplit; *child is set when the work completes
   // (nullptr for NCCL_SPLIT_NOCOLOR, and on every rank alike when the parent's join failed or
   // its ranks disagree on the configuration: the proxy decides after the join, never the
@@ -129,6 +133,10 @@ class Communicator {
   std::unique_ptr<transport::Transport> transport_;
   AllReduceEngine engine_;
   uint32_t op_seq_ = 0;  // proxy-only: agreed across ranks because all ranks submit in order
+  // Proxy-only: every rank's transport address (exact operations connect to any peer), and the
+  // point-to-point messages so far per peer.
+  std::vector<transport::Blob> addresses_;
+  std::vector<uint32_t> p2p_sent_, p2p_received_;
 
   std::shared_ptr<Work> init_work_;
   std::atomic<bool> abort_{false};

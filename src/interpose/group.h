@@ -21,9 +21,10 @@ void start();
 void defer(std::shared_ptr<coll::Work> work, bool nonblocking,
            std::function<void(const Status&)> on_done = {});
 
-// A taken-over call made inside a group: started at the outermost ncclGroupEnd, as NCCL launches
-// its own there; ncclGroupSimulateEnd hands it to `simulate` instead (forwarded to the real NCCL,
-// whose simulation counts it) and runs nothing of it.
+// A taken-over call made inside a group (or standalone's group of sends and receives,
+// standalone_p2p.cc): started at the outermost ncclGroupEnd, as NCCL launches its own there;
+// ncclGroupSimulateEnd hands it to `simulate` instead (forwarded to the real NCCL, whose simulation
+// counts it) and runs nothing of it.
 struct DeferredCall {
   std::function<Status()> launch;
   std::function<ncclResult_t()> simulate;  // empty: nothing to simulate it with (dropped)

@@ -1,12 +1,13 @@
 // AllReduce, groups and error queries without a real NCCL: SketchCCL runs AllReduce
 // (float32/float16/bfloat16, sum/avg) itself, on host memory or, with the CUDA backend, on
-// device memory.
+// device memory; the other types and ops run exact on host memory (standalone_exact.h).
 #include "backend/cuda_query.h"
 #include "core/config.h"
 #include "interpose/allreduce_run.h"
 #include "interpose/group.h"
 #include "interpose/last_error.h"
 #include "interpose/runtime.h"
+#include "interpose/standalone_exact.h"
 #include "interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
@@ -18,6 +19,11 @@ ncclResult_t StandaloneFront::all_reduce(const void* sendbuff, void* recvbuff, s
   if (c == nullptr) {
     return report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
                   "ncclAllReduce");
+  }
+  // The other types and ops (every one NCCL accepts) run the exact engine.
+  if (!compressed_eligible(datatype, op)) {
+    return exact_call(coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm,
+                      stream, "ncclAllReduce");
   }
   AllReduceCall call{sendbuff, recvbuff, count, datatype, op, stream, {}};
   // Host memory positively, or device memory (run only with the CUDA backend); else an error.

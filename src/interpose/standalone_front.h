@@ -1,5 +1,7 @@
-// The engine without a real NCCL: SketchCCL's own ids, handles and communicators, AllReduce on
-// its ring; what it does not implement is ncclInvalidUsage with a message in ncclGetLastError.
+// The engine without a real NCCL: SketchCCL's own ids, handles and communicators, AllReduce and
+// ReduceScatter on its compressed ring, every other collective and send/recv exact
+// (standalone_exact.h); what it does not implement is ncclInvalidUsage with a message in
+// ncclGetLastError.
 #pragma once
 
 #include "interpose/front.h"

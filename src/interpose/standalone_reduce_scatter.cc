@@ -1,11 +1,13 @@
 // ReduceScatter without a real NCCL (float32/float16/bfloat16, sum/avg): SketchCCL runs it
 // itself, on host memory or, with the CUDA backend, on device memory; below SKETCHCCL_MIN_BYTES
-// of input it runs exact (`none`), as AllReduce does.
+// of input it runs exact (`none`), as AllReduce does. Other types and ops run exact on host
+// memory (standalone_exact.h).
 #include "backend/cuda_query.h"
 #include "core/config.h"
 #include "interpose/last_error.h"
 #include "interpose/reduce_scatter_run.h"
 #include "interpose/runtime.h"
+#include "interpose/standalone_exact.h"
 #include "interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
@@ -17,6 +19,11 @@ ncclResult_t StandaloneFront::reduce_scatter(const void* sendbuff, void* recvbuf
   if (c == nullptr) {
     return report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
                   "ncclReduceScatter");
+  }
+  // The other types and ops (every one NCCL accepts) run the exact engine.
+  if (!compressed_eligible(datatype, op)) {
+    return exact_call(coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op,
+                      0, comm, stream, "ncclReduceScatter");
   }
   ReduceScatterCall call;
   call.send = sendbuff;

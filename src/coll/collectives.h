@@ -1,0 +1,56 @@
+// The exact collectives of standalone mode (docs/engine.md): every NCCL collective for every data
+// type and op, on host memory, over the communicator's transport, on its proxy thread. Reductions
+// run in one fixed order per element on every rank (a ring reduce-scatter: chunk c starts at rank
+// c + 1 and ends at rank c), so every rank that receives a result receives the same bits.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "coll/p2p.h"
+#include "coll/reduce_op.h"
+#include "core/status.h"
+
+namespace sketchccl::coll {
+
+enum class CollKind {
+  kAllReduce,
+  kReduce,
+  kBroadcast,
+  kReduceScatter,
+  kAllGather,
+  kAlltoAll,
+  kGather,
+  kScatter,
+};
+
+const char* coll_name(CollKind k);
+
+// count as NCCL's call names it: AllReduce, Reduce, Broadcast: the buffer's elements;
+// ReduceScatter: recvcount; AllGather: sendcount; AlltoAll, Gather, Scatter: elements per rank.
+// Buffers are host memory, validated by the caller (NCCL's rules, in-place layouts included).
+struct CollArgs {
+  CollKind kind = CollKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DType type = DType::kF32;
+  RedOp op;
+  int root = 0;
+};
+
+Status run_collective(const PeerLink& link, const CollArgs& args);
+
+// One ncclSend or ncclRecv of a group.
+struct P2POp {
+  bool send = true;
+  int peer = 0;
+  void* buf = nullptr;  // const for a send
+  size_t bytes = 0;
+};
+
+// A group's sends and receives, all posted together: the k-th send from a to b matches the k-th
+// receive at b from a (NCCL's order); a rank's sends to itself match its receives from itself.
+Status run_p2p(const PeerLink& link, const std::vector<P2POp>& ops);
+
+}  // namespace sketchccl::coll
