@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "backend/backend.h"
+#include "coll/hierarchy.h"
 #include "coll/reduce_scatter.h"
 #include "coll/ring_phase.h"
 #include "core/log.h"
@@ -284,7 +285,25 @@ uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t c
   return kernels::s2_counters_for_support(support, settings_.s2_rows, settings_.s2_counters_per_nz);
 }
 
+AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks, int cuda_device)
+    : settings_(settings),
+      nranks_(nranks),
+      cuda_device_(cuda_device),
+      host_(backend::make_host_backend()) {}
+
+AllReduceEngine::~AllReduceEngine() = default;
+
+void AllReduceEngine::set_topology(const Topology& topo) {
+  topology_ = topo;
+  stats_.nodes = topo.nodes;
+  stats_.ranks_per_node = topo.uniform ? topo.local_ranks : 0;
+  stats_.hierarchical = settings_.hierarchy && topo.hierarchical();
+  hier_.reset();
+  if (stats_.hierarchical) hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topo);
+}
+
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
+  if (hier_ && HierarchicalAllReduce::takes(args)) return hier_->run(link, args, &stats_);
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
   BufferState& state = buffers_[key];
@@ -293,7 +312,13 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
+  const uint64_t sent_before = cs.bytes_sent;
   if (st.ok()) st = run_on(link, args, codec, state, cs, *be);
+  // The flat ring sends to its right neighbour only: on this node or on another.
+  const size_t right = static_cast<size_t>((link.rank + 1) % link.nranks);
+  const bool right_here =
+      right >= topology_.node_of.size() || topology_.node_of[right] == topology_.node;
+  (right_here ? cs.intra_node_bytes_sent : cs.inter_node_bytes_sent) += cs.bytes_sent - sent_before;
   cs.calls++;
   cs.bytes_in += args.count * kernels::elem_size(args.type);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

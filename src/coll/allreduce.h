@@ -15,6 +15,7 @@
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
+#include "coll/topology.h"
 #include "kernels/codec.h"
 
 namespace sketchccl::coll {
@@ -59,13 +60,19 @@ struct BufferState {
   GuardState guard;  // the accuracy guard's rungs (SKETCHCCL_MAX_NMSE)
 };
 
+class HierarchicalAllReduce;
+
 class AllReduceEngine {
  public:
-  AllReduceEngine(const Settings& settings, int nranks, int cuda_device = 0)
-      : settings_(settings),
-        nranks_(nranks),
-        cuda_device_(cuda_device),
-        host_(backend::make_host_backend()) {}
+  AllReduceEngine(const Settings& settings, int nranks, int cuda_device = 0);
+  ~AllReduceEngine();
+  AllReduceEngine(const AllReduceEngine&) = delete;
+  AllReduceEngine& operator=(const AllReduceEngine&) = delete;
+
+  // After the join, before any AllReduce: the nodes of the ranks (coll/topology.h). Several
+  // nodes of several ranks each, with SKETCHCCL_HIERARCHY=auto: AllReduces of host buffers run
+  // hierarchically (coll/hierarchy.h); the statistics split intra- and inter-node bytes.
+  void set_topology(const Topology& topo);
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
   Status run(const RingLink& link, const AllReduceArgs& args);
@@ -117,6 +124,8 @@ class AllReduceEngine {
   std::unique_ptr<backend::Backend> device_;
   std::map<BufferKey, BufferState> buffers_;
   CommStats stats_;
+  Topology topology_;
+  std::unique_ptr<HierarchicalAllReduce> hier_;
 };
 
 }  // namespace sketchccl::coll

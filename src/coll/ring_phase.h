@@ -15,6 +15,8 @@ enum RingPhase : uint8_t {
   kPhaseScatterCodec = 4,    // a ReduceScatter's codec reduce-scatter
   kPhaseScatterBitmap = 5,   // ReduceScatter `sparse` 1: the OR-allreduce of the bitmaps
   kPhaseScatterValues = 6,   // ReduceScatter `sparse` 2: reduce-scatter of the union values
+  kPhaseHierScatter = 7,     // hierarchical AllReduce 1: the exact reduce-scatter in a node
+  kPhaseHierGather = 8,      // hierarchical AllReduce 3: the exact all-gather in a node
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
 };
 

@@ -40,6 +40,7 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
   PolicyInput in;
   in.enabled = cfg.get_bool(Var::kEnable);
   in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));
+  in.one_node = in.comm == CommState::kReady && c->forwards_one_node();
   in.op = op;
   in.type = datatype;
   in.count = count;

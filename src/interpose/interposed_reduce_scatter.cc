@@ -21,6 +21,7 @@ ncclResult_t InterposedFront::reduce_scatter(const void* sendbuff, void* recvbuf
   PolicyInput in;
   in.enabled = cfg.get_bool(Var::kEnable);
   in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));
+  in.one_node = in.comm == CommState::kReady && c->forwards_one_node();
   in.op = op;
   in.type = datatype;
   in.min_bytes = cfg.get_size(Var::kMinBytes);

@@ -21,6 +21,7 @@ enum class CommState {
 struct PolicyInput {
   bool enabled = true;  // SKETCHCCL_ENABLE
   CommState comm = CommState::kNone;
+  bool one_node = false;  // every rank on one node, SKETCHCCL_HIERARCHY=auto (NCCL is faster)
   ncclRedOp_t op = ncclSum;
   ncclDataType_t type = ncclFloat32;
   size_t count = 0;
