@@ -299,10 +299,16 @@ void AllReduceEngine::set_topology(const Topology& topo) {
   stats_.ranks_per_node = topo.uniform ? topo.local_ranks : 0;
   stats_.hierarchical = settings_.hierarchy && topo.hierarchical();
   hier_.reset();
-  if (stats_.hierarchical) hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topo);
+  if (stats_.hierarchical) {
+    hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topo, cuda_device_);
+  }
 }
 
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
+  if (args.rail) {
+    if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
+    return hier_->run_rail(link, args, &stats_);
+  }
   if (hier_ && HierarchicalAllReduce::takes(args)) return hier_->run(link, args, &stats_);
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
@@ -338,11 +344,13 @@ Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** 
 }
 
 Status AllReduceEngine::prepare_backend(backend::MemoryType mem) {
+  if (hier_) SCCL_RETURN_IF_ERROR(hier_->rail().prepare_backend(mem));
   backend::Backend* be = nullptr;
   return backend_for(mem, &be);
 }
 
 Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
+  if (hier_) SCCL_RETURN_IF_ERROR(hier_->rail().reserve_packets(mem, count));
   std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
   if (!be || nranks_ == 1) return Status::Ok();
   // Every chunk's reduced packets (at most the fp32 bytes, plus headers and the ring's 64 KiB

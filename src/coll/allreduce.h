@@ -34,6 +34,9 @@ struct AllReduceArgs {
   // A ReduceScatter (coll/reduce_scatter.h): `count` is the input's (P chunks), `recv` holds this
   // rank's chunk of count / P elements.
   bool scatter = false;
+  // Hierarchical, in front of a real NCCL (docs/hierarchy.md): only the inter-node phase, on this
+  // rank's shard of the buffer, among the ranks of its rail; NCCL runs the intra-node phases.
+  bool rail = false;
 };
 
 // What one call on a buffer leaves for the next. DDP buckets keep their addresses, so a buffer
@@ -82,6 +85,8 @@ class AllReduceEngine {
   // pinned staging are not allocated while a stream gate holds a stream). Idempotent; the proxy
   // creates it otherwise.
   Status prepare_backend(backend::MemoryType mem);
+  // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: AllReduces run hierarchically.
+  bool hierarchical() const { return hier_ != nullptr; }
   // Sizes the packet memory of the `mem` backend for an AllReduce of `count` elements, on the
   // caller's thread before its stream is gated (the CUDA proxy never allocates pinned memory).
   Status reserve_packets(backend::MemoryType mem, size_t count);

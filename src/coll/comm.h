@@ -61,6 +61,8 @@ class Communicator {
   const Topology& topology() const { return topology_; }
   // In front of a real NCCL, all ranks on one node (SKETCHCCL_HIERARCHY=auto): NCCL's own
   // intra-node paths beat any codec, so every call is forwarded (docs/hierarchy.md).
+  // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: AllReduces run hierarchically.
+  bool hierarchical() const { return settings_.hierarchy && topology_.hierarchical(); }
   bool forwards_one_node() const {
     return !standalone_ && settings_.hierarchy && nranks_ > 1 && topology_.nodes == 1;
   }

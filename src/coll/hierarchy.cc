@@ -131,8 +131,48 @@ void add_codec_stats(const CodecStats& from, CodecStats* to) {
 
 }  // namespace
 
-HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo)
-    : settings_(settings), topo_(topo), rail_(settings, topo.nodes) {}
+HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo,
+                                             int cuda_device)
+    : settings_(settings), topo_(topo), rail_(settings, topo.nodes, cuda_device) {}
+
+RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
+                                          transport::Transport* rail_transport) const {
+  RingLink rail = link;
+  rail.transport = rail_transport;
+  rail.rank = topo_.node;
+  rail.nranks = topo_.nodes;
+  return rail;
+}
+
+std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats) {
+  std::string codec = kernels::codec_name(kernels::CodecId::kNone);
+  for (const auto& [name, c] : rail_.stats().by_codec) {
+    if (c.calls > 0) codec = name;
+    add_codec_stats(c, &stats->by_codec[name]);
+  }
+  rail_.stats() = CommStats{};
+  return codec;
+}
+
+Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs& args,
+                                       CommStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SubTransport rail_tr(link.transport, topo_.rail_ranks);
+  AllReduceArgs shard = args;
+  shard.rail = false;
+  Status st = rail_.run(rail_link(link, &rail_tr), shard);
+  CodecStats& cs = stats->by_codec[fold_rail_stats(stats)];
+  // The user's buffer is L shards; NCCL's phases send what they send (not counted here).
+  cs.bytes_in +=
+      args.count * kernels::elem_size(args.type) * static_cast<size_t>(topo_.local_ranks);
+  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.ok()) {
+    stats->calls_taken++;
+  } else {
+    stats->calls_failed++;
+  }
+  return st;
+}
 
 Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& args,
                                   CommStats* stats) {
@@ -150,10 +190,7 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
   node.transport = &node_tr;
   node.rank = topo_.local;
   node.nranks = L;
-  RingLink rail = link;
-  rail.transport = &rail_tr;
-  rail.rank = topo_.node;
-  rail.nranks = topo_.nodes;
+  RingLink rail = rail_link(link, &rail_tr);
 
   // 1: exact reduce-scatter in the node (even cut: local rank l holds chunk l).
   RingStats intra;
@@ -167,11 +204,7 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
     AllReduceArgs shard_args{shard.data(), shard.data(), len, ElemType::kF32, false, args.exact};
     rail.phase = link.phase;
     st = rail_.run(rail, shard_args);
-    for (const auto& [name, c] : rail_.stats().by_codec) {
-      if (c.calls > 0) codec = name;
-      add_codec_stats(c, &stats->by_codec[name]);
-    }
-    rail_.stats() = CommStats{};
+    codec = fold_rail_stats(stats);
   }
   // 3: this rank's chunk of the output (scaled once, for avg), then the exact all-gather.
   if (st.ok()) {

@@ -49,7 +49,7 @@ class SubTransport : public transport::Transport {
 
 class HierarchicalAllReduce {
  public:
-  HierarchicalAllReduce(const Settings& settings, const Topology& topo);
+  HierarchicalAllReduce(const Settings& settings, const Topology& topo, int cuda_device = 0);
 
   // Host buffers of an AllReduce; ReduceScatters and device buffers keep the flat ring.
   static bool takes(const AllReduceArgs& args) {
@@ -58,10 +58,20 @@ class HierarchicalAllReduce {
   // `link` is the communicator's (global ranks); `stats` its statistics, to which this call's
   // bytes are added per codec, split into intra- and inter-node bytes.
   Status run(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  // The inter-node phase alone (args.rail: a real NCCL runs the intra-node phases), on this
+  // rank's shard args.send == args.recv, of any memory type; ncclAvg divides by N here (NCCL's
+  // ReduceScatter divided by L).
+  Status run_rail(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  AllReduceEngine& rail() { return rail_; }
 
  private:
   Settings settings_;
   Topology topo_;
+  RingLink rail_link(const RingLink& link, transport::Transport* rail_transport) const;
+  // Adds the rail engine's statistics since the last call to `stats` (as inter-node bytes) and
+  // returns the codec the rail used.
+  std::string fold_rail_stats(CommStats* stats);
+
   AllReduceEngine rail_;  // the compressed middle phase among the N ranks of this rail
   // Per user buffer: its shard in fp32, the rail engine's buffer (so its history and error
   // feedback stay per user buffer).

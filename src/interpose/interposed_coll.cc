@@ -10,6 +10,7 @@
 #include "interpose/allreduce_run.h"
 #include "interpose/forward.h"
 #include "interpose/group.h"
+#include "interpose/hierarchy_run.h"
 #include "interpose/interposed_front.h"
 #include "interpose/policy.h"
 #include "interpose/runtime.h"
@@ -61,6 +62,7 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
   kernels::ElemType et{};
   Status st = validate_allreduce(call, &et);
   if (!st.ok()) return report(st, "ncclAllReduce");
+  if (takes_nccl_phases(*c, call)) return run_nccl_phases(real_, comm, *c, call, et);
   return run_allreduce(*c, call, et, /*exact=*/false);
 }
 

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "interpose/comm_side.h"
 #include "interpose/forward.h"
+#include "interpose/hierarchy_run.h"
 #include "interpose/interposed_front.h"
 #include "interpose/result.h"
 #include "interpose/runtime.h"
@@ -159,11 +160,13 @@ ncclResult_t InterposedFront::comm_finalize(ncclComm_t comm) {
 
 ncclResult_t InterposedFront::comm_destroy(ncclComm_t comm) {
   (void)destroy_side(comm);
+  drop_node_comm(real_, comm, /*abort=*/false);
   return forward(real_.ncclCommDestroy, "ncclCommDestroy", comm);
 }
 
 ncclResult_t InterposedFront::comm_abort(ncclComm_t comm) {
   (void)abort_side(comm);
+  drop_node_comm(real_, comm, /*abort=*/true);
   return forward(real_.ncclCommAbort, "ncclCommAbort", comm);
 }
 
