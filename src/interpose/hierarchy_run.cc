@@ -1,8 +1,11 @@
 #include "interpose/hierarchy_run.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "interpose/group.h"
 #include "interpose/last_error.h"
@@ -40,6 +43,14 @@ ncclResult_t run_nccl_phases(const RealApi& real, ncclComm_t comm, coll::Communi
   if (node == nullptr) {
     // Color: the node; key: the local index, so the node communicator's rank is the local index.
     ncclResult_t r = real.ncclCommSplit(comm, topo.node, topo.local, &node, nullptr);
+    // A non-blocking parent's split completes in the background: wait for it here, bounded.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(Config::global().get_double(Var::kTimeout));
+    while (r == ncclInProgress && node != nullptr && real.ncclCommGetAsyncError != nullptr &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (real.ncclCommGetAsyncError(node, &r) != ncclSuccess) break;
+    }
     if (r != ncclSuccess) return forwarded(r);
     if (node == nullptr) {
       return report(Status(Code::kInternalError, "ncclCommSplit by node returned no communicator"),
