@@ -78,7 +78,12 @@ Status wait_request(const RingLink& link, transport::RequestId id, const char* w
                     "hierarchical all-gather (%s)",
                     link.rank, link.timeout_s, what);
     }
-    if (idle > 256) std::this_thread::yield();
+    // Many ranks may share few cores (as in the ring): let them run.
+    if (idle > 4096) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else if (idle > 256) {
+      std::this_thread::yield();
+    }
   }
 }
 
