@@ -176,17 +176,14 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
   }
   engine_.set_topology(topology_);
   if (!hier) return Status::Ok();
-  // The sub-rings' neighbours, each connected once (both sides of a pair call connect).
-  std::vector<int> peers;
-  auto add = [&](const std::vector<int>& ring, int me) {
-    const int p = static_cast<int>(ring.size());
-    for (int d : {p - 1, 1}) {
-      const int peer = ring[static_cast<size_t>((me + d) % p)];
-      if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
-    }
-  };
-  add(topology_.node_ranks, topology_.local);
-  add(topology_.rail_ranks, topology_.node);
+  // Every rank of the node (the exchanges inside it are direct) and the rail ring's neighbours,
+  // each connected once (both sides of a pair call connect).
+  std::vector<int> peers = topology_.node_ranks;
+  const int n = topology_.nodes;
+  for (int d : {n - 1, 1}) {
+    const int peer = topology_.rail_ranks[static_cast<size_t>((topology_.node + d) % n)];
+    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  }
   const int left = (rank_ - 1 + nranks_) % nranks_, right = (rank_ + 1) % nranks_;
   for (int peer : peers) {
     if (peer == left || peer == right || peer == rank_) continue;

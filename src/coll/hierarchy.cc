@@ -1,7 +1,7 @@
 #include "coll/hierarchy.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
 #include "coll/ring_phase.h"
@@ -13,110 +13,82 @@ namespace {
 
 using kernels::ElemType;
 
-// Phase 1: an exact reduce-scatter in fp32. Packets are fp32 partial sums; this rank's chunk
-// lands in `shard` (its elements [first, first + len) of the input).
-class ExactScatterOps : public SliceOps {
+// Non-blocking transfers among the node's ranks, posted ahead and completed later: whatever
+// drives the transport meanwhile (the rail ring's progress calls) moves them, so the node's
+// exchanges of one segment overlap the rail ring of another.
+class NodeTransfers {
  public:
-  ExactScatterOps(const void* send, ElemType type, float* shard, size_t first)
-      : send_(static_cast<const uint8_t*>(send)),
-        type_(type),
-        esz_(kernels::elem_size(type)),
-        shard_(shard),
-        first_(first) {}
-
-  size_t packet_bytes(size_t, size_t n) const override { return n * sizeof(float); }
-  Status encode(size_t offset, size_t n, int, void* pkt, size_t cap) override {
-    if (cap < n * sizeof(float)) return Status(Code::kInternalError, "exact packet too small");
-    kernels::load_f32(send_ + offset * esz_, type_, n, static_cast<float*>(pkt));
+  explicit NodeTransfers(const RingLink& link) : link_(link) {}
+  Status send(int peer, uint64_t tag, const void* buf, size_t bytes) {
+    if (bytes == 0) return Status::Ok();
+    transport::RequestId id = 0;
+    SCCL_RETURN_IF_ERROR(link_.transport->isend(peer, tag, buf, bytes, &id));
+    ids_.push_back(id);
+    sent_ += bytes;
     return Status::Ok();
   }
-  Status reduce(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
-                size_t cap) override {
-    if (in_bytes != n * sizeof(float) || cap < n * sizeof(float)) {
-      return errorf(Code::kInvalidUsage, "exact packet of %zu bytes, expected %zu", in_bytes,
-                    n * sizeof(float));
+  Status recv(int peer, uint64_t tag, void* buf, size_t bytes) {
+    if (bytes == 0) return Status::Ok();
+    transport::RequestId id = 0;
+    SCCL_RETURN_IF_ERROR(link_.transport->irecv(peer, tag, buf, bytes, &id));
+    ids_.push_back(id);
+    received_ += bytes;
+    return Status::Ok();
+  }
+  // Every posted transfer complete, bounded by the timeout and the abort flag.
+  Status wait(const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int idle = 0; !ids_.empty(); ++idle) {
+      if (link_.abort != nullptr && link_.abort->load()) {
+        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      }
+      SCCL_RETURN_IF_ERROR(link_.transport->progress());
+      for (size_t i = 0; i < ids_.size();) {
+        bool done = false;
+        size_t got = 0;
+        SCCL_RETURN_IF_ERROR(link_.transport->test(ids_[i], &done, &got));
+        if (done) {
+          ids_[i] = ids_.back();
+          ids_.pop_back();
+          idle = 0;
+        } else {
+          ++i;
+        }
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+          link_.timeout_s) {
+        return errorf(Code::kRemoteError,
+                      "local rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) in the "
+                      "hierarchical %s among the ranks of its node",
+                      link_.rank, link_.timeout_s, what);
+      }
+      // Many ranks may share few cores (as in the ring): let them run.
+      if (idle > 4096) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else if (idle > 256) {
+        std::this_thread::yield();
+      }
     }
-    float* o = static_cast<float*>(out);
-    const float* a = static_cast<const float*>(in);
-    kernels::load_f32(send_ + offset * esz_, type_, n, o);
-    for (size_t i = 0; i < n; ++i)
-      o[i] = a[i] + o[i];
     return Status::Ok();
   }
-  Status decode_start(size_t offset, size_t n, const void* pkt, size_t bytes) override {
-    if (bytes != n * sizeof(float) || offset < first_) {
-      return Status(Code::kInternalError, "exact packet outside this rank's shard");
-    }
-    std::memcpy(shard_ + (offset - first_), pkt, bytes);
-    return Status::Ok();
-  }
+  uint64_t sent() const { return sent_; }
+  uint64_t received() const { return received_; }
 
  private:
-  const uint8_t* send_;
-  ElemType type_;
-  size_t esz_;
-  float* shard_;
-  size_t first_;
+  const RingLink& link_;
+  std::vector<transport::RequestId> ids_;
+  uint64_t sent_ = 0, received_ = 0;
 };
 
-// Waits for one request, bounded by the timeout and the abort flag.
-Status wait_request(const RingLink& link, transport::RequestId id, const char* what) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int idle = 0;; ++idle) {
-    if (link.abort != nullptr && link.abort->load()) {
-      return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
-    }
-    SCCL_RETURN_IF_ERROR(link.transport->progress());
-    bool done = false;
-    size_t got = 0;
-    SCCL_RETURN_IF_ERROR(link.transport->test(id, &done, &got));
-    if (done) return Status::Ok();
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
-        link.timeout_s) {
-      return errorf(Code::kRemoteError,
-                    "rank %d of a node's ring timed out after %.1f s (SKETCHCCL_TIMEOUT) in the "
-                    "hierarchical all-gather (%s)",
-                    link.rank, link.timeout_s, what);
-    }
-    // Many ranks may share few cores (as in the ring): let them run.
-    if (idle > 4096) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    } else if (idle > 256) {
-      std::this_thread::yield();
-    }
-  }
-}
+// One segment of the buffer: [offset, offset + count), cut into L shards (even cut).
+struct Segment {
+  size_t offset = 0;
+  RingPlan plan;
+  size_t shard_at = 0;  // where this rank's shard of it lies in the shard buffer
+};
 
-// Phase 3: the ring all-gather of every rank's chunk of `buf` (chunks of `plan`), exact bytes.
-Status ring_allgather(const RingLink& link, const RingPlan& plan, uint8_t* buf, size_t esz,
-                      RingStats* rs) {
-  const int p = link.nranks, r = link.rank;
-  const int left = (r - 1 + p) % p, right = (r + 1) % p;
-  for (int s = 0; s < p - 1; ++s) {
-    const int sb = (r - s + p) % p, rb = (r - s - 1 + p) % p;
-    const uint64_t tag = ring_tag(link.op_seq, link.phase, s, 0);
-    const size_t rbytes = plan.chunk_len(rb) * esz, sbytes = plan.chunk_len(sb) * esz;
-    transport::RequestId rid = 0, sid = 0;
-    if (rbytes > 0) {
-      SCCL_RETURN_IF_ERROR(
-          link.transport->irecv(left, tag, buf + plan.chunk_offset(rb) * esz, rbytes, &rid));
-    }
-    if (sbytes > 0) {
-      SCCL_RETURN_IF_ERROR(
-          link.transport->isend(right, tag, buf + plan.chunk_offset(sb) * esz, sbytes, &sid));
-      rs->bytes_sent += sbytes;
-    }
-    if (rbytes > 0) {
-      SCCL_RETURN_IF_ERROR(wait_request(link, rid, "receive from the left neighbour"));
-      rs->bytes_received += rbytes;
-    }
-    if (sbytes > 0) SCCL_RETURN_IF_ERROR(wait_request(link, sid, "send to the right neighbour"));
-  }
-  return Status::Ok();
-}
-
-void add_codec_stats(const CodecStats& from, CodecStats* to) {
-  to->calls += from.calls;
+void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
+  if (count_calls) to->calls += from.calls;
   to->bytes_sent += from.bytes_sent;
   to->bytes_received += from.bytes_received;
   to->s2_nonzeros += from.s2_nonzeros;
@@ -149,11 +121,11 @@ RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
   return rail;
 }
 
-std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats) {
+std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats, bool count_calls) {
   std::string codec = kernels::codec_name(kernels::CodecId::kNone);
   for (const auto& [name, c] : rail_.stats().by_codec) {
     if (c.calls > 0) codec = name;
-    add_codec_stats(c, &stats->by_codec[name]);
+    add_codec_stats(c, &stats->by_codec[name], count_calls);
   }
   rail_.stats() = CommStats{};
   return codec;
@@ -166,7 +138,7 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   AllReduceArgs shard = args;
   shard.rail = false;
   Status st = rail_.run(rail_link(link, &rail_tr), shard);
-  CodecStats& cs = stats->by_codec[fold_rail_stats(stats)];
+  CodecStats& cs = stats->by_codec[fold_rail_stats(stats, true)];
   // The user's buffer is L shards; NCCL's phases send what they send (not counted here).
   cs.bytes_in +=
       args.count * kernels::elem_size(args.type) * static_cast<size_t>(topo_.local_ranks);
@@ -179,53 +151,125 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   return st;
 }
 
+// The buffer is cut into segments of 2 slices per node rank. Segment k's exact reduce-scatter
+// (direct: each rank sends chunk p to local rank p, which sums them in local-rank order) is posted
+// while the rail ring reduces segment k - 1, and segment k's all-gather (direct too) moves while
+// the rail ring reduces segment k + 1: the node's traffic hides behind the network's.
 Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& args,
                                   CommStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t esz = kernels::elem_size(args.type);
-  const int L = topo_.local_ranks;
-  const RingPlan plan(args.count, L, settings_.slice_elems);
-  const size_t first = plan.chunk_offset(topo_.local), len = plan.chunk_len(topo_.local);
+  const int L = topo_.local_ranks, me = topo_.local;
+  const size_t seg_len = std::max<size_t>(1, 2 * settings_.slice_elems) * static_cast<size_t>(L);
+  std::vector<Segment> segs;
+  size_t shard_total = 0;
+  for (size_t off = 0; off < args.count; off += seg_len) {
+    Segment sg{off, RingPlan(std::min(seg_len, args.count - off), L, settings_.slice_elems),
+               shard_total};
+    shard_total += sg.plan.chunk_len(me);
+    segs.push_back(std::move(sg));
+  }
   std::vector<float>& shard =
       shards_[BufferKey{reinterpret_cast<uintptr_t>(args.send), args.count, args.type}];
-  shard.resize(len);
+  shard.resize(shard_total);
+  const size_t max_shard = segs.empty() ? 0 : segs.front().plan.chunk_len(0);
+  std::vector<uint8_t> rsbuf[2];  // the other ranks' chunks of this rank's shard, per parity
+  for (auto& b : rsbuf)
+    b.resize(static_cast<size_t>(L - 1) * max_shard * esz);
+  std::vector<float> tmp(max_shard);
 
   SubTransport node_tr(link.transport, topo_.node_ranks), rail_tr(link.transport, topo_.rail_ranks);
   RingLink node = link;
   node.transport = &node_tr;
-  node.rank = topo_.local;
+  node.rank = me;
   node.nranks = L;
   RingLink rail = rail_link(link, &rail_tr);
+  const auto* in = static_cast<const uint8_t*>(args.send);
+  auto* out = static_cast<uint8_t*>(args.recv);
+  auto slot = [me](int p) { return static_cast<size_t>(p < me ? p : p - 1); };
 
-  // 1: exact reduce-scatter in the node (even cut: local rank l holds chunk l).
-  RingStats intra;
-  ExactScatterOps scatter_ops(args.send, args.type, shard.data(), first);
-  node.phase = kPhaseHierScatter;
-  Status st = ring_reduce_scatter(node, args.count, settings_.slice_elems, settings_.depth,
-                                  scatter_ops, &intra);
-  // 2: the compressed AllReduce of the shard along the rail (every member's shard has `len`).
+  // 1 (posting): segment k's chunks to their owners, the others' chunks of this rank's shard.
+  auto post_scatter = [&](size_t k, NodeTransfers* t) -> Status {
+    const Segment& sg = segs[k];
+    const uint64_t tag = ring_tag(link.op_seq, kPhaseHierScatter, 0, static_cast<int>(k));
+    const size_t mine = sg.plan.chunk_len(me);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      SCCL_RETURN_IF_ERROR(t->recv(p, tag, rsbuf[k % 2].data() + slot(p) * mine * esz, mine * esz));
+      SCCL_RETURN_IF_ERROR(t->send(p, tag, in + (sg.offset + sg.plan.chunk_offset(p)) * esz,
+                                   sg.plan.chunk_len(p) * esz));
+    }
+    return Status::Ok();
+  };
+  // 1 (summing): own chunk, then the others' in local-rank order, in fp32.
+  auto sum_scatter = [&](size_t k) {
+    const Segment& sg = segs[k];
+    const size_t mine = sg.plan.chunk_len(me);
+    float* dst = shard.data() + sg.shard_at;
+    kernels::load_f32(in + (sg.offset + sg.plan.chunk_offset(me)) * esz, args.type, mine, dst);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      kernels::load_f32(rsbuf[k % 2].data() + slot(p) * mine * esz, args.type, mine, tmp.data());
+      for (size_t i = 0; i < mine; ++i)
+        dst[i] += tmp[i];
+    }
+  };
+  // 3: this rank's shard of segment k into the output (scaled once, for avg), then to the others.
+  const float scale = args.avg ? 1.0f / static_cast<float>(topo_.nranks) : 1.0f;
+  auto post_gather = [&](size_t k, NodeTransfers* t) -> Status {
+    const Segment& sg = segs[k];
+    const uint64_t tag = ring_tag(link.op_seq, kPhaseHierGather, 0, static_cast<int>(k));
+    uint8_t* mine = out + (sg.offset + sg.plan.chunk_offset(me)) * esz;
+    kernels::store_f32(shard.data() + sg.shard_at, sg.plan.chunk_len(me), scale, args.type, mine);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      SCCL_RETURN_IF_ERROR(t->recv(p, tag, out + (sg.offset + sg.plan.chunk_offset(p)) * esz,
+                                   sg.plan.chunk_len(p) * esz));
+      SCCL_RETURN_IF_ERROR(t->send(p, tag, mine, sg.plan.chunk_len(me) * esz));
+    }
+    return Status::Ok();
+  };
+
   std::string codec = kernels::codec_name(kernels::CodecId::kNone);
-  if (st.ok() && len > 0) {
-    AllReduceArgs shard_args{shard.data(), shard.data(), len, ElemType::kF32, false, args.exact};
-    rail.phase = link.phase;
-    st = rail_.run(rail, shard_args);
-    codec = fold_rail_stats(stats);
+  NodeTransfers gathers(node);
+  uint64_t scatter_sent = 0, scatter_received = 0;
+  Status st;
+  if (!segs.empty()) {
+    NodeTransfers first(node);
+    st = post_scatter(0, &first);
+    if (st.ok()) st = first.wait("reduce-scatter");
+    scatter_sent += first.sent();
+    scatter_received += first.received();
+    if (st.ok()) sum_scatter(0);
   }
-  // 3: this rank's chunk of the output (scaled once, for avg), then the exact all-gather.
-  if (st.ok()) {
-    const float scale = args.avg ? 1.0f / static_cast<float>(topo_.nranks) : 1.0f;
-    uint8_t* out = static_cast<uint8_t*>(args.recv);
-    kernels::store_f32(shard.data(), len, scale, args.type, out + first * esz);
-    node.phase = kPhaseHierGather;
-    st = ring_allgather(node, plan, out, esz, &intra);
-    if (!st.ok()) link.transport->close();  // receives may still be posted into recv
+  for (size_t k = 0; st.ok() && k < segs.size(); ++k) {
+    NodeTransfers next(node);
+    if (k + 1 < segs.size()) st = post_scatter(k + 1, &next);
+    // 2: the compressed AllReduce of this rank's shard of segment k along its rail (every
+    // member's shard has the same length).
+    const size_t len = segs[k].plan.chunk_len(me);
+    if (st.ok() && len > 0) {
+      float* x = shard.data() + segs[k].shard_at;
+      AllReduceArgs shard_args{x, x, len, ElemType::kF32, false, args.exact};
+      st = rail_.run(rail, shard_args);
+      codec = fold_rail_stats(stats, false);
+    }
+    if (st.ok()) st = post_gather(k, &gathers);
+    if (st.ok()) st = next.wait("reduce-scatter");
+    scatter_sent += next.sent();
+    scatter_received += next.received();
+    if (st.ok() && k + 1 < segs.size()) sum_scatter(k + 1);
   }
+  if (st.ok()) st = gathers.wait("all-gather");
+  // Receives may still be posted into buffers about to go: the communicator is finished.
+  if (!st.ok()) link.transport->close();
   CodecStats& cs = stats->by_codec[codec];
-  if (len == 0) cs.calls++;  // no rail call counted it
+  cs.calls++;
   cs.bytes_in += args.count * esz;
-  cs.bytes_sent += intra.bytes_sent;
-  cs.bytes_received += intra.bytes_received;
-  cs.intra_node_bytes_sent += intra.bytes_sent;
+  const uint64_t sent = scatter_sent + gathers.sent();
+  cs.bytes_sent += sent;
+  cs.bytes_received += scatter_received + gathers.received();
+  cs.intra_node_bytes_sent += sent;
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st.ok()) {
     stats->calls_taken++;

@@ -70,11 +70,12 @@ class HierarchicalAllReduce {
   RingLink rail_link(const RingLink& link, transport::Transport* rail_transport) const;
   // Adds the rail engine's statistics since the last call to `stats` (as inter-node bytes) and
   // returns the codec the rail used.
-  std::string fold_rail_stats(CommStats* stats);
+  // count_calls: the rail's calls count as calls (else the caller counts one per user call).
+  std::string fold_rail_stats(CommStats* stats, bool count_calls);
 
   AllReduceEngine rail_;  // the compressed middle phase among the N ranks of this rail
-  // Per user buffer: its shard in fp32, the rail engine's buffer (so its history and error
-  // feedback stay per user buffer).
+  // Per user buffer: this rank's shards of its segments in fp32, the rail engine's buffers (so
+  // their history and error feedback stay per user buffer and segment).
   std::map<BufferKey, std::vector<float>> shards_;
 };
 

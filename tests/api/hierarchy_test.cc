@@ -106,6 +106,17 @@ INSTANTIATE_TEST_SUITE_P(Standalone, Hierarchy,
                                   std::to_string(info.param.per_node);
                          });
 
+TEST(HierarchySegments, ManySegmentsOverlapTheNodesExchangesWithTheRail) {
+  // 4 KiB slices: segments of 2 slices per node rank, so 262147 elements make 64 segments whose
+  // exchanges in the node run while the rail reduces the next one.
+  for (const std::string codec : {"none", "q8"}) {
+    Outcome o =
+        run("matrix", 4, by_node(2), {"SKETCHCCL_CODEC=" + codec, "SKETCHCCL_SLICE_BYTES=4K"},
+            {data_for(codec), "2049", "262147"});
+    expect_agreement(o.ranks);
+  }
+}
+
 TEST(HierarchyPlacement, InterleavedRanksFormTheSameNodes) {
   // Rank r on node r % 2: each node's ranks are not neighbours in the rank order.
   Outcome o = run("matrix", 4, [](int r) { return "n" + std::to_string(r % 2); },
@@ -171,8 +182,12 @@ double ef_mean_nmse(const Outcome& o) {
 
 TEST(HierarchyRobustness, ErrorFeedbackKeepsWorkingPerBuffer) {
   const std::vector<std::string> args = {"65536", "16"};
-  Outcome plain = run("ef", 4, by_node(2), {"SKETCHCCL_CODEC=q4"}, args);
-  Outcome ef = run("ef", 4, by_node(2), {"SKETCHCCL_CODEC=q4", "SKETCHCCL_ERROR_FEEDBACK=1"}, args);
+  // 16 KiB slices: 4 segments, each with its own residual.
+  Outcome plain =
+      run("ef", 4, by_node(2), {"SKETCHCCL_CODEC=q4", "SKETCHCCL_SLICE_BYTES=16K"}, args);
+  Outcome ef =
+      run("ef", 4, by_node(2),
+          {"SKETCHCCL_CODEC=q4", "SKETCHCCL_ERROR_FEEDBACK=1", "SKETCHCCL_SLICE_BYTES=16K"}, args);
   expect_agreement(plain.ranks);
   expect_agreement(ef.ranks);
   const double a = ef_mean_nmse(plain), b = ef_mean_nmse(ef);
@@ -200,6 +215,7 @@ std::vector<std::string> stats_after_one_call(const std::string& hierarchy, size
   EXPECT_NE(mkdtemp(dir), nullptr);
   Outcome o = run("big", 4, by_node(2),
                   {"SKETCHCCL_CODEC=none", "SKETCHCCL_HIERARCHY=" + hierarchy,
+                   "SKETCHCCL_SLICE_BYTES=64K",  // 16 segments
                    "SKETCHCCL_STATS_FILE=" + std::string(dir) + "/stats.%p.json"},
                   {std::to_string(n)});
   expect_agreement(o.ranks);
