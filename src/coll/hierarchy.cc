@@ -151,7 +151,7 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   return st;
 }
 
-// The buffer is cut into segments of 2 slices per node rank. Segment k's exact reduce-scatter
+// The buffer is cut into segments. Segment k's exact reduce-scatter
 // (direct: each rank sends chunk p to local rank p, which sums them in local-rank order) is posted
 // while the rail ring reduces segment k - 1, and segment k's all-gather (direct too) moves while
 // the rail ring reduces segment k + 1: the node's traffic hides behind the network's.
@@ -160,7 +160,10 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
   const auto t0 = std::chrono::steady_clock::now();
   const size_t esz = kernels::elem_size(args.type);
   const int L = topo_.local_ranks, me = topo_.local;
-  const size_t seg_len = std::max<size_t>(1, 2 * settings_.slice_elems) * static_cast<size_t>(L);
+  // At least 4 segments (the overlap), of 2 to 8 slices per node rank (the rail ring's lanes
+  // pipeline, and each rail call's fixed costs, its accuracy sample among them, are spread).
+  const size_t per_slice = std::max<size_t>(1, settings_.slice_elems) * static_cast<size_t>(L);
+  const size_t seg_len = std::max(2 * per_slice, std::min(8 * per_slice, (args.count + 3) / 4));
   std::vector<Segment> segs;
   size_t shard_total = 0;
   for (size_t off = 0; off < args.count; off += seg_len) {
