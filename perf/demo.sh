@@ -2,7 +2,9 @@
 # ./run demo: the 4-rank AllReduce sweep (1-64 MiB) per codec on an emulated 1 Gbit/s network
 # (network namespaces + tc tbf, as root; loopback otherwise), next to Open MPI's MPI_Allreduce,
 # then a table, one verdict line per codec, a PNG plot; the same sweep of ReduceScatter (its own
-# table and plot, in OUT/reduce_scatter); and the convergence summary lines.
+# table and plot, in OUT/reduce_scatter); the topology section (2 namespaces as 2 nodes of 2
+# ranks: hierarchical q8 and q4 next to the flat q8 ring, the exact ring and Open MPI, with the
+# bytes each node's link carried; OUT/topology); and the convergence summary lines.
 #
 #   perf/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]
 set -euo pipefail
@@ -22,7 +24,8 @@ done
 CODECS=none,bf16,q8,q4,casq2,s2,sparse
 SWEEP=(-b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* 2>/dev/null || true
+rm -f "$OUT"/*.txt "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
+  2>/dev/null || true
 start=$(date +%s)
 
 if [ "$(id -u)" -eq 0 ] && ip netns add scclprobe 2>/dev/null; then
@@ -59,6 +62,19 @@ mkdir -p "$OUT/reduce_scatter"
   >"$OUT/reduce_scatter/raw.log" 2>"$OUT/reduce_scatter/raw.err"
 rc_rs=$?
 [ $rc -eq 0 ] && rc=$rc_rs
+# Topology (docs/hierarchy.md): 2 nodes x 2 ranks, one 1 Gbit/s link per node. Only namespaces
+# make nodes with their own links; on loopback there is nothing to show.
+TOPO_SERIES=q8,q4,q8@flat,none@flat
+TOPO_MAXB=64M
+[ "$MAXB" = 8M ] && TOPO_MAXB=16M
+if [ "$MODE" = netem ]; then
+  mkdir -p "$OUT/topology"
+  "$HERE/netem.sh" --nranks 4 --ranks-per-node 2 --topology bridge --rate 1gbit --build "$BUILD" \
+    --codecs "$TOPO_SERIES" --transports ucx --mpi ring --out "$OUT/topology" \
+    -- -b 4M -e "$TOPO_MAXB" -f 4 -n 3 -w 1 >"$OUT/topology/raw.log" 2>"$OUT/topology/raw.err"
+  rc_topo=$?
+  [ $rc -eq 0 ] && rc=$rc_topo
+fi
 set -e
 if [ $rc -ne 0 ]; then
   echo "demo: some runs failed (rc $rc); what did run is reported below. stderr:" >&2
@@ -82,6 +98,15 @@ echo
 python3 "$HERE/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
   --collective reduce_scatter --plot "$OUT/reduce_scatter/busbw.png" \
   --markdown "$OUT/reduce_scatter/table.md" || echo "demo: no ReduceScatter results" >&2
+if [ "$MODE" = netem ]; then
+  echo
+  python3 "$HERE/topology_report.py" --dir "$OUT/topology" --series "$TOPO_SERIES" \
+    --plot "$OUT/topology/busbw.png" --markdown "$OUT/topology/table.md" ||
+    echo "demo: no topology results" >&2
+else
+  echo
+  echo "Topology section skipped: it needs network namespaces (root) to make nodes with links."
+fi
 [ -n "$cpu_line" ] && echo "$cpu_line" && echo "$cpu_line" >>"$OUT/table.md"
 
 if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/convergence" ]; then

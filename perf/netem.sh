@@ -8,11 +8,15 @@
 #   perf/netem.sh [options] [-- sketchccl-perf flags, e.g. -b 1M -e 64M -f 2 -n 3 -w 1]
 #
 # Options:
-#   --nranks N            namespaces / ranks (default 4)
+#   --nranks N            ranks (default 4)
+#   --ranks-per-node L    ranks per namespace (default 1): namespace k is node k (its
+#                         SKETCHCCL_HOSTID), ranks placed node by node; they talk inside a
+#                         node over its own address (loopback), between nodes over the links
 #   --topology T          bridge | ring (default bridge)
 #   --rate R              tbf rate of every link (default 1gbit)
 #   --build DIR           build directory holding perf/sketchccl-perf (default build)
-#   --codecs LIST         comma-separated (default none,q8); s2 and sparse get --sparse-data
+#   --codecs LIST         comma-separated (default none,q8); s2 and sparse get --sparse-data;
+#                         CODEC@flat runs it with SKETCHCCL_HIERARCHY=flat (one ring over all)
 #   --data D              data for the other codecs (default gauss)
 #   --sparse-data D       data for s2 and sparse (default sparse:0.01)
 #   --transports LIST     ucx,socket (default ucx,socket)
@@ -23,7 +27,7 @@
 # Namespaces are named scclns0.. and scclbr; addresses are 10.88.0.0/24 inside them only.
 set -euo pipefail
 
-NRANKS=4 TOPO=bridge RATE=1gbit BUILD=build CODECS=none,q8 DATA=gauss SPARSE_DATA=sparse:0.01
+NRANKS=4 RPN=1 TOPO=bridge RATE=1gbit BUILD=build CODECS=none,q8 DATA=gauss SPARSE_DATA=sparse:0.01
 TRANSPORTS=ucx,socket MPI=ring,default OUT= LOOPBACK=0 TIMEOUT=300
 SWEEP=(-b 1M -e 64M -f 2 -n 3 -w 1)
 PREFIX=scclns BRNS=scclbr
@@ -32,6 +36,7 @@ die() { echo "netem.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nranks) NRANKS=${2:?}; shift 2 ;;
+    --ranks-per-node) RPN=${2:?}; shift 2 ;;
     --topology) TOPO=${2:?}; shift 2 ;;
     --rate) RATE=${2:?}; shift 2 ;;
     --build) BUILD=${2:?}; shift 2 ;;
@@ -50,6 +55,10 @@ while [ $# -gt 0 ]; do
 done
 [[ "$NRANKS" =~ ^[0-9]+$ ]] && [ "$NRANKS" -ge 2 ] && [ "$NRANKS" -le 64 ] || die "--nranks: 2..64"
 [ "$TOPO" = bridge ] || [ "$TOPO" = ring ] || die "--topology: bridge | ring"
+[[ "$RPN" =~ ^[0-9]+$ ]] && [ "$RPN" -ge 1 ] && [ $((NRANKS % RPN)) -eq 0 ] ||
+  die "--ranks-per-node: a divisor of --nranks"
+[ "$RPN" = 1 ] || [ "$TOPO" = bridge ] || die "--ranks-per-node needs --topology bridge"
+NNS=$((NRANKS / RPN))  # namespaces: one per node
 PERF=$(readlink -f "$BUILD/perf/sketchccl-perf" 2>/dev/null || true)
 MPIPERF=$(readlink -f "$BUILD/perf/mpi-allreduce-perf" 2>/dev/null || true)
 [ -x "$PERF" ] || die "$BUILD/perf/sketchccl-perf not built (ninja -C $BUILD)"
@@ -66,7 +75,7 @@ cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
   if [ "$LOOPBACK" = 0 ]; then
-    for ((i = 0; i < NRANKS; i++)); do ip netns del "$PREFIX$i" 2>/dev/null || true; done
+    for ((i = 0; i < NNS; i++)); do ip netns del "$PREFIX$i" 2>/dev/null || true; done
     ip netns del "$BRNS" 2>/dev/null || true
   fi
   rm -rf "$WORK"
@@ -81,9 +90,17 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { print b - a }'; }
 tbf_drops() {
   [ "$LOOPBACK" = 1 ] && { echo 0; return; }
   {
-    for ((i = 0; i < NRANKS; i++)); do ip netns exec "$PREFIX$i" tc -s qdisc show; done
+    for ((i = 0; i < NNS; i++)); do ip netns exec "$PREFIX$i" tc -s qdisc show; done
     if [ "$TOPO" = bridge ]; then ip netns exec "$BRNS" tc -s qdisc show; fi
   } 2>/dev/null | awk '/tbf/ { t = 1 } t && /dropped/ { gsub(",", ""); for (k = 1; k < NF; k++) if ($k == "dropped") s += $(k + 1); t = 0 } END { print s + 0 }'
+}
+# Bytes each node's link has carried out of it so far (its tbf's "Sent"), space-separated.
+node_link_bytes() {
+  [ "$LOOPBACK" = 1 ] && { echo 0; return; }
+  for ((i = 0; i < NNS; i++)); do
+    ip netns exec "$PREFIX$i" tc -s qdisc show dev eth0 2>/dev/null |
+      awk '/^ *Sent/ { print $2; exit }'
+  done | paste -sd' '
 }
 addr() { echo "10.88.0.$(($1 + 1))"; }
 
@@ -92,7 +109,7 @@ setup_bridge() {
   ip netns exec "$BRNS" ip link set lo up
   ip netns exec "$BRNS" ip link add br0 type bridge
   ip netns exec "$BRNS" ip link set br0 up
-  for ((i = 0; i < NRANKS; i++)); do
+  for ((i = 0; i < NNS; i++)); do
     local ns=$PREFIX$i
     ip netns add "$ns"
     ip netns exec "$ns" ip link set lo up
@@ -162,15 +179,16 @@ run_ranks() {
   PIDS=()
   local idf=$WORK/id.$RANDOM.$RANDOM
   for ((i = 0; i < NRANKS; i++)); do
-    local ifn=eth0
+    local ifn=eth0 node=$((i / RPN))
     [ "$TOPO" = ring ] && ifn=rn$i
     local pre=()
     if [ "$LOOPBACK" = 0 ]; then
-      pre=(ip netns exec "$PREFIX$i")
+      pre=(ip netns exec "$PREFIX$node")
       envs_i=("${envs[@]}" SKETCHCCL_SOCKET_IFNAME="=$ifn" UCX_NET_DEVICES="$ifn")
     else
       envs_i=("${envs[@]}")
     fi
+    [ "$RPN" -gt 1 ] && envs_i+=(SKETCHCCL_HOSTID="node$node")
     if [ $i = 0 ]; then
       timeout "$TIMEOUT" "${pre[@]}" env "${envs_i[@]}" "$@" --rank $i --nranks "$NRANKS" \
         --id-file "$idf" >"$outfile" 2>"$outfile.err.$i" &
@@ -208,7 +226,7 @@ run_mpi() {  # run_mpi OUTFILE ALGO
     local apps=()
     for ((i = 0; i < NRANKS; i++)); do
       [ $i -gt 0 ] && apps+=(:)
-      apps+=(-np 1 ip netns exec "$PREFIX$i" "$MPIPERF" "${MPI_SWEEP[@]}")
+      apps+=(-np 1 ip netns exec "$PREFIX$((i / RPN))" "$MPIPERF" "${MPI_SWEEP[@]}")
     done
     # mpirun inside namespace 0, its PMIx server on the namespaces' network (NETEM_NOTES.md)
     timeout "$TIMEOUT" ip netns exec "${PREFIX}0" env PMIX_MCA_ptl_tcp_remote_connections=1 \
@@ -227,7 +245,12 @@ if [ "$LOOPBACK" = 0 ]; then
   for ((i = 0; i < 64; i++)); do ip netns del "$PREFIX$i" 2>/dev/null || true; done  # stale, ours
   ip netns del "$BRNS" 2>/dev/null || true
   if [ "$TOPO" = bridge ]; then setup_bridge; else setup_ring; fi
-  echo "# netem: $NRANKS namespaces ($TOPO), tc tbf $RATE per link, ranks at 10.88.0.1-$NRANKS"
+  if [ "$RPN" -gt 1 ]; then
+    echo "# netem: $NNS namespaces as nodes of $RPN ranks ($TOPO), tc tbf $RATE per node link," \
+      "nodes at 10.88.0.1-$NNS"
+  else
+    echo "# netem: $NRANKS namespaces ($TOPO), tc tbf $RATE per link, ranks at 10.88.0.1-$NRANKS"
+  fi
 else
   echo "# netem: --loopback: $NRANKS ranks on loopback (not a slow network)"
 fi
@@ -240,6 +263,15 @@ for ((k = 0; k < ${#SWEEP[@]}; k++)); do
   esac
 done
 
+# The bytes each node's link carried during one run, into OUT/node_bytes.txt: LABEL B0 B1 ...
+record_node_bytes() {
+  [ "$LOOPBACK" = 1 ] && return 0
+  local before=($2) after=($(node_link_bytes)) line=$1
+  for ((k = 0; k < ${#after[@]}; k++)); do line+=" $((after[k] - ${before[k]:-0}))"; done
+  echo "$line" >>"$OUT/node_bytes.txt"
+}
+rm -f "$OUT/node_bytes.txt"
+
 status=0
 IFS=, read -r -a codec_list <<<"$CODECS"
 IFS=, read -r -a transport_list <<<"$TRANSPORTS"
@@ -249,15 +281,19 @@ for tr in "${transport_list[@]}"; do
     case "$c" in s2|sparse|*@sparse) d=$SPARSE_DATA ;; esac
     name=${c%@*}
     label=$tr-$c
-    [ "$c" != "$name" ] && d=$SPARSE_DATA  # "none@sparse": a codec on the sparse data
     env=(SKETCHCCL_NCCL_LIB=none SKETCHCCL_TRANSPORT="$tr" UCX_TLS=tcp SKETCHCCL_TIMEOUT=60
          SKETCHCCL_DEBUG=WARN)
+    case "$c" in
+      *@flat) env+=(SKETCHCCL_HIERARCHY=flat) ;;  # one ring over every rank
+      *@*) d=$SPARSE_DATA ;;  # "none@sparse": a codec on the sparse data
+    esac
     extra=()
-    t0=$(date +%s.%N) d0=$(tbf_drops)
+    t0=$(date +%s.%N) d0=$(tbf_drops) b0=$(node_link_bytes)
     if run_ranks "$OUT/$label.txt" "${env[@]}" -- "$PERF" --codec "$name" --data "$d" "${extra[@]}" \
         "${SWEEP[@]}"; then
       printf '# %s (%s, data %s): %.1f s, %d packets dropped by tbf\n' "$label" "$tr" "$d" \
         "$(elapsed "$t0")" $(($(tbf_drops) - d0))
+      record_node_bytes "$label" "$b0"
       grep -v '^#' "$OUT/$label.txt" | sed "s/^/$label /"
     else
       echo "# $label FAILED (rank 0 output and stderr in $OUT/$label.txt*); rows rank 0 printed:"
@@ -270,8 +306,9 @@ done
 if [ "$MPI" != none ] && [ -x "$MPIPERF" ]; then
   IFS=, read -r -a mpi_list <<<"$MPI"
   for algo in "${mpi_list[@]}"; do
-    t0=$(date +%s.%N) d0=$(tbf_drops)
+    t0=$(date +%s.%N) d0=$(tbf_drops) b0=$(node_link_bytes)
     if run_mpi "$OUT/mpi-$algo.txt" "$algo"; then
+      record_node_bytes "mpi-$algo" "$b0"
       printf '# mpi-%s (Open MPI MPI_Allreduce, %s algorithm, btl tcp): %.1f s, %d packets dropped by tbf\n' \
         "$algo" "$algo" "$(elapsed "$t0")" $(($(tbf_drops) - d0))
       grep -v '^#' "$OUT/mpi-$algo.txt" | sed "s/^/mpi-$algo /"

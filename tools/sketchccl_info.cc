@@ -7,6 +7,7 @@
 #include "backend/cuda_probe.h"
 #include "backend/cuda_query.h"
 #include "coll/settings.h"
+#include "coll/topology.h"
 #include "core/config.h"
 #include "interpose/real_nccl.h"
 #include "sketchccl/sketchccl.h"
@@ -130,6 +131,19 @@ void print_transports() {
   }
 }
 
+// This host's node id; the topology (N nodes x L ranks) is found at each communicator's join and
+// logged by its rank 0 at INFO (docs/hierarchy.md).
+void print_topology(const Config& cfg) {
+  std::string source;
+  const uint64_t id = sketchccl::coll::local_host_id(&source);
+  std::printf("Topology:\n");
+  std::printf("  node id %016llx (%s)\n", static_cast<unsigned long long>(id), source.c_str());
+  std::printf("  SKETCHCCL_HIERARCHY=%s: %s\n", cfg.get_string(Var::kHierarchy).c_str(),
+              cfg.get_string(Var::kHierarchy) == "auto"
+                  ? "several nodes of several ranks: exact in a node, compressed between nodes"
+                  : "one compressed ring over every rank");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,6 +165,7 @@ int main(int argc, char** argv) {
   print_cuda();
   print_nccl(cfg);
   print_transports();
+  print_topology(cfg);
   sketchccl::tools::print_library_needs();
   // The typed settings too: a value the table accepts but nothing implements fails init.
   sketchccl::Status st = cfg.status();

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "backend/backend.h"
+#include "coll/hierarchy.h"
 #include "coll/reduce_scatter.h"
 #include "coll/ring_phase.h"
 #include "core/log.h"
@@ -284,7 +285,31 @@ uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t c
   return kernels::s2_counters_for_support(support, settings_.s2_rows, settings_.s2_counters_per_nz);
 }
 
+AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks, int cuda_device)
+    : settings_(settings),
+      nranks_(nranks),
+      cuda_device_(cuda_device),
+      host_(backend::make_host_backend()) {}
+
+AllReduceEngine::~AllReduceEngine() = default;
+
+void AllReduceEngine::set_topology(const Topology& topo) {
+  topology_ = topo;
+  stats_.nodes = topo.nodes;
+  stats_.ranks_per_node = topo.uniform ? topo.local_ranks : 0;
+  stats_.hierarchical = settings_.hierarchy && topo.hierarchical();
+  hier_.reset();
+  if (stats_.hierarchical) {
+    hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topo, cuda_device_);
+  }
+}
+
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
+  if (args.rail) {
+    if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
+    return hier_->run_rail(link, args, &stats_);
+  }
+  if (hier_ && HierarchicalAllReduce::takes(args)) return hier_->run(link, args, &stats_);
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
   BufferState& state = buffers_.get(key);
@@ -293,7 +318,13 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
+  const uint64_t sent_before = cs.bytes_sent;
   if (st.ok()) st = run_on(link, args, codec, state, cs, *be);
+  // The flat ring sends to its right neighbour only: on this node or on another.
+  const size_t right = static_cast<size_t>((link.rank + 1) % link.nranks);
+  const bool right_here =
+      right >= topology_.node_of.size() || topology_.node_of[right] == topology_.node;
+  (right_here ? cs.intra_node_bytes_sent : cs.inter_node_bytes_sent) += cs.bytes_sent - sent_before;
   cs.calls++;
   cs.bytes_in += args.count * kernels::elem_size(args.type);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -313,11 +344,13 @@ Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** 
 }
 
 Status AllReduceEngine::prepare_backend(backend::MemoryType mem) {
+  if (hier_) SCCL_RETURN_IF_ERROR(hier_->rail().prepare_backend(mem));
   backend::Backend* be = nullptr;
   return backend_for(mem, &be);
 }
 
 Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
+  if (hier_) SCCL_RETURN_IF_ERROR(hier_->rail().reserve_packets(mem, count));
   std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
   if (!be || nranks_ == 1) return Status::Ok();
   // Every chunk's reduced packets (at most the fp32 bytes, plus headers and the ring's 64 KiB

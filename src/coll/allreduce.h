@@ -16,6 +16,7 @@
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
+#include "coll/topology.h"
 #include "kernels/codec.h"
 
 namespace sketchccl::coll {
@@ -34,15 +35,24 @@ struct AllReduceArgs {
   // A ReduceScatter (coll/reduce_scatter.h): `count` is the input's (P chunks), `recv` holds this
   // rank's chunk of count / P elements.
   bool scatter = false;
+  // Hierarchical, in front of a real NCCL (docs/hierarchy.md): only the inter-node phase, on this
+  // rank's shard of the buffer, among the ranks of its rail; NCCL runs the intra-node phases.
+  bool rail = false;
 };
+
+class HierarchicalAllReduce;
 
 class AllReduceEngine {
  public:
-  AllReduceEngine(const Settings& settings, int nranks, int cuda_device = 0)
-      : settings_(settings),
-        nranks_(nranks),
-        cuda_device_(cuda_device),
-        host_(backend::make_host_backend()) {}
+  AllReduceEngine(const Settings& settings, int nranks, int cuda_device = 0);
+  ~AllReduceEngine();
+  AllReduceEngine(const AllReduceEngine&) = delete;
+  AllReduceEngine& operator=(const AllReduceEngine&) = delete;
+
+  // After the join, before any AllReduce: the nodes of the ranks (coll/topology.h). Several
+  // nodes of several ranks each, with SKETCHCCL_HIERARCHY=auto: AllReduces of host buffers run
+  // hierarchically (coll/hierarchy.h); the statistics split intra- and inter-node bytes.
+  void set_topology(const Topology& topo);
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
   Status run(const RingLink& link, const AllReduceArgs& args);
@@ -52,6 +62,8 @@ class AllReduceEngine {
   // pinned staging are not allocated while a stream gate holds a stream). Idempotent; the proxy
   // creates it otherwise.
   Status prepare_backend(backend::MemoryType mem);
+  // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: AllReduces run hierarchically.
+  bool hierarchical() const { return hier_ != nullptr; }
   // Sizes the packet memory of the `mem` backend for an AllReduce of `count` elements, on the
   // caller's thread before its stream is gated (the CUDA proxy never allocates pinned memory).
   Status reserve_packets(backend::MemoryType mem, size_t count);
@@ -94,6 +106,8 @@ class AllReduceEngine {
   std::unique_ptr<backend::Backend> device_;
   BufferStates buffers_;  // bounded, least recently used dropped first
   CommStats stats_;
+  Topology topology_;
+  std::unique_ptr<HierarchicalAllReduce> hier_;
 };
 
 }  // namespace sketchccl::coll

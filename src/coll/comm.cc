@@ -159,7 +159,47 @@ Status Communicator::rendezvous_and_connect() {
   if (left != right) {
     SCCL_RETURN_IF_ERROR(transport_->connect(left, table.addresses[static_cast<size_t>(left)]));
   }
+  SCCL_RETURN_IF_ERROR(discover_topology(table.addresses));
   SCCL_INFO(kLogInit, "rank %d of %d joined over %s", rank_, nranks_, transport_->name());
+  return Status::Ok();
+}
+
+Status Communicator::discover_topology(const std::vector<transport::Blob>& addresses) {
+  std::string source;
+  const uint64_t mine = local_host_id(&source);
+  std::vector<uint64_t> ids(static_cast<size_t>(nranks_));
+  SCCL_RETURN_IF_ERROR(allgather_small(&mine, sizeof mine, ids.data()));
+  topology_ = make_topology(rank_, ids);
+  const bool hier = settings_.hierarchy && topology_.hierarchical();
+  if (rank_ == 0) {
+    const char* plan = hier                       ? "hierarchical AllReduce"
+                       : forwards_one_node()      ? "one node: calls go to NCCL"
+                       : topology_.hierarchical() ? "flat ring (SKETCHCCL_HIERARCHY=flat)"
+                                                  : "flat ring";
+    SCCL_INFO(kLogInit, "topology: %s (%s): %s", topology_.describe().c_str(), source.c_str(),
+              plan);
+    if (!topology_.uniform) {
+      SCCL_WARN(kLogInit,
+                "topology: %s: the nodes hold unequal numbers of ranks, so "
+                "AllReduces run the flat ring over every rank",
+                topology_.describe().c_str());
+    }
+  }
+  engine_.set_topology(topology_);
+  if (!hier) return Status::Ok();
+  // Every rank of the node (the exchanges inside it are direct) and the rail ring's neighbours,
+  // each connected once (both sides of a pair call connect).
+  std::vector<int> peers = topology_.node_ranks;
+  const int n = topology_.nodes;
+  for (int d : {n - 1, 1}) {
+    const int peer = topology_.rail_ranks[static_cast<size_t>((topology_.node + d) % n)];
+    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  }
+  const int left = (rank_ - 1 + nranks_) % nranks_, right = (rank_ + 1) % nranks_;
+  for (int peer : peers) {
+    if (peer == left || peer == right || peer == rank_) continue;
+    SCCL_RETURN_IF_ERROR(transport_->connect(peer, addresses[static_cast<size_t>(peer)]));
+  }
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@
 #include "coll/allreduce.h"
 #include "coll/p2p.h"
 #include "coll/settings.h"
+#include "coll/topology.h"
 #include "coll/work.h"
 #include "core/status.h"
 #include "transport/transport.h"
@@ -63,6 +64,15 @@ class Communicator {
   // In front of a real NCCL: a split's membership exchange failed, the ring is closed and every
   // later call goes to the real NCCL (the communicator itself is not failed).
   bool stepped_aside() const { return stepped_aside_.load(); }
+  // After a successful join: the nodes of the ranks (coll/topology.h).
+  const Topology& topology() const { return topology_; }
+  // In front of a real NCCL, all ranks on one node (SKETCHCCL_HIERARCHY=auto): NCCL's own
+  // intra-node paths beat any codec, so every call is forwarded (docs/hierarchy.md).
+  // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: AllReduces run hierarchically.
+  bool hierarchical() const { return settings_.hierarchy && topology_.hierarchical(); }
+  bool forwards_one_node() const {
+    return !standalone_ && settings_.hierarchy && nranks_ > 1 && topology_.nodes == 1;
+  }
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
@@ -108,6 +118,8 @@ class Communicator {
   void proxy_main();
   Status join();                    // on the proxy: rendezvous_and_connect, then ready
   Status rendezvous_and_connect();  // bootstrap all-gather of addresses, ring connections
+  // All-gathers the node ids, then connects the node's and the rail's ring neighbours.
+  Status discover_topology(const std::vector<transport::Blob>& addresses);
   Status split_on_proxy(int color, int key, bool child_nonblocking,
                         std::shared_ptr<Communicator>* child);
   // Small all-gather of `bytes` per rank over the ring (membership exchange).
@@ -131,6 +143,7 @@ class Communicator {
   const uint64_t config_hash_;
 
   std::unique_ptr<transport::Transport> transport_;
+  Topology topology_;  // written by the join, read after it
   AllReduceEngine engine_;
   uint32_t op_seq_ = 0;  // proxy-only: agreed across ranks because all ranks submit in order
   // Proxy-only: every rank's transport address (exact operations connect to any peer), and the

@@ -15,8 +15,10 @@ enum RingPhase : uint8_t {
   kPhaseScatterCodec = 4,    // a ReduceScatter's codec reduce-scatter
   kPhaseScatterBitmap = 5,   // ReduceScatter `sparse` 1: the OR-allreduce of the bitmaps
   kPhaseScatterValues = 6,   // ReduceScatter `sparse` 2: reduce-scatter of the union values
-  kPhaseExactColl = 8,       // the exact collectives (collectives.h): op field = op_seq
-  kPhaseP2P = 9,             // send/recv (collectives.h): op field = the pair's message count
+  kPhaseHierScatter = 7,     // hierarchical AllReduce 1: the exact reduce-scatter in a node
+  kPhaseHierGather = 8,      // hierarchical AllReduce 3: the exact all-gather in a node
+  kPhaseExactColl = 9,       // the exact collectives (collectives.h): op field = op_seq
+  kPhaseP2P = 10,            // send/recv (collectives.h): op field = the pair's message count
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
 };
 

@@ -47,6 +47,7 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.casq_buckets = static_cast<float>(cfg.get_double(Var::kCasqBuckets));
   s.max_nmse = cfg.get_double(Var::kMaxNmse);
   s.timeout_s = cfg.get_double(Var::kTimeout);
+  s.hierarchy = cfg.get_string(Var::kHierarchy) == "auto";
   SCCL_RETURN_IF_ERROR(
       codec_setting(var_spec(Var::kDenseCodec), cfg.get_string(Var::kDenseCodec), &s.dense_codec));
   const std::string& codec = cfg.get_string(Var::kCodec);

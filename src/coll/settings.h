@@ -27,6 +27,7 @@ struct Settings {
   float casq_buckets;
   double max_nmse;  // SKETCHCCL_MAX_NMSE: the accuracy guard's bound, 0 = off
   double timeout_s;
+  bool hierarchy;  // SKETCHCCL_HIERARCHY=auto: node-aware AllReduce (docs/hierarchy.md)
 
   // The table's defaults.
   Settings();

@@ -9,11 +9,13 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
-                "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"codecs\": {",
+                "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"nodes\": %d, "
+                "\"ranks_per_node\": %d, \"hierarchical\": %s, \"codecs\": {",
                 static_cast<unsigned long long>(comm_id), rank, nranks,
                 static_cast<unsigned long long>(calls_taken),
                 static_cast<unsigned long long>(calls_forwarded),
-                static_cast<unsigned long long>(calls_failed));
+                static_cast<unsigned long long>(calls_failed), nodes, ranks_per_node,
+                hierarchical ? "true" : "false");
   out += buf;
   bool first = true;
   for (const auto& [name, c] : by_codec) {
@@ -21,11 +23,15 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
     const uint64_t s2_total = c.s2_peeled + c.s2_estimated;
     std::snprintf(buf, sizeof buf,
                   "%s\"%s\": {\"calls\": %llu, \"bytes_in\": %llu, \"bytes_sent\": %llu, "
-                  "\"bytes_received\": %llu, \"wire_per_input_byte\": %.6g, \"seconds\": %.6f",
+                  "\"bytes_received\": %llu, \"intra_node_bytes_sent\": %llu, "
+                  "\"inter_node_bytes_sent\": %llu, \"wire_per_input_byte\": %.6g, "
+                  "\"seconds\": %.6f",
                   first ? "" : ", ", name.c_str(), static_cast<unsigned long long>(c.calls),
                   static_cast<unsigned long long>(c.bytes_in),
                   static_cast<unsigned long long>(c.bytes_sent),
-                  static_cast<unsigned long long>(c.bytes_received), wire_ratio, c.seconds);
+                  static_cast<unsigned long long>(c.bytes_received),
+                  static_cast<unsigned long long>(c.intra_node_bytes_sent),
+                  static_cast<unsigned long long>(c.inter_node_bytes_sent), wire_ratio, c.seconds);
     out += buf;
     if (s2_total > 0 || c.s2_nonzeros > 0) {
       std::snprintf(buf, sizeof buf,

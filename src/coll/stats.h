@@ -12,6 +12,9 @@ struct CodecStats {
   uint64_t bytes_in = 0;    // user bytes reduced (count * element size)
   uint64_t bytes_sent = 0;  // bytes this rank put on the wire
   uint64_t bytes_received = 0;
+  // bytes_sent split by where the bytes went: to a rank of this node or of another node.
+  uint64_t intra_node_bytes_sent = 0;
+  uint64_t inter_node_bytes_sent = 0;
   double seconds = 0;
   uint64_t s2_nonzeros = 0;   // positions set in the merged bitmaps
   uint64_t s2_peeled = 0;     // recovered exactly by peeling
@@ -31,6 +34,11 @@ struct CommStats {
   uint64_t calls_forwarded = 0;
   uint64_t calls_failed = 0;
   std::map<std::string, CodecStats> by_codec;
+  // The topology found at join (coll/topology.h): nodes, ranks per node (0: unequal), and
+  // whether AllReduces run hierarchically.
+  int nodes = 1;
+  int ranks_per_node = 0;
+  bool hierarchical = false;
 
   // One JSON object; `rank`, `nranks` and `comm` identify the communicator.
   std::string to_json(int rank, int nranks, uint64_t comm_id) const;

@@ -12,6 +12,7 @@
 #include "interpose/call_log.h"
 #include "interpose/forward.h"
 #include "interpose/group.h"
+#include "interpose/hierarchy_run.h"
 #include "interpose/interposed_front.h"
 #include "interpose/interposed_policy.h"
 #include "interpose/policy.h"
@@ -40,6 +41,7 @@ PolicyInput policy_input(const std::shared_ptr<coll::Communicator>& c, ncclRedOp
   PolicyInput in;
   in.enabled = cfg.get_bool(Var::kEnable);
   in.comm = comm_state(c.get(), cfg.get_double(Var::kTimeout));
+  in.one_node = in.comm == CommState::kReady && c->forwards_one_node();
   in.op = op;
   in.type = type;
   in.count = count;
@@ -126,6 +128,13 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
   if (!st.ok()) {
     if (logging) log_call(rec, "refused: invalid arguments", real_.ncclCommCount);
     return report(st, "ncclAllReduce");
+  }
+  if (takes_nccl_phases(*c, call)) {
+    if (logging) {
+      log_call(rec, (taken_over_outcome(false) + ", hierarchical (NCCL's intra-node phases)").c_str(),
+               real_.ncclCommCount);
+    }
+    return run_nccl_phases(real_, comm, *c, call, et);
   }
   if (group::active()) {
     // Launched at the outermost ncclGroupEnd, as NCCL launches its own; a simulated group hands

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "interpose/comm_side.h"
 #include "interpose/forward.h"
+#include "interpose/hierarchy_run.h"
 #include "interpose/interposed_front.h"
 #include "interpose/result.h"
 #include "interpose/runtime.h"
@@ -182,13 +183,16 @@ ncclResult_t InterposedFront::comm_finalize(ncclComm_t comm) {
 
 ncclResult_t InterposedFront::comm_destroy(ncclComm_t comm) {
   (void)destroy_side(comm);
+  drop_node_comm(real_, comm, /*abort=*/false);
   return forward(real_.ncclCommDestroy, "ncclCommDestroy", comm);
 }
 
 ncclResult_t InterposedFront::comm_abort(ncclComm_t comm) {
   // The real abort first (it ends NCCL kernels that SketchCCL's device work may wait behind);
-  // SketchCCL's side is only signalled before it, and joined, bounded, after it.
+  // SketchCCL's side is only signalled before it, and joined, bounded, after it. The node
+  // communicator SketchCCL split from this one (docs/hierarchy.md) is aborted with it.
   auto side = stop_side(comm);
+  drop_node_comm(real_, comm, /*abort=*/true);
   ncclResult_t r = forward(real_.ncclCommAbort, "ncclCommAbort", comm);
   join_side(std::move(side));
   return r;

@@ -25,6 +25,9 @@ PolicyDecision decide(const PolicyInput& in) {
     case CommState::kReady:
       break;
   }
+  if (in.one_node) {
+    return forward_because(R::kOneNode, "one node: NCCL's intra-node paths beat any codec");
+  }
   // PreMulSum ops (>= ncclNumOps) and every op but sum and average keep NCCL's arithmetic.
   if (in.op != ncclSum && in.op != ncclAvg) return forward_because(R::kOp, "op is not sum or avg");
   size_t elem = 0;

@@ -21,6 +21,7 @@ enum class CommState {
 struct PolicyInput {
   bool enabled = true;  // SKETCHCCL_ENABLE
   CommState comm = CommState::kNone;
+  bool one_node = false;  // every rank on one node, SKETCHCCL_HIERARCHY=auto (NCCL is faster)
   ncclRedOp_t op = ncclSum;
   ncclDataType_t type = ncclFloat32;
   size_t count = 0;
@@ -40,6 +41,7 @@ enum class ForwardReason {
   kNone,
   kDisabled,   // SKETCHCCL_ENABLE=0
   kNotReady,   // no agreed SketchCCL state (no record, disagreement, failed join)
+  kOneNode,    // every rank on one node (SKETCHCCL_HIERARCHY=auto): NCCL is faster there
   kOp,         // not sum or avg
   kType,       // not float32, float16 or bfloat16
   kSize,       // under SKETCHCCL_MIN_BYTES

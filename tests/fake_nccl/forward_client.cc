@@ -3,7 +3,7 @@
 // SketchCCL forwards arrives unchanged, and that the AllReduces the policy takes over do not
 // arrive and give the sum.
 //
-//   forward_client RANK NRANKS ID_FILE MODE      MODE: full | norecord
+//   forward_client RANK NRANKS ID_FILE MODE      MODE: full | norecord | mismatch | onenode | hier
 //
 // Rank 0 makes the id and writes it to ID_FILE (norecord: with bytes 40-127 cleared).
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
@@ -262,6 +262,74 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
         got);
 }
 
+// A communicator of 2 nodes x 2 ranks (SKETCHCCL_HOSTID=node<rank / 2>, docs/hierarchy.md): a
+// taken-over AllReduce splits a node communicator once (color: node, key: local rank), then
+// enqueues ncclReduceScatter into this rank's shard of recvbuff, the compressed rail phase, and
+// ncclAllGather, both on the node communicator and the caller's stream. The fake's
+// ReduceScatter copies the first shard of sendbuff, so each rank's shard holds its own value
+// (rank + 1) and the rail sums it over the two nodes; the fake's AllGather copies it to the
+// front of recvbuff. Returns the node communicator, as the fake logged it.
+std::string hierarchy_phases(ncclComm_t comm, int rank) {
+  const int L = 2, node = rank / L, local = rank % L;
+  const size_t count = 262144, shard = count / L;
+  void* cp = static_cast<void*>(comm);
+  std::vector<float> x(count, static_cast<float>(rank + 1)), y(count, 0.0f);
+  size_t at = log_size();
+  ncclResult_t r =
+      ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, comm, fake_stream(0x70));
+  std::string got = log_since(at);
+  const size_t split =
+      got.find(fmt("ncclCommSplit comm=%p color=%d key=%d config=(nil)\n", cp, node, local));
+  const std::string rs = fmt(
+      "ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=", static_cast<void*>(x.data()),
+      static_cast<void*>(y.data() + local * shard), shard);
+  const size_t rs_at = got.find(rs);
+  std::string node_comm;
+  if (rs_at != std::string::npos) {
+    const size_t c0 = rs_at + rs.size();
+    node_comm = got.substr(c0, got.find(' ', c0) - c0);
+  }
+  const size_t ag_at =
+      got.find(fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%s "
+                   "stream=0x70\n",
+                   static_cast<void*>(y.data() + local * shard), static_cast<void*>(y.data()),
+                   shard, node_comm.c_str()));
+  const float want = static_cast<float>(local + 1 + L + local + 1);  // ranks local, L + local
+  check("hier/split-reducescatter-allgather-in-order",
+        r == ncclSuccess && split != std::string::npos && rs_at != std::string::npos &&
+            got.find(rs + node_comm + " stream=0x70\n") != std::string::npos &&
+            ag_at != std::string::npos && split < rs_at && rs_at < ag_at &&
+            node_comm != fmt("%p", cp) && got.find("ncclAllReduce send=") == std::string::npos,
+        got);
+  check("hier/rail-sums-the-shard-over-the-nodes", std::abs(y[0] - want) <= 0.05f * want,
+        fmt("y[0] = %g, want %g", y[0], want));
+  // In place, avg: no second split; NCCL's in-place forms; the stream is the caller's.
+  at = log_size();
+  r = ncclAllReduce(x.data(), x.data(), count, ncclFloat32, ncclAvg, comm, fake_stream(0x71));
+  got = log_since(at);
+  check(
+      "hier/in-place-avg-no-second-split",
+      r == ncclSuccess && got.find("ncclCommSplit") == std::string::npos &&
+          got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=%d comm=%s "
+                       "stream=0x71\n",
+                       static_cast<void*>(x.data()), static_cast<void*>(x.data() + local * shard),
+                       shard, static_cast<int>(ncclAvg), node_comm.c_str())) != std::string::npos &&
+          got.find(fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%s stream=0x71\n",
+                       static_cast<void*>(x.data() + local * shard), static_cast<void*>(x.data()),
+                       shard, node_comm.c_str())) != std::string::npos,
+      got);
+  // A count that does not split into L shards: SketchCCL's own hierarchy over its transport.
+  std::vector<float> a(count + 1, static_cast<float>(rank + 1)), b(count + 1, 0.0f);
+  at = log_size();
+  r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, comm, fake_stream(0x72));
+  got = log_since(at);
+  check("hier/odd-count-stays-in-sketchccl",
+        r == ncclSuccess && got.find("ncclReduceScatter") == std::string::npos &&
+            got.find("ncclAllReduce") == std::string::npos && std::abs(b[100] - 10.0f) <= 0.5f,
+        fmt("b[100] = %g; log: ", b[100]) + got);
+  return node_comm;
+}
+
 // ReduceScatter under AllReduce's policy, on the input's size (nranks · recvcount elements): taken
 // over (this rank's chunk of the sum, no fake call) or forwarded unchanged (the fake copies).
 void reduce_scatter_policy(ncclComm_t comm, int rank, int nranks, bool expect_any_take_over) {
@@ -322,7 +390,8 @@ void reduce_scatter_policy(ncclComm_t comm, int rank, int nranks, bool expect_an
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: forward_client RANK NRANKS ID_FILE full|norecord|mismatch\n");
+    std::fprintf(stderr,
+                 "usage: forward_client RANK NRANKS ID_FILE full|norecord|mismatch|onenode|hier\n");
     return 2;
   }
   alarm(120);
@@ -345,14 +414,24 @@ int main(int argc, char** argv) {
   check("plt/CommGetAsyncError-from-init",
         log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) !=
             std::string::npos);
-  policy_table(comm, rank, nranks, mode == "full");
-  reduce_scatter_policy(comm, rank, nranks, mode == "full");
+  std::string node_comm;
+  if (mode == "hier") {
+    node_comm = hierarchy_phases(comm, rank);
+  } else {
+    policy_table(comm, rank, nranks, mode == "full");
+    reduce_scatter_policy(comm, rank, nranks, mode == "full");
+  }
   if (mode == "full") every_forwarded_function(comm, rank);
   at = log_size();
   r = ncclCommDestroy(comm);
   check("forward/CommDestroy",
         r == ncclSuccess && log_since(at).find(fmt("ncclCommDestroy comm=%p\n",
                                                    static_cast<void*>(comm))) != std::string::npos);
+  if (mode == "hier") {
+    check("hier/node-communicator-destroyed-with-its-parent",
+          log_since(at).find("ncclCommDestroy comm=" + node_comm + "\n") != std::string::npos,
+          log_since(at));
+  }
   if (rank == 0 && mode == "full") {
     // ncclCommInitAll calls ncclGetUniqueId through the PLT: the shim sees it and forwards it.
     // Its communicators (GPUs of one process) get no SketchCCL state: no thread is started.

@@ -20,22 +20,27 @@ struct Result {
   std::string text;
 };
 
-// Runs `nranks` clients; codec_for(rank) gives each rank's SKETCHCCL_CODEC.
-Result run(const std::string& mode, int nranks, const std::function<std::string(int)>& codec_for) {
+// Runs `nranks` clients; codec_for(rank) gives each rank's SKETCHCCL_CODEC. Each rank is a node
+// of its own (SKETCHCCL_HOSTID) unless one_node: ranks on one node forward every call to NCCL.
+Result run(const std::string& mode, int nranks, const std::function<std::string(int)>& codec_for,
+           bool one_node = false, int ranks_per_node = 1) {
   char dir[] = "/tmp/sketchccl_fake_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
   auto outs = sketchccl::testing::run_ranks(
       nranks,
       [&](int r) {
-        return std::vector<std::string>{"/usr/bin/env",
-                                        "FAKE_NCCL_LOG=" + d + "/log." + std::to_string(r),
-                                        "SKETCHCCL_CODEC=" + codec_for(r),
-                                        g_client,
-                                        std::to_string(r),
-                                        std::to_string(nranks),
-                                        d + "/id",
-                                        mode};
+        return std::vector<std::string>{
+            "/usr/bin/env",
+            "FAKE_NCCL_LOG=" + d + "/log." + std::to_string(r),
+            "SKETCHCCL_CODEC=" + codec_for(r),
+            "SKETCHCCL_HOSTID=fakehost" +
+                (one_node ? std::string() : std::to_string(r / ranks_per_node)),
+            g_client,
+            std::to_string(r),
+            std::to_string(nranks),
+            d + "/id",
+            mode};
       },
       {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=30"}, 120);
   Result res;
@@ -72,6 +77,22 @@ TEST(Forwarding, RanksThatDisagreeOnConfigurationAreForwardedOnEveryRank) {
   Result r = run("mismatch", 3, [](int rank) { return rank == 1 ? "q4" : "q8"; });
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_GT(r.checks, 3 * 10) << r.text;
+}
+
+TEST(Forwarding, RanksOnOneNodeForwardEveryCallToNccl) {
+  // A record and agreed configurations, but one node: NCCL's own paths win (docs/hierarchy.md);
+  // the client's non-"full" modes expect every reduction forwarded.
+  Result r = run(
+      "onenode", 3, [](int) { return "q8"; }, /*one_node=*/true);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_GT(r.checks, 3 * 10) << r.text;
+}
+
+TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
+  Result r = run(
+      "hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 8) << r.text;
 }
 
 }  // namespace

@@ -15,8 +15,8 @@ export HOME=$tmp  # no ~/.sketchccl.conf of the caller's
 
 "$info" >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "plain run exits 0" test "$rc" -eq 0
-for section in "SketchCCL " "Configuration:" "CUDA:" "Real NCCL:" "Transports:" "Library:" "needs glibc" \
-  "SKETCHCCL_CODEC" "(default)" "socket"; do
+for section in "SketchCCL " "Configuration:" "CUDA:" "Real NCCL:" "Transports:" "Topology:" "Library:" \
+  "needs glibc" "SKETCHCCL_CODEC" "(default)" "socket"; do
   check "report has '$section'" grep -qF -- "$section" "$tmp/out"
 done
 

@@ -1,0 +1,285 @@
+#include "coll/hierarchy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "coll/ring_phase.h"
+#include "core/log.h"
+#include "kernels/convert.h"
+
+namespace sketchccl::coll {
+namespace {
+
+using kernels::ElemType;
+
+// Non-blocking transfers among the node's ranks, posted ahead and completed later: whatever
+// drives the transport meanwhile (the rail ring's progress calls) moves them, so the node's
+// exchanges of one segment overlap the rail ring of another.
+class NodeTransfers {
+ public:
+  explicit NodeTransfers(const RingLink& link) : link_(link) {}
+  Status send(int peer, uint64_t tag, const void* buf, size_t bytes) {
+    if (bytes == 0) return Status::Ok();
+    transport::RequestId id = 0;
+    SCCL_RETURN_IF_ERROR(link_.transport->isend(peer, tag, buf, bytes, &id));
+    ids_.push_back(id);
+    sent_ += bytes;
+    return Status::Ok();
+  }
+  Status recv(int peer, uint64_t tag, void* buf, size_t bytes) {
+    if (bytes == 0) return Status::Ok();
+    transport::RequestId id = 0;
+    SCCL_RETURN_IF_ERROR(link_.transport->irecv(peer, tag, buf, bytes, &id));
+    ids_.push_back(id);
+    received_ += bytes;
+    return Status::Ok();
+  }
+  // Every posted transfer complete, bounded by the timeout and the abort flag.
+  Status wait(const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int idle = 0; !ids_.empty(); ++idle) {
+      if (link_.abort != nullptr && link_.abort->load()) {
+        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      }
+      SCCL_RETURN_IF_ERROR(link_.transport->progress());
+      for (size_t i = 0; i < ids_.size();) {
+        bool done = false;
+        size_t got = 0;
+        SCCL_RETURN_IF_ERROR(link_.transport->test(ids_[i], &done, &got));
+        if (done) {
+          ids_[i] = ids_.back();
+          ids_.pop_back();
+          idle = 0;
+        } else {
+          ++i;
+        }
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+          link_.timeout_s) {
+        return errorf(Code::kRemoteError,
+                      "local rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) in the "
+                      "hierarchical %s among the ranks of its node",
+                      link_.rank, link_.timeout_s, what);
+      }
+      // Many ranks may share few cores (as in the ring): let them run.
+      if (idle > 4096) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else if (idle > 256) {
+        std::this_thread::yield();
+      }
+    }
+    return Status::Ok();
+  }
+  uint64_t sent() const { return sent_; }
+  uint64_t received() const { return received_; }
+
+ private:
+  const RingLink& link_;
+  std::vector<transport::RequestId> ids_;
+  uint64_t sent_ = 0, received_ = 0;
+};
+
+// One segment of the buffer: [offset, offset + count), cut into L shards (even cut).
+struct Segment {
+  size_t offset = 0;
+  RingPlan plan;
+  size_t shard_at = 0;  // where this rank's shard of it lies in the shard buffer
+};
+
+void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
+  if (count_calls) to->calls += from.calls;
+  to->bytes_sent += from.bytes_sent;
+  to->bytes_received += from.bytes_received;
+  to->s2_nonzeros += from.s2_nonzeros;
+  to->s2_peeled += from.s2_peeled;
+  to->s2_estimated += from.s2_estimated;
+  to->ef_input_sq += from.ef_input_sq;
+  to->ef_residual_sq += from.ef_residual_sq;
+  to->estimated_calls += from.estimated_calls;
+  to->estimated_nmse_sum += from.estimated_nmse_sum;
+  to->estimated_maxrel_sum += from.estimated_maxrel_sum;
+  to->estimated_nmse_worst = std::max(to->estimated_nmse_worst, from.estimated_nmse_worst);
+  to->estimated_maxrel_worst = std::max(to->estimated_maxrel_worst, from.estimated_maxrel_worst);
+  to->sample_bytes_sent += from.sample_bytes_sent;
+  to->guard_steps += from.guard_steps;
+  to->inter_node_bytes_sent += from.bytes_sent;
+}
+
+}  // namespace
+
+HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo,
+                                             int cuda_device)
+    : settings_(settings), topo_(topo), rail_(settings, topo.nodes, cuda_device) {}
+
+RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
+                                          transport::Transport* rail_transport) const {
+  RingLink rail = link;
+  rail.transport = rail_transport;
+  rail.rank = topo_.node;
+  rail.nranks = topo_.nodes;
+  return rail;
+}
+
+std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats, bool count_calls) {
+  std::string codec = kernels::codec_name(kernels::CodecId::kNone);
+  for (const auto& [name, c] : rail_.stats().by_codec) {
+    if (c.calls > 0) codec = name;
+    add_codec_stats(c, &stats->by_codec[name], count_calls);
+  }
+  rail_.stats() = CommStats{};
+  return codec;
+}
+
+Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs& args,
+                                       CommStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SubTransport rail_tr(link.transport, topo_.rail_ranks);
+  AllReduceArgs shard = args;
+  shard.rail = false;
+  Status st = rail_.run(rail_link(link, &rail_tr), shard);
+  CodecStats& cs = stats->by_codec[fold_rail_stats(stats, true)];
+  // The user's buffer is L shards; NCCL's phases send what they send (not counted here).
+  cs.bytes_in +=
+      args.count * kernels::elem_size(args.type) * static_cast<size_t>(topo_.local_ranks);
+  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.ok()) {
+    stats->calls_taken++;
+  } else {
+    stats->calls_failed++;
+  }
+  return st;
+}
+
+// The buffer is cut into segments. Segment k's exact reduce-scatter
+// (direct: each rank sends chunk p to local rank p, which sums them in local-rank order) is posted
+// while the rail ring reduces segment k - 1, and segment k's all-gather (direct too) moves while
+// the rail ring reduces segment k + 1: the node's traffic hides behind the network's.
+Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& args,
+                                  CommStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t esz = kernels::elem_size(args.type);
+  const int L = topo_.local_ranks, me = topo_.local;
+  // At least 4 segments (the overlap), of 2 to 8 slices per node rank (the rail ring's lanes
+  // pipeline, and each rail call's fixed costs, its accuracy sample among them, are spread).
+  const size_t per_slice = std::max<size_t>(1, settings_.slice_elems) * static_cast<size_t>(L);
+  const size_t seg_len = std::max(2 * per_slice, std::min(8 * per_slice, (args.count + 3) / 4));
+  std::vector<Segment> segs;
+  size_t shard_total = 0;
+  for (size_t off = 0; off < args.count; off += seg_len) {
+    Segment sg{off, RingPlan(std::min(seg_len, args.count - off), L, settings_.slice_elems),
+               shard_total};
+    shard_total += sg.plan.chunk_len(me);
+    segs.push_back(std::move(sg));
+  }
+  std::vector<float>& shard =
+      shards_[BufferKey{reinterpret_cast<uintptr_t>(args.send), args.count, args.type}];
+  shard.resize(shard_total);
+  const size_t max_shard = segs.empty() ? 0 : segs.front().plan.chunk_len(0);
+  std::vector<uint8_t> rsbuf[2];  // the other ranks' chunks of this rank's shard, per parity
+  for (auto& b : rsbuf)
+    b.resize(static_cast<size_t>(L - 1) * max_shard * esz);
+  std::vector<float> tmp(max_shard);
+
+  SubTransport node_tr(link.transport, topo_.node_ranks), rail_tr(link.transport, topo_.rail_ranks);
+  RingLink node = link;
+  node.transport = &node_tr;
+  node.rank = me;
+  node.nranks = L;
+  RingLink rail = rail_link(link, &rail_tr);
+  const auto* in = static_cast<const uint8_t*>(args.send);
+  auto* out = static_cast<uint8_t*>(args.recv);
+  auto slot = [me](int p) { return static_cast<size_t>(p < me ? p : p - 1); };
+
+  // 1 (posting): segment k's chunks to their owners, the others' chunks of this rank's shard.
+  auto post_scatter = [&](size_t k, NodeTransfers* t) -> Status {
+    const Segment& sg = segs[k];
+    const uint64_t tag = ring_tag(link.op_seq, kPhaseHierScatter, 0, static_cast<int>(k));
+    const size_t mine = sg.plan.chunk_len(me);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      SCCL_RETURN_IF_ERROR(t->recv(p, tag, rsbuf[k % 2].data() + slot(p) * mine * esz, mine * esz));
+      SCCL_RETURN_IF_ERROR(t->send(p, tag, in + (sg.offset + sg.plan.chunk_offset(p)) * esz,
+                                   sg.plan.chunk_len(p) * esz));
+    }
+    return Status::Ok();
+  };
+  // 1 (summing): own chunk, then the others' in local-rank order, in fp32.
+  auto sum_scatter = [&](size_t k) {
+    const Segment& sg = segs[k];
+    const size_t mine = sg.plan.chunk_len(me);
+    float* dst = shard.data() + sg.shard_at;
+    kernels::load_f32(in + (sg.offset + sg.plan.chunk_offset(me)) * esz, args.type, mine, dst);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      kernels::load_f32(rsbuf[k % 2].data() + slot(p) * mine * esz, args.type, mine, tmp.data());
+      for (size_t i = 0; i < mine; ++i)
+        dst[i] += tmp[i];
+    }
+  };
+  // 3: this rank's shard of segment k into the output (scaled once, for avg), then to the others.
+  const float scale = args.avg ? 1.0f / static_cast<float>(topo_.nranks) : 1.0f;
+  auto post_gather = [&](size_t k, NodeTransfers* t) -> Status {
+    const Segment& sg = segs[k];
+    const uint64_t tag = ring_tag(link.op_seq, kPhaseHierGather, 0, static_cast<int>(k));
+    uint8_t* mine = out + (sg.offset + sg.plan.chunk_offset(me)) * esz;
+    kernels::store_f32(shard.data() + sg.shard_at, sg.plan.chunk_len(me), scale, args.type, mine);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      SCCL_RETURN_IF_ERROR(t->recv(p, tag, out + (sg.offset + sg.plan.chunk_offset(p)) * esz,
+                                   sg.plan.chunk_len(p) * esz));
+      SCCL_RETURN_IF_ERROR(t->send(p, tag, mine, sg.plan.chunk_len(me) * esz));
+    }
+    return Status::Ok();
+  };
+
+  std::string codec = kernels::codec_name(kernels::CodecId::kNone);
+  NodeTransfers gathers(node);
+  uint64_t scatter_sent = 0, scatter_received = 0;
+  Status st;
+  if (!segs.empty()) {
+    NodeTransfers first(node);
+    st = post_scatter(0, &first);
+    if (st.ok()) st = first.wait("reduce-scatter");
+    scatter_sent += first.sent();
+    scatter_received += first.received();
+    if (st.ok()) sum_scatter(0);
+  }
+  for (size_t k = 0; st.ok() && k < segs.size(); ++k) {
+    NodeTransfers next(node);
+    if (k + 1 < segs.size()) st = post_scatter(k + 1, &next);
+    // 2: the compressed AllReduce of this rank's shard of segment k along its rail (every
+    // member's shard has the same length).
+    const size_t len = segs[k].plan.chunk_len(me);
+    if (st.ok() && len > 0) {
+      float* x = shard.data() + segs[k].shard_at;
+      AllReduceArgs shard_args{x, x, len, ElemType::kF32, false, args.exact};
+      st = rail_.run(rail, shard_args);
+      codec = fold_rail_stats(stats, false);
+    }
+    if (st.ok()) st = post_gather(k, &gathers);
+    if (st.ok()) st = next.wait("reduce-scatter");
+    scatter_sent += next.sent();
+    scatter_received += next.received();
+    if (st.ok() && k + 1 < segs.size()) sum_scatter(k + 1);
+  }
+  if (st.ok()) st = gathers.wait("all-gather");
+  // Receives may still be posted into buffers about to go: the communicator is finished.
+  if (!st.ok()) link.transport->close();
+  CodecStats& cs = stats->by_codec[codec];
+  cs.calls++;
+  cs.bytes_in += args.count * esz;
+  const uint64_t sent = scatter_sent + gathers.sent();
+  cs.bytes_sent += sent;
+  cs.bytes_received += scatter_received + gathers.received();
+  cs.intra_node_bytes_sent += sent;
+  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.ok()) {
+    stats->calls_taken++;
+  } else {
+    stats->calls_failed++;
+  }
+  return st;
+}
+
+}  // namespace sketchccl::coll

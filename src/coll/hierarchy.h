@@ -1,0 +1,82 @@
+// The hierarchical AllReduce (docs/hierarchy.md): an exact reduce-scatter among the ranks of a
+// node, a compressed AllReduce of each rank's shard among the ranks of its rail (the same local
+// index on every node), then an exact all-gather in the node. Only the middle phase crosses
+// nodes; the ring itself stays unaware of them (each phase is a ring over a sub-transport).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "coll/allreduce.h"
+#include "coll/ring.h"
+#include "coll/settings.h"
+#include "coll/stats.h"
+#include "coll/topology.h"
+#include "transport/transport.h"
+
+namespace sketchccl::coll {
+
+// The ranks `members` of a transport as ranks 0 .. members.size() - 1 of a sub-ring.
+class SubTransport : public transport::Transport {
+ public:
+  SubTransport(transport::Transport* inner, const std::vector<int>& members)
+      : inner_(inner), members_(members) {}
+  const char* name() const override { return inner_->name(); }
+  transport::TransportProperties properties() const override { return inner_->properties(); }
+  transport::Blob address() const override { return inner_->address(); }
+  Status connect(int peer, const transport::Blob& address) override {
+    return inner_->connect(members_[static_cast<size_t>(peer)], address);
+  }
+  Status isend(int peer, uint64_t tag, const void* buf, size_t bytes,
+               transport::RequestId* id) override {
+    return inner_->isend(members_[static_cast<size_t>(peer)], tag, buf, bytes, id);
+  }
+  Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
+    return inner_->irecv(members_[static_cast<size_t>(peer)], tag, buf, bytes, id);
+  }
+  Status progress() override { return inner_->progress(); }
+  Status test(transport::RequestId id, bool* done, size_t* bytes) override {
+    return inner_->test(id, done, bytes);
+  }
+  void close() override { inner_->close(); }
+
+ private:
+  transport::Transport* inner_;
+  const std::vector<int>& members_;
+};
+
+class HierarchicalAllReduce {
+ public:
+  HierarchicalAllReduce(const Settings& settings, const Topology& topo, int cuda_device = 0);
+
+  // Host buffers of an AllReduce; ReduceScatters and device buffers keep the flat ring.
+  static bool takes(const AllReduceArgs& args) {
+    return !args.scatter && args.mem == backend::MemoryType::kHost;
+  }
+  // `link` is the communicator's (global ranks); `stats` its statistics, to which this call's
+  // bytes are added per codec, split into intra- and inter-node bytes.
+  Status run(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  // The inter-node phase alone (args.rail: a real NCCL runs the intra-node phases), on this
+  // rank's shard args.send == args.recv, of any memory type; ncclAvg divides by N here (NCCL's
+  // ReduceScatter divided by L).
+  Status run_rail(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  AllReduceEngine& rail() { return rail_; }
+
+ private:
+  Settings settings_;
+  Topology topo_;
+  RingLink rail_link(const RingLink& link, transport::Transport* rail_transport) const;
+  // Adds the rail engine's statistics since the last call to `stats` (as inter-node bytes) and
+  // returns the codec the rail used.
+  // count_calls: the rail's calls count as calls (else the caller counts one per user call).
+  std::string fold_rail_stats(CommStats* stats, bool count_calls);
+
+  AllReduceEngine rail_;  // the compressed middle phase among the N ranks of this rail
+  // Per user buffer: this rank's shards of its segments in fp32, the rail engine's buffers (so
+  // their history and error feedback stay per user buffer and segment).
+  std::map<BufferKey, std::vector<float>> shards_;
+};
+
+}  // namespace sketchccl::coll
