@@ -30,14 +30,12 @@ Result run(const std::string& mode, int nranks, bool stats_in_log = false,
       nranks,
       [&](int r) {
         const std::string log = d + "/log." + std::to_string(r);
-        return std::vector<std::string>{"/usr/bin/env",
-                                        "FAKE_NCCL_LOG=" + log,
+        return std::vector<std::string>{"/usr/bin/env", "FAKE_NCCL_LOG=" + log,
+                                        // A node per rank: one node forwards everything.
+                                        "SKETCHCCL_HOSTID=lifehost" + std::to_string(r),
                                         "SKETCHCCL_STATS_FILE=" + (stats_in_log ? log : ""),
-                                        g_client,
-                                        std::to_string(r),
-                                        std::to_string(nranks),
-                                        d + "/id",
-                                        mode};
+                                        g_client, std::to_string(r), std::to_string(nranks),
+                                        d + "/id", mode};
       },
       {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=" + timeout,
        "SKETCHCCL_TRANSPORT=" + transport, "SKETCHCCL_CODEC=q8"},

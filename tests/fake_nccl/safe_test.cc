@@ -39,6 +39,8 @@ Result run(const std::string& client, const std::string& mode, std::vector<std::
         std::vector<std::string> argv{"/usr/bin/env"};
         argv.insert(argv.end(), env.begin(), env.end());  // env(1)'s -u options come first
         argv.push_back("FAKE_NCCL_LOG=" + d + "/log." + std::to_string(r));
+        // A node per rank: ranks on one node forward everything (docs/hierarchy.md).
+        argv.push_back("SKETCHCCL_HOSTID=safehost" + std::to_string(r));
         for (const std::string& a :
              {client, std::to_string(r), std::to_string(nranks), d + "/id", mode})
           argv.push_back(a);
