@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/api/agreement.h"
+#include "tests/gpu/gpu_test_main.h"
 
 namespace {
 
@@ -57,5 +58,5 @@ int main(int argc, char** argv) {
   }
   g_gpu_worker = argv[1];
   g_coll_worker = argv[2];
-  return RUN_ALL_TESTS();
+  return sketchccl::gpu_test::run_all_tests_or_skip();
 }
