@@ -260,6 +260,12 @@ bool Root::handle_hello(RootConn& c) {
     reject(c, "bootstrap: wrong secret: not a rank of this unique id (stale or foreign id?)");
     return false;
   }
+  if (h.abandon) {
+    const std::string why(h.blob.begin(), h.blob.end());
+    finish_error("bootstrap: rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
+                 " cannot join: " + why);
+    return false;
+  }
   if (nranks_ < 0) {
     nranks_ = static_cast<int>(h.nranks);
     by_rank_.assign(nranks_, nullptr);
@@ -605,6 +611,24 @@ void Join::State::run() {
   result = std::move(res);
   done = true;
   cv.notify_all();
+}
+
+Status abandon(const uint8_t id[kUniqueIdBytes], int rank, int nranks, const std::string& why,
+               const Options& opts) {
+  Record rec;
+  SCCL_RETURN_IF_ERROR(read_record(id, &rec));
+  const double deadline = net::now_s() + std::min(2.0, opts.timeout_s);
+  net::Fd fd;
+  SCCL_RETURN_IF_ERROR(net::connect_to(rec.root, deadline, false, &fd));
+  wire::Hello h;
+  h.abandon = true;
+  h.secret = rec.secret;
+  h.rank = static_cast<uint32_t>(rank);
+  h.nranks = static_cast<uint32_t>(nranks);
+  h.blob.assign(why.begin(), why.begin() + static_cast<std::ptrdiff_t>(
+                                               std::min(why.size(), wire::kMaxErrorBytes)));
+  std::vector<uint8_t> msg = wire::encode_hello(h);
+  return net::send_all(fd.get(), msg.data(), msg.size(), deadline, "the bootstrap abandon");
 }
 
 Status Join::start(const uint8_t id[kUniqueIdBytes], int rank, int nranks,
