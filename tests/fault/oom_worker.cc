@@ -1,0 +1,85 @@
+// One rank of the out-of-memory test (oom_test.cc): a standalone in-place AllReduce of COUNT
+// floats after which one rank limits its own address space, so that SketchCCL's allocations for
+// the call fail.
+//
+//   oom_worker allreduce RANK NRANKS ID_HEX LIMITED_RANK HEADROOM_MIB COUNT
+//
+// Prints "RESULT rank=<r> rc=<ncclResult_t> seconds=<time in the call> error=<last error>".
+// The limited rank then stays alive a while, so that the other ranks' prompt failure comes from
+// SketchCCL (its communicator closes), not from the process exiting.
+#include <nccl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "../api/rank_report.h"
+
+namespace {
+
+// The process's current address-space size (VmSize), in bytes.
+size_t address_space_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmSize:") {
+      size_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sketchccl::testing::WorkerArgs wa;
+  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa) || argc < 8) return 2;
+  const int limited = std::atoi(argv[5]);
+  const size_t headroom = static_cast<size_t>(std::atol(argv[6])) << 20;
+  const size_t count = static_cast<size_t>(std::atol(argv[7]));
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, wa.nranks, wa.id, wa.rank) != ncclSuccess) {
+    std::printf("init failed: %s\n", ncclGetLastError(nullptr));
+    return 3;
+  }
+  // Dense data, so that the sparse codec's support is the whole buffer.
+  std::unique_ptr<float[]> buf(new float[count]);
+  for (size_t i = 0; i < count; ++i)
+    buf[i] = static_cast<float>((i + static_cast<size_t>(wa.rank)) % 7 + 1);
+  // A first small call: the ring is connected before the limit.
+  float warm[1024];
+  for (float& v : warm)
+    v = 1.0f;
+  if (ncclAllReduce(warm, warm, 1024, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess ||
+      warm[0] != static_cast<float>(wa.nranks)) {
+    std::printf("warm-up AllReduce failed: %s\n", ncclGetLastError(comm));
+    return 4;
+  }
+  if (wa.rank == limited) {
+    const size_t vm = address_space_bytes();
+    rlimit lim{vm + headroom, vm + headroom};
+    if (vm == 0 || setrlimit(RLIMIT_AS, &lim) != 0) {
+      std::printf("cannot limit the address space\n");
+      return 5;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ncclResult_t rc = ncclAllReduce(buf.get(), buf.get(), count, ncclFloat32, ncclSum, comm, nullptr);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("RESULT rank=%d rc=%d seconds=%.2f error=%s\n", wa.rank, static_cast<int>(rc),
+              seconds, rc == ncclSuccess ? "" : ncclGetLastError(comm));
+  std::fflush(stdout);
+  if (wa.rank == limited) std::this_thread::sleep_for(std::chrono::seconds(12));
+  ncclCommAbort(comm);
+  return 0;
+}
