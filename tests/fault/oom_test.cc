@@ -68,6 +68,32 @@ TEST_P(OutOfMemory, LimitedRankGetsSystemErrorOthersFailPromptly) {
 
 INSTANTIATE_TEST_SUITE_P(Standalone, OutOfMemory, ::testing::Values("sparse", "q8", "none"));
 
+// Out of memory in ncclCommInitRank: that rank says so, and the root, told, fails the others at
+// once (not after 0.8 x their 60 s timeout).
+TEST(OutOfMemoryAtInit, LimitedRankSaysSoOthersFailPromptly) {
+  sketchccl::testing::Outcome o = sketchccl::testing::run_scenario(
+      g_worker, "init", kRanks,
+      {"SKETCHCCL_NCCL_LIB=none", "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_TRANSPORT=socket"},
+      {std::to_string(kLimited), "2", "0"}, 150);
+  for (int r = 0; r < kRanks; ++r) {
+    const sketchccl::testing::RankOutput& ro = o.ranks[static_cast<size_t>(r)];
+    SCOPED_TRACE("rank " + std::to_string(r) + " output:\n" + ro.out);
+    EXPECT_EQ(ro.signal, 0) << "killed by signal " << ro.signal;
+    EXPECT_EQ(ro.exit_code, 0);
+    const Result res = result_of(ro.out);
+    std::printf("[ info ] init rank %d: rc %d after %.2f s: %s\n", r, res.rc, res.seconds,
+                res.error.c_str());
+    EXPECT_NE(res.rc, static_cast<int>(ncclSuccess));
+    if (r == kLimited) {
+      EXPECT_EQ(res.rc, static_cast<int>(ncclSystemError));
+      EXPECT_NE(res.error.find("out of memory"), std::string::npos) << res.error;
+    } else {
+      EXPECT_GE(res.seconds, 0);
+      EXPECT_LT(res.seconds, kPromptSeconds) << "a rank waited for the one that could not come";
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

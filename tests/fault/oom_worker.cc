@@ -2,8 +2,10 @@
 // floats after which one rank limits its own address space, so that SketchCCL's allocations for
 // the call fail.
 //
-//   oom_worker allreduce RANK NRANKS ID_HEX LIMITED_RANK HEADROOM_MIB COUNT
+//   oom_worker allreduce|init RANK NRANKS ID_HEX LIMITED_RANK HEADROOM_MIB COUNT
 //
+// `init`: the limit comes before ncclCommInitRank, which fails on that rank; the others must
+// hear of it from the root at once.
 // Prints "RESULT rank=<r> rc=<ncclResult_t> seconds=<time in the call> error=<last error>".
 // The limited rank then stays alive a while, so that the other ranks' prompt failure comes from
 // SketchCCL (its communicator closes), not from the process exiting.
@@ -38,6 +40,23 @@ size_t address_space_bytes() {
   return 0;
 }
 
+// Limits this process's address space to what it uses now plus `headroom` bytes.
+bool limit_address_space(size_t headroom) {
+  const size_t vm = address_space_bytes();
+  rlimit lim{vm + headroom, vm + headroom};
+  return vm != 0 && setrlimit(RLIMIT_AS, &lim) == 0;
+}
+
+void print_result(int rank, ncclResult_t rc, double seconds, const char* error) {
+  std::printf("RESULT rank=%d rc=%d seconds=%.2f error=%s\n", rank, static_cast<int>(rc), seconds,
+              rc == ncclSuccess ? "" : error);
+  std::fflush(stdout);
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,6 +66,16 @@ int main(int argc, char** argv) {
   const size_t headroom = static_cast<size_t>(std::atol(argv[6])) << 20;
   const size_t count = static_cast<size_t>(std::atol(argv[7]));
   ncclComm_t comm = nullptr;
+  if (wa.scenario == "init") {
+    int version = 0;
+    ncclGetVersion(&version);
+    if (wa.rank == limited && !limit_address_space(headroom)) return 5;
+    const auto t0 = std::chrono::steady_clock::now();
+    ncclResult_t rc = ncclCommInitRank(&comm, wa.nranks, wa.id, wa.rank);
+    print_result(wa.rank, rc, since(t0), ncclGetLastError(nullptr));
+    if (rc == ncclSuccess) ncclCommAbort(comm);
+    return 0;
+  }
   if (ncclCommInitRank(&comm, wa.nranks, wa.id, wa.rank) != ncclSuccess) {
     std::printf("init failed: %s\n", ncclGetLastError(nullptr));
     return 3;
@@ -64,21 +93,13 @@ int main(int argc, char** argv) {
     std::printf("warm-up AllReduce failed: %s\n", ncclGetLastError(comm));
     return 4;
   }
-  if (wa.rank == limited) {
-    const size_t vm = address_space_bytes();
-    rlimit lim{vm + headroom, vm + headroom};
-    if (vm == 0 || setrlimit(RLIMIT_AS, &lim) != 0) {
-      std::printf("cannot limit the address space\n");
-      return 5;
-    }
+  if (wa.rank == limited && !limit_address_space(headroom)) {
+    std::printf("cannot limit the address space\n");
+    return 5;
   }
   const auto t0 = std::chrono::steady_clock::now();
   ncclResult_t rc = ncclAllReduce(buf.get(), buf.get(), count, ncclFloat32, ncclSum, comm, nullptr);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("RESULT rank=%d rc=%d seconds=%.2f error=%s\n", wa.rank, static_cast<int>(rc),
-              seconds, rc == ncclSuccess ? "" : ncclGetLastError(comm));
-  std::fflush(stdout);
+  print_result(wa.rank, rc, since(t0), ncclGetLastError(comm));
   if (wa.rank == limited) std::this_thread::sleep_for(std::chrono::seconds(12));
   ncclCommAbort(comm);
   return 0;
