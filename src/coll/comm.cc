@@ -188,6 +188,11 @@ Status Communicator::rendezvous_and_connect() {
   if (left != right) {
     SCCL_RETURN_IF_ERROR(transport_->connect(left, table.addresses[static_cast<size_t>(left)]));
   }
+  // Every rank's links are up before any rank's init returns: one that destroys its communicator
+  // at once must not leave a peer still connecting to a closed listener (found by the soak).
+  uint8_t here = 1;
+  std::vector<uint8_t> all(static_cast<size_t>(nranks_));
+  SCCL_RETURN_IF_ERROR(allgather_small(&here, sizeof here, all.data()));
   SCCL_INFO(kLogInit, "rank %d of %d joined over %s", rank_, nranks_, transport_->name());
   return Status::Ok();
 }
