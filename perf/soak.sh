@@ -16,5 +16,6 @@ if [ ! -x "$SOAK" ]; then
   exit 2
 fi
 SEED=${SKETCHCCL_SOAK_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+unset SKETCHCCL_SOAK_SEED  # the script's own: the library warns of SKETCHCCL_ names it does not know
 export SKETCHCCL_NCCL_LIB=none
 exec "$SOAK" --seed "$SEED" "$@"
