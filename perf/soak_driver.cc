@@ -4,7 +4,7 @@
 // mismatches (and errors in runs where nothing failed). Exit status 0 when all are zero.
 //
 //   sketchccl-soak [--seed N] [--calls N] [--seconds S] [--max-ranks P] [--kill-every K]
-//                  [--timeout S] [--worker PATH] [--run N]
+//                  [--timeout S] [--worker PATH] [--run N] [--keep-logs 1]
 #include <fcntl.h>
 #include <nccl.h>
 #include <signal.h>
@@ -41,7 +41,8 @@ struct Options {
   int kill_every = 4;   // every K-th run kills a rank
   double timeout = 20;  // SKETCHCCL_TIMEOUT of the ranks
   std::string worker;
-  int only = -1;  // --run N: that run of the seed alone (to reproduce a failure)
+  int only = -1;      // --run N: that run of the seed alone (to reproduce a failure)
+  bool keep = false;  // --keep-logs 1: keep every run's rank logs, not only the failing ones'
 };
 
 struct Totals {
@@ -326,7 +327,7 @@ void soak_run(const Options& opt, const Run& run, const std::string& dir, Totals
   for (const std::string& p : problems)
     std::printf("  %s\n", p.c_str());
   std::fflush(stdout);
-  if (problems.empty()) {
+  if (problems.empty() && !opt.keep) {
     for (const std::string& l : logs)
       std::remove(l.c_str());
   }
@@ -353,6 +354,8 @@ bool parse_options(int argc, char** argv, Options* o) {
       o->worker = v;
     else if (a == "--run")
       o->only = std::atoi(v);
+    else if (a == "--keep-logs")
+      o->keep = std::atoi(v) != 0;
     else
       return false;
     ++i;
@@ -367,7 +370,7 @@ int main(int argc, char** argv) {
   if (!parse_options(argc, argv, &opt)) {
     std::fprintf(stderr,
                  "usage: %s [--seed N] [--calls N] [--seconds S] [--max-ranks P] "
-                 "[--kill-every K] [--timeout S] [--worker PATH] [--run N]\n",
+                 "[--kill-every K] [--timeout S] [--worker PATH] [--run N] [--keep-logs 1]\n",
                  argv[0]);
     return 2;
   }
@@ -420,9 +423,10 @@ int main(int argc, char** argv) {
   std::printf("soak: crashes %ld, hangs %ld, mismatches %ld, errors without a kill %ld\n",
               t.crashes, t.hangs, t.mismatches, t.errors);
   const bool clean = t.crashes + t.hangs + t.mismatches + t.errors == 0;
-  if (clean)
+  if (clean && !opt.keep) {
     ::rmdir(dir);
-  else
-    std::printf("soak: the failing runs' rank logs are in %s\n", dir);
+  } else {
+    std::printf("soak: the rank logs are in %s\n", dir);
+  }
   return clean ? 0 : 1;
 }
