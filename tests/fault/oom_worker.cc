@@ -6,7 +6,8 @@
 //
 // `init`: the limit comes before ncclCommInitRank, which fails on that rank; the others must
 // hear of it from the root at once.
-// Prints "RESULT rank=<r> rc=<ncclResult_t> seconds=<time in the call> error=<last error>".
+// Prints "RESULT rank=<r> rc=<ncclResult_t> seconds=<time in the call> at=<when it returned,
+// seconds since the epoch> error=<last error>".
 // The limited rank then stays alive a while, so that the other ranks' prompt failure comes from
 // SketchCCL (its communicator closes), not from the process exiting.
 #include <nccl.h>
@@ -25,6 +26,9 @@
 #include "../api/rank_report.h"
 
 namespace {
+
+// How long the limited rank lives on after its error: longer than the test allows its peers.
+constexpr int kStaySeconds = 25;
 
 // The process's current address-space size (VmSize), in bytes.
 size_t address_space_bytes() {
@@ -48,8 +52,10 @@ bool limit_address_space(size_t headroom) {
 }
 
 void print_result(int rank, ncclResult_t rc, double seconds, const char* error) {
-  std::printf("RESULT rank=%d rc=%d seconds=%.2f error=%s\n", rank, static_cast<int>(rc), seconds,
-              rc == ncclSuccess ? "" : error);
+  const double at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::printf("RESULT rank=%d rc=%d seconds=%.2f at=%.3f error=%s\n", rank, static_cast<int>(rc),
+              seconds, at, rc == ncclSuccess ? "" : error);
   std::fflush(stdout);
 }
 
@@ -100,7 +106,7 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   ncclResult_t rc = ncclAllReduce(buf.get(), buf.get(), count, ncclFloat32, ncclSum, comm, nullptr);
   print_result(wa.rank, rc, since(t0), ncclGetLastError(comm));
-  if (wa.rank == limited) std::this_thread::sleep_for(std::chrono::seconds(12));
+  if (wa.rank == limited) std::this_thread::sleep_for(std::chrono::seconds(kStaySeconds));
   ncclCommAbort(comm);
   return 0;
 }
