@@ -110,6 +110,7 @@ class Root {
   int joined_ = 0;
   double first_arrival_ = 0;
   bool finished_ = false;
+  std::string abandoned_;  // why a rank cannot join: every rank, late ones too, is told so
 };
 
 void Root::run(const std::atomic<bool>* stop) {
@@ -169,6 +170,7 @@ void Root::run(const std::atomic<bool>* stop) {
     }
     // Ranks wait timeout_s themselves; the root gives up a little earlier so that they hear
     // which ranks are missing.
+    if (!abandoned_.empty() && now - first_arrival_ > 0.8 * timeout_s_) break;
     if (first_arrival_ > 0 && now - first_arrival_ > 0.8 * timeout_s_) {
       std::string missing;
       int count = 0;
@@ -260,10 +262,25 @@ bool Root::handle_hello(RootConn& c) {
     reject(c, "bootstrap: wrong secret: not a rank of this unique id (stale or foreign id?)");
     return false;
   }
+  if (!abandoned_.empty()) {
+    reject(c, abandoned_);
+    return false;
+  }
   if (h.abandon) {
+    // The ranks waiting are told now; the root stays up until its usual deadline to tell those
+    // still coming (a refused connection would have them retry until their timeout).
     const std::string why(h.blob.begin(), h.blob.end());
-    finish_error("bootstrap: rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
-                 " cannot join: " + why);
+    abandoned_ = "bootstrap: rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
+                 " cannot join: " + why;
+    SCCL_WARN(kLogBoot, "%s", abandoned_.c_str());
+    if (first_arrival_ == 0) first_arrival_ = net::now_s();
+    for (RootConn*& waiting : by_rank_) {
+      if (waiting == nullptr) continue;
+      reject(*waiting, abandoned_);
+      waiting->fd.reset();  // dropped at its next poll: the rank has its answer
+      waiting = nullptr;
+    }
+    joined_ = 0;
     return false;
   }
   if (nranks_ < 0) {

@@ -49,7 +49,7 @@ TEST_P(OutOfMemory, LimitedRankGetsSystemErrorOthersFailPromptly) {
        "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_TRANSPORT=socket"},
       {std::to_string(kLimited), "48", std::to_string(kCount)}, 150);
   // The limited rank's error, the clock the others' promptness is measured from (it lives on
-  // for 25 s after it, so a peer failing only when it exits is late).
+  // for 15 s after it, so a peer failing only when it exits is late).
   const double failed_at = result_of(o.ranks[kLimited].out).at;
   for (int r = 0; r < kRanks; ++r) {
     const sketchccl::testing::RankOutput& ro = o.ranks[static_cast<size_t>(r)];
