@@ -12,6 +12,7 @@
 // the others through a file (--id-file, default /tmp/sketchccl-perf.<job>.id).
 #include <dlfcn.h>
 #include <nccl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -303,6 +305,32 @@ Nccl load_nccl(const Options& o, bool want_shim) {
 Nccl g_nccl;
 int g_rank = 0, g_nranks = 1;
 
+// The id file rank 0 wrote (a temporary file): removed on every exit path -- return, exit(),
+// SIGINT/SIGTERM/SIGHUP -- so that a failed run leaves nothing behind in /tmp.
+char g_owned_id_file[4096];
+void remove_owned_id_file() {
+  if (g_owned_id_file[0] != 0) unlink(g_owned_id_file);
+  g_owned_id_file[0] = 0;
+}
+void on_fatal_signal(int sig) {
+  remove_owned_id_file();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+void own_id_file(const std::string& path) {
+  std::snprintf(g_owned_id_file, sizeof g_owned_id_file, "%s", path.c_str());
+  std::atexit(remove_owned_id_file);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    signal(sig, on_fatal_signal);
+}
+
+// An allocation of this tool that failed: an error (exit status 3), not an abort.
+[[noreturn]] void out_of_memory(const char* what, size_t bytes) {
+  std::fprintf(stderr, "sketchccl-perf: rank %d: out of memory allocating %s (%zu bytes)\n", g_rank,
+               what, bytes);
+  std::exit(3);
+}
+
 #define NCCLCHECK(call)                                                                    \
   do {                                                                                     \
     ncclResult_t r_ = (call);                                                              \
@@ -334,7 +362,7 @@ class HostMemory : public Memory {
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     if (posix_memalign(&p, 4096, std::max<size_t>(bytes, 64)) != 0)
-      input_error("out of host memory");
+      out_of_memory("a host buffer", bytes);
     std::memset(p, 0, std::max<size_t>(bytes, 64));
     return p;
   }
@@ -745,6 +773,7 @@ int main(int argc, char** argv) {
     std::string err, hex;
     if (g_rank == 0) {
       NCCLCHECK(g_nccl.GetUniqueId(&id));
+      own_id_file(o.id_file);
       if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err))
         input_error("%s", err.c_str());
     } else {
@@ -765,7 +794,13 @@ int main(int argc, char** argv) {
                     : "n/a",
         o.data.c_str(), o.memory.empty() ? (o.standalone ? "host" : "device") : o.memory.c_str());
   }
-  int rc = run_rank(o, id);
-  if (g_rank == 0 && !o.id_file.empty()) unlink(o.id_file.c_str());
+  int rc = 3;
+  try {
+    rc = run_rank(o, id);
+  } catch (const std::bad_alloc&) {
+    // The inputs, the exact sums and the results are sized by --maxbytes.
+    out_of_memory("the inputs, exact sums and results of --maxbytes", o.max_bytes);
+  }
+  remove_owned_id_file();
   return rc;
 }

@@ -111,6 +111,7 @@ class Root {
   int joined_ = 0;
   double first_arrival_ = 0;
   bool finished_ = false;
+  std::string abandoned_;  // why a rank cannot join: every rank, late ones too, is told so
 };
 
 void Root::run(const std::atomic<bool>* stop) {
@@ -165,6 +166,7 @@ void Root::run(const std::atomic<bool>* stop) {
     // No deadline before the first rank comes: a framework may init hours after it made the id.
     // Ranks wait timeout_s themselves; the root gives up a little earlier so that they hear
     // which ranks are missing.
+    if (!abandoned_.empty() && now - first_arrival_ > 0.8 * timeout_s_) break;
     if (first_arrival_ > 0 && now - first_arrival_ > 0.8 * timeout_s_) {
       std::string missing;
       int count = 0;
@@ -254,6 +256,27 @@ bool Root::handle_hello(RootConn& c) {
   }
   if (h.secret != secret_) {
     reject(c, "bootstrap: wrong secret: not a rank of this unique id (stale or foreign id?)");
+    return false;
+  }
+  if (!abandoned_.empty()) {
+    reject(c, abandoned_);
+    return false;
+  }
+  if (h.abandon) {
+    // The ranks waiting are told now; the root stays up until its usual deadline to tell those
+    // still coming (a refused connection would have them retry until their timeout).
+    const std::string why(h.blob.begin(), h.blob.end());
+    abandoned_ = "bootstrap: rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
+                 " cannot join: " + why;
+    SCCL_WARN(kLogBoot, "%s", abandoned_.c_str());
+    if (first_arrival_ == 0) first_arrival_ = net::now_s();
+    for (RootConn*& waiting : by_rank_) {
+      if (waiting == nullptr) continue;
+      reject(*waiting, abandoned_);
+      waiting->fd.reset();  // dropped at its next poll: the rank has its answer
+      waiting = nullptr;
+    }
+    joined_ = 0;
     return false;
   }
   if (nranks_ < 0) {
@@ -627,6 +650,24 @@ void Join::State::run() {
   result = std::move(res);
   done = true;
   cv.notify_all();
+}
+
+Status abandon(const uint8_t id[kUniqueIdBytes], int rank, int nranks, const std::string& why,
+               const Options& opts) {
+  Record rec;
+  SCCL_RETURN_IF_ERROR(read_record(id, &rec));
+  const double deadline = net::now_s() + std::min(2.0, opts.timeout_s);
+  net::Fd fd;
+  SCCL_RETURN_IF_ERROR(net::connect_to(rec.root, deadline, false, &fd));
+  wire::Hello h;
+  h.abandon = true;
+  h.secret = rec.secret;
+  h.rank = static_cast<uint32_t>(rank);
+  h.nranks = static_cast<uint32_t>(nranks);
+  h.blob.assign(why.begin(), why.begin() + static_cast<std::ptrdiff_t>(
+                                               std::min(why.size(), wire::kMaxErrorBytes)));
+  std::vector<uint8_t> msg = wire::encode_hello(h);
+  return net::send_all(fd.get(), msg.data(), msg.size(), deadline, "the bootstrap abandon");
 }
 
 Status Join::start(const uint8_t id[kUniqueIdBytes], int rank, int nranks,

@@ -64,6 +64,12 @@ Status describe_record(const uint8_t id[kUniqueIdBytes], std::string* out);
 Status record_fields(const uint8_t id[kUniqueIdBytes], std::vector<uint8_t>* root_address,
                      uint64_t* secret);
 
+// Tells the root of `id` that this rank cannot join (out of memory, no transport: `why`), so
+// that it fails the ranks already waiting now rather than at 0.8 x the timeout. Best effort:
+// bounded by min(2 s, the timeout); an error only says that the root could not be told.
+Status abandon(const uint8_t id[kUniqueIdBytes], int rank, int nranks, const std::string& why,
+               const Options& opts);
+
 struct JoinResult {
   int rank = 0;
   int nranks = 0;

@@ -100,7 +100,7 @@ Status open_message(const uint8_t* data, size_t len, size_t max_bytes, const cha
 
 std::vector<uint8_t> encode_hello(const Hello& h) {
   std::vector<uint8_t> out;
-  put_header(&out, kTypeHello);
+  put_header(&out, h.abandon ? kTypeAbandon : kTypeHello);
   append_u64(&out, h.secret);
   append_u32(&out, h.rank);
   append_u32(&out, h.nranks);
@@ -139,11 +139,12 @@ Status parse_hello(const uint8_t* data, size_t len, Hello* out) {
   Reader r{data, len};
   uint16_t type = 0;
   SCCL_RETURN_IF_ERROR(open_message(data, len, kMaxHelloBytes, "hello", &r, &type));
-  if (type != kTypeHello) {
+  if (type != kTypeHello && type != kTypeAbandon) {
     return errorf(Code::kInvalidArgument, "bootstrap message of type %u where a hello (%u) belongs",
                   type, kTypeHello);
   }
   Hello h;
+  h.abandon = type == kTypeAbandon;
   uint32_t blob_len = 0;
   if (!r.u64(&h.secret) || !r.u32(&h.rank) || !r.u32(&h.nranks) || !r.u64(&h.config_hash) ||
       !r.u32(&blob_len)) {

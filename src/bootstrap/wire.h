@@ -17,6 +17,7 @@ constexpr uint16_t kVersion = 1;
 constexpr uint16_t kTypeHello = 1;
 constexpr uint16_t kTypeTable = 2;
 constexpr uint16_t kTypeError = 3;
+constexpr uint16_t kTypeAbandon = 4;  // a hello saying the rank cannot join (blob: why)
 constexpr size_t kFrameBytes = 4;
 constexpr size_t kMaxBlobBytes = 64 * 1024;
 constexpr uint32_t kMaxRanks = 1u << 20;
@@ -31,6 +32,7 @@ struct Hello {
   uint32_t nranks = 0;
   uint64_t config_hash = 0;
   std::vector<uint8_t> blob;
+  bool abandon = false;  // kTypeAbandon: the rank cannot join; blob holds why (text)
 };
 
 struct Reply {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
 
 #include "backend/backend.h"
 #include "coll/hierarchy.h"
+#include "coll/oom.h"
 #include "coll/reduce_scatter.h"
 #include "coll/ring_phase.h"
 #include "core/log.h"
@@ -307,9 +309,12 @@ void AllReduceEngine::set_topology(const Topology& topo) {
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   if (args.rail) {
     if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
-    return hier_->run_rail(link, args, &stats_);
+    return run_caught("a hierarchical AllReduce's rail phase",
+                      [&] { return hier_->run_rail(link, args, &stats_); });
   }
-  if (hier_ && HierarchicalAllReduce::takes(args)) return hier_->run(link, args, &stats_);
+  if (hier_ && HierarchicalAllReduce::takes(args)) {
+    return run_caught("a hierarchical AllReduce", [&] { return hier_->run(link, args, &stats_); });
+  }
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
   BufferState& state = buffers_.get(key);
@@ -319,7 +324,14 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
   const uint64_t sent_before = cs.bytes_sent;
-  if (st.ok()) st = run_on(link, args, codec, state, cs, *be);
+  if (st.ok()) {
+    // The operation boundary: whatever it throws (std::bad_alloc) fails this call, not the process.
+    char what[96];
+    std::snprintf(what, sizeof what, "the %s %s of %zu bytes", kernels::codec_name(codec),
+                  args.scatter ? "ReduceScatter" : "AllReduce",
+                  args.count * kernels::elem_size(args.type));
+    st = run_caught(what, [&] { return run_on(link, args, codec, state, cs, *be); });
+  }
   // The flat ring sends to its right neighbour only: on this node or on another.
   const size_t right = static_cast<size_t>((link.rank + 1) % link.nranks);
   const bool right_here =
@@ -419,8 +431,12 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   std::vector<float> own;
   if (estimate) {
     const size_t stride = args.scatter ? kScatterSampleStride : kSampleStride;
-    sample_bitmap(settings_.seed, link.op_seq, args.count, &sample_bits, stride);
-    own.resize(sample_count(args.count, stride));
+    SCCL_RETURN_IF_ERROR(run_caught("the accuracy sample's bitmap", [&] {
+      sample_bitmap(settings_.seed, link.op_seq, args.count, &sample_bits, stride);
+      return Status::Ok();
+    }));
+    SCCL_RETURN_IF_ERROR(
+        alloc_vector(&own, sample_count(args.count, stride), "accuracy sample's values"));
     SCCL_RETURN_IF_ERROR(be.sparse_compact(sample_bits.data(), args.count, args.send, args.type,
                                            own.data(), nullptr));
   }
@@ -535,7 +551,8 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
                                    BufferState& state, CodecStats& cs, backend::Backend& be) {
   // Phase 1: the union support, identical on every rank.
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
-  std::vector<uint64_t> union_bits(words, 0);
+  std::vector<uint64_t> union_bits;
+  SCCL_RETURN_IF_ERROR(alloc_vector<uint64_t>(&union_bits, words, "sparse union bitmap", 0));
   BitmapSliceOps bitmap_ops(be, args, union_bits.data());
   RingLink l1 = link;
   l1.phase = args.scatter ? kPhaseScatterBitmap : kPhaseSparseBitmap;
@@ -544,7 +561,9 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
   size_t support = 0;
   if (st.ok()) st = host_->bitmap_popcount(union_bits.data(), args.count, &support);
-  std::vector<float> values(support), sums(support);
+  std::vector<float> values, sums;
+  if (st.ok()) st = alloc_vector(&values, support, "sparse index list's values");
+  if (st.ok()) st = alloc_vector(&sums, support, "sparse index list's sums");
   if (st.ok()) {
     st = be.sparse_compact(union_bits.data(), args.count, args.send, args.type, values.data(),
                            nullptr);
@@ -562,9 +581,15 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     if (args.scatter) {
       // Each rank's chunk of the input holds its run of the union values: a reduce-scatter of
       // those runs, then this rank's chunk of the output from its run.
-      SparseScatterPlan plan = sparse_scatter_plan(union_bits.data(), args.count, link);
-      st = ring_reduce_scatter(scatter_link(link, kPhaseScatterValues), support,
-                               settings_.slice_elems, settings_.depth, ops, &rs, &plan.bounds);
+      SparseScatterPlan plan;
+      st = run_caught("the sparse ReduceScatter's plan", [&] {
+        plan = sparse_scatter_plan(union_bits.data(), args.count, link);
+        return Status::Ok();
+      });
+      if (st.ok()) {
+        st = ring_reduce_scatter(scatter_link(link, kPhaseScatterValues), support,
+                                 settings_.slice_elems, settings_.depth, ops, &rs, &plan.bounds);
+      }
       if (st.ok()) {
         st = be.sparse_scatter(plan.chunk_bits.data(), plan.chunk_count,
                                sums.data() + plan.bounds[static_cast<size_t>(link.rank)], scale,

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "coll/oom.h"
 #include "coll/ring_phase.h"
 #include "core/log.h"
 
@@ -29,7 +31,21 @@ std::shared_ptr<Communicator> Communicator::create(const InitArgs& args, const S
     std::lock_guard<std::mutex> lock(c->mu_);
     c->queue_.push_back(c->init_work_);
   }
-  c->proxy_ = std::thread([raw = c.get()] { raw->proxy_main(); });
+  try {
+    c->proxy_ = std::thread([raw = c.get()] { raw->proxy_main(); });
+  } catch (const std::system_error& e) {
+    // No memory for the thread's stack (or no threads left): init fails, the process goes on.
+    Status st =
+        errorf(Code::kSystemError, "cannot start the proxy thread (out of memory?): %s", e.what());
+    c->abandon_join(st);
+    {
+      std::lock_guard<std::mutex> lock(c->mu_);
+      c->stopping_ = true;
+      c->queue_.clear();
+    }
+    c->fail(st);
+    c->init_work_->complete(st);
+  }
   return c;
 }
 
@@ -99,7 +115,17 @@ void Communicator::proxy_main() {
       // A failed communicator runs nothing more: the ring may be out of step.
       w->complete(Status(prior.code(), "communicator failed earlier: " + prior.message()));
     } else {
-      w->run();
+      Status thrown = run_caught("an operation of the proxy thread", [&w] {
+        w->run();
+        return Status::Ok();
+      });
+      if (!thrown.ok()) {
+        fail(thrown);
+        w->complete(thrown);
+      }
+      // The peers of a failed communicator learn it now, not at their timeout.
+      Status now = async_error();
+      if (!now.ok() && now.code() != Code::kInProgress && transport_) transport_->close();
     }
   }
   if (transport_) transport_->close();
@@ -110,7 +136,11 @@ void Communicator::proxy_main() {
 
 Status Communicator::join() {
   Status st = Status::Ok();
-  if (nranks_ > 1) st = rendezvous_and_connect();
+  if (nranks_ > 1) {
+    st = run_caught("joining the communicator", [this] { return rendezvous_and_connect(); });
+    // A local failure (out of memory, no transport): the others need not wait for this rank.
+    if (!st.ok() && st.code() != Code::kRemoteError && !abort_.load()) abandon_join(st);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (st.ok()) {
     async_error_ = Status::Ok();
@@ -118,6 +148,16 @@ Status Communicator::join() {
     async_error_ = st;
   }
   return st;
+}
+
+void Communicator::abandon_join(const Status& why) {
+  if (nranks_ < 2) return;
+  Status told = bootstrap::abandon(id_.data(), rank_, nranks_, why.message(),
+                                   bootstrap::Options::from_config());
+  if (!told.ok()) {
+    SCCL_INFO(kLogInit, "rank %d: could not tell the root that this rank cannot join: %s", rank_,
+              told.message().c_str());
+  }
 }
 
 Status Communicator::bootstrap_make_id(UniqueId* id) {
@@ -160,6 +200,11 @@ Status Communicator::rendezvous_and_connect() {
     SCCL_RETURN_IF_ERROR(transport_->connect(left, table.addresses[static_cast<size_t>(left)]));
   }
   SCCL_RETURN_IF_ERROR(discover_topology(table.addresses));
+  // Every rank's links are up before any rank's init returns: one that destroys its communicator
+  // at once must not leave a peer still connecting to a closed listener (found by the soak).
+  uint8_t here = 1;
+  std::vector<uint8_t> all(static_cast<size_t>(nranks_));
+  SCCL_RETURN_IF_ERROR(allgather_small(&here, sizeof here, all.data()));
   SCCL_INFO(kLogInit, "rank %d of %d joined over %s", rank_, nranks_, transport_->name());
   return Status::Ok();
 }

@@ -127,6 +127,8 @@ class Communicator {
   Status allgather_small_ring(const void* mine, size_t bytes, void* all);
   RingLink link(uint8_t phase = 0);
   void fail(const Status& st);
+  // Tells the root that this rank cannot join (bootstrap::abandon), best effort.
+  void abandon_join(const Status& why);
   // On the proxy, after the engine ran: copies its statistics for stats() on other threads.
   void publish_stats();
 

@@ -45,7 +45,8 @@ class PacketBuf {
       const size_t cap = (std::max<size_t>(n, 1) + kGranule - 1) / kGranule * kGranule;
       void* p = ops.alloc_packets(cap);
       if (p == nullptr) {
-        return errorf(Code::kSystemError, "ring: cannot allocate %zu bytes of packet memory", cap);
+        return errorf(Code::kSystemError, "out of memory allocating the ring's packets (%zu bytes)",
+                      cap);
       }
       ops_ = &ops;
       p_ = static_cast<uint8_t*>(p);

@@ -1,0 +1,112 @@
+// Out of memory is an error, never an abort: one rank's address space is limited (RLIMIT_AS)
+// before a 256 MiB standalone AllReduce; that rank must get ncclSystemError naming what could not
+// be allocated, the other ranks an error within seconds (not at their timeout), and no process
+// may die of a signal. RLIMIT_AS does not work under ASan: this test is in the normal build only.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../api/agreement.h"
+
+namespace {
+
+std::string g_worker;  // path of oom_worker, from argv
+
+constexpr int kRanks = 3;
+constexpr int kLimited = 1;
+constexpr size_t kCount = size_t{64} << 20;  // 256 MiB of floats
+constexpr double kPromptSeconds = 10;        // the ranks' own timeout is 60 s
+
+struct Result {
+  int rc = -1;
+  double seconds = -1;
+  double at = -1;  // when the call returned (seconds since the epoch)
+  std::string error;
+};
+
+Result result_of(const std::string& out) {
+  Result r;
+  const size_t at = out.find("RESULT ");
+  if (at == std::string::npos) return r;
+  int rank = 0;
+  std::sscanf(out.c_str() + at, "RESULT rank=%d rc=%d seconds=%lf at=%lf", &rank, &r.rc, &r.seconds,
+              &r.at);
+  const size_t e = out.find("error=", at);
+  if (e != std::string::npos) r.error = out.substr(e + 6, out.find('\n', e) - e - 6);
+  return r;
+}
+
+class OutOfMemory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OutOfMemory, LimitedRankGetsSystemErrorOthersFailPromptly) {
+  const std::string codec = GetParam();
+  sketchccl::testing::Outcome o = sketchccl::testing::run_scenario(
+      g_worker, "allreduce", kRanks,
+      {"SKETCHCCL_CODEC=" + codec, "SKETCHCCL_NCCL_LIB=none", "SKETCHCCL_MIN_BYTES=0",
+       "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_TRANSPORT=socket"},
+      {std::to_string(kLimited), "48", std::to_string(kCount)}, 150);
+  // The limited rank's error, the clock the others' promptness is measured from (it lives on
+  // for 15 s after it, so a peer failing only when it exits is late).
+  const double failed_at = result_of(o.ranks[kLimited].out).at;
+  for (int r = 0; r < kRanks; ++r) {
+    const sketchccl::testing::RankOutput& ro = o.ranks[static_cast<size_t>(r)];
+    SCOPED_TRACE("rank " + std::to_string(r) + " output:\n" + ro.out);
+    EXPECT_EQ(ro.signal, 0) << "killed by signal " << ro.signal;
+    EXPECT_EQ(ro.exit_code, 0);
+    const Result res = result_of(ro.out);
+    std::printf("[ info ] %s rank %d: rc %d after %.2f s (%+.2f s from the limited rank's): %s\n",
+                codec.c_str(), r, res.rc, res.seconds, res.at - failed_at, res.error.c_str());
+    EXPECT_NE(res.rc, static_cast<int>(ncclSuccess));
+    if (r == kLimited) {
+      EXPECT_EQ(res.rc, static_cast<int>(ncclSystemError));
+      EXPECT_NE(res.error.find("out of memory"), std::string::npos) << res.error;
+    } else {
+      EXPECT_GE(res.at, 0);
+      EXPECT_LT(res.at - failed_at, kPromptSeconds) << "a peer of the failed rank waited";
+    }
+  }
+  std::printf("[ info ] %s: %.1f s\n", codec.c_str(), o.seconds);
+}
+
+INSTANTIATE_TEST_SUITE_P(Standalone, OutOfMemory, ::testing::Values("sparse", "q8", "none"));
+
+// Out of memory in ncclCommInitRank: that rank says so, and the root, told, fails the others at
+// once (not after 0.8 x their 60 s timeout).
+TEST(OutOfMemoryAtInit, LimitedRankSaysSoOthersFailPromptly) {
+  sketchccl::testing::Outcome o = sketchccl::testing::run_scenario(
+      g_worker, "init", kRanks,
+      {"SKETCHCCL_NCCL_LIB=none", "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_TRANSPORT=socket"},
+      {std::to_string(kLimited), "2", "0"}, 150);
+  for (int r = 0; r < kRanks; ++r) {
+    const sketchccl::testing::RankOutput& ro = o.ranks[static_cast<size_t>(r)];
+    SCOPED_TRACE("rank " + std::to_string(r) + " output:\n" + ro.out);
+    EXPECT_EQ(ro.signal, 0) << "killed by signal " << ro.signal;
+    EXPECT_EQ(ro.exit_code, 0);
+    const Result res = result_of(ro.out);
+    std::printf("[ info ] init rank %d: rc %d after %.2f s: %s\n", r, res.rc, res.seconds,
+                res.error.c_str());
+    EXPECT_NE(res.rc, static_cast<int>(ncclSuccess));
+    if (r == kLimited) {
+      EXPECT_EQ(res.rc, static_cast<int>(ncclSystemError));
+      EXPECT_NE(res.error.find("out of memory"), std::string::npos) << res.error;
+    } else {
+      EXPECT_GE(res.seconds, 0);
+      EXPECT_LT(res.seconds, kPromptSeconds) << "a rank waited for the one that could not come";
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s OOM_WORKER\n", argv[0]);
+    return 2;
+  }
+  g_worker = argv[1];
+  return RUN_ALL_TESTS();
+}
