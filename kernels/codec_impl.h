@@ -196,7 +196,10 @@ SCCL_HD_INLINE double casq_fix_scale(uint32_t emax, int head) {
   return ldexp(1.0, 188 - (emax != 0 ? int(emax) : 1) - head);
 }
 SCCL_HD_INLINE int64_t casq_to_fix(float v, double scale) {
-  return int64_t(double(v) * scale);
+  const double d = double(v) * scale;
+  // Non-finite values travel in the packet's non-finite mask, not in the sums; converting them
+  // (or anything past int64) is undefined on the CPU and saturates on the GPU: 0 on both.
+  return d > -9.2e18 && d < 9.2e18 ? int64_t(d) : 0;
 }
 SCCL_HD_INLINE float casq_fix_mean(int64_t sum, uint32_t cnt, uint32_t emax, int head) {
   return float(ldexp(double(sum) / double(cnt), (emax != 0 ? int(emax) : 1) - 188 + head));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -78,11 +79,14 @@ TEST(CasqFit, FixedPointBucketMeansAreOrderFreeAndCloseToExact) {
   const double unit = detail::casq_fix_scale(emax, head);
   int64_t fwd = 0, rev = 0;
   double exact = 0.0;
-  for (size_t i = 0; i < 1000; ++i) {
-    fwd += detail::casq_to_fix(x[i] * 1e25f, unit);
-    rev += detail::casq_to_fix(x[999 - i] * 1e25f, unit);
-    exact += double(x[i] * 1e25f);
+  for (size_t i = 0; i < 1000; ++i) {  // past x[17]: scaled by 1e25 it would overflow to Inf
+    fwd += detail::casq_to_fix(x[1000 + i] * 1e25f, unit);
+    rev += detail::casq_to_fix(x[1999 - i] * 1e25f, unit);
+    exact += double(x[1000 + i] * 1e25f);
   }
+  // Non-finite values are not summed (they travel in the non-finite mask).
+  EXPECT_EQ(detail::casq_to_fix(std::numeric_limits<float>::infinity(), unit), 0);
+  EXPECT_EQ(detail::casq_to_fix(std::numeric_limits<float>::quiet_NaN(), unit), 0);
   EXPECT_EQ(fwd, rev);
   EXPECT_NEAR(detail::casq_fix_mean(fwd, 1000, emax, head), exact / 1000,
               1e-6 * std::fabs(exact / 1000) + 1e-6 * 1e30 * std::ldexp(1.0, -40));
