@@ -1,6 +1,7 @@
 #include "coll/allreduce.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -306,6 +307,32 @@ void AllReduceEngine::set_topology(const Topology& topo) {
   }
 }
 
+// Every input of the call's protocol that comes from the buffer's history (the codec `auto` and
+// the guard chose, s2's budget, whether a residual is applied), the same on every rank when the
+// ranks agree on which buffer this is.
+Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferState& state,
+                                          CodecId codec, bool* agreed) {
+  struct Decision {
+    uint64_t nonzeros;
+    uint32_t codec;
+    uint32_t guard_steps;
+    uint32_t have_history;
+    uint32_t has_residual;
+  };
+  const Decision mine{state.nonzeros, static_cast<uint32_t>(codec),
+                      static_cast<uint32_t>(state.guard.steps), state.have_history ? 1u : 0u,
+                      state.residual != nullptr ? 1u : 0u};
+  std::vector<Decision> all(static_cast<size_t>(link.nranks));
+  RingLink l = link;
+  l.phase = kPhaseDecision;
+  SCCL_RETURN_IF_ERROR(ring_allgather_small(l, &mine, sizeof mine, all.data()));
+  *agreed = true;
+  for (const Decision& d : all) {
+    if (std::memcmp(&d, &all.front(), sizeof d) != 0) *agreed = false;
+  }
+  return Status::Ok();
+}
+
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   if (args.rail) {
     if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
@@ -317,9 +344,35 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.scatter};
-  BufferState& state = buffers_.get(key);
-  CodecId codec = args.exact ? CodecId::kNone : choose_codec(state, args.count);
-  if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state.guard.steps);
+  BufferState* state_ptr = &buffers_.get(key);
+  CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state_ptr, args.count);
+  if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state_ptr->guard.steps);
+  // Only where the history shapes the protocol or the values: `auto`, the guard, s2's budget,
+  // error feedback. A fixed codec's call does not depend on it and costs no exchange.
+  const bool history_matters = settings_.auto_codec || settings_.max_nmse > 0 ||
+                               settings_.error_feedback || codec == CodecId::kS2;
+  if (!args.exact && link.nranks > 1 && history_matters) {
+    bool agreed = true;
+    Status ast = agree_on_decision(link, *state_ptr, codec, &agreed);
+    if (!ast.ok()) return ast;
+    if (!agreed) {
+      // A buffer is known by its address: a rank that reused an address for another tensor holds
+      // a different history, and the ranks would run different protocols. This call runs exact;
+      // every rank starts the buffer afresh, so they agree again from the next call on.
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true)) {
+        SCCL_WARN(kLogColl,
+                  "%s #%u of %zu elements: the ranks hold different histories for this buffer "
+                  "(an address reused by another tensor on some rank); this call runs exact and "
+                  "the buffer starts afresh on every rank (said once)",
+                  args.scatter ? "ReduceScatter" : "AllReduce", link.op_seq, args.count);
+      }
+      state_ptr = &buffers_.renew(key);
+      codec = CodecId::kNone;
+      stats_.decisions_disagreed++;
+    }
+  }
+  BufferState& state = *state_ptr;
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);

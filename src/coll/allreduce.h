@@ -57,6 +57,12 @@ class AllReduceEngine {
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number.
   Status run(const RingLink& link, const AllReduceArgs& args);
 
+ private:
+  // All-gathers this rank's decision inputs for the call; *agreed when every rank's are equal.
+  Status agree_on_decision(const RingLink& link, const BufferState& state, kernels::CodecId codec,
+                           bool* agreed);
+
+ public:
   // Creates the backend of memory type `mem` ahead of the first AllReduce on such buffers, on
   // the caller's thread before any such work is queued (so that the CUDA backend's stream and
   // pinned staging are not allocated while a stream gate holds a stream). Idempotent; the proxy

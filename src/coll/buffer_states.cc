@@ -19,4 +19,11 @@ BufferState& BufferStates::get(const BufferKey& key) {
   return lru_.front().second;
 }
 
+BufferState& BufferStates::renew(const BufferKey& key) {
+  BufferState& s = get(key);
+  s = BufferState{};
+  s.generation = next_generation_++;
+  return s;
+}
+
 }  // namespace sketchccl::coll

@@ -57,6 +57,9 @@ class BufferStates {
   // now. May drop the least recently used other state. The reference is valid until the next
   // get().
   BufferState& get(const BufferKey& key);
+  // Replaces the state of `key` with a fresh one (a new generation): the ranks found that they
+  // hold different histories under it (another tensor at a reused address on some rank).
+  BufferState& renew(const BufferKey& key);
 
   size_t size() const { return index_.size(); }
   uint64_t dropped() const { return dropped_; }

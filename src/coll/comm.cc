@@ -355,41 +355,15 @@ Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) 
 }
 
 Status Communicator::allgather_small_ring(const void* mine, size_t bytes, void* all) {
-  uint8_t* out = static_cast<uint8_t*>(all);
-  std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
-  if (nranks_ == 1) return Status::Ok();
-  const uint32_t seq = op_seq_++;
-  const int left = (rank_ - 1 + nranks_) % nranks_, right = (rank_ + 1) % nranks_;
-  auto wait = [this](transport::RequestId id) -> Status {
-    auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      if (abort_.load()) return Status(Code::kRemoteError, "communicator aborted");
-      SCCL_RETURN_IF_ERROR(transport_->progress());
-      bool done = false;
-      size_t got = 0;
-      SCCL_RETURN_IF_ERROR(transport_->test(id, &done, &got));
-      if (done) return Status::Ok();
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-          settings_.timeout_s) {
-        return errorf(Code::kRemoteError, "rank %d timed out in a membership exchange", rank_);
-      }
-      std::this_thread::yield();
-    }
-  };
-  // Step s forwards the block of rank (rank - s) to the right.
-  for (int s = 0; s < nranks_ - 1; ++s) {
-    const int send_block = (rank_ - s + nranks_) % nranks_;
-    const int recv_block = (rank_ - s - 1 + nranks_) % nranks_;
-    const uint64_t tag = ring_tag(seq, kPhaseMembership, s, 0);
-    transport::RequestId rid = 0, sid = 0;
-    SCCL_RETURN_IF_ERROR(
-        transport_->irecv(left, tag, out + static_cast<size_t>(recv_block) * bytes, bytes, &rid));
-    SCCL_RETURN_IF_ERROR(
-        transport_->isend(right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, &sid));
-    SCCL_RETURN_IF_ERROR(wait(rid));
-    SCCL_RETURN_IF_ERROR(wait(sid));
-  }
-  return Status::Ok();
+  RingLink link;
+  link.transport = transport_.get();
+  link.rank = rank_;
+  link.nranks = nranks_;
+  link.timeout_s = settings_.timeout_s;
+  link.abort = &abort_;
+  link.op_seq = nranks_ > 1 ? op_seq_++ : op_seq_;
+  link.phase = kPhaseMembership;
+  return ring_allgather_small(link, mine, bytes, all);
 }
 
 std::shared_ptr<Work> Communicator::submit_split(int color, int key, bool child_nonblocking,

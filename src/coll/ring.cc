@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -615,6 +617,48 @@ Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elem
     return Status(Code::kInternalError, "ring: chunk bounds do not cut the count");
   }
   return run_ring(link, RingPlan(*bounds, slice_elems), true, depth, ops, stats);
+}
+
+Status ring_allgather_small(const RingLink& link, const void* mine, size_t bytes, void* all) {
+  uint8_t* out = static_cast<uint8_t*>(all);
+  std::memcpy(out + static_cast<size_t>(link.rank) * bytes, mine, bytes);
+  const int p = link.nranks;
+  if (p == 1) return Status::Ok();
+  const int left = (link.rank - 1 + p) % p, right = (link.rank + 1) % p;
+  auto wait = [&link](transport::RequestId id) -> Status {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      if (link.abort != nullptr && link.abort->load()) {
+        return Status(Code::kRemoteError, "communicator aborted");
+      }
+      SCCL_RETURN_IF_ERROR(link.transport->progress());
+      bool done = false;
+      size_t got = 0;
+      SCCL_RETURN_IF_ERROR(link.transport->test(id, &done, &got));
+      if (done) return Status::Ok();
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+          link.timeout_s) {
+        return errorf(Code::kRemoteError,
+                      "rank %d timed out after %.1f s in a small exchange (phase %d)", link.rank,
+                      link.timeout_s, static_cast<int>(link.phase));
+      }
+      std::this_thread::yield();
+    }
+  };
+  // Step s forwards the block of rank (rank - s) to the right.
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_block = (link.rank - s + p) % p;
+    const int recv_block = (link.rank - s - 1 + p) % p;
+    const uint64_t tag = ring_tag(link.op_seq, link.phase, s, 0);
+    transport::RequestId rid = 0, sid = 0;
+    SCCL_RETURN_IF_ERROR(link.transport->irecv(
+        left, tag, out + static_cast<size_t>(recv_block) * bytes, bytes, &rid));
+    SCCL_RETURN_IF_ERROR(link.transport->isend(
+        right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, &sid));
+    SCCL_RETURN_IF_ERROR(wait(rid));
+    SCCL_RETURN_IF_ERROR(wait(sid));
+  }
+  return Status::Ok();
 }
 
 }  // namespace sketchccl::coll

@@ -127,6 +127,11 @@ Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elem
                            SliceOps& ops, RingStats* stats,
                            const std::vector<size_t>* bounds = nullptr);
 
+// All-gather of `bytes` per rank around the ring (P - 1 steps of tiny messages, tags of
+// link.op_seq and link.phase): `all` gets rank r's block at r * bytes. For agreement exchanges
+// (membership, per-call decisions), not for data.
+Status ring_allgather_small(const RingLink& link, const void* mine, size_t bytes, void* all);
+
 // Tag of one transfer: operation, phase, ring step, slice; below 2^kRingTagBits.
 constexpr int kRingTagBits = 44;
 uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice);

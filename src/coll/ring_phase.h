@@ -19,6 +19,7 @@ enum RingPhase : uint8_t {
   kPhaseHierGather = 8,      // hierarchical AllReduce 3: the exact all-gather in a node
   kPhaseExactColl = 9,       // the exact collectives (collectives.h): op field = op_seq
   kPhaseP2P = 10,            // send/recv (collectives.h): op field = the pair's message count
+  kPhaseDecision = 11,       // an AllReduce's agreement on its codec decision (allreduce.cc)
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
 };
 

@@ -39,6 +39,8 @@ struct CommStats {
   int nodes = 1;
   int ranks_per_node = 0;
   bool hierarchical = false;
+  // Calls whose ranks held different histories for their buffer (ran exact; allreduce.cc).
+  uint64_t decisions_disagreed = 0;
 
   // One JSON object; `rank`, `nranks` and `comm` identify the communicator.
   std::string to_json(int rank, int nranks, uint64_t comm_id) const;
