@@ -14,6 +14,7 @@
 #include "tests/api/agreement.h"
 #include "tests/api/launcher.h"
 #include "tests/gpu/gpu_test_main.h"
+#include "tests/gpu/have_device.h"
 
 namespace {
 
@@ -22,14 +23,7 @@ using sketchccl::testing::new_id_hex;
 
 std::string g_worker;
 
-bool have_device() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
+using sketchccl::gpu_test::have_device;
 
 std::vector<sketchccl::testing::RankOutput> run(const std::string& scenario, int nranks,
                                                 const std::vector<std::string>& env,

@@ -22,6 +22,7 @@
 #include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
 #include "tests/gpu/ef_reference.h"
+#include "tests/gpu/have_device.h"
 #include "tests/gpu/test_kernels.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
@@ -43,14 +44,7 @@ using kernels::testing::nmse;
 using kernels::testing::Packet;
 using kernels::testing::params_for;
 
-bool have_device() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
+using sketchccl::gpu_test::have_device;
 
 #define SKIP_WITHOUT_DEVICE() \
   if (!have_device()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount)"

@@ -1,5 +1,6 @@
 // The CUDA build's checks that need no device (suite 'unit' and 'gpu'): the CUDA queries and
-// the device-path rule (driver, CUDA_DEVICE_MAX_CONNECTIONS), the kernel preload, the stream gate's marker and release hook, and the host backend's error feedback.
+// the device-path rule (driver, CUDA_DEVICE_MAX_CONNECTIONS), the kernel preload, the stream gate's
+// marker and release hook, and the host backend's error feedback.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include "kernels/convert.h"
 #include "kernels/error_feedback.h"
 #include "tests/gpu/ef_reference.h"
+#include "tests/gpu/have_device.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::backend {
@@ -36,14 +38,7 @@ using kernels::ElemType;
 using kernels::testing::Dist;
 using kernels::testing::make_data;
 
-bool have_device() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
+using sketchccl::gpu_test::have_device;
 
 TEST(CudaQuery, BackendExactlyWhenADeviceIsVisible) {
   EXPECT_EQ(has_cuda_backend(), have_device());

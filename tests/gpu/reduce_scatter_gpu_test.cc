@@ -10,19 +10,13 @@
 #include "tests/api/agreement.h"
 #include "tests/api/launcher.h"
 #include "tests/gpu/gpu_test_main.h"
+#include "tests/gpu/have_device.h"
 
 namespace {
 
 std::string g_worker;
 
-bool have_device() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
+using sketchccl::gpu_test::have_device;
 
 struct RingCase {
   int nranks;
