@@ -101,19 +101,11 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
     call.mem = classify_buffers(sendbuff, bytes, recvbuff, bytes);  // for the policy and the run
     d = decide_with_memory(in, call.mem);
   }
-  CallRecord rec;
   const bool logging = call_log_enabled();
-  if (logging) {
-    rec.name = "AllReduce";
-    rec.send = sendbuff;
-    rec.recv = recvbuff;
-    rec.count = count;
-    rec.type = datatype;
-    rec.op = static_cast<int>(op);
-    rec.comm = comm;
-    rec.nranks = c != nullptr ? c->nranks() : 0;
-    rec.stream = stream;
-  }
+  const CallRecord rec{"AllReduce", sendbuff, recvbuff,
+                       count,       datatype, static_cast<int>(op),
+                       -1,          comm,     c != nullptr ? c->nranks() : 0,
+                       stream};
   auto forward_it = [this, sendbuff, recvbuff, count, datatype, op, comm, stream] {
     return forward(real_.ncclAllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op,
                    comm, stream);
@@ -131,7 +123,8 @@ ncclResult_t InterposedFront::all_reduce(const void* sendbuff, void* recvbuff, s
   }
   if (takes_nccl_phases(*c, call)) {
     if (logging) {
-      log_call(rec, (taken_over_outcome(false) + ", hierarchical (NCCL's intra-node phases)").c_str(),
+      log_call(rec,
+               (taken_over_outcome(false) + ", hierarchical (NCCL's intra-node phases)").c_str(),
                real_.ncclCommCount);
     }
     return run_nccl_phases(real_, comm, *c, call, et);

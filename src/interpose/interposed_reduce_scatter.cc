@@ -41,19 +41,17 @@ ncclResult_t InterposedFront::reduce_scatter(const void* sendbuff, void* recvbuf
                                 nccl_bytes(datatype, recvcount));
     d = decide_with_memory(in, call.mem);
   }
-  CallRecord rec;
   const bool logging = call_log_enabled();
-  if (logging) {
-    rec.name = "ReduceScatter";
-    rec.send = sendbuff;
-    rec.recv = recvbuff;
-    rec.count = recvcount;
-    rec.type = datatype;
-    rec.op = static_cast<int>(op);
-    rec.comm = comm;
-    rec.nranks = c != nullptr ? c->nranks() : 0;
-    rec.stream = stream;
-  }
+  const CallRecord rec{"ReduceScatter",
+                       sendbuff,
+                       recvbuff,
+                       recvcount,
+                       datatype,
+                       static_cast<int>(op),
+                       -1,
+                       comm,
+                       c != nullptr ? c->nranks() : 0,
+                       stream};
   auto forward_it = [this, sendbuff, recvbuff, recvcount, datatype, op, comm, stream] {
     return forward(real_.ncclReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
                    datatype, op, comm, stream);
