@@ -65,6 +65,16 @@ struct DecodeStats {
   uint64_t nonzeros = 0;   // set bits of the merged bitmap (s2), else non-zero outputs
   uint64_t peeled = 0;     // s2 positions recovered exactly by peeling
   uint64_t estimated = 0;  // s2 positions left to the median estimate
+  // In, optional: host memory of bitmap_words(n) 64-bit words. An s2 decode overwrites it with
+  // the positions left to the median estimate outside non-finite blocks (the engine repairs
+  // them exactly, coll/s2_repair.h); other codecs leave it alone. Decode keeps the pointer.
+  uint64_t* unresolved = nullptr;
+  // The figures alone, the pointer kept (a device copy of the struct holds no valid pointer).
+  void set_counts(const DecodeStats& o) {
+    nonzeros = o.nonzeros;
+    peeled = o.peeled;
+    estimated = o.estimated;
+  }
 };
 
 // Exact size in bytes of a packet for n elements (fixed for given params and n).

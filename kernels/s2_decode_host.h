@@ -43,4 +43,8 @@ struct S2HostDecode {
 void s2_peel_host(const CodecParams& p, const uint8_t* pkt, size_t n, uint64_t order_seed,
                   S2HostDecode* d, DecodeStats* st);
 
+// out[bitmap_words(n)] = the positions of d's last peel left to the median estimate (outside
+// non-finite blocks, nf: the packet's block mask).
+void s2_unresolved_bits(const S2HostDecode& d, const uint64_t* nf, size_t n, uint64_t* out);
+
 }  // namespace sketchccl::kernels::detail

@@ -219,6 +219,12 @@ SCCL_HD_INLINE float s2_position_value(const S2Peel& s, size_t k) {
   return float(r & 1 ? est[r / 2] : 0.5 * (est[r / 2 - 1] + est[r / 2]));
 }
 
+// Slot k stays unresolved: left to the median estimate, in a block that decodes as a value (a
+// non-finite block decodes as NaN whatever its positions hold, so it needs no repair).
+SCCL_HD_INLINE bool s2_unresolved(const S2Peel& s, const uint64_t* nf, size_t k) {
+  return s.state[k] == kS2Open && !bit_get(nf, s2_pos(s, k) / kBlock);
+}
+
 // Slot k's output element: scaled, NaN in a block the packet marks non-finite.
 SCCL_HD_INLINE float s2_output(const S2Peel& s, const uint64_t* nf, size_t k, float scale) {
   return bit_get(nf, s2_pos(s, k) / kBlock) ? qnan() : canon_nan(s2_position_value(s, k) * scale);

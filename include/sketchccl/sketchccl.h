@@ -66,6 +66,9 @@ typedef struct {
   sketchcclCodecStats codecs[SKETCHCCL_STATS_MAX_CODECS];
   /* Appended: accuracy[i] belongs to codecs[i]. */
   sketchcclCodecAccuracy accuracy[SKETCHCCL_STATS_MAX_CODECS];
+  /* Appended: s2_repaired[i] belongs to codecs[i]: s2 positions left to the median estimate
+   * and then reduced exactly (SKETCHCCL_S2_REPAIR=1, the default); its bytes are in bytes_sent. */
+  uint64_t s2_repaired[SKETCHCCL_STATS_MAX_CODECS];
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

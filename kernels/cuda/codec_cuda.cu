@@ -273,7 +273,7 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
 
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats_dev, void* ws, size_t ws_bytes,
-              cudaStream_t s) {
+              cudaStream_t s, uint64_t* unresolved_dev) {
   SCCL_RETURN_IF_ERROR(check_params(p, n));
   SCCL_RETURN_IF_ERROR(check_buf(p, n, pkt, pkt_bytes, y, "input"));
   SCCL_RETURN_IF_ERROR(check_ws(p, n, ws, ws_bytes));
@@ -336,9 +336,10 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
         k_s2_claim<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
         k_s2_resolve<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
       }
+      if (unresolved_dev != nullptr) cudaMemsetAsync(unresolved_dev, 0, bitmap_words(n) * 8, s);
       k_s2_output<ET><<<grid_for(n), kThreads, 0, s>>>(
           peel, w.emax, reinterpret_cast<const uint64_t*>(ib + L.nf_off), n, y, scale, w.stats,
-          err);
+          reinterpret_cast<unsigned long long*>(unresolved_dev), err);
     } else {
       const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
       if (p.codec == CodecId::kNone) {

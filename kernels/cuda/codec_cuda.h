@@ -32,11 +32,13 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
 Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
             size_t n, void* out, size_t cap, void* ws, size_t ws_bytes, cudaStream_t stream);
 
-// stats_dev: optional device DecodeStats, written by the kernels. s2 decoding enqueues all of
-// its peeling rounds (kernels/s2_peel.h) and never synchronizes.
+// stats_dev: optional device DecodeStats, written by the kernels (its `unresolved` is not
+// read). s2 decoding enqueues all of its peeling rounds (kernels/s2_peel.h) and never
+// synchronizes. unresolved_dev: optional device bitmap of bitmap_words(n) words, overwritten by
+// an s2 decode with the positions left to the median estimate (DecodeStats::unresolved).
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats_dev, void* ws, size_t ws_bytes,
-              cudaStream_t stream);
+              cudaStream_t stream, uint64_t* unresolved_dev = nullptr);
 
 // Synchronizes `stream` and returns the device-side verdict of the last step/decode on ws.
 Status read_device_error(const void* ws, cudaStream_t stream);

@@ -146,10 +146,12 @@ __global__ void k_s2_resolve(detail::S2Peel s, size_t nc, int r, const unsigned 
   }
 }
 
-// Every position's value into y (resolved, median estimate, 0, or NaN); the statistics.
+// Every position's value into y (resolved, median estimate, 0, or NaN); the statistics; the
+// unresolved positions into `unres` (null: not asked; else zeroed before).
 template <int ET>
 __global__ void k_s2_output(detail::S2Peel s, const int* emax, const uint64_t* nf, size_t n,
-                            void* y, float scale, unsigned long long* stats, const int* err) {
+                            void* y, float scale, unsigned long long* stats,
+                            unsigned long long* unres, const int* err) {
   if (*err) return;
   s.unit = detail::s2_unit(*emax);
   unsigned long long peeled = 0, estimated = 0;
@@ -158,6 +160,9 @@ __global__ void k_s2_output(detail::S2Peel s, const int* emax, const uint64_t* n
     peeled += s.state[i] == detail::kS2Peeled ? 1u : 0u;
     estimated += s.state[i] == detail::kS2Open ? 1u : 0u;
     store_elem<ET>(y, i, detail::s2_output(s, nf, i, scale));
+    if (unres != nullptr && detail::s2_unresolved(s, nf, i)) {
+      atomicOr(unres + (i >> 6), 1ull << (i & 63));
+    }
   }
   warp_add_to(peeled, stats + 0);
   warp_add_to(estimated, stats + 1);

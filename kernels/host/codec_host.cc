@@ -559,7 +559,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
   if (n > 0 && y == nullptr) return bad("codec %s: null output", codec_name(p.codec));
   DecodeStats local;
   DecodeStats* st = stats ? stats : &local;
-  *st = DecodeStats();
+  st->set_counts(DecodeStats());
   const uint8_t* b = static_cast<const uint8_t*>(pkt);
   const uint8_t* body = b + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
@@ -605,6 +605,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       }
       for (size_t k = 0; k < d.pos.size(); ++k)
         store_elem<ET>(y, d.pos[k], s2_output(d.s, nf, k, scale));
+      if (st->unresolved != nullptr) s2_unresolved_bits(d, nf, n, st->unresolved);
     } else {
       st->nonzeros = cast_decode<ET>(p.codec, body, n, y, scale);
     }

@@ -90,4 +90,11 @@ void s2_peel_host(const CodecParams& p, const uint8_t* pkt, size_t n, uint64_t o
   st->estimated = m - peeled;
 }
 
+void s2_unresolved_bits(const S2HostDecode& d, const uint64_t* nf, size_t n, uint64_t* out) {
+  std::fill(out, out + bitmap_words(n), uint64_t(0));
+  for (size_t k = 0; k < d.pos.size(); ++k) {
+    if (s2_unresolved(d.s, nf, k)) out[d.pos[k] >> 6] |= uint64_t(1) << (d.pos[k] & 63);
+  }
+}
+
 }  // namespace sketchccl::kernels::detail

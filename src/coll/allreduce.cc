@@ -14,6 +14,7 @@
 #include "coll/oom.h"
 #include "coll/reduce_scatter.h"
 #include "coll/ring_phase.h"
+#include "coll/s2_repair.h"
 #include "core/log.h"
 #include "kernels/sparse.h"
 
@@ -27,8 +28,14 @@ using kernels::ElemType;
 
 bool is_lossy_and_nonlinear(CodecId c) {
   // Error feedback applies where encode/step introduce error: casts, quantizers, CASQ. `none`
-  // and `sparse` are exact; s2 steps are exact (linear sketch), its error arises at decode.
+  // and `sparse` are exact; s2 steps are exact (linear sketch), its error arises at decode (a
+  // lossy s2 AllReduce has error feedback of its own kind: s2_repair.h).
   return c != CodecId::kNone && c != CodecId::kSparse && c != CodecId::kS2;
+}
+
+bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 // The kernels' codec over this rank's buffers, one slice at a time; with error feedback it
@@ -54,12 +61,22 @@ class CodecSliceOps : public SliceOps {
     return be_.packet_bytes(params(offset, n, 0), n);
   }
 
+  // s2: each slice's counters from (offset, n), and the decodes' reports into `log` (with the
+  // unresolved positions when it wants them). `feedback`: lossy s2 with error feedback, whose
+  // residual is kept after the ring (s2_lossy_feedback), not per step.
+  void set_s2(S2DecodeLog* log, std::function<uint32_t(size_t, size_t)> counters, bool feedback) {
+    s2_log_ = log;
+    s2_counters_ = std::move(counters);
+    s2_feedback_ = feedback;
+  }
+
   Status encode(size_t offset, size_t n, int ring_step, void* pkt, size_t cap) override {
     CodecParams p = params(offset, n, static_cast<uint32_t>(ring_step));
     if (residual_ == nullptr) return be_.encode(p, src(offset), type_, n, pkt, cap);
     float* x = nullptr;
     SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.encode(p, x, ElemType::kF32, n, pkt, cap));
+    if (s2_feedback_) return keep_s2_input(offset, n, x);
     // residual = (x + r) - decode(encode(x + r))
     SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
     SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
@@ -75,6 +92,7 @@ class CodecSliceOps : public SliceOps {
     float* x = nullptr;
     SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
     SCCL_RETURN_IF_ERROR(be_.step(p, in, in_bytes, x, ElemType::kF32, n, out, cap));
+    if (s2_feedback_) return keep_s2_input(offset, n, x);
     // residual = (decode(in) + x + r) - decode(out): the error this step added.
     CodecParams pin = params(offset, n, static_cast<uint32_t>(ring_step - 1));
     SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
@@ -116,11 +134,15 @@ class CodecSliceOps : public SliceOps {
     PendingDecode& d = decodes_.back();
     d.offset = offset;
     d.n = n;
+    if (s2_log_ != nullptr && s2_log_->wants_unresolved()) {
+      d.unresolved.assign((n + 63) / 64, 0);
+      d.stats.unresolved = d.unresolved.data();
+    }
     Status st =
         be_.decode_start(params(offset, n, 0), pkt, bytes, recv_ + (offset - recv_first_) * esz_,
                          type_, n, scale_, &d.stats, &d.ticket);
     if (!st.ok() || d.ticket == 0) {
-      if (st.ok()) add_stats(d.stats);
+      if (st.ok()) add_stats(d);
       decodes_.pop_back();
     }
     return st;
@@ -138,6 +160,7 @@ class CodecSliceOps : public SliceOps {
     uint64_t ticket = 0;
     size_t offset = 0, n = 0;
     DecodeStats stats;
+    std::vector<uint64_t> unresolved;  // s2 with a log that wants them: the slice's bitmap
   };
   // Takes the results of the decodes that have finished, oldest first (they finish in order),
   // without waiting; returns the first error, naming the decode's elements.
@@ -148,7 +171,7 @@ class CodecSliceOps : public SliceOps {
       bool done = false;
       Status st = be_.test(d.ticket, &done);
       if (st.ok() && !done) break;
-      if (st.ok()) add_stats(d.stats);
+      if (st.ok()) add_stats(d);
       if (!st.ok() && first.ok()) {
         first = errorf(st.code(), "%s (decode of elements [%zu, %zu))", st.message().c_str(),
                        d.offset, d.offset + d.n);
@@ -157,10 +180,14 @@ class CodecSliceOps : public SliceOps {
     }
     return first;
   }
-  void add_stats(const DecodeStats& ds) {
+  void add_stats(const PendingDecode& d) {
+    const DecodeStats& ds = d.stats;
     stats_.nonzeros += ds.nonzeros;
     stats_.peeled += ds.peeled;
     stats_.estimated += ds.estimated;
+    if (s2_log_ != nullptr) {
+      s2_log_->record(d.offset, d.n, ds, d.unresolved.empty() ? nullptr : d.unresolved.data());
+    }
   }
 
  private:
@@ -168,7 +195,8 @@ class CodecSliceOps : public SliceOps {
     CodecParams p = base_;
     p.offset_key = static_cast<uint32_t>(offset ^ (offset >> 32));
     p.step = ring_step;
-    if (p.codec == CodecId::kS2) p.s2_counters = counters_(n);
+    if (p.codec == CodecId::kS2)
+      p.s2_counters = s2_counters_ ? s2_counters_(offset, n) : counters_(n);
     return p;
   }
   const void* src(size_t offset) const { return send_ + offset * esz_; }
@@ -186,6 +214,15 @@ class CodecSliceOps : public SliceOps {
     SCCL_RETURN_IF_ERROR(
         be_.ef_compensate(src(offset), type_, n, residual_ + offset, comp_->data()));
     *x = comp_->data();
+    return Status::Ok();
+  }
+  // Lossy s2: residual = the compensated input x (NaN/Inf dropped) until the ring's end, when
+  // s2_lossy_feedback keeps it where the output lost it only.
+  Status keep_s2_input(size_t offset, size_t n, const float* x) {
+    SCCL_RETURN_IF_ERROR(scratch(&zeros_, n));  // zeroed when made, never written
+    kernels::EfSums sums;
+    SCCL_RETURN_IF_ERROR(be_.ef_update(x, nullptr, zeros_->data(), n, residual_ + offset, &sums));
+    cs_->ef_input_sq += sums.input_sq;
     return Status::Ok();
   }
   // residual = (in + x) - out, NaN/Inf dropped (kernels/error_feedback.h).
@@ -210,7 +247,10 @@ class CodecSliceOps : public SliceOps {
   size_t recv_first_;  // the element of the input that recv_ holds first (a ReduceScatter's chunk)
   DecodeStats stats_;
   std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
-  std::unique_ptr<backend::F32Array> comp_, tmp_, tmp_in_;
+  std::unique_ptr<backend::F32Array> comp_, tmp_, tmp_in_, zeros_;
+  S2DecodeLog* s2_log_ = nullptr;
+  std::function<uint32_t(size_t, size_t)> s2_counters_;
+  bool s2_feedback_ = false;
 };
 
 // Phase 1 of `sparse`: an OR-allreduce of the non-zero bitmaps. Elements are 64-bit words.
@@ -277,15 +317,15 @@ CodecId AllReduceEngine::choose_codec(const BufferState& state, size_t count) co
   return settings_.dense_codec;
 }
 
-uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t count,
+uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t count, size_t offset,
                                               size_t n) const {
   if (!state.have_history || count == 0) {
     return kernels::s2_counters_for_budget(n, settings_.s2_rows, settings_.s2_budget);
   }
-  // The previous result's support, spread evenly: this slice's share of it.
-  const double density = static_cast<double>(state.nonzeros) / static_cast<double>(count);
-  const auto support = static_cast<uint64_t>(std::ceil(density * static_cast<double>(n)));
-  return kernels::s2_counters_for_support(support, settings_.s2_rows, settings_.s2_counters_per_nz);
+  // This slice's support in the previous call (clustered supports vary between slices, and a
+  // share of the total would leave some below the peeling threshold).
+  return s2_slice_counters(state.s2_slices, state.nonzeros, count, offset, n, settings_.s2_rows,
+                           settings_.s2_counters_per_nz);
 }
 
 AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks, int cuda_device)
@@ -314,13 +354,17 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
                                           CodecId codec, bool* agreed) {
   struct Decision {
     uint64_t nonzeros;
+    uint64_t s2_slices;  // hash of s2's per-slice supports (its budget)
     uint32_t codec;
     uint32_t guard_steps;
     uint32_t have_history;
     uint32_t has_residual;
   };
-  const Decision mine{state.nonzeros, static_cast<uint32_t>(codec),
-                      static_cast<uint32_t>(state.guard.steps), state.have_history ? 1u : 0u,
+  const Decision mine{state.nonzeros,
+                      s2_slice_support_hash(state.s2_slices),
+                      static_cast<uint32_t>(codec),
+                      static_cast<uint32_t>(state.guard.steps),
+                      state.have_history ? 1u : 0u,
                       state.residual != nullptr ? 1u : 0u};
   std::vector<Decision> all(static_cast<size_t>(link.nranks));
   RingLink l = link;
@@ -460,8 +504,13 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   base.s2_rows = settings_.s2_rows;
   base.casq_buckets = settings_.casq_buckets;
   float* residual = nullptr;
+  const bool s2 = codec == CodecId::kS2;
+  // s2 is exact unless SKETCHCCL_S2_REPAIR=0; lossy s2 has error feedback in an AllReduce only
+  // (a ReduceScatter's other ranks never learn where a chunk lost values).
+  const bool s2_exact = s2 && settings_.s2_repair;
+  const bool s2_feedback = s2 && !settings_.s2_repair && settings_.error_feedback && !args.scatter;
   // In the backend's memory: on the device for device buffers (docs/cuda.md).
-  if (settings_.error_feedback && is_lossy_and_nonlinear(codec)) {
+  if (settings_.error_feedback && (is_lossy_and_nonlinear(codec) || s2_feedback)) {
     // Never another generation's residual (a buffer dropped and seen again starts from zero).
     if (!state.residual || state.residual->size() != args.count ||
         state.residual_mem != be.memory_type() || state.residual_generation != state.generation) {
@@ -475,11 +524,24 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   }
   const BufferState history = state;  // the decision uses the previous call only
   auto counters = [this, &history, &args](size_t n) {
-    return s2_counters_per_row(history, args.count, n);
+    return s2_counters_per_row(history, args.count, 0, n);
   };
+  S2DecodeLog s2_log;
+  S2SavedInput s2_saved;
+  bool s2_saved_input = false;
+  if (s2) {
+    SCCL_RETURN_IF_ERROR(s2_log.reset(args.count, s2_exact || s2_feedback));
+    // The repair reads this rank's input after the ring: an in-place call keeps its non-zeros.
+    const size_t esz = kernels::elem_size(args.type);
+    const size_t recv_elems = args.scatter ? args.count / static_cast<size_t>(nranks_) : args.count;
+    if (s2_exact && ranges_overlap(args.send, args.count * esz, args.recv, recv_elems * esz)) {
+      SCCL_RETURN_IF_ERROR(s2_save_input(be, args.send, args.type, args.count, &s2_saved));
+      s2_saved_input = true;
+    }
+  }
   // The accuracy estimate's sample of this rank's input, read before an in-place call
-  // overwrites it.
-  const bool estimate = is_lossy(codec);
+  // overwrites it. (s2 with its repair is exact: nothing to estimate.)
+  const bool estimate = is_lossy(codec) && !s2_exact;
   std::vector<uint64_t> sample_bits;
   std::vector<float> own;
   if (estimate) {
@@ -496,6 +558,14 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
   const size_t recv_first = args.scatter ? scatter_chunk_first(args.count, link) : 0;
   CodecSliceOps ops(be, base, args, scale, counters, residual, &cs, recv_first);
+  if (s2) {
+    ops.set_s2(
+        &s2_log,
+        [this, &history, &args](size_t offset, size_t n) {
+          return s2_counters_per_row(history, args.count, offset, n);
+        },
+        s2_feedback);
+  }
   RingStats rs;
   Status st = args.scatter ? ring_reduce_scatter(scatter_link(link, kPhaseScatterCodec), args.count,
                                                  settings_.slice_elems, settings_.depth, ops, &rs)
@@ -504,11 +574,39 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   cs.bytes_sent += rs.bytes_sent;
   cs.bytes_received += rs.bytes_received;
   if (!st.ok()) return st;
+  if (s2_exact) {
+    S2RepairCall call;
+    call.be = &be;
+    call.send = args.send;
+    call.recv = args.recv;
+    call.count = args.count;
+    call.recv_first = recv_first;
+    call.recv_count = args.scatter ? args.count / static_cast<size_t>(nranks_) : args.count;
+    call.type = args.type;
+    call.scale = scale;
+    call.saved = s2_saved_input ? &s2_saved : nullptr;
+    call.scatter = args.scatter;
+    S2RepairResult rep;
+    SCCL_RETURN_IF_ERROR(s2_repair(
+        link, call, s2_log,
+        [&](uint8_t phase, const float* vals, float* sums, size_t m, uint64_t* bytes) {
+          return exact_side_ring(link, phase, vals, sums, m, bytes);
+        },
+        &rep));
+    cs.s2_repaired += rep.repaired;
+    cs.s2_repair_bytes_sent += rep.bytes_sent;
+    cs.bytes_sent += rep.bytes_sent;
+  } else if (s2_feedback && residual != nullptr) {
+    double kept_sq = 0;
+    SCCL_RETURN_IF_ERROR(
+        s2_lossy_feedback(be, s2_log, args.recv, args.type, args.count, residual, &kept_sq));
+    cs.ef_residual_sq += kept_sq;
+  }
   if (estimate) {
     SCCL_RETURN_IF_ERROR(estimate_call(link, args, codec, sample_bits, own, state, cs, be));
   }
   const DecodeStats& ds = ops.decode_stats();
-  if (codec == CodecId::kS2) {
+  if (s2) {
     cs.s2_nonzeros += ds.nonzeros;
     cs.s2_peeled += ds.peeled;
     cs.s2_estimated += ds.estimated;
@@ -518,7 +616,27 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   if (args.scatter) return Status::Ok();
   state.have_history = true;
   state.nonzeros = ds.nonzeros;
+  state.s2_slices = s2 ? s2_log.supports() : S2SliceSupport{};
   return Status::Ok();
+}
+
+// An exact fp32 AllReduce of m host values on its own ring phase (s2's repair).
+Status AllReduceEngine::exact_side_ring(const RingLink& link, uint8_t phase, const float* vals,
+                                        float* sums, size_t m, uint64_t* bytes_sent) {
+  CodecParams base;
+  base.codec = CodecId::kNone;
+  base.seed = settings_.seed;
+  base.call = link.op_seq;
+  AllReduceArgs dense{vals, sums, m, ElemType::kF32, false};
+  CodecStats side;
+  CodecSliceOps ops(
+      *host_, base, dense, 1.0f, [](size_t) { return 0u; }, nullptr, &side);
+  RingLink l = link;
+  l.phase = phase;
+  RingStats rs;
+  Status st = ring_allreduce(l, m, settings_.slice_elems, settings_.depth, ops, &rs);
+  *bytes_sent += rs.bytes_sent;
+  return st;
 }
 
 // A ReduceScatter's decoded values at the samples that fall in this rank's chunk, in sample order,

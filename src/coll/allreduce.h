@@ -76,8 +76,10 @@ class AllReduceEngine {
 
   // The codec this call would use, from agreed numbers only (exposed for tests and stats).
   kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
-  // s2 counters per row for a slice of n elements.
-  uint32_t s2_counters_per_row(const BufferState& state, size_t count, size_t n) const;
+  // s2 counters per row for the slice [offset, offset + n): the first call's budget, then from
+  // that slice's support in the previous call (s2_repair.h).
+  uint32_t s2_counters_per_row(const BufferState& state, size_t count, size_t offset,
+                               size_t n) const;
 
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }
@@ -100,6 +102,9 @@ class AllReduceEngine {
   Status estimate_call(const RingLink& link, const AllReduceArgs& args, kernels::CodecId codec,
                        const std::vector<uint64_t>& sample_bits, const std::vector<float>& own,
                        BufferState& state, CodecStats& cs, backend::Backend& be);
+  // An exact fp32 AllReduce of m host values on ring phase `phase` (s2's repair).
+  Status exact_side_ring(const RingLink& link, uint8_t phase, const float* vals, float* sums,
+                         size_t m, uint64_t* bytes_sent);
   Status run_sparse(const RingLink& link, const AllReduceArgs& args, BufferState& state,
                     CodecStats& cs, backend::Backend& be);
 

@@ -31,12 +31,19 @@ struct BufferKey {
   }
 };
 
+// s2: a call's union support per slice, offset -> (slice length, support). Every rank decoded
+// the same packets, so it is agreed; the next call sizes each slice's sketch from it.
+using S2SliceSupport = std::map<size_t, std::pair<size_t, uint64_t>>;
+
 struct BufferState {
   // Set when the state is made; never reused within a communicator, so a state dropped and made
   // again for the same key (another tensor at a reused address) starts afresh.
   uint64_t generation = 0;
   bool have_history = false;
   uint64_t nonzeros = 0;  // of the previous reduced result
+
+  // Of the previous s2 AllReduce (empty: none yet).
+  S2SliceSupport s2_slices;
   // Error feedback: this rank's compression error, per element, in the memory of the backend
   // that runs the buffer's calls (residual_mem). Applied only to the generation that made it.
   std::shared_ptr<backend::F32Array> residual;

@@ -94,6 +94,8 @@ void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
   to->s2_nonzeros += from.s2_nonzeros;
   to->s2_peeled += from.s2_peeled;
   to->s2_estimated += from.s2_estimated;
+  to->s2_repaired += from.s2_repaired;
+  to->s2_repair_bytes_sent += from.s2_repair_bytes_sent;
   to->ef_input_sq += from.ef_input_sq;
   to->ef_residual_sq += from.ef_residual_sq;
   to->estimated_calls += from.estimated_calls;

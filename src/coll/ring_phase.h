@@ -20,6 +20,9 @@ enum RingPhase : uint8_t {
   kPhaseExactColl = 9,       // the exact collectives (collectives.h): op field = op_seq
   kPhaseP2P = 10,            // send/recv (collectives.h): op field = the pair's message count
   kPhaseDecision = 11,       // an AllReduce's agreement on its codec decision (allreduce.cc)
+  kPhaseS2Repair = 12,       // s2's exact ring of the positions that did not peel (s2_repair.h)
+  kPhaseS2RepairCnt = 13,    // ReduceScatter s2: each rank's count of such positions
+  kPhaseS2RepairPos = 14,    // ReduceScatter s2: the positions themselves
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
 };
 

@@ -44,6 +44,7 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.s2_rows = static_cast<uint32_t>(cfg.get_int(Var::kS2Rows));
   s.s2_budget = cfg.get_double(Var::kS2Budget);
   s.s2_counters_per_nz = cfg.get_double(Var::kS2CountersPerNonzero);
+  s.s2_repair = cfg.get_bool(Var::kS2Repair);
   s.casq_buckets = static_cast<float>(cfg.get_double(Var::kCasqBuckets));
   s.max_nmse = cfg.get_double(Var::kMaxNmse);
   s.timeout_s = cfg.get_double(Var::kTimeout);

@@ -24,6 +24,7 @@ struct Settings {
   uint32_t s2_rows;
   double s2_budget;
   double s2_counters_per_nz;
+  bool s2_repair;  // SKETCHCCL_S2_REPAIR: exact second phase for what did not peel (s2_repair.h)
   float casq_buckets;
   double max_nmse;  // SKETCHCCL_MAX_NMSE: the accuracy guard's bound, 0 = off
   double timeout_s;

@@ -38,11 +38,14 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
     if (s2_total > 0 || c.s2_nonzeros > 0) {
       std::snprintf(buf, sizeof buf,
                     ", \"s2_nonzeros\": %llu, \"s2_peeled\": %llu, \"s2_estimated\": %llu, "
-                    "\"s2_peel_rate\": %.6f",
+                    "\"s2_peel_rate\": %.6f, \"s2_repaired\": %llu, "
+                    "\"s2_repair_bytes_sent\": %llu",
                     static_cast<unsigned long long>(c.s2_nonzeros),
                     static_cast<unsigned long long>(c.s2_peeled),
                     static_cast<unsigned long long>(c.s2_estimated),
-                    s2_total ? static_cast<double>(c.s2_peeled) / s2_total : 1.0);
+                    s2_total ? static_cast<double>(c.s2_peeled) / s2_total : 1.0,
+                    static_cast<unsigned long long>(c.s2_repaired),
+                    static_cast<unsigned long long>(c.s2_repair_bytes_sent));
       out += buf;
     }
     if (c.ef_input_sq > 0) {

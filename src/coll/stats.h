@@ -19,6 +19,12 @@ struct CodecStats {
   uint64_t s2_nonzeros = 0;   // positions set in the merged bitmaps
   uint64_t s2_peeled = 0;     // recovered exactly by peeling
   uint64_t s2_estimated = 0;  // left to the median estimate
+
+  // Of those, reduced exactly afterwards (SKETCHCCL_S2_REPAIR), and the bytes this rank sent
+  // for it (also in bytes_sent).
+  uint64_t s2_repaired = 0;
+  uint64_t s2_repair_bytes_sent = 0;
+
   double ef_input_sq = 0;     // error feedback: sum of squares of what was compressed
   double ef_residual_sq = 0;  //   and of the residual kept: their ratio is the codec's NMSE
   // The accuracy guard's estimates (coll/accuracy.h), identical on every rank.

@@ -38,6 +38,7 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
     e.s2_nonzeros = c.s2_nonzeros;
     e.s2_peeled = c.s2_peeled;
     e.s2_estimated = c.s2_estimated;
+    out->s2_repaired[out->num_codecs - 1] = c.s2_repaired;
     e.ef_input_sq = c.ef_input_sq;
     e.ef_residual_sq = c.ef_residual_sq;
     a.estimated_calls = c.estimated_calls;

@@ -130,7 +130,7 @@ class CudaBackendImpl final : public CudaBackend {
       cudaGetLastError();
       return;
     }
-    for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_}) {
+    for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_, &unres_}) {
       if (b->base != nullptr) cudaFreeAsync(b->base, stream_);
     }
     for (Lane& l : lanes_) {
@@ -315,7 +315,7 @@ class CudaBackendImpl final : public CudaBackend {
     sl->ticket = 0;  // the slot is free again whatever the outcome
     if (e != cudaSuccess) return cuda_status(e, "codec work on the device");
     if (sl->check_verdict) SCCL_RETURN_IF_ERROR(kc::verdict_status(*sl->verdict));
-    if (sl->stats_dst != nullptr) *sl->stats_dst = *sl->stats;
+    if (sl->stats_dst != nullptr) sl->stats_dst->set_counts(*sl->stats);
     return Status::Ok();
   }
 
@@ -388,7 +388,9 @@ class CudaBackendImpl final : public CudaBackend {
                       uint64_t* ticket) override {
     *ticket = 0;
     Slot* sl = nullptr;
-    if ((sl = acquire_decode()) == nullptr) {
+    // The unresolved positions (s2's repair) come back at once: the engine reads them after the
+    // ring anyway, and they need a host copy of their own.
+    if ((stats != nullptr && stats->unresolved != nullptr) || (sl = acquire_decode()) == nullptr) {
       return decode(p, pkt, bytes, y, t, n, scale, stats);
     }
     SCCL_RETURN_IF_ERROR(
@@ -404,14 +406,23 @@ class CudaBackendImpl final : public CudaBackend {
   Status decode(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t, size_t n,
                 float scale, kernels::DecodeStats* stats) override {
     auto* stats_host = reinterpret_cast<kernels::DecodeStats*>(small_.p + kStatsOffset);
+    uint64_t* unres_host = stats != nullptr ? stats->unresolved : nullptr;
+    const size_t unres_bytes = (n + 63) / 64 * 8;  // DecodeStats::unresolved: one bit per element
+    if (unres_host != nullptr) SCCL_RETURN_IF_ERROR(ensure(unres_, unres_bytes));
     SCCL_RETURN_IF_ERROR(
-        queue_decode(p, pkt, bytes, y, t, n, scale, stats != nullptr ? stats_host : nullptr));
+        queue_decode(p, pkt, bytes, y, t, n, scale, stats != nullptr ? stats_host : nullptr,
+                     unres_host != nullptr ? reinterpret_cast<uint64_t*>(unres_.p) : nullptr));
     int* verdict = reinterpret_cast<int*>(small_.p + kVerdictOffset);
     SCCL_CUDA_RETURN(cudaMemcpyAsync(verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
                      "verdict to host");
+    if (unres_host != nullptr && p.codec == kernels::CodecId::kS2) {
+      SCCL_CUDA_RETURN(
+          cudaMemcpyAsync(unres_host, unres_.p, unres_bytes, cudaMemcpyDeviceToHost, stream_),
+          "s2 unresolved positions to host");
+    }
     SCCL_RETURN_IF_ERROR(sync(stream_, "decode"));
     SCCL_RETURN_IF_ERROR(kc::verdict_status(*verdict));
-    if (stats != nullptr) *stats = *stats_host;
+    if (stats != nullptr) stats->set_counts(*stats_host);
     return Status::Ok();
   }
 
@@ -520,7 +531,8 @@ class CudaBackendImpl final : public CudaBackend {
   // Queues the decode of `pkt` into device memory `y`: the packet to the device, the decode
   // kernel, and its statistics into `stats_host` (pinned; none when null).
   Status queue_decode(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
-                      size_t n, float scale, kernels::DecodeStats* stats_host) {
+                      size_t n, float scale, kernels::DecodeStats* stats_host,
+                      uint64_t* unresolved_dev = nullptr) {
     const size_t need = kernels::packet_bytes(p, n);
     if (bytes < need) {
       return errorf(Code::kInvalidArgument, "codec %s: truncated packet (%zu bytes, expected %zu)",
@@ -535,7 +547,7 @@ class CudaBackendImpl final : public CudaBackend {
     auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
     SCCL_RETURN_IF_ERROR(kc::decode(p, pkt_.p, need, y, t, n, scale,
                                     stats_host != nullptr ? dstats : nullptr, ws_.p, ws_.cap,
-                                    stream_));
+                                    stream_, unresolved_dev));
     if (stats_host != nullptr) {
       SCCL_CUDA_RETURN(cudaMemcpyAsync(stats_host, dstats, sizeof(kernels::DecodeStats),
                                        cudaMemcpyDeviceToHost, stream_),
@@ -693,8 +705,8 @@ class CudaBackendImpl final : public CudaBackend {
   bool main_dirty_ = false;        // work queued on the main stream since main_ev_
   const std::atomic<bool>* abort_ = nullptr;
   double timeout_s_ = 300;
-  DevBuf ws_, pkt_, stats_, bits_, vals_, ef_sums_;
-  PinBuf small_;  // slot verdicts and decode statistics
+  DevBuf ws_, pkt_, stats_, bits_, vals_, ef_sums_, unres_;  // unres_: s2's unresolved bitmap
+  PinBuf small_;                                             // slot verdicts and decode statistics
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t next_ticket_ = 1;
   std::mutex arena_mu_;  // the arena is sized on the caller's thread, used on the proxy's

@@ -288,6 +288,40 @@ TEST_P(CodecGpuTest, RejectsMalformedPacketOnDevice) {
 
 // The multi-block prefix sum of the sparse helpers (finding 10): compaction and scatter over
 // several tiles of 2048 bitmap words (131072 elements each) against the CPU's.
+// s2's unresolved positions (the engine's exact repair reads them): the GPU's bitmap of a thin
+// sketch's packet equals the CPU's, and covers something.
+TEST(S2Gpu, UnresolvedPositionsMatchCpu) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = 100003;
+  std::vector<float> a = make_data(Dist::kSparse10, n, 3);
+  a[7 * 256] = NAN;  // a non-finite block: never reported
+  CodecParams p = params_for(CodecId::kS2, n / 10);
+  p.s2_counters = s2_counters_for_support(n / 10, 3, 0.9);
+  const size_t bytes = packet_bytes(p, n), wsb = cuda::workspace_bytes(p, n);
+  Packet pkt(bytes);
+  ASSERT_TRUE(encode(p, a.data(), ElemType::kF32, n, pkt.data(), bytes).ok());
+  std::vector<uint64_t> cpu(detail::bitmap_words(n)), gpu(detail::bitmap_words(n));
+  std::vector<float> y(n);
+  DecodeStats scpu;
+  scpu.unresolved = cpu.data();
+  ASSERT_TRUE(decode(p, pkt.data(), bytes, y.data(), ElemType::kF32, n, 1.0f, &scpu).ok());
+  DevBuf<uint8_t> g(bytes), ws(wsb);
+  DevBuf<float> dy(n * 4);
+  DevBuf<uint64_t> du(detail::bitmap_words(n) * 8);
+  g.put(pkt.data(), bytes);
+  ASSERT_TRUE(
+      cuda::decode(p, g.p, bytes, dy.p, ElemType::kF32, n, 1.0f, nullptr, ws.p, wsb, nullptr, du.p)
+          .ok());
+  ASSERT_TRUE(cuda::read_device_error(ws.p, nullptr).ok());
+  du.get(gpu.data(), gpu.size() * 8);
+  EXPECT_EQ(gpu, cpu);
+  size_t set = 0;
+  for (uint64_t w : cpu)
+    set += size_t(__builtin_popcountll(w));
+  EXPECT_GT(set, 0u);
+  EXPECT_LE(set, scpu.estimated);
+}
+
 TEST(SparseGpu, CompactAndScatterOverManyTilesMatchCpu) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   for (size_t n : {size_t(1), size_t(131073), size_t(1000003)}) {

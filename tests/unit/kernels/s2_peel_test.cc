@@ -123,5 +123,62 @@ TEST(S2Peel, FixedPointIsExactAcrossTheCountersRange) {
   EXPECT_EQ(detail::s2_from_fix(detail::s2_to_fix(tiny, et), et), tiny);
 }
 
+// The engine's exact repair (coll/s2_repair.h) reduces what decode reports as unresolved: the
+// report must be exactly the support positions left open by the peel, less the non-finite
+// blocks (which decode as NaN whatever they hold).
+TEST(S2Peel, UnresolvedPositionsAreExactlyTheOnesNotPeeled) {
+  const size_t n = 100003;
+  for (double per_nonzero : {2.0, 1.1, 0.7}) {
+    SCOPED_TRACE(per_nonzero);
+    std::vector<std::vector<float>> xs;
+    for (int k = 0; k < 3; ++k)
+      xs.push_back(wide_sparse(n, 0.03, 70 + k));
+    xs[1][5 * 256 + 7] = NAN;  // block 5 decodes as NaN
+    size_t support = 0;
+    for (float v : seq_sum(xs))
+      support += v != 0.0f;
+    CodecParams p = params_for(CodecId::kS2, support);
+    p.s2_counters = s2_counters_for_support(support, 3, per_nonzero);
+    bool ok = false;
+    Packet fin = run_chain(p, xs, n, &ok);
+    ASSERT_TRUE(ok);
+    // What the peel left open, from its own state.
+    detail::S2HostDecode d;
+    DecodeStats peel;
+    const uint8_t* b = static_cast<const uint8_t*>(fin.data());
+    detail::s2_peel_host(p, b, n, 0, &d, &peel);
+    std::vector<uint64_t> want(detail::bitmap_words(n), 0);
+    size_t open = 0, open_in_nan = 0;
+    for (size_t k = 0; k < d.pos.size(); ++k) {
+      if (d.state[k] != detail::kS2Open) continue;
+      open++;
+      if (d.pos[k] / detail::kBlock == 5) {
+        open_in_nan++;
+        continue;
+      }
+      want[d.pos[k] / 64] |= uint64_t(1) << (d.pos[k] % 64);
+    }
+    EXPECT_EQ(open, peel.estimated);
+    // The public decode's report, into a bitmap holding garbage first.
+    std::vector<uint64_t> got(detail::bitmap_words(n), ~uint64_t(0));
+    DecodeStats st;
+    st.unresolved = got.data();
+    std::vector<float> y(n);
+    ASSERT_TRUE(decode(p, fin.data(), fin.bytes, y.data(), ElemType::kF32, n, 1.0f, &st).ok());
+    EXPECT_EQ(st.unresolved, got.data());  // the pointer survives the decode
+    EXPECT_EQ(st.estimated, peel.estimated);
+    EXPECT_EQ(got, want);
+    size_t reported = 0;
+    for (uint64_t w : got)
+      reported += size_t(__builtin_popcountll(w));
+    EXPECT_EQ(reported, open - open_in_nan);
+    if (per_nonzero >= 2.0) {
+      EXPECT_EQ(reported, 0u);
+    } else {
+      EXPECT_GT(reported, 0u);  // the thin budgets leave something to repair
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sketchccl::kernels

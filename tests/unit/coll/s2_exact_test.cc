@@ -1,0 +1,323 @@
+// s2 never silently lossy (coll/s2_repair.h), the engine end to end with ranks as threads over
+// loopback sockets: embedding-style gradients (rows of 64 contiguous non-zeros, 1% of the rows
+// per rank, partly shared) reduced three times in one buffer come out exact on every call and
+// the same bits on every rank, in place or not, AllReduce and ReduceScatter; with the repair off
+// and error feedback on, what did not peel comes out as 0 and comes back in the next call.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "coll/allreduce.h"
+#include "coll/s2_repair.h"
+#include "loopback_ranks.h"
+#include "transport/transport.h"
+
+namespace sketchccl::coll {
+namespace {
+
+using kernels::CodecId;
+
+constexpr int kRanks = 4;
+constexpr size_t kCount = size_t(1) << 20;
+constexpr size_t kRow = 64;
+
+class Ranks {
+ public:
+  Ranks(int p, const Settings& s) : p_(p), t_(testutil::loopback_transports(p, 60)) {
+    for (int r = 0; r < p; ++r)
+      engines_.push_back(std::make_unique<AllReduceEngine>(s, p));
+  }
+  void run(uint32_t call, const std::vector<const float*>& send, const std::vector<float*>& recv,
+           size_t count, bool scatter) {
+    std::vector<std::thread> th;
+    for (int r = 0; r < p_; ++r) {
+      th.emplace_back([&, r] {
+        RingLink link;
+        link.transport = t_[r].get();
+        link.rank = r;
+        link.nranks = p_;
+        link.timeout_s = 60;
+        link.op_seq = call;
+        AllReduceArgs a;
+        a.send = send[r];
+        a.recv = recv[r];
+        a.count = count;
+        a.scatter = scatter;
+        Status st = engines_[r]->run(link, a);
+        EXPECT_TRUE(st.ok()) << st.to_string();
+      });
+    }
+    for (auto& t : th)
+      t.join();
+  }
+  const CodecStats& s2(int r) { return engines_[r]->stats().by_codec["s2"]; }
+
+ private:
+  int p_;
+  std::vector<std::unique_ptr<transport::Transport>> t_;
+  std::vector<std::unique_ptr<AllReduceEngine>> engines_;
+};
+
+// Rank r's gradient of call `call`: 1% of the rows, half of them from rows every rank draws from
+// (so the ranks' supports partly overlap), 64 contiguous Gaussian values each. `same_rows`: the
+// rows of every call are the first call's (new values); else each call draws new rows, so a
+// slice's support moves by about 10% from call to call.
+void embedding_gradient(int r, int call, bool same_rows, std::vector<float>* x) {
+  const size_t rows = kCount / kRow, mine = rows / 100;
+  std::fill(x->begin(), x->end(), 0.0f);
+  const int rows_of = same_rows ? 1 : call;
+  std::mt19937_64 shared(1000 + rows_of), own(2000 + 17 * rows_of + r);
+  std::mt19937_64 values(3000 + 17 * call + r);
+  std::uniform_int_distribution<size_t> row(0, rows - 1);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<size_t> pool(mine);
+  for (size_t& v : pool)
+    v = row(shared);
+  for (size_t k = 0; k < mine; ++k) {
+    const size_t w = k % 2 == 0 ? pool[(k + static_cast<size_t>(r) * 31) % mine] : row(own);
+    for (size_t j = 0; j < kRow; ++j)
+      (*x)[w * kRow + j] = val(values);
+  }
+}
+
+struct Error {
+  double nmse = 0, maxrel = 0;  // maxrel: max |y - s| / max |s|
+  size_t beyond_rounding = 0;   // elements off by more than fp32 summation order allows
+};
+// y against the exact sum of xs over [first, first + y.size()).
+Error error_of(const std::vector<std::vector<float>>& xs, const float* y, size_t first, size_t n) {
+  Error e;
+  double err = 0, ref = 0, maxs = 0, maxd = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double s = 0, mag = 0;
+    for (const auto& x : xs) {
+      s += x[first + i];
+      mag += std::fabs(x[first + i]);
+    }
+    const double d = std::fabs(static_cast<double>(y[i]) - s);
+    err += d * d;
+    ref += s * s;
+    maxs = std::max(maxs, std::fabs(s));
+    maxd = std::max(maxd, d);
+    // P - 1 fp32 additions, each rounding by at most half an ulp of a partial sum.
+    if (d > 4e-7 * kRanks * mag) e.beyond_rounding++;
+  }
+  e.nmse = ref > 0 ? err / ref : err;
+  e.maxrel = maxs > 0 ? maxd / maxs : maxd;
+  return e;
+}
+
+void expect_same_bits(const std::vector<std::vector<float>>& y, size_t n) {
+  for (size_t r = 1; r < y.size(); ++r) {
+    EXPECT_EQ(std::memcmp(y[r].data(), y[0].data(), n * sizeof(float)), 0) << "rank " << r;
+  }
+}
+
+Settings s2_settings(bool repair) {
+  Settings s;
+  s.auto_codec = false;
+  s.codec = CodecId::kS2;
+  s.s2_repair = repair;
+  return s;
+}
+
+// The case: three calls on one buffer, each exact to fp32 summation order on every rank.
+// `repair` false: the per-slice budget alone (figures only, no checks).
+void clustered_allreduce(bool in_place, bool same_rows, bool repair = true) {
+  Ranks ranks(kRanks, s2_settings(repair));
+  std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
+  std::vector<std::vector<float>> y(kRanks, std::vector<float>(kCount));
+  std::vector<std::vector<float>> ref(kRanks);
+  CodecStats before;
+  for (int call = 1; call <= 3; ++call) {
+    std::vector<const float*> send;
+    std::vector<float*> recv;
+    for (int r = 0; r < kRanks; ++r) {
+      embedding_gradient(r, call, same_rows, &x[r]);
+      ref[r] = x[r];
+      if (in_place) y[r] = x[r];
+      send.push_back(in_place ? y[r].data() : x[r].data());
+      recv.push_back(y[r].data());
+    }
+    ranks.run(static_cast<uint32_t>(call), send, recv, kCount, false);
+    const Error e = error_of(ref, y[0].data(), 0, kCount);
+    const CodecStats& c = ranks.s2(0);
+    auto delta = [](uint64_t now, uint64_t was) {
+      return static_cast<unsigned long long>(now - was);
+    };
+    std::printf(
+        "[ info ] %s, %s rows, repair %s, call %d: NMSE %.3g, max rel %.3g, %zu beyond "
+        "rounding; peeled %llu of %llu, repaired %llu, repair bytes %llu of %llu sent\n",
+        in_place ? "in place" : "out of place", same_rows ? "same" : "new", repair ? "on" : "off",
+        call, e.nmse, e.maxrel, e.beyond_rounding, delta(c.s2_peeled, before.s2_peeled),
+        delta(c.s2_nonzeros, before.s2_nonzeros), delta(c.s2_repaired, before.s2_repaired),
+        delta(c.s2_repair_bytes_sent, before.s2_repair_bytes_sent),
+        delta(c.bytes_sent, before.bytes_sent));
+    before = c;
+    if (!repair) continue;
+    EXPECT_EQ(e.beyond_rounding, 0u) << "call " << call;
+    EXPECT_LT(e.maxrel, 1e-6) << "call " << call;
+    EXPECT_LT(e.nmse, 1e-12) << "call " << call;
+    expect_same_bits(y, kCount);
+  }
+  for (int r = 1; r < kRanks; ++r)
+    EXPECT_EQ(ranks.s2(r).s2_repaired, ranks.s2(0).s2_repaired);
+}
+
+TEST(S2Exact, ClusteredSupportIsExactOnEveryCallAndRank) {
+  clustered_allreduce(false, true);
+  clustered_allreduce(false, true, false);  // the figures of the per-slice budget alone
+}
+
+// New rows every call: slices whose support grows past the budget's headroom do not peel fully.
+TEST(S2Exact, ClusteredSupportThatMovesIsExact) {
+  clustered_allreduce(false, false);
+  clustered_allreduce(false, false, false);
+}
+
+// In place, the ring overwrites the input before the repair reads it: the engine keeps it.
+TEST(S2Exact, ClusteredSupportInPlaceIsExact) {
+  clustered_allreduce(true, false);
+}
+
+// Thin sketches (0.9 counters per non-zero) leave thousands of positions to the repair.
+TEST(S2Exact, ABudgetFarBelowThePeelingThresholdIsStillExact) {
+  Settings s = s2_settings(true);
+  s.s2_budget = 0.04;  // ~0.9 counters per union non-zero on the first call
+  s.s2_counters_per_nz = 0.9;
+  Ranks ranks(kRanks, s);
+  std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
+  std::vector<std::vector<float>> y(kRanks, std::vector<float>(kCount));
+  for (int call = 1; call <= 2; ++call) {
+    std::vector<const float*> send;
+    std::vector<float*> recv;
+    for (int r = 0; r < kRanks; ++r) {
+      embedding_gradient(r, call, false, &x[r]);
+      send.push_back(x[r].data());
+      recv.push_back(y[r].data());
+    }
+    ranks.run(static_cast<uint32_t>(call), send, recv, kCount, false);
+    const Error e = error_of(x, y[0].data(), 0, kCount);
+    EXPECT_EQ(e.beyond_rounding, 0u) << "call " << call;
+    expect_same_bits(y, kCount);
+  }
+  EXPECT_GT(ranks.s2(0).s2_repaired, 1000u);
+  std::printf(
+      "[ info ] 0.9 counters per non-zero: repaired %llu of %llu, repair bytes %llu of "
+      "%llu sent\n",
+      static_cast<unsigned long long>(ranks.s2(0).s2_repaired),
+      static_cast<unsigned long long>(ranks.s2(0).s2_nonzeros),
+      static_cast<unsigned long long>(ranks.s2(0).s2_repair_bytes_sent),
+      static_cast<unsigned long long>(ranks.s2(0).bytes_sent));
+}
+
+// A ReduceScatter: each rank knows its chunk's unresolved positions; they are gathered and
+// reduced exactly, each rank's chunk exact.
+TEST(S2Exact, ReduceScatterIsExactOnEveryChunk) {
+  Settings s = s2_settings(true);
+  s.s2_budget = 0.04;
+  Ranks ranks(kRanks, s);
+  const size_t rc = kCount / kRanks;
+  std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
+  std::vector<std::vector<float>> y(kRanks, std::vector<float>(rc));
+  for (int call = 1; call <= 2; ++call) {
+    std::vector<const float*> send;
+    std::vector<float*> recv;
+    for (int r = 0; r < kRanks; ++r) {
+      embedding_gradient(r, call, false, &x[r]);
+      send.push_back(x[r].data());
+      recv.push_back(y[r].data());
+    }
+    ranks.run(static_cast<uint32_t>(call), send, recv, kCount, true);
+    for (int r = 0; r < kRanks; ++r) {
+      const Error e = error_of(x, y[r].data(), static_cast<size_t>(r) * rc, rc);
+      EXPECT_EQ(e.beyond_rounding, 0u) << "call " << call << " rank " << r;
+    }
+  }
+  EXPECT_GT(ranks.s2(0).s2_repaired, 0u);
+  for (int r = 1; r < kRanks; ++r)
+    EXPECT_EQ(ranks.s2(r).s2_repaired, ranks.s2(0).s2_repaired);
+}
+
+// SKETCHCCL_S2_REPAIR=0 with error feedback: every output is the exact sum or 0 (not peeled), and
+// a position lost in one call comes back in the next with both calls' values.
+TEST(S2Exact, LossyWithErrorFeedbackZeroesWhatItLostAndSendsItAgain) {
+  Settings s = s2_settings(false);
+  s.error_feedback = true;
+  s.s2_budget = 0.04;          // ~0.9 counters per non-zero: lossy
+  s.s2_counters_per_nz = 2.0;  // the second call peels everything
+  Ranks ranks(kRanks, s);
+  std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
+  std::vector<std::vector<float>> y1(kRanks, std::vector<float>(kCount)), y2 = y1;
+  std::vector<const float*> send;
+  std::vector<float*> r1, r2;
+  for (int r = 0; r < kRanks; ++r) {
+    embedding_gradient(r, 1, true, &x[r]);
+    send.push_back(x[r].data());
+    r1.push_back(y1[r].data());
+    r2.push_back(y2[r].data());
+  }
+  ranks.run(1, send, r1, kCount, false);
+  ranks.run(2, send, r2, kCount, false);  // the same gradient again
+  expect_same_bits(y1, kCount);
+  expect_same_bits(y2, kCount);
+  size_t lost = 0, came_back = 0, wrong = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    double sum = 0, mag = 0;
+    for (const auto& xr : x) {
+      sum += xr[i];
+      mag += std::fabs(xr[i]);
+    }
+    const double tol = 1e-6 * (mag + 1e-30);
+    auto near = [&](double v, double want) { return std::fabs(v - want) <= tol * 2; };
+    if (near(y1[0][i], sum)) {
+      if (!near(y2[0][i], sum) && y2[0][i] != 0.0f) wrong++;
+    } else if (y1[0][i] == 0.0f) {
+      lost++;
+      if (near(y2[0][i], 2 * sum)) {
+        came_back++;
+      } else if (y2[0][i] != 0.0f) {
+        wrong++;
+      }
+    } else {
+      wrong++;
+    }
+  }
+  std::printf(
+      "[ info ] lossy s2 with error feedback: %zu lost in call 1, %zu of them back in "
+      "call 2\n",
+      lost, came_back);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(lost, 100u);
+  EXPECT_GT(came_back, lost * 95 / 100);
+  EXPECT_GT(ranks.s2(0).ef_input_sq, 0.0);
+  EXPECT_GT(ranks.s2(0).ef_residual_sq, 0.0);
+  EXPECT_EQ(ranks.s2(0).s2_repaired, 0u);
+}
+
+// The per-slice budget: a slice's counters follow its own previous support.
+TEST(S2Exact, EachSliceIsSizedFromItsOwnSupport) {
+  S2SliceSupport prev;
+  prev[0] = {1000, 100};
+  prev[1000] = {1000, 300};
+  const uint32_t a = s2_slice_counters(prev, 400, 2000, 0, 1000, 3, 1.3);
+  const uint32_t b = s2_slice_counters(prev, 400, 2000, 1000, 1000, 3, 1.3);
+  EXPECT_EQ(a, kernels::s2_counters_for_support(100, 3, 1.3));
+  EXPECT_EQ(b, kernels::s2_counters_for_support(300, 3, 1.3));
+  // A slice the previous call did not cut alike: the total spread evenly.
+  EXPECT_EQ(s2_slice_counters(prev, 400, 2000, 0, 500, 3, 1.3),
+            kernels::s2_counters_for_support(100, 3, 1.3));
+  S2SliceSupport other = prev;
+  other[1000].second = 301;
+  EXPECT_NE(s2_slice_support_hash(prev), s2_slice_support_hash(other));
+}
+
+}  // namespace
+}  // namespace sketchccl::coll
