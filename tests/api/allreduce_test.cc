@@ -85,6 +85,13 @@ TEST(AllReduce, S2PeelsNearlyEverythingOnSparseData) {
   }
 }
 
+// Issue 15: embedding-style gradients, whose support varies between slices and calls, used to
+// come out with NMSE 0.26; the repair of what does not peel makes every call exact.
+TEST(AllReduce, S2IsExactOnClusteredSupport) {
+  Outcome o = run("s2clustered", 4, {"SKETCHCCL_CODEC=s2"}, {"1048576"}, 240);
+  expect_agreement(o);
+}
+
 TEST(AllReduce, SixtyFourMiElements) {
   Outcome o = run("big", 2, {"SKETCHCCL_CODEC=q8"}, {std::to_string(64u << 20)}, 300);
   expect_agreement(o);

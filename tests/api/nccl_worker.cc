@@ -9,12 +9,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,6 +154,59 @@ int scenario_s2(ncclComm_t comm, size_t count, int calls, bool check_first = tru
       std::snprintf(verdict, sizeof verdict, "FAIL exact fraction %.4f", c.exact_frac);
     std::snprintf(name, sizeof name, "s2-peel/n=%zu/call%d", count, call);
     report_case(name, recv.data(), count * 4, verdict);
+  }
+  return 0;
+}
+
+// Rank r's embedding-style gradient of call `call`: 1% of the rows of 64, half of them drawn from
+// rows every rank draws from (the supports partly overlap), new rows every call.
+void embedding_gradient(int r, int call, std::vector<float>* x) {
+  const size_t rows = x->size() / 64, mine = rows / 100;
+  std::fill(x->begin(), x->end(), 0.0f);
+  std::mt19937_64 shared(100 + call), own(200 + 17 * call + r);
+  std::uniform_int_distribution<size_t> row(0, rows - 1);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<size_t> pool(mine);
+  for (size_t& v : pool)
+    v = row(shared);
+  for (size_t k = 0; k < mine; ++k) {
+    const size_t w = k % 2 == 0 ? pool[(k + static_cast<size_t>(r) * 31) % mine] : row(own);
+    for (size_t j = 0; j < 64; ++j)
+      (*x)[w * 64 + j] = val(own);
+  }
+}
+
+// s2 on clustered support (issue 15): three calls on one buffer (the last in place), each output
+// element the exact sum up to fp32 summation order, the same bytes on every rank.
+int scenario_s2_clustered(ncclComm_t comm, size_t count) {
+  std::vector<float> buf(count), recv(count);
+  std::vector<std::vector<float>> all(static_cast<size_t>(g_nranks), std::vector<float>(count));
+  for (int call = 0; call < 3; ++call) {
+    for (int r = 0; r < g_nranks; ++r)
+      embedding_gradient(r, call, &all[static_cast<size_t>(r)]);
+    buf = all[static_cast<size_t>(g_rank)];
+    float* out = call == 2 ? buf.data() : recv.data();
+    NCCL_OK(ncclAllReduce(buf.data(), out, count, ncclFloat32, ncclSum, comm, nullptr));
+    size_t off = 0;
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < count; ++i) {
+      double s = 0, mag = 0;
+      for (const auto& x : all) {
+        s += x[i];
+        mag += std::fabs(x[i]);
+      }
+      const double d = std::fabs(static_cast<double>(out[i]) - s);
+      err += d * d;
+      ref += s * s;
+      if (d > 4e-7 * g_nranks * mag) off++;
+    }
+    char name[64], verdict[128] = "OK";
+    if (off > 0) {
+      std::snprintf(verdict, sizeof verdict, "FAIL %zu elements off, NMSE %.3g", off,
+                    ref > 0 ? err / ref : err);
+    }
+    std::snprintf(name, sizeof name, "s2-clustered/n=%zu/call%d", count, call);
+    report_case(name, out, count * 4, verdict);
   }
   return 0;
 }
@@ -409,6 +464,8 @@ int main(int argc, char** argv) {
     rc = scenario_matrix(comm, codec, argv[5], counts, 2);
   } else if (scenario == "s2") {
     rc = scenario_s2(comm, std::strtoull(argv[5], nullptr, 10), 3);
+  } else if (scenario == "s2clustered") {
+    rc = scenario_s2_clustered(comm, std::strtoull(argv[5], nullptr, 10));
   } else if (scenario == "bad") {
     rc = scenario_bad_input(comm);
   } else if (scenario == "mismatch") {
