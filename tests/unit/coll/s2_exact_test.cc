@@ -16,6 +16,7 @@
 
 #include "coll/allreduce.h"
 #include "coll/s2_repair.h"
+#include "kernels/codec_common.h"
 #include "loopback_ranks.h"
 #include "transport/transport.h"
 
@@ -36,6 +37,12 @@ class Ranks {
   }
   void run(uint32_t call, const std::vector<const float*>& send, const std::vector<float*>& recv,
            size_t count, bool scatter) {
+    std::vector<const void*> s(send.begin(), send.end());
+    std::vector<void*> r(recv.begin(), recv.end());
+    run(call, s, r, count, scatter, kernels::ElemType::kF32, false);
+  }
+  void run(uint32_t call, const std::vector<const void*>& send, const std::vector<void*>& recv,
+           size_t count, bool scatter, kernels::ElemType type, bool avg) {
     std::vector<std::thread> th;
     for (int r = 0; r < p_; ++r) {
       th.emplace_back([&, r] {
@@ -50,6 +57,8 @@ class Ranks {
         a.recv = recv[r];
         a.count = count;
         a.scatter = scatter;
+        a.type = type;
+        a.avg = avg;
         Status st = engines_[r]->run(link, a);
         EXPECT_TRUE(st.ok()) << st.to_string();
       });
@@ -216,6 +225,43 @@ TEST(S2Exact, ABudgetFarBelowThePeelingThresholdIsStillExact) {
       static_cast<unsigned long long>(ranks.s2(0).s2_nonzeros),
       static_cast<unsigned long long>(ranks.s2(0).s2_repair_bytes_sent),
       static_cast<unsigned long long>(ranks.s2(0).bytes_sent));
+}
+
+// bf16, ncclAvg, in place, thin sketches: the repaired values go through the element type and the
+// scale like the rest (each element the exact mean rounded to bf16, up to fp32 summation order).
+TEST(S2Exact, Bf16AverageInPlaceIsExact) {
+  Settings s = s2_settings(true);
+  s.s2_budget = 0.04;
+  Ranks ranks(kRanks, s);
+  std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
+  std::vector<std::vector<uint16_t>> buf(kRanks, std::vector<uint16_t>(kCount));
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  for (int r = 0; r < kRanks; ++r) {
+    embedding_gradient(r, 1, true, &x[r]);
+    for (size_t i = 0; i < kCount; ++i) {
+      buf[r][i] = kernels::detail::float_to_bf16(x[r][i]);
+      x[r][i] = kernels::detail::bf16_to_float(buf[r][i]);  // the input as the ranks hold it
+    }
+    send.push_back(buf[r].data());
+    recv.push_back(buf[r].data());
+  }
+  ranks.run(1, send, recv, kCount, false, kernels::ElemType::kBf16, true);
+  size_t off = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    double sum = 0, mag = 0;
+    for (const auto& xr : x) {
+      sum += xr[i];
+      mag += std::fabs(xr[i]);
+    }
+    const double mean = sum / kRanks, got = kernels::detail::bf16_to_float(buf[0][i]);
+    // Half a bf16 ulp of the mean, plus the fp32 sums' order.
+    if (std::fabs(got - mean) > std::fabs(mean) / 256 + 1e-6 * mag) off++;
+  }
+  EXPECT_EQ(off, 0u);
+  for (int r = 1; r < kRanks; ++r)
+    EXPECT_EQ(buf[r], buf[0]) << "rank " << r;
+  EXPECT_GT(ranks.s2(0).s2_repaired, 0u);
 }
 
 // A ReduceScatter: each rank knows its chunk's unresolved positions; they are gathered and
