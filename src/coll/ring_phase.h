@@ -20,6 +20,7 @@ enum RingPhase : uint8_t {
   kPhaseExactColl = 9,       // the exact collectives (collectives.h): op field = op_seq
   kPhaseP2P = 10,            // send/recv (collectives.h): op field = the pair's message count
   kPhaseDecision = 11,       // an AllReduce's agreement on its codec decision (allreduce.cc)
+  kPhaseSparseIndices = 13,  // AllReduce `sparse` 1 as index lists (support_encoding.h)
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
 };
 
