@@ -320,9 +320,12 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state_ptr, args.count);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state_ptr->guard.steps);
   // Only where the history shapes the protocol or the values: `auto`, the guard, s2's budget,
-  // error feedback. A fixed codec's call does not depend on it and costs no exchange.
+  // `sparse`'s support encoding (an AllReduce's, unless fixed to the element bitmap), error
+  // feedback. A fixed codec's call does not depend on it and costs no exchange.
+  const bool sparse_history = codec == CodecId::kSparse && !args.scatter &&
+                              settings_.sparse_support != SupportSetting::kElementBitmap;
   const bool history_matters = settings_.auto_codec || settings_.max_nmse > 0 ||
-                               settings_.error_feedback || codec == CodecId::kS2;
+                               settings_.error_feedback || codec == CodecId::kS2 || sparse_history;
   if (!args.exact && link.nranks > 1 && history_matters) {
     bool agreed = true;
     Status ast = agree_on_decision(link, *state_ptr, codec, &agreed);
