@@ -320,10 +320,10 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state_ptr, args.count);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state_ptr->guard.steps);
   // Only where the history shapes the protocol or the values: `auto`, the guard, s2's budget,
-  // `sparse`'s support encoding (an AllReduce's, unless fixed to the element bitmap), error
-  // feedback. A fixed codec's call does not depend on it and costs no exchange.
-  const bool sparse_history = codec == CodecId::kSparse && !args.scatter &&
-                              settings_.sparse_support != SupportSetting::kElementBitmap;
+  // `sparse`'s support encoding (unless fixed to the element bitmap), error feedback. A fixed
+  // codec's call does not depend on it and costs no exchange.
+  const bool sparse_history =
+      codec == CodecId::kSparse && settings_.sparse_support != SupportSetting::kElementBitmap;
   const bool history_matters = settings_.auto_codec || settings_.max_nmse > 0 ||
                                settings_.error_feedback || codec == CodecId::kS2 || sparse_history;
   if (!args.exact && link.nranks > 1 && history_matters) {
@@ -579,8 +579,7 @@ Status AllReduceEngine::estimate_call(const RingLink& link, const AllReduceArgs&
 // and the phase-2 values are host memory, so phase 2 always runs on the host backend (host_).
 Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& args,
                                    BufferState& state, CodecStats& cs, backend::Backend& be) {
-  // Phase 1: the union support, identical on every rank (coll/support_encoding.h). A
-  // ReduceScatter agrees on its element bitmap.
+  // Phase 1: the union support, identical on every rank (coll/support_encoding.h).
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
   std::vector<uint64_t> union_bits;
   SCCL_RETURN_IF_ERROR(alloc_vector<uint64_t>(&union_bits, words, "sparse union bitmap", 0));
@@ -588,8 +587,7 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
   sa.x = args.send;
   sa.type = args.type;
   sa.count = args.count;
-  sa.encoding = args.scatter ? SupportEncoding::kElementBitmap
-                             : choose_support(cost_model(args.count), support_history(state));
+  sa.encoding = choose_support(cost_model(args.count), support_history(state));
   sa.prev_nonzeros = state.nonzeros;
   sa.slice_elems = settings_.slice_elems;
   sa.depth = settings_.depth;
@@ -650,9 +648,10 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     }
     if (st.ok()) {
       state.have_history = true;
-      // A row bitmap's support holds the zeros of its rows: the result's non-zeros are the
-      // support the next call sizes itself by (every rank holds the same sums).
-      state.nonzeros = so.used == SupportEncoding::kRowBitmap
+      // A row bitmap's support holds the zeros of its rows: an AllReduce's result's non-zeros
+      // are the support the next call sizes itself by (every rank holds the same sums; a
+      // ReduceScatter's ranks hold different chunks, so it keeps the rows' support).
+      state.nonzeros = so.used == SupportEncoding::kRowBitmap && !args.scatter
                            ? static_cast<uint64_t>(std::count_if(sums.begin(), sums.end(),
                                                                  [](float v) { return v != 0.0f; }))
                            : support;

@@ -1,7 +1,7 @@
 // `sparse` phase 1's support encodings (coll/support_encoding.h): the arithmetic of each, and the
 // engine end to end with ranks as threads over loopback sockets: `sparse` and `auto` exact with
 // every encoding, the encoding the model picks for i.i.d. and row-sparse buffers, an index list
-// that outgrows its capacity, and a ReduceScatter.
+// that outgrows its capacity, and ReduceScatters with every encoding.
 #include "coll/support_encoding.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "coll/allreduce.h"
@@ -254,21 +255,34 @@ TEST(SupportEncodingEngine, AnIndexListThatOutgrowsItsCapacityFallsBackToTheBitm
   }
 }
 
-TEST(SupportEncodingEngine, ReduceScatterKeepsTheElementBitmap) {
+TEST(SupportEncodingEngine, ReduceScatterIsExactWithEveryEncoding) {
   const int p = 4;
-  Ranks ranks(p, sparse_settings(false, SupportSetting::kRowBitmap));
   const auto x = row_sparse(p, 6, 6);
-  std::vector<std::vector<float>> y(p, std::vector<float>(kCount / p, -1.0f));
-  ranks.run(1, x, &y, true);
-  ranks.run(2, x, &y, true);
   std::vector<float> sum(kCount, 0.0f);
   for (const auto& xr : x)
     for (size_t i = 0; i < kCount; ++i)
       sum[i] += xr[i];
-  for (int r = 0; r < p; ++r) {
-    for (size_t i = 0; i < kCount / p; ++i)
-      ASSERT_EQ(y[r][i], sum[r * (kCount / p) + i]) << r << " " << i;
-    EXPECT_EQ(ranks.stats(r, CodecId::kSparse).support_calls[0], 2u);
+  // Calls per encoding over three calls: the index list's first call has no capacity yet.
+  const std::pair<SupportSetting, std::vector<uint64_t>> cases[] = {
+      {SupportSetting::kElementBitmap, {3, 0, 0}},
+      {SupportSetting::kRowBitmap, {0, 3, 0}},
+      {SupportSetting::kIndexList, {1, 0, 2}},
+      {SupportSetting::kAuto, {1, 2, 0}}};
+  for (const auto& [setting, expect] : cases) {
+    Ranks ranks(p, sparse_settings(setting == SupportSetting::kAuto, setting));
+    std::vector<std::vector<float>> y(p, std::vector<float>(kCount / p, -1.0f));
+    for (uint32_t call = 1; call <= 3; ++call) {
+      ranks.run(call, x, &y, true);
+      for (int r = 0; r < p; ++r)
+        for (size_t i = 0; i < kCount / p; ++i)
+          ASSERT_EQ(y[r][i], sum[r * (kCount / p) + i]) << r << " " << i;
+    }
+    for (int r = 0; r < p; ++r) {
+      const CodecStats& s = ranks.stats(r, CodecId::kSparse);
+      EXPECT_EQ((std::vector<uint64_t>{s.support_calls[0], s.support_calls[1], s.support_calls[2]}),
+                expect)
+          << static_cast<int>(setting) << " rank " << r;
+    }
   }
 }
 
