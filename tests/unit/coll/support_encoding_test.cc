@@ -18,6 +18,7 @@
 #include "kernels/sparse.h"
 #include "loopback_ranks.h"
 #include "transport/transport.h"
+#include "warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {
@@ -85,6 +86,14 @@ class Ranks {
   }
   void run(uint32_t call, const std::vector<std::vector<float>>& x,
            std::vector<std::vector<float>>* y, bool scatter = false) {
+    std::vector<const float*> send;
+    for (const auto& xr : x)
+      send.push_back(xr.data());
+    run(call, send, x[0].size(), y, scatter);
+  }
+  // Each rank's input named by its address (a test may reuse one on some rank).
+  void run(uint32_t call, const std::vector<const float*>& send, size_t count,
+           std::vector<std::vector<float>>* y, bool scatter = false) {
     std::vector<std::thread> th;
     for (int r = 0; r < p_; ++r) {
       th.emplace_back([&, r] {
@@ -95,9 +104,9 @@ class Ranks {
         link.timeout_s = 60;
         link.op_seq = call;
         AllReduceArgs a;
-        a.send = x[r].data();
+        a.send = send[r];
         a.recv = (*y)[r].data();
-        a.count = x[r].size();
+        a.count = count;
         a.scatter = scatter;
         Status st = engines_[r]->run(link, a);
         EXPECT_TRUE(st.ok()) << st.to_string();
@@ -106,6 +115,7 @@ class Ranks {
     for (auto& t : th)
       t.join();
   }
+  AllReduceEngine& engine(int r) { return *engines_[r]; }
   const CodecStats& stats(int r, CodecId c) {
     return engines_[r]->stats().by_codec[kernels::codec_name(c)];
   }
@@ -253,6 +263,31 @@ TEST(SupportEncodingEngine, AnIndexListThatOutgrowsItsCapacityFallsBackToTheBitm
     EXPECT_EQ(s.support_calls[0], 2u) << r;  // the first call and the fallback
     EXPECT_EQ(s.support_calls[2], 1u) << r;
   }
+}
+
+// A fixed `sparse` picks its encoding from the history, so its ranks must agree on it: one rank
+// that holds a history the others lack (an address reused for another tensor) makes the call run
+// exact, and the next call agrees again.
+TEST(SupportEncodingEngine, ARankWithAnotherHistoryRunsExactAndTheRanksAgreeAgain) {
+  testutil::AllowWarnings allow("different histories");
+  const int p = 3;
+  Ranks ranks(p, sparse_settings(false, SupportSetting::kIndexList));
+  auto a = iid(p, 0.001, 8), b = iid(p, 0.001, 9);
+  std::vector<std::vector<float>> y(p, std::vector<float>(kCount, -1.0f));
+  ranks.run(1, a, &y);
+  expect_exact(a, y, "first");
+  a[0] = b[0];  // rank 0's second tensor, in the first one's memory
+  const std::vector<const float*> send = {a[0].data(), b[1].data(), b[2].data()};
+  for (uint32_t call = 2; call <= 3; ++call) {
+    ranks.run(call, send, kCount, &y);
+    expect_exact(b, y, "after the reuse");
+  }
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(ranks.engine(r).stats().decisions_disagreed, 1u) << r;
+    EXPECT_EQ(ranks.stats(r, CodecId::kNone).calls, 1u) << r;               // the disagreeing call
+    EXPECT_EQ(ranks.stats(r, CodecId::kSparse).support_calls[2], 1u) << r;  // agreed again
+  }
+  EXPECT_GE(allow.count(), 1);
 }
 
 TEST(SupportEncodingEngine, ReduceScatterIsExactWithEveryEncoding) {
