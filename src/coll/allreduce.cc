@@ -10,11 +10,13 @@
 #include <functional>
 
 #include "backend/backend.h"
+#include "coll/codec_choice.h"
 #include "coll/hierarchy.h"
 #include "coll/oom.h"
 #include "coll/reduce_scatter.h"
 #include "coll/ring_phase.h"
 #include "coll/s2_repair.h"
+#include "coll/support_encoding.h"
 #include "core/log.h"
 #include "kernels/sparse.h"
 
@@ -25,6 +27,15 @@ using kernels::CodecId;
 using kernels::CodecParams;
 using kernels::DecodeStats;
 using kernels::ElemType;
+
+// What the buffer's previous call left that the cost model reads: agreed numbers only.
+SupportHistory support_history(const BufferState& state) {
+  SupportHistory h;
+  h.known = state.have_history;
+  h.nonzeros = state.nonzeros;
+  h.rows = state.support_rows;
+  return h;
+}
 
 bool is_lossy_and_nonlinear(CodecId c) {
   // Error feedback applies where encode/step introduce error: casts, quantizers, CASQ. `none`
@@ -253,68 +264,25 @@ class CodecSliceOps : public SliceOps {
   bool s2_feedback_ = false;
 };
 
-// Phase 1 of `sparse`: an OR-allreduce of the non-zero bitmaps. Elements are 64-bit words.
-class BitmapSliceOps : public SliceOps {
- public:
-  BitmapSliceOps(backend::Backend& be, const AllReduceArgs& args, uint64_t* union_bits)
-      : be_(be),
-        x_(static_cast<const uint8_t*>(args.send)),
-        type_(args.type),
-        esz_(kernels::elem_size(args.type)),
-        count_(args.count),
-        union_(union_bits) {}
-
-  size_t packet_bytes(size_t, size_t n) const override { return n * sizeof(uint64_t); }
-  Status encode(size_t offset, size_t n, int, void* pkt, size_t cap) override {
-    return build(offset, n, static_cast<uint64_t*>(pkt), cap);
-  }
-  Status reduce(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
-                size_t cap) override {
-    if (in_bytes != n * sizeof(uint64_t)) {
-      return errorf(Code::kInvalidUsage, "sparse bitmap packet of %zu bytes, expected %zu",
-                    in_bytes, n * sizeof(uint64_t));
-    }
-    SCCL_RETURN_IF_ERROR(build(offset, n, static_cast<uint64_t*>(out), cap));
-    return be_.bitmap_or(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(in), n * 64);
-  }
-  Status decode_start(size_t offset, size_t n, const void* pkt, size_t bytes) override {
-    if (bytes != n * sizeof(uint64_t)) {
-      return Status(Code::kInvalidUsage, "sparse bitmap packet has the wrong size");
-    }
-    std::memcpy(union_ + offset, pkt, bytes);
-    return Status::Ok();
-  }
-
- private:
-  // Words [offset, offset + n) cover elements [64 offset, min(count, 64 (offset + n))).
-  Status build(size_t offset, size_t n, uint64_t* words, size_t cap) {
-    if (cap < n * sizeof(uint64_t)) return Status(Code::kInternalError, "bitmap packet too small");
-    const size_t first = offset * 64;
-    const size_t elems = std::min(count_ - first, n * 64);
-    std::memset(words, 0, n * sizeof(uint64_t));
-    return be_.bitmap_build(x_ + first * esz_, type_, elems, words);
-  }
-
-  backend::Backend& be_;
-  const uint8_t* x_;
-  ElemType type_;
-  size_t esz_;
-  size_t count_;
-  uint64_t* union_;
-};
-
 }  // namespace
 
 CodecId AllReduceEngine::choose_codec(const BufferState& state, size_t count) const {
   if (!settings_.auto_codec) return settings_.codec;
-  // The first call on a buffer runs `sparse`: exact, and it measures the support. (A quantized
-  // result would not: stochastic rounding turns zeros into small values.)
-  if (!state.have_history) return CodecId::kSparse;
-  if (static_cast<double>(state.nonzeros) <=
-      settings_.sparse_density * static_cast<double>(count)) {
-    return CodecId::kSparse;
-  }
-  return settings_.dense_codec;
+  return choose_auto(cost_model(count), support_history(state)).codec;
+}
+
+CostModelParams AllReduceEngine::cost_model(size_t count) const {
+  CostModelParams p;
+  p.count = count;
+  p.nranks = nranks_;
+  p.slice_elems = settings_.slice_elems;
+  p.dense_codec = settings_.dense_codec;
+  p.casq_buckets = settings_.casq_buckets;
+  p.s2_rows = settings_.s2_rows;
+  p.s2_counters_per_nz = settings_.s2_counters_per_nz;
+  p.sparse_density = settings_.sparse_density;
+  p.support = settings_.sparse_support;
+  return p;
 }
 
 uint32_t AllReduceEngine::s2_counters_per_row(const BufferState& state, size_t count, size_t offset,
@@ -355,6 +323,7 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
   struct Decision {
     uint64_t nonzeros;
     uint64_t s2_slices;  // hash of s2's per-slice supports (its budget)
+    uint64_t support_rows;  // the support encoding's input
     uint32_t codec;
     uint32_t guard_steps;
     uint32_t have_history;
@@ -362,6 +331,7 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
   };
   const Decision mine{state.nonzeros,
                       s2_slice_support_hash(state.s2_slices),
+                      state.support_rows,
                       static_cast<uint32_t>(codec),
                       static_cast<uint32_t>(state.guard.steps),
                       state.have_history ? 1u : 0u,
@@ -392,9 +362,12 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state_ptr, args.count);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state_ptr->guard.steps);
   // Only where the history shapes the protocol or the values: `auto`, the guard, s2's budget,
-  // error feedback. A fixed codec's call does not depend on it and costs no exchange.
+  // `sparse`'s support encoding (unless fixed to the element bitmap), error feedback. A fixed
+  // codec's call does not depend on it and costs no exchange.
+  const bool sparse_history =
+      codec == CodecId::kSparse && settings_.sparse_support != SupportSetting::kElementBitmap;
   const bool history_matters = settings_.auto_codec || settings_.max_nmse > 0 ||
-                               settings_.error_feedback || codec == CodecId::kS2;
+                               settings_.error_feedback || codec == CodecId::kS2 || sparse_history;
   if (!args.exact && link.nranks > 1 && history_matters) {
     bool agreed = true;
     Status ast = agree_on_decision(link, *state_ptr, codec, &agreed);
@@ -429,6 +402,8 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
                   args.count * kernels::elem_size(args.type));
     st = run_caught(what, [&] { return run_on(link, args, codec, state, cs, *be); });
   }
+  // A codec ring's result measures no rows (an AllReduce's; a ReduceScatter keeps its history).
+  if (st.ok() && codec != CodecId::kSparse && !args.scatter) state.support_rows = 0;
   // The flat ring sends to its right neighbour only: on this node or on another.
   const size_t right = static_cast<size_t>((link.rank + 1) % link.nranks);
   const bool right_here =
@@ -720,16 +695,28 @@ Status AllReduceEngine::estimate_call(const RingLink& link, const AllReduceArgs&
 // and the phase-2 values are host memory, so phase 2 always runs on the host backend (host_).
 Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& args,
                                    BufferState& state, CodecStats& cs, backend::Backend& be) {
-  // Phase 1: the union support, identical on every rank.
+  // Phase 1: the union support, identical on every rank (coll/support_encoding.h).
   const size_t words = kernels::bitmap_bytes(args.count) / sizeof(uint64_t);
   std::vector<uint64_t> union_bits;
   SCCL_RETURN_IF_ERROR(alloc_vector<uint64_t>(&union_bits, words, "sparse union bitmap", 0));
-  BitmapSliceOps bitmap_ops(be, args, union_bits.data());
+  SupportArgs sa;
+  sa.x = args.send;
+  sa.type = args.type;
+  sa.count = args.count;
+  sa.encoding = choose_support(cost_model(args.count), support_history(state));
+  sa.prev_nonzeros = state.nonzeros;
+  sa.slice_elems = settings_.slice_elems;
+  sa.depth = settings_.depth;
   RingLink l1 = link;
   l1.phase = args.scatter ? kPhaseScatterBitmap : kPhaseSparseBitmap;
+  SupportOutcome so;
+  Status st = agree_union_support(l1, be, sa, union_bits.data(), &so);
+  cs.bytes_sent += so.bytes_sent;
+  cs.bytes_received += so.bytes_received;
+  cs.support_bytes_sent += so.bytes_sent;
+  cs.support_calls[static_cast<size_t>(so.used)]++;
+  cs.support_index_overflows += so.index_overflow ? 1 : 0;
   RingStats rs;
-  const size_t word_slice = std::max<size_t>(1, settings_.slice_elems / 2);
-  Status st = ring_allreduce(l1, words, word_slice, settings_.depth, bitmap_ops, &rs);
   size_t support = 0;
   if (st.ok()) st = host_->bitmap_popcount(union_bits.data(), args.count, &support);
   std::vector<float> values, sums;
@@ -777,7 +764,14 @@ Status AllReduceEngine::run_sparse(const RingLink& link, const AllReduceArgs& ar
     }
     if (st.ok()) {
       state.have_history = true;
-      state.nonzeros = support;
+      // A row bitmap's support holds the zeros of its rows: an AllReduce's result's non-zeros
+      // are the support the next call sizes itself by (every rank holds the same sums; a
+      // ReduceScatter's ranks hold different chunks, so it keeps the rows' support).
+      state.nonzeros = so.used == SupportEncoding::kRowBitmap && !args.scatter
+                           ? static_cast<uint64_t>(std::count_if(sums.begin(), sums.end(),
+                                                                 [](float v) { return v != 0.0f; }))
+                           : support;
+      state.support_rows = so.rows;
     }
   }
   cs.bytes_sent += rs.bytes_sent;

@@ -13,6 +13,7 @@
 #include "backend/memory_type.h"
 #include "coll/accuracy.h"
 #include "coll/buffer_states.h"
+#include "coll/codec_choice.h"
 #include "coll/ring.h"
 #include "coll/settings.h"
 #include "coll/stats.h"
@@ -76,6 +77,8 @@ class AllReduceEngine {
 
   // The codec this call would use, from agreed numbers only (exposed for tests and stats).
   kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
+  // The cost model's view of a buffer of `count` elements under these settings.
+  CostModelParams cost_model(size_t count) const;
   // s2 counters per row for the slice [offset, offset + n): the first call's budget, then from
   // that slice's support in the previous call (s2_repair.h).
   uint32_t s2_counters_per_row(const BufferState& state, size_t count, size_t offset,

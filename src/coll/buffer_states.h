@@ -44,6 +44,9 @@ struct BufferState {
 
   // Of the previous s2 AllReduce (empty: none yet).
   S2SliceSupport s2_slices;
+  // Non-empty 64-element rows of the previous `sparse` call's union support (0: not measured,
+  // as after a codec ring): `auto`'s cost model reads it (coll/codec_choice.h).
+  uint64_t support_rows = 0;
   // Error feedback: this rank's compression error, per element, in the memory of the backend
   // that runs the buffer's calls (residual_mem). Applied only to the generation that made it.
   std::shared_ptr<backend::F32Array> residual;

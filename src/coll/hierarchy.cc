@@ -105,6 +105,10 @@ void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
   to->estimated_maxrel_worst = std::max(to->estimated_maxrel_worst, from.estimated_maxrel_worst);
   to->sample_bytes_sent += from.sample_bytes_sent;
   to->guard_steps += from.guard_steps;
+  for (size_t e = 0; e < 3; ++e)
+    to->support_calls[e] += from.support_calls[e];
+  to->support_index_overflows += from.support_index_overflows;
+  to->support_bytes_sent += from.support_bytes_sent;
   to->inter_node_bytes_sent += from.bytes_sent;
 }
 

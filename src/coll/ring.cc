@@ -540,7 +540,7 @@ void RingPlan::slice(int c, int j, size_t* offset, size_t* n) const {
 // Tag fields, high to low: op | phase | step | slice; the transport must carry kRingTagBits
 // (checked per call against its properties). Operations of a communicator run one at a time
 // and consume all their messages, so op wraps safely.
-constexpr int kTagSliceBits = 20, kTagStepBits = 12, kTagPhaseBits = 4, kTagOpBits = 8;
+constexpr int kTagSliceBits = 19, kTagStepBits = 12, kTagPhaseBits = 5, kTagOpBits = 8;
 static_assert(kTagSliceBits + kTagStepBits + kTagPhaseBits + kTagOpBits == kRingTagBits,
               "ring tag fields must fill kRingTagBits");
 // A ring of P ranks runs 2 (P - 1) steps, each named in kTagStepBits.

@@ -24,6 +24,7 @@ enum RingPhase : uint8_t {
   kPhaseS2RepairCnt = 13,    // ReduceScatter s2: each rank's count of such positions
   kPhaseS2RepairPos = 14,    // ReduceScatter s2: the positions themselves
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
+  kPhaseSparseIndices = 16,  // `sparse` 1 as index lists (support_encoding.h)
 };
 
 }  // namespace sketchccl::coll

@@ -37,6 +37,10 @@ Settings::Settings() {
 Status Settings::from_config(const Config& cfg, Settings* out) {
   Settings& s = *out;
   s.sparse_density = cfg.get_double(Var::kSparseDensity);
+  if (!support_setting_from_name(cfg.get_string(Var::kSparseSupport).c_str(), &s.sparse_support)) {
+    return errorf(Code::kInvalidArgument, "SKETCHCCL_SPARSE_SUPPORT='%s': not an encoding",
+                  cfg.get_string(Var::kSparseSupport).c_str());
+  }
   s.slice_elems = cfg.get_size(Var::kSliceBytes) / sizeof(float);
   s.depth = static_cast<int>(cfg.get_int(Var::kPipelineDepth));
   s.error_feedback = cfg.get_bool(Var::kErrorFeedback);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "coll/codec_choice.h"
 #include "core/config.h"
 #include "core/status.h"
 #include "kernels/codec.h"
@@ -17,7 +18,8 @@ struct Settings {
   kernels::CodecId codec{};        // SKETCHCCL_CODEC when not auto (else dense_codec)
   kernels::CodecId dense_codec{};  // SKETCHCCL_DENSE_CODEC
   double sparse_density;
-  size_t slice_elems;  // SKETCHCCL_SLICE_BYTES / 4
+  SupportSetting sparse_support;  // SKETCHCCL_SPARSE_SUPPORT: `sparse` phase 1's encoding
+  size_t slice_elems;             // SKETCHCCL_SLICE_BYTES / 4
   int depth;
   bool error_feedback;
   uint64_t seed;

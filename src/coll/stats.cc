@@ -48,6 +48,17 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                     static_cast<unsigned long long>(c.s2_repair_bytes_sent));
       out += buf;
     }
+    if (c.support_calls[0] + c.support_calls[1] + c.support_calls[2] > 0) {
+      std::snprintf(buf, sizeof buf,
+                    ", \"support\": {\"element_bitmap\": %llu, \"row_bitmap\": %llu, "
+                    "\"index_list\": %llu, \"index_overflows\": %llu, \"bytes_sent\": %llu}",
+                    static_cast<unsigned long long>(c.support_calls[0]),
+                    static_cast<unsigned long long>(c.support_calls[1]),
+                    static_cast<unsigned long long>(c.support_calls[2]),
+                    static_cast<unsigned long long>(c.support_index_overflows),
+                    static_cast<unsigned long long>(c.support_bytes_sent));
+      out += buf;
+    }
     if (c.ef_input_sq > 0) {
       std::snprintf(buf, sizeof buf, ", \"local_nmse\": %.6g", c.ef_residual_sq / c.ef_input_sq);
       out += buf;

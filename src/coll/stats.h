@@ -33,6 +33,12 @@ struct CodecStats {
   double estimated_maxrel_sum = 0, estimated_maxrel_worst = 0;
   uint64_t sample_bytes_sent = 0;  // the estimate's exact side reduction (not in bytes_sent)
   uint64_t guard_steps = 0;        // buffers stepped up to a safer codec after a call here
+  // `sparse` phase 1 (coll/support_encoding.h): calls per encoding that agreed the support
+  // (element bitmap, row bitmap, index list), index lists that overflowed (the element bitmap
+  // ran after them), and phase 1's bytes (in bytes_sent too).
+  uint64_t support_calls[3] = {0, 0, 0};
+  uint64_t support_index_overflows = 0;
+  uint64_t support_bytes_sent = 0;
 };
 
 struct CommStats {

@@ -215,6 +215,22 @@ TEST(AllReduce, AutoTurnsDenseBuffersToTheDenseCodec) {
   }
 }
 
+TEST(AllReduce, SparseIsExactWithEachSupportEncoding) {
+  // Three calls on one buffer, each checked exact; the index list needs the first call's support.
+  const std::pair<const char*, const char*> cases[] = {
+      {"rows", "\"support\": {\"element_bitmap\": 0, \"row_bitmap\": 3, \"index_list\": 0,"},
+      {"indices", "\"support\": {\"element_bitmap\": 1, \"row_bitmap\": 0, \"index_list\": 2,"}};
+  for (const auto& [encoding, expect] : cases) {
+    for (const std::string& json : run_with_stats(
+             "s2", 3,
+             {"SKETCHCCL_CODEC=sparse", std::string("SKETCHCCL_SPARSE_SUPPORT=") + encoding},
+             {"300000"})) {
+      EXPECT_NE(json.find("\"sparse\": {\"calls\": 3,"), std::string::npos) << json;
+      EXPECT_NE(json.find(expect), std::string::npos) << encoding << ": " << json;
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
