@@ -6,10 +6,12 @@
 //   digits  an MLP (64-64-10, ReLU, softmax) on the handwritten digits of Debian's
 //           python3-sklearn (sklearn/datasets/data/digits.csv.gz, decompressed: --digits FILE);
 //           dense gradients.
+//   digits-wide  the same data through an MLP 64-1024-1024-10 (1,126,410 parameters, a 4.3 MiB
+//           gradient): realistic buffer sizes for the codecs' tables and budgets.
 //   text    an embedding-bag classifier (mean of token embeddings -> linear -> softmax) on a
 //           synthetic corpus with a Zipfian vocabulary generated here; row-sparse gradients.
 //
-//   convergence [--task digits|text|all] [--digits FILE] [--epochs N] [--configs LIST]
+//   convergence [--task digits|digits-wide|text|all] [--digits FILE] [--epochs N] [--configs LIST]
 //               [--nranks N] [--seed S] [--short] [--csv FILE] [--sharded]
 // --sharded: sharded data parallelism (ZeRO / FSDP style): the gradient goes through
 // ncclReduceScatter (compressed), each rank updates its shard of the parameters (and keeps that
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -118,11 +121,12 @@ class Task {
   virtual const char* name() const = 0;
 };
 
-// digits: 8x8 images, features 0..16 scaled to [0, 1]; MLP 64-H-10.
-class Digits : public Task {
- public:
-  static constexpr int D = 64, H = 64, C = 10;
-  Digits(const std::string& csv, uint64_t seed) {
+// The sklearn digits CSV: 8x8 images, features 0..16 scaled to [0, 1], split 80/20 by seed.
+struct DigitsData {
+  static constexpr int D = 64;
+  std::vector<float> xtr, xte;
+  std::vector<int> ytr, yte;
+  DigitsData(const std::string& csv, uint64_t seed) {
     std::ifstream f(csv);
     if (!f) die("cannot read the digits data " + csv);
     std::string line;
@@ -149,14 +153,21 @@ class Digits : public Task {
     shuffle(&order, &rng);
     size_t ntest = X.size() / 5;  // 80/20 split
     for (size_t k = 0; k < order.size(); ++k) {
-      auto& xs = k < ntest ? xte_ : xtr_;
-      auto& ys = k < ntest ? yte_ : ytr_;
+      auto& xs = k < ntest ? xte : xtr;
+      auto& ys = k < ntest ? yte : ytr;
       xs.insert(xs.end(), X[order[k]].begin(), X[order[k]].end());
       ys.push_back(Y[order[k]]);
     }
   }
+};
+
+// digits: MLP 64-H-10.
+class Digits : public Task {
+ public:
+  static constexpr int D = 64, H = 64, C = 10;
+  Digits(const std::string& csv, uint64_t seed) : data_(csv, seed) {}
   size_t nparams() const override { return H * D + H + C * H + C; }
-  size_t ntrain() const override { return ytr_.size(); }
+  size_t ntrain() const override { return data_.ytr.size(); }
   float lr() const override { return 0.1f; }
   int batch() const override { return 16; }
   const char* name() const override { return "digits"; }
@@ -176,10 +187,10 @@ class Digits : public Task {
     float *G1 = g->data(), *gb1 = G1 + H * D, *G2 = gb1 + H, *gb2 = G2 + C * H;
     const float inv = 1.0f / static_cast<float>(idx.size());
     for (size_t s : idx) {
-      const float* x = &xtr_[s * D];
+      const float* x = &data_.xtr[s * D];
       float h[H], z[C], dz[C], dh[H];
       forward(w, x, h, z);
-      softmax_xent(z, C, ytr_[s], dz, nullptr);
+      softmax_xent(z, C, data_.ytr[s], dz, nullptr);
       for (int c = 0; c < C; ++c) {
         gb2[c] += dz[c] * inv;
         for (int j = 0; j < H; ++j)
@@ -200,8 +211,8 @@ class Digits : public Task {
     (void)b2;
   }
   Eval evaluate(const std::vector<float>& w, bool test) const override {
-    const auto& X = test ? xte_ : xtr_;
-    const auto& Y = test ? yte_ : ytr_;
+    const auto& X = test ? data_.xte : data_.xtr;
+    const auto& Y = test ? data_.yte : data_.ytr;
     Eval e;
     for (size_t s = 0; s < Y.size(); ++s) {
       float h[H], z[C];
@@ -231,8 +242,133 @@ class Digits : public Task {
       z[c] = a;
     }
   }
-  std::vector<float> xtr_, xte_;
-  std::vector<int> ytr_, yte_;
+  DigitsData data_;
+};
+
+// digits-wide: the same data through an MLP 64-1024-1024-10 (ReLU), 1,126,410 parameters (a
+// 4.3 MiB gradient, one ncclAllReduce per step as a DDP bucket of up to 25 MiB would be): the
+// size where CASQ's tables and s2's budget meet realistic buffers. Weights are stored input-major
+// so that the forward pass and the weight gradients are vectorisable row updates (axpy) that
+// skip the inputs ReLU zeroed.
+class DigitsWide : public Task {
+ public:
+  static constexpr size_t D = 64, H1 = 1024, H2 = 1024, C = 10;
+  static constexpr size_t kW1 = 0, kB1 = kW1 + D * H1, kW2 = kB1 + H1, kB2 = kW2 + H1 * H2,
+                          kW3 = kB2 + H2, kB3 = kW3 + H2 * C, kParams = kB3 + C;
+  DigitsWide(const std::string& csv, uint64_t seed) : data_(csv, seed) {}
+  size_t nparams() const override { return kParams; }
+  size_t ntrain() const override { return data_.ytr.size(); }
+  float lr() const override { return 0.05f; }
+  int batch() const override { return 16; }
+  const char* name() const override { return "digits-wide"; }
+  void init(std::vector<float>* w, uint64_t seed) const override {
+    w->assign(nparams(), 0.0f);
+    Rng rng(seed ^ 0x3a1dull);
+    auto he = [&](size_t at, size_t fan_in, size_t n) {
+      const float sd = std::sqrt(2.0f / static_cast<float>(fan_in));
+      for (size_t i = 0; i < n; ++i)
+        (*w)[at + i] = rng.normal() * sd;
+    };
+    he(kW1, D, D * H1);
+    he(kW2, H1, H1 * H2);
+    he(kW3, H2, H2 * C);
+  }
+  void gradient(const std::vector<float>& w, const std::vector<size_t>& idx,
+                std::vector<float>* g) const override {
+    g->assign(nparams(), 0.0f);
+    const float* W2 = w.data() + kW2;
+    const float* W3 = w.data() + kW3;
+    float* G = g->data();
+    const float inv = 1.0f / static_cast<float>(idx.size());
+    std::vector<float> h1(H1), h2(H2), dh1(H1), dh2(H2);
+    for (size_t s : idx) {
+      const float* x = &data_.xtr[s * D];
+      float z[C], dz[C];
+      forward(w, x, h1.data(), h2.data(), z);
+      softmax_xent(z, static_cast<int>(C), data_.ytr[s], dz, nullptr);
+      for (size_t c = 0; c < C; ++c)
+        dz[c] *= inv;
+      for (size_t c = 0; c < C; ++c)
+        G[kB3 + c] += dz[c];
+      for (size_t j = 0; j < H2; ++j) {
+        if (h2[j] <= 0) {
+          dh2[j] = 0;
+          continue;
+        }
+        float a = 0;
+        for (size_t c = 0; c < C; ++c) {
+          G[kW3 + j * C + c] += h2[j] * dz[c];
+          a += W3[j * C + c] * dz[c];
+        }
+        dh2[j] = a;
+      }
+      for (size_t j = 0; j < H2; ++j)
+        G[kB2 + j] += dh2[j];
+      for (size_t i = 0; i < H1; ++i) {
+        if (h1[i] <= 0) {
+          dh1[i] = 0;
+          continue;
+        }
+        axpy(h1[i], dh2.data(), G + kW2 + i * H2, H2);
+        dh1[i] = dot(W2 + i * H2, dh2.data(), H2);
+      }
+      for (size_t i = 0; i < H1; ++i)
+        G[kB1 + i] += dh1[i];
+      for (size_t i = 0; i < D; ++i) {
+        if (x[i] != 0) axpy(x[i], dh1.data(), G + kW1 + i * H1, H1);
+      }
+    }
+  }
+  Eval evaluate(const std::vector<float>& w, bool test) const override {
+    const auto& X = test ? data_.xte : data_.xtr;
+    const auto& Y = test ? data_.yte : data_.ytr;
+    std::vector<float> h1(H1), h2(H2);
+    Eval e;
+    for (size_t s = 0; s < Y.size(); ++s) {
+      float z[C];
+      forward(w, &X[s * D], h1.data(), h2.data(), z);
+      int am = 0;
+      e.loss += softmax_xent(z, static_cast<int>(C), Y[s], nullptr, &am);
+      e.acc += am == Y[s];
+    }
+    e.loss /= static_cast<double>(Y.size());
+    e.acc /= static_cast<double>(Y.size());
+    return e;
+  }
+
+ private:
+  static void axpy(float a, const float* x, float* y, size_t n) {
+    for (size_t k = 0; k < n; ++k)
+      y[k] += a * x[k];
+  }
+  // Eight partial sums, so that the compiler vectorises the reduction without -ffast-math.
+  static float dot(const float* a, const float* b, size_t n) {
+    float acc[8] = {};
+    for (size_t k = 0; k < n; k += 8) {
+      for (size_t l = 0; l < 8; ++l)
+        acc[l] += a[k + l] * b[k + l];
+    }
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  }
+  void forward(const std::vector<float>& w, const float* x, float* h1, float* h2, float* z) const {
+    std::copy(w.data() + kB1, w.data() + kB1 + H1, h1);
+    for (size_t i = 0; i < D; ++i) {
+      if (x[i] != 0) axpy(x[i], w.data() + kW1 + i * H1, h1, H1);
+    }
+    for (size_t i = 0; i < H1; ++i)
+      h1[i] = h1[i] > 0 ? h1[i] : 0;
+    std::copy(w.data() + kB2, w.data() + kB2 + H2, h2);
+    for (size_t i = 0; i < H1; ++i) {
+      if (h1[i] > 0) axpy(h1[i], w.data() + kW2 + i * H2, h2, H2);
+    }
+    for (size_t j = 0; j < H2; ++j)
+      h2[j] = h2[j] > 0 ? h2[j] : 0;
+    std::copy(w.data() + kB3, w.data() + kB3 + C, z);
+    for (size_t j = 0; j < H2; ++j) {
+      if (h2[j] > 0) axpy(h2[j], w.data() + kW3 + j * C, z, C);
+    }
+  }
+  DigitsData data_;
 };
 
 // text: a synthetic corpus. Vocabulary V words with Zipfian frequencies (s = 1.1). Each of C
@@ -489,6 +625,8 @@ int train_rank(const Options& o) {
   std::unique_ptr<Task> task;
   if (o.task == "digits")
     task = std::make_unique<Digits>(o.digits, static_cast<uint64_t>(o.seed));
+  else if (o.task == "digits-wide")
+    task = std::make_unique<DigitsWide>(o.digits, static_cast<uint64_t>(o.seed));
   else
     task = std::make_unique<Text>(static_cast<uint64_t>(o.seed));
   const int rank = static_cast<int>(o.rank), P = static_cast<int>(o.nranks);
@@ -590,6 +728,13 @@ int train_rank(const Options& o) {
   return 0;
 }
 
+// Epochs per task: the full run, and --short (the demo's).
+long default_epochs(const std::string& task, bool shrt) {
+  if (task == "digits") return shrt ? 5 : 10;
+  if (task == "digits-wide") return shrt ? 3 : 10;
+  return shrt ? 3 : 6;  // text
+}
+
 struct Config {
   std::string codec;
   bool ef;
@@ -638,8 +783,8 @@ int main(int argc, char** argv) {
     long n = 0;
     if (a == "--task") {
       o.task = val();
-      if (o.task != "digits" && o.task != "text" && o.task != "all")
-        die("--task: digits | text | all");
+      if (o.task != "digits" && o.task != "digits-wide" && o.task != "text" && o.task != "all")
+        die("--task: digits | digits-wide | text | all");
     } else if (a == "--digits") {
       o.digits = val();
     } else if (a == "--epochs") {
@@ -665,11 +810,13 @@ int main(int argc, char** argv) {
       o.result = val();
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "Usage: convergence [--task digits|text|all] [--digits digits.csv] [--epochs N]\n"
+          "Usage: convergence [--task digits|digits-wide|text|all] [--digits digits.csv]\n"
+          "                   [--epochs N]\n"
           "                   [--configs none,q8,q8+ef,q2@1e-3,...] [--nranks N] [--seed S]\n"
           "                   [--short] [--csv FILE] [--sharded]\n"
           "  digits.csv: sklearn/datasets/data/digits.csv.gz of python3-sklearn, decompressed\n"
-          "  (perf/get_digits.sh prints its path). --short: digits only, one summary line.\n"
+          "  (perf/get_digits.sh prints its path). --short: fewer epochs (digits 5, digits-wide\n"
+          "  3, text 3), one summary line per task (all: digits, digits-wide and text).\n"
           "  codec@B: with SKETCHCCL_MAX_NMSE=B (the accuracy guard); prints the codecs per "
           "epoch.\n"
           "  --sharded: gradients ncclReduceScatter'ed, each rank updates its shard, parameters\n"
@@ -687,17 +834,16 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> tasks;
   if (o.task == "all")
-    tasks = {"digits", "text"};
+    tasks = {"digits", "digits-wide", "text"};
   else
     tasks = {o.task};
-  if (o.shrt) tasks = {"digits"};
   for (const std::string& t : tasks) {
-    if (t == "digits" && o.digits.empty()) die("--digits FILE is needed for the digits task");
+    if (t != "text" && o.digits.empty()) die("--digits FILE is needed for the " + t + " task");
   }
   std::vector<Config> configs;
   std::string list = o.configs.empty()
                          ? (o.sharded ? "none,q8+ef,q4+ef,casq2+ef"
-                            : o.shrt  ? "none,q8,q4,casq2,s2,sparse"
+                            : o.shrt  ? "none,q8,q4,casq2,casq2+ef,s2,sparse"
                                       : "none,q8,q8+ef,q4,q4+ef,casq2,casq2+ef,s2,sparse")
                          : o.configs;
   std::stringstream ls(list);
@@ -723,7 +869,7 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   for (const std::string& t : tasks) {
-    long epochs = o.epochs ? o.epochs : (t == "digits" ? (o.shrt ? 5 : 10) : 6);
+    long epochs = o.epochs ? o.epochs : default_epochs(t, o.shrt);
     std::vector<std::pair<std::string, Curve>> curves;
     if (!o.shrt)
       std::printf("== task %s, %ld ranks, %ld epochs, SGD momentum 0.9, ncclAvg%s\n", t.c_str(),
@@ -742,7 +888,10 @@ int main(int argc, char** argv) {
                          dir + "/id", "--result", result});
         if (o.sharded) argvs.back().push_back("--sharded");
       }
+      const auto t0 = std::chrono::steady_clock::now();
       int r = perfutil::run_local_ranks(static_cast<int>(o.nranks), argvs);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       Curve cv;
       if (r != 0 || !read_curve(result, &cv)) {
         std::fprintf(stderr, "convergence: %s %s failed (rc %d)\n", t.c_str(), c.label().c_str(),
@@ -750,10 +899,13 @@ int main(int argc, char** argv) {
         rc = 1;
         continue;
       }
-      if (!o.shrt) {
-        std::printf("%-9s wire/in %.3f%s, gradient density %.2f%% per rank, %.2f%% reduced\n",
-                    c.label().c_str(), cv.wire, o.sharded ? " (with the exact all-gather)" : "",
-                    100 * cv.dens_local, 100 * cv.dens_reduced);
+      if (o.shrt) {  // the demo keeps these lines in its log, and prints the summary
+        std::printf("# %s %s: %.1f s, wire/in %.3f\n", t.c_str(), c.label().c_str(), secs, cv.wire);
+      } else {
+        std::printf(
+            "%-9s wire/in %.3f%s, gradient density %.2f%% per rank, %.2f%% reduced, %.1f s\n",
+            c.label().c_str(), cv.wire, o.sharded ? " (with the exact all-gather)" : "",
+            100 * cv.dens_local, 100 * cv.dens_reduced, secs);
         std::printf("%-10s epoch:", "");
         for (size_t e = 1; e < cv.te_acc.size(); ++e)
           std::printf(" %2zu: loss %.3f acc %5.1f%% |", e, cv.tr_loss[e], 100 * cv.te_acc[e]);

@@ -42,6 +42,82 @@ def sci(v):
     return "0" if v == 0 else f"{v:.1e}"
 
 
+def gain_and_wire(rows, base, sizes):
+    """Median over `sizes` of the busbw ratio against `base`, and of the wire bytes per input
+    byte; None where a size is missing."""
+    g = [rows[s]["busbw"] / base[s]["busbw"] for s in sizes
+         if s in rows and s in base and base[s]["busbw"] > 0]
+    w = [rows[s]["wire"] for s in sizes if s in rows and rows[s]["wire"]]
+    return (statistics.median(g) if g else None), (statistics.median(w) if w else None)
+
+
+def goal_row(name, data, rows, base, sizes, fp32_wire):
+    gain, wire = gain_and_wire(rows, base, sizes)
+    if gain is None or wire is None:
+        return f"  {name:<8}{data:<16}(no results at these sizes)"
+    byte_gain = fp32_wire / wire
+    frac = gain / byte_gain
+    verdict = "meets" if frac >= 0.6 else "below"
+    return (f"  {name:<8}{data:<16}{gain:>7.2f}x{wire:>9.3f}{byte_gain:>10.2f}x"
+            f"{0.6 * byte_gain:>9.2f}x{frac:>11.2f}   {verdict}")
+
+
+def goal_lines(series, base, sizes, fp32_wire, clustered, cdata, sparse_codecs):
+    rng = f"{mib(sizes[0])}-{mib(sizes[-1])}"
+    out = [f"goal (issue 15): at {rng} every codec's busbw gain over the exact ring >= 0.6 x its "
+           f"byte gain {fp32_wire:g}/wire",
+           f"  {'codec':<8}{'data':<16}{'gain':>8}{'wire/in':>9}{'byte gain':>11}{'goal':>10}"
+           f"{'gain/byte':>11}",
+           ]
+    for n, rows in series.items():
+        if n == "none" or n.startswith("mpi-") or not rows:
+            continue
+        data = "sparse:0.01" if n in sparse_codecs else "gauss"
+        out.append(goal_row(n, data, rows, base, sizes, fp32_wire))
+    for n, rows in clustered.items():
+        if rows:
+            out.append(goal_row(n, cdata, rows, base, sizes, fp32_wire))
+    out.append(f"  (medians over {rng} of the per-size figures; gain/byte = gain / byte gain, the "
+               "goal is >= 0.60;")
+    out.append(f"   the exact ring is the first sweep's `none`; {os.cpu_count()} CPU core(s) for 4 "
+               "ranks: the codecs' CPU time counts)")
+    return out
+
+
+def clustered_lines(clustered, base, fp32_wire, cdata, where):
+    names = [n for n in clustered if clustered[n]]
+    out = [f"clustered-sparse input ({cdata}: embedding-style rows of 64 non-zeros, 1% of the "
+           "rows per rank, half from a pool shared across ranks),",
+           "busbw against the exact ring of the first sweep:"]
+    if not names:
+        return out + [f"  no results (see the logs in {where})"]
+    sizes = sorted({s for n in names for s in clustered[n]})
+    out.append(f"  {'codec':<8}{'size':>8}{'busbw':>9}{'x none':>8}{'wire/in':>9}"
+               f"{f'{fp32_wire:g}/wire':>10}{'nmse':>9}{'maxrel':>9}")
+    for n in names:
+        for s in sizes:
+            r = clustered[n].get(s)
+            if not r:
+                continue
+            b = base.get(s)
+            xn = f"{r['busbw'] / b['busbw']:.2f}" if b and b["busbw"] > 0 else "-"
+            ws = f"{r['wire']:.3f}" if r["wire"] is not None else "n/a"
+            bg = f"{fp32_wire / r['wire']:.2f}" if r["wire"] else "n/a"
+            out.append(f"  {n:<8}{mib(s):>8}{r['busbw']:>9.3f}{xn:>8}{ws:>9}{bg:>10}"
+                       f"{sci(r['nmse']):>9}{sci(r['maxrel']):>9}")
+    lossy = [n for n in names
+             if any(r["nmse"] not in (None, 0) for r in clustered[n].values())]
+    if lossy:
+        out.append(f"  NOT exact on this input: {', '.join(lossy)} (nmse, maxrel above; s2 is meant "
+                   "to be exact unless a lossy budget is asked for)")
+    else:
+        out.append("  every codec here returned the exact sum (nmse 0 at every size)")
+    missing = [n for n in clustered if not clustered[n]]
+    if missing:
+        out.append(f"  (no results for: {', '.join(missing)} - see the logs in {where})")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -51,6 +127,9 @@ def main():
     ap.add_argument("--plot")
     ap.add_argument("--markdown")
     ap.add_argument("--collective", default="allreduce", choices=["allreduce", "reduce_scatter"])
+    ap.add_argument("--clustered", help="the clustered-sparse sweep's DIR (same transport)")
+    ap.add_argument("--clustered-codecs", default="s2,sparse,auto")
+    ap.add_argument("--clustered-data", default="clustered:0.01")
     a = ap.parse_args()
     rs = a.collective == "reduce_scatter"
     # nccl-tests' bus factor, and the name in the text
@@ -159,6 +238,25 @@ def main():
     out += ["  " + v for v in verdicts]
     if missing:
         out.append(f"  (no results for: {', '.join(missing)} - see the logs in {a.dir})")
+
+    clustered = {}
+    if a.clustered:
+        clustered = {c: parse(os.path.join(a.clustered, f"{a.transport}-{c}.txt"))
+                     for c in a.clustered_codecs.split(",")}
+    if a.clustered:
+        out.append("")
+        out += clustered_lines(clustered, base, fp32_wire, a.clustered_data, a.clustered)
+    # Issue 15's goal: at 16-64 MiB, a codec's busbw gain over the exact ring reaches 0.6 of what
+    # its bytes alone would give (fp32_wire / wire).
+    goal_sizes = [s for s in sizes if 16 << 20 <= s <= 64 << 20]
+    if base and goal_sizes:
+        out.append("")
+        out += goal_lines(series, base, goal_sizes, fp32_wire, clustered,
+                          a.clustered_data, sparse_codecs)
+    elif base:
+        out.append("")
+        out.append("goal (gain >= 0.6 x byte gain at 16-64 MiB): not judged, the sweep stopped at "
+                   f"{mib(big)}")
     print("\n".join(out))
 
     if a.markdown:

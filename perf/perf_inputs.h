@@ -88,8 +88,8 @@ inline float round_to(ncclDataType_t t, float v) {
 }
 
 struct DataSpec {
-  enum Kind { kGauss, kLaplace, kSparse, kFile } kind = kGauss;
-  double density = 1;
+  enum Kind { kGauss, kLaplace, kSparse, kClustered, kFile } kind = kGauss;
+  double density = 1;  // sparse: of elements; clustered: of rows, per rank
   std::string file;
   std::string describe;
 };
@@ -114,11 +114,25 @@ inline DataSpec parse_data(const std::string& d) {
             "sparse:1%%)",
             d.c_str());
     }
+  } else if (d.rfind("clustered:", 0) == 0 || d == "clustered") {
+    s.kind = DataSpec::kClustered;
+    s.density = 0.01;
+    if (d.size() > 10) {
+      char* end = nullptr;
+      s.density = std::strtod(d.c_str() + 10, &end);
+      if (*end == '%') s.density /= 100, ++end;
+      if (*end != '\0' || !(s.density > 0 && s.density <= 1))
+        input_error(
+            "bad --data '%s': clustered:ROWS takes the fraction of rows per rank in (0, 1] (e.g. "
+            "clustered:0.01 or clustered:1%%)",
+            d.c_str());
+    }
   } else if (d.size() > 4 && d.substr(d.size() - 4) == ".npy") {
     s.kind = DataSpec::kFile;
     s.file = d;
   } else {
-    input_error("bad --data '%s': gauss | laplace | sparse:DENSITY | FILE.npy", d.c_str());
+    input_error("bad --data '%s': gauss | laplace | sparse:DENSITY | clustered:ROWS | FILE.npy",
+                d.c_str());
   }
   return s;
 }
@@ -194,9 +208,11 @@ class Inputs {
       float v;
       // Values are put on a grid of 2^-12 so that the fp32 sum of up to thousands of ranks is
       // exact in any order: the exact `none` ring then shows an error of exactly 0.
-      if (spec_.kind == DataSpec::kSparse) {
-        double u = (h >> 11) * (1.0 / 9007199254740992.0);
-        if (u >= spec_.density) {
+      if (spec_.kind == DataSpec::kSparse || spec_.kind == DataSpec::kClustered) {
+        const bool zero = spec_.kind == DataSpec::kSparse
+                              ? (h >> 11) * (1.0 / 9007199254740992.0) >= spec_.density
+                              : !clustered_row(r, i / kClusteredRow);
+        if (zero) {
           (*out)[i] = 0.0f;
           continue;
         }
@@ -213,6 +229,26 @@ class Inputs {
   }
 
  private:
+  // clustered: embedding-style gradients, rows of kClusteredRow contiguous non-zeros. A shared
+  // pool of `density` of the rows (the same on every rank, like frequent tokens); each rank takes
+  // half of the pool's rows and as many rows of its own: `density` of the rows per rank, each
+  // pool row on about half of the ranks (4 ranks at 1%: a union of about 2.9% of the rows). Row
+  // counts then vary between slices by their binomial spread (one standard deviation: ~9% of
+  // the union rows of 2^18 elements), as the rows of a real embedding gradient do.
+  static constexpr size_t kClusteredRow = 64;
+  bool clustered_row(int r, size_t row) const {
+    const double unit = 1.0 / 18446744073709551616.0;  // 2^-64
+    const uint64_t rs = static_cast<uint64_t>(r) + 1;
+    const double pool = static_cast<double>(mix(seed_ ^ 0xc1057e4edull ^ (row * 0x9e37ull))) * unit;
+    if (pool < spec_.density)
+      return static_cast<double>(mix(seed_ + rs * 0x51ed27ull + row * 0xa24baed4963ee407ull)) *
+                 unit <
+             0.5;
+    return static_cast<double>(
+               mix(seed_ * 0x2545f4914f6cdd1dull + rs * 0x9fb21c651e98df25ull + row)) *
+               unit <
+           spec_.density / 2;
+  }
   static float gauss(uint64_t h) {
     float u1 = static_cast<float>(((h >> 40) + 0.5) * (1.0 / 16777216.0));
     float u2 = static_cast<float>((h & 0xffffffu) * (1.0 / 16777216.0));

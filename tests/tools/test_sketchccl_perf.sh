@@ -43,6 +43,16 @@ timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec sparse --data spar
 check "sparse on sparse data: exact and fewer wire bytes" \
   awk '/^ +[0-9]/ { n++; if ($9 != "0" || $12 >= 0.5) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
 
+# clustered: embedding-style rows (1% of the rows per rank): sparse is exact and sends little.
+timeout 60 "$perf" --nranks 2 -b 256K -e 256K -n 1 -w 0 --codec sparse --data clustered:0.01 \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+cat "$tmp/out"
+check "sparse on clustered data: exits 0, exact, under 0.15 wire bytes per input byte" \
+  awk '/^ +[0-9]/ { n++; if ($9 != "0" || $12 >= 0.15) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+"$perf" --data clustered:0 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad --data clustered:0: non-zero exit naming clustered" \
+  bash -c "test $rc -ne 0 && grep -q clustered '$tmp/err'"
+
 # ReduceScatter as reduce_scatter_perf: 3 ranks, the size is the input's (a multiple of 3
 # elements), busbw = algbw * 2/3, the exact ring sends (P-1)/P of the input, rank 0's chunk exact.
 timeout 60 "$perf" --nranks 3 --coll reduce_scatter -b 12K -e 48K -f 4 -n 2 -w 1 --codec none \
