@@ -56,7 +56,8 @@ static_assert(kRingTagBits <= transport::kUcxTagBits, "the ring's tags must fit 
 #endif
 
 TEST(RingTag, FieldsFillExactlyTheDeclaredWidth) {
-  EXPECT_EQ(ring_tag(0xff, 0xf, 0xfff, 0xfffff), (uint64_t{1} << kRingTagBits) - 1);
+  EXPECT_EQ(ring_tag(0xff, 0x1f, 0xfff, 0x7ffff), (uint64_t{1} << kRingTagBits) - 1);
+  EXPECT_EQ(ring_tag(0, 16, 0, 0), uint64_t{16} << 31);  // phases above 15 keep their own bit
   EXPECT_EQ(ring_tag(0, 0, 0, 1), 1u);
   EXPECT_EQ(ring_tag(1, 0, 0, 0), uint64_t{1} << (kRingTagBits - 8));
 }
