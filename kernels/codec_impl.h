@@ -183,33 +183,51 @@ SCCL_HD_INLINE void casq_steps(const float* lvl, uint32_t K, float* inv) {
 SCCL_HD_INLINE uint32_t casq_block_key(uint64_t key, size_t blk) {
   return uint32_t(mix64(key ^ 0xca5ca5ull ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull)));
 }
-// A block's scale: the largest |v| of its values (a maximum: the same in any order).
-SCCL_HD_INLINE float casq_absmax(float m, float v) {
-  const float a = fabsf(v);
-  return a > m ? a : m;
+// A block's scale from the largest |v| of its values as fp32 bits (sign cleared: unsigned order
+// is magnitude order, so an integer maximum, exact in any order and vectorisable); a bit pattern
+// at or above Inf's means a non-finite value (scale 0: the block travels in the non-finite mask).
+SCCL_HD_INLINE uint32_t casq_abs_bits(float v) {
+  return f2u(v) & 0x7fffffffu;
+}
+SCCL_HD_INLINE bool casq_bits_finite(uint32_t absmax_bits) {
+  return absmax_bits < 0x7f800000u;
+}
+SCCL_HD_INLINE float casq_scale(uint32_t absmax_bits) {
+  return casq_bits_finite(absmax_bits) ? u2f(absmax_bits) : 0.0f;
 }
 // v normalised by its block's scale, in [-1, 1] (correctly rounded division: |v| <= s gives
 // |v / s| <= 1 exactly); 0 in an all-zero block.
 SCCL_HD_INLINE float casq_unit(float v, float s) {
   return s > 0.0f ? v / s : 0.0f;
 }
+// Code of element j of a block whose scale is s and key bkey. `nearest`: the nearest level
+// instead of stochastic rounding (CodecParams::casq_nearest).
+template <uint32_t K>
+SCCL_HD_INLINE uint32_t casq_elem_code(float v, float s, const float* lvl, const float* inv,
+                                       uint32_t bkey, uint32_t j, bool nearest) {
+  return casq_code<K>(lvl, inv, casq_unit(v, s), nearest ? 0.5f : uniform24(bkey, j));
+}
+// 8 codes of BITS bits packed little-endian in BITS bytes (q_block.h's layout).
+template <uint32_t BITS, typename C>
+SCCL_HD_INLINE uint64_t casq_pack(const C* c) {
+  uint64_t w = 0;
+  for (uint32_t k = 0; k < 8; ++k)
+    w |= uint64_t(c[k]) << (k * BITS);
+  return w;
+}
 // Codes of one group of 8 values (elements i0 .. i0 + cnt - 1, in one block of kBlock whose key
-// is bkey and scale s), packed little-endian, 8 codes of BITS bits in BITS bytes (q_block.h's
-// layout). `nearest`: the nearest level instead of stochastic rounding (CodecParams). A
-// non-finite block (`skip`) gets codes 0.
+// is bkey and scale s), packed. A non-finite block (`skip`) gets codes 0, as do the padding
+// elements past cnt.
 template <uint32_t BITS>
 SCCL_HD_INLINE uint64_t casq_group_codes(const float v[8], uint32_t cnt, size_t i0, bool skip,
                                          float s, const float* lvl, const float* inv, uint32_t bkey,
                                          bool nearest) {
-  uint64_t w = 0;
-  if (skip) return w;
+  uint32_t c[8];
   const uint32_t j0 = uint32_t(i0 % kBlock);
-  for (uint32_t k = 0; k < 8; ++k) {
-    const float r = nearest ? 0.5f : uniform24(bkey, j0 + k);
-    const uint32_t c = casq_code<1u << BITS>(lvl, inv, casq_unit(v[k], s), r);
-    w |= uint64_t(k < cnt ? c : 0u) << (k * BITS);
-  }
-  return w;
+  for (uint32_t k = 0; k < 8; ++k)
+    c[k] = !skip && k < cnt ? casq_elem_code<1u << BITS>(v[k], s, lvl, inv, bkey, j0 + k, nearest)
+                            : 0u;
+  return casq_pack<BITS>(c);
 }
 // Values of one group from its packed codes and its block's scale (NaN for a non-finite block).
 template <uint32_t BITS>

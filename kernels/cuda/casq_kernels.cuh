@@ -24,13 +24,18 @@ using detail::kCasqMaxK;
 using detail::kGroup;
 using detail::PacketHeader;
 
-// The block's scale: the warp's largest |v| (a maximum: exact in any order). Warp-uniform.
-__device__ __forceinline__ float warp_absmax(const float* v, uint32_t c) {
-  float m = 0.0f;
-  for (uint32_t k = 0; k < kGroup; ++k)
-    m = k < c ? detail::casq_absmax(m, v[k]) : m;
-  for (int o = kWarp / 2; o > 0; o >>= 1)
-    m = fmaxf(m, __shfl_xor_sync(kFullMask, m, o));
+// The block's largest |v| as fp32 bits (casq_abs_bits: an integer maximum, exact in any order).
+// Warp-uniform.
+__device__ __forceinline__ uint32_t warp_absmax_bits(const float* v, uint32_t c) {
+  uint32_t m = 0;
+  for (uint32_t k = 0; k < kGroup; ++k) {
+    const uint32_t b = k < c ? detail::casq_abs_bits(v[k]) : 0u;
+    m = b > m ? b : m;
+  }
+  for (int o = kWarp / 2; o > 0; o >>= 1) {
+    const uint32_t t = __shfl_xor_sync(kFullMask, m, o);
+    m = t > m ? t : m;
+  }
   return m;
 }
 
@@ -61,11 +66,11 @@ __global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, 
       }
       detail::store8<0>(tmp, i0, c, v);
     }
-    const float m = warp_absmax(v, c);
+    const uint32_t m = warp_absmax_bits(v, c);
     bad = __any_sync(kFullMask, bad);
     if (lane == 0) {
       nfb[blk] = bad ? 1 : 0;
-      scl[blk] = bad ? 0.0f : m;
+      scl[blk] = bad ? 0.0f : detail::casq_scale(m);
     }
   });
 }
@@ -79,11 +84,11 @@ __global__ void k_casq_mark(const void* x, size_t n, uint8_t* nfb, float* scl) {
     bool bad = false;
     for (uint32_t k = 0; k < kGroup; ++k)
       bad |= k < c && !detail::is_finite(v[k]);
-    const float m = warp_absmax(v, c);
+    const uint32_t m = warp_absmax_bits(v, c);
     bad = __any_sync(kFullMask, bad);
     if (lane == 0) {
       nfb[blk] = bad ? 1 : 0;
-      scl[blk] = bad ? 0.0f : m;
+      scl[blk] = bad ? 0.0f : detail::casq_scale(m);
     }
   });
 }

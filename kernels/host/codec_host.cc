@@ -287,20 +287,19 @@ void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n
 // ---- CASQ ------------------------------------------------------------------------------------
 
 // Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller)
-// and writes each finite block's scale (casq_absmax of its values; 0 for a non-finite block).
+// and writes each finite block's scale (0 for a non-finite block): one integer maximum of the
+// values' magnitude bits per block (casq_abs_bits), which also tells finiteness.
 template <int ET>
 void casq_mark(const void* x, size_t n, uint64_t* nf, float* scales) {
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
     const size_t cnt = std::min(kBlock, n - base);
-    bool fin = true;
-    float m = 0.0f;
+    uint32_t m = 0;
     for (size_t j = 0; j < cnt; ++j) {
-      const float v = load_elem<ET>(x, base + j);
-      fin &= is_finite(v);
-      m = casq_absmax(m, v);
+      const uint32_t b = casq_abs_bits(load_elem<ET>(x, base + j));
+      m = b > m ? b : m;
     }
-    if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
-    scales[blk] = fin ? m : 0.0f;
+    if (!casq_bits_finite(m)) nf[blk >> 6] |= 1ull << (blk & 63);
+    scales[blk] = casq_scale(m);
   }
 }
 
@@ -334,18 +333,25 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
   memcpy(out + L.scales_off, scales, div_up(n, kBlock) * 4);
   uint8_t* codes = out + L.codes_off;
+  // Per block: the codes in a flat loop over its values (vectorisable: selects, a 32-bit hash,
+  // one division), then packed by groups of 8.
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    const uint32_t bkey = casq_block_key(key, blk);
-    const bool skip = bit_get(nf, blk);
-    const float sc = scales[blk];
-    const size_t end = std::min(n, base + kBlock);
-    for (size_t i0 = base; i0 < end; i0 += kGroup) {
-      const uint32_t c = uint32_t(std::min<size_t>(kGroup, end - i0));
-      float v[kGroup];
-      load8<ET>(x, i0, c, v);
-      store_le<BITS>(codes + (i0 / kGroup) * BITS,
-                     casq_group_codes<BITS>(v, c, i0, skip, sc, lvl, inv, bkey, p.casq_nearest));
+    const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
+    uint8_t* bc = codes + base / kGroup * BITS;
+    if (bit_get(nf, blk)) {
+      memset(bc, 0, div_up(cnt, kGroup) * BITS);
+      continue;
     }
+    const uint32_t bkey = casq_block_key(key, blk);
+    const float sc = scales[blk];
+    const bool nearest = p.casq_nearest;
+    uint8_t c[kBlock];
+    for (uint32_t j = 0; j < cnt; ++j)
+      c[j] = uint8_t(casq_elem_code<K>(load_elem<ET>(x, base + j), sc, lvl, inv, bkey, j, nearest));
+    for (uint32_t j = cnt; j < div_up(cnt, kGroup) * kGroup; ++j)
+      c[j] = 0;
+    for (uint32_t g = 0; g * kGroup < cnt; ++g)
+      store_le<BITS>(bc + g * BITS, casq_pack<BITS>(c + g * kGroup));
   }
 }
 
@@ -513,7 +519,7 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
     // the union of both masks and of overflows) and its block scales.
     // Per-thread scratch, kept between calls: a fresh 1 MiB buffer per step costs page faults.
     thread_local std::vector<float> sum, scales;
-    if (sum.size() < n) sum.resize(n);
+    if (sum.size() < div_up(n, kGroup) * kGroup) sum.resize(div_up(n, kGroup) * kGroup);
     if (scales.size() < div_up(n, kBlock)) scales.resize(div_up(n, kBlock));
     std::vector<uint64_t> nf(nf_words(n), 0);
     CasqReader rd(p, ib, n);
@@ -521,23 +527,18 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
     Status st = by_type(t, [&](auto et) {
       constexpr int ET = decltype(et)::value;
       for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-        const size_t end = std::min(n, base + kBlock);
-        bool fin = true;
-        float m = 0.0f;
-        for (size_t i0 = base; i0 < end; i0 += kGroup) {
-          const uint32_t c = uint32_t(std::min<size_t>(kGroup, end - i0));
-          float a[kGroup], v[kGroup];
-          rd.group(i0 / kGroup, a);
-          load8<ET>(x, i0, c, v);
-          for (uint32_t k = 0; k < kGroup; ++k) {
-            v[k] += a[k];
-            fin &= k >= c || is_finite(v[k]);
-            m = k < c ? casq_absmax(m, v[k]) : m;
-          }
-          store8<0>(ps, i0, c, v);
+        const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
+        for (size_t i0 = base; i0 < base + cnt; i0 += kGroup)
+          rd.group(i0 / kGroup, ps + i0);  // the decoded incoming values (padding: a spare)
+        uint32_t m = 0;
+        for (uint32_t j = 0; j < cnt; ++j) {
+          const float v = ps[base + j] + load_elem<ET>(x, base + j);
+          ps[base + j] = v;
+          const uint32_t b = casq_abs_bits(v);
+          m = b > m ? b : m;
         }
-        if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
-        scales[blk] = fin ? m : 0.0f;
+        if (!casq_bits_finite(m)) nf[blk >> 6] |= 1ull << (blk & 63);
+        scales[blk] = casq_scale(m);
       }
     });
     SCCL_RETURN_IF_ERROR(st);
