@@ -303,6 +303,47 @@ void casq_mark(const void* x, size_t n, uint64_t* nf, float* scales) {
   }
 }
 
+// Codes of one block's cnt values (fp32) into c[]: the flat loop the compiler vectorises. The
+// fp32 instances are compiled twice (AVX2 and baseline, picked at load time): the same IEEE
+// operations without fused multiply-adds, so the same codes, 8 lanes wide with native 32-bit
+// multiplies for the hash.
+template <uint32_t K, int ET>
+__attribute__((always_inline)) inline void casq_block_codes(const void* x, size_t base,
+                                                            uint32_t cnt, float sc,
+                                                            const float* lvl, const float* inv,
+                                                            uint32_t bkey, bool nearest,
+                                                            uint8_t* __restrict c) {
+  float l[K], iv[K];  // locals: the byte stores to c cannot alias them
+  for (uint32_t k = 0; k < K; ++k) {
+    l[k] = lvl[k];
+    iv[k] = inv[k];
+  }
+  uint8_t tmp[kBlock];
+  for (uint32_t j = 0; j < cnt; ++j)
+    tmp[j] = uint8_t(casq_elem_code<K>(load_elem<ET>(x, base + j), sc, l, iv, bkey, j, nearest));
+  memcpy(c, tmp, cnt);
+}
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SCCL_CASQ_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SCCL_CASQ_CLONES
+#endif
+SCCL_CASQ_CLONES void casq_block_codes_f32_4(const void* x, size_t base, uint32_t cnt, float sc,
+                                             const float* lvl, const float* inv, uint32_t bkey,
+                                             bool nearest, uint8_t* c) {
+  casq_block_codes<4, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+}
+SCCL_CASQ_CLONES void casq_block_codes_f32_8(const void* x, size_t base, uint32_t cnt, float sc,
+                                             const float* lvl, const float* inv, uint32_t bkey,
+                                             bool nearest, uint8_t* c) {
+  casq_block_codes<8, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+}
+SCCL_CASQ_CLONES void casq_block_codes_f32_16(const void* x, size_t base, uint32_t cnt, float sc,
+                                              const float* lvl, const float* inv, uint32_t bkey,
+                                              bool nearest, uint8_t* c) {
+  casq_block_codes<16, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+}
+
 // Encodes x (already combined) with the non-finite block mask nf and the block scales into a
 // CASQ packet body.
 template <uint32_t BITS, int ET>
@@ -346,8 +387,15 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
     const float sc = scales[blk];
     const bool nearest = p.casq_nearest;
     uint8_t c[kBlock];
-    for (uint32_t j = 0; j < cnt; ++j)
-      c[j] = uint8_t(casq_elem_code<K>(load_elem<ET>(x, base + j), sc, lvl, inv, bkey, j, nearest));
+    if constexpr (ET != 0) {
+      casq_block_codes<K, ET>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    } else if constexpr (K == 4) {
+      casq_block_codes_f32_4(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    } else if constexpr (K == 8) {
+      casq_block_codes_f32_8(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    } else {
+      casq_block_codes_f32_16(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    }
     for (uint32_t j = cnt; j < div_up(cnt, kGroup) * kGroup; ++j)
       c[j] = 0;
     for (uint32_t g = 0; g * kGroup < cnt; ++g)
