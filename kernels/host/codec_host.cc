@@ -419,6 +419,49 @@ void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint6
   }
 }
 
+// Values of one block (cnt of them, padded to a group) from its codes: unpacked by groups, then
+// a flat loop of selects among the K levels times the scale (vectorised; the value is
+// casq_group_values's: lvl[code] * s, NaN in a non-finite block).
+template <uint32_t BITS>
+__attribute__((always_inline)) inline void casq_block_values(const uint8_t* bc, uint32_t cnt,
+                                                             bool nan_block, float s,
+                                                             const float* lvl, float* out) {
+  constexpr uint32_t K = 1u << BITS;
+  const uint32_t padded = div_up(cnt, kGroup) * kGroup;
+  if (nan_block) {
+    for (uint32_t j = 0; j < padded; ++j)
+      out[j] = qnan();
+    return;
+  }
+  float l[K];
+  for (uint32_t k = 0; k < K; ++k)
+    l[k] = lvl[k];
+  uint8_t c[kBlock];
+  for (uint32_t g = 0; g * kGroup < padded; ++g) {
+    const uint64_t w = load_le<BITS>(bc + g * BITS);
+    for (uint32_t k = 0; k < kGroup; ++k)
+      c[g * kGroup + k] = uint8_t((w >> (k * BITS)) & (K - 1));
+  }
+  for (uint32_t j = 0; j < padded; ++j) {
+    float v = l[0];
+    for (uint32_t k = 1; k < K; ++k)
+      v = c[j] == k ? l[k] : v;
+    out[j] = v * s;
+  }
+}
+SCCL_CASQ_CLONES void casq_block_values_2(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
+                                          const float* lvl, float* out) {
+  casq_block_values<2>(bc, cnt, nan_block, s, lvl, out);
+}
+SCCL_CASQ_CLONES void casq_block_values_3(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
+                                          const float* lvl, float* out) {
+  casq_block_values<3>(bc, cnt, nan_block, s, lvl, out);
+}
+SCCL_CASQ_CLONES void casq_block_values_4(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
+                                          const float* lvl, float* out) {
+  casq_block_values<4>(bc, cnt, nan_block, s, lvl, out);
+}
+
 // Reads a validated CASQ packet.
 struct CasqReader {
   const float* table;
@@ -449,6 +492,18 @@ struct CasqReader {
       default:
         casq_group_values<4>(load_le<4>(codes + g * 4), nan_block, s, table, v);
         break;
+    }
+  }
+  // Values of block blk (cnt elements, padded to a group) into out.
+  void block(size_t blk, uint32_t cnt, float* out) const {
+    const uint8_t* bc = codes + blk * kBlock / kGroup * bits;
+    const bool nan_block = bit_get(nf, blk);
+    if (bits == 2) {
+      casq_block_values_2(bc, cnt, nan_block, scales[blk], table, out);
+    } else if (bits == 3) {
+      casq_block_values_3(bc, cnt, nan_block, scales[blk], table, out);
+    } else {
+      casq_block_values_4(bc, cnt, nan_block, scales[blk], table, out);
     }
   }
   // All n values into out.
@@ -576,8 +631,7 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
       constexpr int ET = decltype(et)::value;
       for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
         const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
-        for (size_t i0 = base; i0 < base + cnt; i0 += kGroup)
-          rd.group(i0 / kGroup, ps + i0);  // the decoded incoming values (padding: a spare)
+        rd.block(blk, cnt, ps + base);  // the decoded incoming values (padding: a spare)
         uint32_t m = 0;
         for (uint32_t j = 0; j < cnt; ++j) {
           const float v = ps[base + j] + load_elem<ET>(x, base + j);
