@@ -163,15 +163,23 @@ SCCL_HD_INLINE uint32_t nearest(const float* c, uint32_t k, float v) {
 // lvl[c]), 0 for the last level and for equal levels): code j (lvl[j] <= u < lvl[j + 1]) plus
 // one with probability (u - lvl[j]) / (lvl[j + 1] - lvl[j]), so E[lvl[code]] = u inside
 // [lvl[0], lvl[K - 1]] = [-1, 1]. Selects, no table lookups: vectorisable.
+// (K >= 8: j counted, then two lookups: cheaper than two selects per level.)
 template <uint32_t K>
 SCCL_HD_INLINE uint32_t casq_code(const float* lvl, const float* inv, float u, float r) {
   uint32_t j = 0;
   float lo = lvl[0], iv = inv[0];
-  for (uint32_t c = 1; c < K; ++c) {
-    const bool ge = u >= lvl[c];
-    j += ge ? 1u : 0u;
-    lo = ge ? lvl[c] : lo;
-    iv = ge ? inv[c] : iv;
+  if constexpr (K >= 8) {
+    for (uint32_t c = 1; c < K; ++c)
+      j += u >= lvl[c] ? 1u : 0u;
+    lo = lvl[j];
+    iv = inv[j];
+  } else {
+    for (uint32_t c = 1; c < K; ++c) {
+      const bool ge = u >= lvl[c];
+      j += ge ? 1u : 0u;
+      lo = ge ? lvl[c] : lo;
+      iv = ge ? inv[c] : iv;
+    }
   }
   return j + (r < (u - lo) * iv ? 1u : 0u);
 }

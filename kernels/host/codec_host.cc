@@ -444,8 +444,12 @@ __attribute__((always_inline)) inline void casq_block_values(const uint8_t* bc, 
   }
   for (uint32_t j = 0; j < padded; ++j) {
     float v = l[0];
-    for (uint32_t k = 1; k < K; ++k)
-      v = c[j] == k ? l[k] : v;
+    if constexpr (K >= 8) {
+      v = l[c[j]];  // a lookup: K - 1 selects cost more
+    } else {
+      for (uint32_t k = 1; k < K; ++k)
+        v = c[j] == k ? l[k] : v;
+    }
     out[j] = v * s;
   }
 }
