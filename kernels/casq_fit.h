@@ -1,5 +1,7 @@
-// CASQ's fit: K = 2^bits clusters (K/2 per sign) by 1-D k-means (k-means++ seeding, then Lloyd
-// iterations) on the sample, and the sizes of their bucket tables.
+// CASQ's fit: K = 2^bits levels in [-1, 1] for values normalised by their block's scale, by 1-D
+// k-means on the sample with centers pinned at -1, 1 and maybe 0 (the ends make stochastic
+// rounding unbiased for every value, 0 keeps zeros exact when they are common) and the others free
+// (k-means++ seeding, then Lloyd iterations).
 //
 // Written for kCasqLanes lanes that meet at the barriers of an executor `Ex`:
 //   ex.lanes(f): f(l) for every lane l, then a barrier;  ex.one(f): f() once, then a barrier.
@@ -27,22 +29,21 @@ SCCL_HD_INLINE uint32_t casq_seg(uint32_t l, uint32_t m) {
 }
 
 struct CasqFitScratch {
-  float sample[kCasqSample];
-  float work[2 * kCasqSample];  // negatives | positives, then squared distances
-  double total;                 // k-means++: sum of squared distances
-  uint32_t nn;                  // negatives in the sample
-  uint32_t seeded[kCasqMaxK];   // k-means++: center c came from a pick (a flag per center, so
-                                // thread 0 never rewrites a flag another thread may still read)
-  float centers[kCasqMaxK];
-  uint32_t sizes[kCasqMaxK];
-  double stats[3][kCasqMaxK];  // per cluster: count, sum, sum of squares (table sizes)
+  float sample[kCasqSample];   // normalised values
+  float work[kCasqSample];     // k-means++: squared distances
+  double total;                // k-means++: sum of squared distances
+  uint32_t seeded[kCasqMaxK];  // k-means++: center c came from a pick (a flag per center, so
+                               // thread 0 never rewrites a flag another thread may still read)
+  float centers[kCasqMaxK];    // the levels, sorted
+  float inv[kCasqMaxK];        // casq_steps of the levels
+  uint32_t pinned;             // centers pinned (casq_kmeans)
 };
 
 // Per-lane partial sums, kCasqLanes rows of up to kCasqMaxK (40 KiB: the device keeps them in
 // shared memory). sum also holds a copy of the k-means++ lane sums after the first rows.
 struct CasqPartials {
   double sum[kCasqLanes * kCasqMaxK];
-  uint32_t cnt[kCasqLanes * kCasqMaxK / 2];
+  uint16_t cnt[kCasqLanes * kCasqMaxK];  // counts of at most kCasqSample
 };
 
 // The CPU's executor: lanes one after another.
@@ -62,30 +63,17 @@ struct CasqHostExec {
 
 // Folds rows of w values (a[l * w + j], and b's likewise when not null) into row 0 by the
 // pairwise tree over the lanes: the fixed order of both builds.
-template <typename Ex>
-SCCL_HD_INLINE void casq_fold(Ex& ex, double* a, uint32_t* b, uint32_t w) {
+template <typename Ex, typename C>
+SCCL_HD_INLINE void casq_fold(Ex& ex, double* a, C* b, uint32_t w) {
   for (uint32_t h = kCasqLanes / 2; h >= 1; h /= 2) {
     ex.lanes([&](uint32_t l) {
       if (l >= h) return;
       for (uint32_t j = 0; j < w; ++j) {
-        a[l * w + j] += a[(l + h) * w + j];
-        if (b != nullptr) b[l * w + j] += b[(l + h) * w + j];
+        if (a != nullptr) a[l * w + j] += a[(l + h) * w + j];
+        if (b != nullptr) b[l * w + j] = C(b[l * w + j] + b[(l + h) * w + j]);
       }
     });
   }
-}
-
-// Inclusive prefix sums of a[0, kCasqLanes) by doubling (log2(lanes) steps; tmp is as long):
-// returns the array that holds them (a or tmp).
-template <typename Ex>
-SCCL_HD_INLINE uint32_t* casq_lane_scan(Ex& ex, uint32_t* a, uint32_t* tmp) {
-  for (uint32_t o = 1; o < kCasqLanes; o *= 2) {
-    ex.lanes([&](uint32_t l) { tmp[l] = a[l] + (l >= o ? a[l - o] : 0u); });
-    uint32_t* t = a;
-    a = tmp;
-    tmp = t;
-  }
-  return a;
 }
 
 // d2[i] = min(d2[i], (vals[i] - c)^2) (or = when first), then f->total = their sum; the lane
@@ -105,7 +93,7 @@ SCCL_HD_INLINE void casq_seed_distances(Ex& ex, const float* vals, uint32_t m, f
     part[l] = s;
     part[kCasqLanes + l] = s;
   });
-  casq_fold(ex, part, nullptr, 1);
+  casq_fold(ex, part, static_cast<uint16_t*>(nullptr), 1);
   ex.one([&] { f->total = part[0]; });
 }
 
@@ -127,38 +115,49 @@ SCCL_HD_INLINE uint32_t casq_seed_pick(const float* d2, uint32_t m, double targe
   return m - 1;
 }
 
-// k sorted centers of vals[m] into centers (f->centers + offset); d2[m] is scratch.
+// The pinned centers: -1 and 1, then 0 when exact zeros are common (casq_kmeans).
+SCCL_HD_INLINE float casq_pinned(uint32_t c) {
+  return c == 0 ? -1.0f : (c == 1 ? 1.0f : 0.0f);
+}
+
+// k centers of vals[m] into centers (unsorted): -1 and 1 pinned, 0 pinned too when at least 1/8
+// of the values are exact zeros (sparse gradients: zeros stay exact), the others fitted; d2[m] is
+// scratch.
 template <typename Ex>
 SCCL_HD_INLINE void casq_kmeans(Ex& ex, const float* vals, uint32_t m, uint32_t k, uint64_t key,
                                 float* d2, CasqFitScratch* f, float* centers) {
-  if (m == 0) {
-    ex.one([&] {
-      for (uint32_t i = 0; i < k; ++i)
-        centers[i] = 0.0f;
-    });
-    return;
-  }
-  ex.one([&] { centers[0] = vals[mix64(key) % m]; });
-  casq_seed_distances(ex, vals, m, centers[0], true, d2, f);
-  for (uint32_t c = 1; c < k; ++c) {
+  uint16_t* zeros = ex.part()->cnt;
+  ex.lanes([&](uint32_t l) {
+    uint32_t z = 0;
+    for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i)
+      z += vals[i] == 0.0f ? 1u : 0u;
+    zeros[l] = uint16_t(z);
+  });
+  casq_fold(ex, static_cast<double*>(nullptr), zeros, 1);
+  ex.one([&] {
+    f->pinned = m > 0 && 2u * zeros[0] >= m ? 3u : 2u;
+    for (uint32_t c = 0; c < k; ++c)
+      centers[c] = casq_pinned(c);
+  });
+  const uint32_t np = f->pinned;
+  if (m == 0) return;
+  for (uint32_t c = 0; c < np; ++c)
+    casq_seed_distances(ex, vals, m, centers[c], c == 0, d2, f);
+  for (uint32_t c = np; c < k; ++c) {
     ex.one([&] {
       f->seeded[c] = f->total > 0.0 ? 1u : 0u;
-      if (!f->seeded[c]) {
-        centers[c] = centers[c - 1];
-        return;
-      }
+      if (!f->seeded[c]) return;  // every value sits on a center: keep 0
       const double u = double(mix64(key + 0x9e37ull * (c + 1)) >> 11) * (1.0 / 9007199254740992.0);
       centers[c] = vals[casq_seed_pick(d2, m, u * f->total, ex.part()->sum + kCasqLanes)];
     });
     if (f->seeded[c]) casq_seed_distances(ex, vals, m, centers[c], false, d2, f);
   }
-  ex.one([&] { sort_small(centers, k); });
   double* psum = ex.part()->sum;
-  uint32_t* pcnt = ex.part()->cnt;
+  uint16_t* pcnt = ex.part()->cnt;
   for (int it = 0; it < kCasqLloydIters; ++it) {
     ex.lanes([&](uint32_t l) {
-      double sum[kCasqMaxK / 2];
-      uint32_t cnt[kCasqMaxK / 2];
+      double sum[kCasqMaxK];
+      uint32_t cnt[kCasqMaxK];
       for (uint32_t b = 0; b < k; ++b) {
         sum[b] = 0.0;
         cnt[b] = 0;
@@ -170,105 +169,27 @@ SCCL_HD_INLINE void casq_kmeans(Ex& ex, const float* vals, uint32_t m, uint32_t 
       }
       for (uint32_t b = 0; b < k; ++b) {
         psum[l * k + b] = sum[b];
-        pcnt[l * k + b] = cnt[b];
+        pcnt[l * k + b] = uint16_t(cnt[b]);
       }
     });
     casq_fold(ex, psum, pcnt, k);
     ex.one([&] {
-      for (uint32_t b = 0; b < k; ++b) {
+      for (uint32_t b = np; b < k; ++b) {
         if (pcnt[b]) centers[b] = float(psum[b] / pcnt[b]);
       }
-      sort_small(centers, k);
     });
   }
 }
 
-// Table sizes (>= 1 each, `buckets` in all) from each cluster's share of items times spread.
-SCCL_HD_INLINE void casq_sizes(const double* cnt, const double* s1, const double* s2, uint32_t K,
-                               uint32_t buckets, uint32_t* sizes) {
-  double w[kCasqMaxK];
-  double W = 0.0, Wc = 0.0;
-  for (uint32_t c = 0; c < K; ++c) {
-    const double mean = cnt[c] > 0 ? s1[c] / cnt[c] : 0.0;
-    const double var = cnt[c] > 0 ? s2[c] / cnt[c] - mean * mean : 0.0;
-    w[c] = cnt[c] * sqrt(var > 0.0 ? var : 0.0);
-    W += w[c];
-    Wc += cnt[c];
-  }
-  if (!(W > 0.0)) {
-    for (uint32_t c = 0; c < K; ++c)
-      w[c] = cnt[c];
-    W = Wc;
-  }
-  const uint32_t extra = buckets - K;
-  uint32_t given = 0, best = 0;
-  for (uint32_t c = 0; c < K; ++c) {
-    double share = W > 0.0 ? w[c] / W : 0.0;
-    share = share > 0.0 ? (share < 1.0 ? share : 1.0) : 0.0;  // also maps NaN to 0
-    uint32_t e = uint32_t(double(extra) * share);
-    e = e > extra - given ? extra - given : e;
-    sizes[c] = 1 + e;
-    given += e;
-    if (w[c] > w[best]) best = c;
-  }
-  sizes[best] += extra - given;
-}
-
-// The whole fit on f->sample[m]: f->centers (K sorted) and f->sizes.
+// The whole fit on f->sample[m] (normalised values): f->centers (K sorted levels, from -1 to 1)
+// and f->inv.
 template <typename Ex>
-SCCL_HD_INLINE void casq_fit(Ex& ex, uint32_t m, uint32_t bits, uint32_t buckets, uint64_t key,
-                             CasqFitScratch* f) {
-  const uint32_t K = 1u << bits, half = K / 2;
-  const float* sample = f->sample;
-  // Stable split by sign: negatives to work[0, nn), the rest to work[nn, m). Each lane's place
-  // comes from the prefix sums of the lanes' negative counts.
-  uint32_t* neg = ex.part()->cnt;
-  ex.lanes([&](uint32_t l) {
-    uint32_t c = 0;
-    for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i)
-      c += sample[i] < 0.0f ? 1u : 0u;
-    neg[l] = c;
+SCCL_HD_INLINE void casq_fit(Ex& ex, uint32_t m, uint32_t bits, uint64_t key, CasqFitScratch* f) {
+  casq_kmeans(ex, f->sample, m, 1u << bits, key ^ 0x4c564c00ull, f->work, f, f->centers);
+  ex.one([&] {
+    sort_small(f->centers, 1u << bits);
+    casq_steps(f->centers, 1u << bits, f->inv);
   });
-  const uint32_t* incl = casq_lane_scan(ex, neg, neg + kCasqLanes);
-  ex.one([&] { f->nn = incl[kCasqLanes - 1]; });
-  ex.lanes([&](uint32_t l) {
-    const uint32_t before = l > 0 ? incl[l - 1] : 0u;  // negatives in lanes before l
-    uint32_t a = before, b = f->nn + casq_seg(l, m) - before;
-    for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
-      if (sample[i] < 0.0f) {
-        f->work[a++] = sample[i];
-      } else {
-        f->work[b++] = sample[i];
-      }
-    }
-  });
-  const uint32_t nn = f->nn;
-  float* d2 = f->work + m;
-  casq_kmeans(ex, f->work, nn, half, key ^ 0x4e454700ull, d2, f, f->centers);
-  casq_kmeans(ex, f->work + nn, m - nn, half, key ^ 0x504f5300ull, d2, f, f->centers + half);
-  ex.one([&] { sort_small(f->centers, K); });
-  // Cluster statistics on the sample decide the table sizes: count, sum and sum of squares,
-  // one tree each.
-  double* psum = ex.part()->sum;
-  for (uint32_t q = 0; q < 3; ++q) {
-    ex.lanes([&](uint32_t l) {
-      double acc[kCasqMaxK];
-      for (uint32_t c = 0; c < K; ++c)
-        acc[c] = 0.0;
-      for (uint32_t i = casq_seg(l, m); i < casq_seg(l + 1, m); ++i) {
-        const uint32_t c = nearest(f->centers, K, sample[i]);
-        acc[c] += q == 0 ? 1.0 : q == 1 ? double(sample[i]) : double(sample[i]) * sample[i];
-      }
-      for (uint32_t c = 0; c < K; ++c)
-        psum[l * K + c] = acc[c];
-    });
-    casq_fold(ex, psum, nullptr, K);
-    ex.one([&] {
-      for (uint32_t c = 0; c < K; ++c)
-        f->stats[q][c] = psum[c];
-    });
-  }
-  ex.one([&] { casq_sizes(f->stats[0], f->stats[1], f->stats[2], K, buckets, f->sizes); });
 }
 
 }  // namespace sketchccl::kernels::detail

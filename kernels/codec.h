@@ -57,7 +57,8 @@ struct CodecParams {
   uint32_t step = 0;         // ring step that produces the packet (encode: 0)
   uint32_t s2_rows = 3;      // SKETCHCCL_S2_ROWS
   uint32_t s2_counters = 0;  // s2 counters per row for this slice (the engine's budget decision)
-  float casq_buckets = 0.01f;  // SKETCHCCL_CASQ_BUCKETS: bucket budget / slice elements
+  float casq_buckets = 0.01f;  // SKETCHCCL_CASQ_BUCKETS: accepted, no longer shapes CASQ packets
+  bool casq_nearest = false;   // CASQ rounds to the nearest level (the engine: error feedback on)
 };
 
 // What decode learned; s2 fills the peeling figures.

@@ -23,8 +23,8 @@ namespace sketchccl::kernels::detail {
 
 // ---- packet header ------------------------------------------------------------------------------
 // Every packet starts with this 32-byte header (little-endian, as every supported host is).
-constexpr uint32_t kMagic = 0x4B434353u;  // "SCCK" in memory order
-constexpr uint8_t kVersion = 1;
+constexpr uint32_t kMagic = 0x4B434353u;    // "SCCK" in memory order
+constexpr uint8_t kVersion = 2;             // 2: CASQ with block scales (docs/codecs.md)
 constexpr size_t kBlock = 256;              // quantizer block and non-finite mask granularity
 constexpr uint64_t kMaxElems = 1ull << 40;  // larger slices are rejected as invalid arguments
 constexpr uint32_t kMaxS2Rows = 8;

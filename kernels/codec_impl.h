@@ -42,12 +42,12 @@ SCCL_HD_INLINE size_t nf_words(size_t n) {
 
 struct CasqLayout {
   uint32_t bits, clusters, buckets;
-  size_t sizes_off, table_off, nf_off, codes_off, total;
+  size_t sizes_off, table_off, nf_off, scales_off, codes_off, total;
 };
-SCCL_HD_INLINE uint32_t casq_total_buckets(size_t n, uint32_t clusters, float frac) {
-  double b = double(frac) * double(n) + 0.5;
-  uint64_t bb = b > 4294967295.0 ? 0xffffffffull : uint64_t(b);
-  return bb < clusters ? clusters : uint32_t(bb);
+// One table entry per cluster: the K levels (SKETCHCCL_CASQ_BUCKETS no longer shapes the packet:
+// hashed bucket means made rounding biased and cost a hash per element, docs/codecs.md).
+SCCL_HD_INLINE uint32_t casq_total_buckets(size_t /*n*/, uint32_t clusters, float /*frac*/) {
+  return clusters;
 }
 SCCL_HD_INLINE CasqLayout casq_layout(uint32_t bits, size_t n, float frac) {
   CasqLayout L;
@@ -57,7 +57,8 @@ SCCL_HD_INLINE CasqLayout casq_layout(uint32_t bits, size_t n, float frac) {
   L.sizes_off = sizeof(PacketHeader);
   L.table_off = L.sizes_off + round8(size_t(L.clusters) * 4);
   L.nf_off = L.table_off + round8(size_t(L.buckets) * 4);
-  L.codes_off = L.nf_off + nf_words(n) * 8;
+  L.scales_off = L.nf_off + nf_words(n) * 8;
+  L.codes_off = L.scales_off + round8(div_up(n, kBlock) * 4);
   L.total = L.codes_off + round8(div_up(n, 8) * bits);
   return L;
 }
@@ -158,85 +159,91 @@ SCCL_HD_INLINE uint32_t nearest(const float* c, uint32_t k, float v) {
   return best;
 }
 
-// Decision thresholds of K sorted centers: the midpoints (K - 1 of them).
-SCCL_HD_INLINE void casq_thresholds(const float* centers, uint32_t K, float* thr) {
-  for (uint32_t c = 0; c + 1 < K; ++c)
-    thr[c] = 0.5f * (centers[c] + centers[c + 1]);
-}
-// Code of v: the nearest center, by counting the thresholds below v.
-SCCL_HD_INLINE uint32_t casq_code(const float* thr, uint32_t K, float v) {
-  uint32_t code = 0;
-  for (uint32_t c = 0; c + 1 < K; ++c)
-    code += v > thr[c] ? 1u : 0u;
-  return code;
-}
-SCCL_HD_INLINE uint32_t casq_bucket(uint64_t salt, size_t i, uint32_t size) {
-  return fastrange(uint32_t(mix64(salt ^ uint64_t(i)) >> 32), size);
-}
-
-// Bucket sums in 64-bit fixed point: exact, so the same whatever order the values are added in
-// (the CUDA build adds them with atomics). The scale comes from emax, the largest biased fp32
-// exponent among the slice's finite values (casq_exponent; a max, so order-free too), and
-// leaves casq_fix_headroom(n) = h bits for the sum of up to n values; a value under 2^(h - 37) of
-// the largest (2^-18 at n = 2^18) loses low bits, an error under 2^(h - 61) of the largest, far
-// below CASQ's quantization error (docs/codecs.md).
-SCCL_HD_INLINE uint32_t casq_exponent(float v) {
-  const uint32_t e = (f2u(v) >> 23) & 0xffu;
-  return e == 0xffu ? 0u : e;
-}
-SCCL_HD_INLINE int casq_fix_headroom(size_t n) {
-  int h = 1;
-  while (h < 62 && (uint64_t(1) << h) <= uint64_t(n))
-    ++h;
-  return h;
-}
-// The fixed point's unit: 2^(188 - emax - head), so a value of exponent emax stays below
-// 2^(62 - head). A double multiplied by it is exact; the conversion truncates toward zero.
-SCCL_HD_INLINE double casq_fix_scale(uint32_t emax, int head) {
-  return ldexp(1.0, 188 - (emax != 0 ? int(emax) : 1) - head);
-}
-SCCL_HD_INLINE int64_t casq_to_fix(float v, double scale) {
-  const double d = double(v) * scale;
-  // Non-finite values travel in the packet's non-finite mask, not in the sums; converting them
-  // (or anything past int64) is undefined on the CPU and saturates on the GPU: 0 on both.
-  return d > -9.2e18 && d < 9.2e18 ? int64_t(d) : 0;
-}
-SCCL_HD_INLINE float casq_fix_mean(int64_t sum, uint32_t cnt, uint32_t emax, int head) {
-  return float(ldexp(double(sum) / double(cnt), (emax != 0 ? int(emax) : 1) - 188 + head));
-}
-
-// Offsets of the K bucket tables in the table array.
-SCCL_HD_INLINE void casq_offsets(const uint32_t* sizes, uint32_t K, uint32_t* off) {
-  for (uint32_t c = 0, o = 0; c < K; ++c) {
-    off[c] = o;
-    o += sizes[c];
+// Stochastic rounding between the two levels around u (levels sorted; inv[c] = 1 / (lvl[c + 1] -
+// lvl[c]), 0 for the last level and for equal levels): code j (lvl[j] <= u < lvl[j + 1]) plus
+// one with probability (u - lvl[j]) / (lvl[j + 1] - lvl[j]), so E[lvl[code]] = u inside
+// [lvl[0], lvl[K - 1]] = [-1, 1]. Selects, no table lookups: vectorisable.
+// (K >= 8: j counted, then two lookups: cheaper than two selects per level.)
+template <uint32_t K>
+SCCL_HD_INLINE uint32_t casq_code(const float* lvl, const float* inv, float u, float r) {
+  uint32_t j = 0;
+  float lo = lvl[0], iv = inv[0];
+  if constexpr (K >= 8) {
+    for (uint32_t c = 1; c < K; ++c)
+      j += u >= lvl[c] ? 1u : 0u;
+    lo = lvl[j];
+    iv = inv[j];
+  } else {
+    for (uint32_t c = 1; c < K; ++c) {
+      const bool ge = u >= lvl[c];
+      j += ge ? 1u : 0u;
+      lo = ge ? lvl[c] : lo;
+      iv = ge ? inv[c] : iv;
+    }
   }
+  return j + (r < (u - lo) * iv ? 1u : 0u);
 }
-// Codes of one group of 8 values (elements i0 .. i0 + cnt - 1, in one block of kBlock), packed
-// little-endian, 8 codes of BITS bits in BITS bytes (q_block.h's layout); add(b, v) adds each value
-// to the sum of its bucket b. A non-finite block
-// (`skip`) gets codes 0 and no bucket.
-template <uint32_t BITS, typename Add>
-SCCL_HD_INLINE uint64_t casq_group_codes(const float v[8], uint32_t cnt, size_t i0, bool skip,
-                                         const float* thr, const uint32_t* off,
-                                         const uint32_t* sizes, uint64_t salt, Add&& add) {
+SCCL_HD_INLINE void casq_steps(const float* lvl, uint32_t K, float* inv) {
+  for (uint32_t c = 0; c < K; ++c)
+    inv[c] = c + 1 < K && lvl[c + 1] > lvl[c] ? 1.0f / (lvl[c + 1] - lvl[c]) : 0.0f;
+}
+// The rounding's key for block blk of kBlock elements (uniform24 per element).
+SCCL_HD_INLINE uint32_t casq_block_key(uint64_t key, size_t blk) {
+  return uint32_t(mix64(key ^ 0xca5ca5ull ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull)));
+}
+// A block's scale from the largest |v| of its values as fp32 bits (sign cleared: unsigned order
+// is magnitude order, so an integer maximum, exact in any order and vectorisable); a bit pattern
+// at or above Inf's means a non-finite value (scale 0: the block travels in the non-finite mask).
+SCCL_HD_INLINE uint32_t casq_abs_bits(float v) {
+  return f2u(v) & 0x7fffffffu;
+}
+SCCL_HD_INLINE bool casq_bits_finite(uint32_t absmax_bits) {
+  return absmax_bits < 0x7f800000u;
+}
+SCCL_HD_INLINE float casq_scale(uint32_t absmax_bits) {
+  return casq_bits_finite(absmax_bits) ? u2f(absmax_bits) : 0.0f;
+}
+// v normalised by its block's scale, in [-1, 1] (correctly rounded division: |v| <= s gives
+// |v / s| <= 1 exactly); 0 in an all-zero block.
+SCCL_HD_INLINE float casq_unit(float v, float s) {
+  return s > 0.0f ? v / s : 0.0f;
+}
+// Code of element j of a block whose scale is s and key bkey. `nearest`: the nearest level
+// instead of stochastic rounding (CodecParams::casq_nearest).
+template <uint32_t K>
+SCCL_HD_INLINE uint32_t casq_elem_code(float v, float s, const float* lvl, const float* inv,
+                                       uint32_t bkey, uint32_t j, bool nearest) {
+  return casq_code<K>(lvl, inv, casq_unit(v, s), nearest ? 0.5f : uniform24(bkey, j));
+}
+// 8 codes of BITS bits packed little-endian in BITS bytes (q_block.h's layout).
+template <uint32_t BITS, typename C>
+SCCL_HD_INLINE uint64_t casq_pack(const C* c) {
   uint64_t w = 0;
-  if (skip) return w;
-  for (uint32_t k = 0; k < 8 && k < cnt; ++k) {
-    const uint32_t c = casq_code(thr, 1u << BITS, v[k]);
-    add(off[c] + casq_bucket(salt, i0 + k, sizes[c]), v[k]);
-    w |= uint64_t(c) << (k * BITS);
-  }
+  for (uint32_t k = 0; k < 8; ++k)
+    w |= uint64_t(c[k]) << (k * BITS);
   return w;
 }
-// Values of one group from its packed codes (NaN for a non-finite block).
+// Codes of one group of 8 values (elements i0 .. i0 + cnt - 1, in one block of kBlock whose key
+// is bkey and scale s), packed. A non-finite block (`skip`) gets codes 0, as do the padding
+// elements past cnt.
 template <uint32_t BITS>
-SCCL_HD_INLINE void casq_group_values(uint64_t w, size_t i0, bool nan_block, const float* table,
-                                      const uint32_t* off, const uint32_t* sizes, uint64_t salt,
+SCCL_HD_INLINE uint64_t casq_group_codes(const float v[8], uint32_t cnt, size_t i0, bool skip,
+                                         float s, const float* lvl, const float* inv, uint32_t bkey,
+                                         bool nearest) {
+  uint32_t c[8];
+  const uint32_t j0 = uint32_t(i0 % kBlock);
+  for (uint32_t k = 0; k < 8; ++k)
+    c[k] = !skip && k < cnt ? casq_elem_code<1u << BITS>(v[k], s, lvl, inv, bkey, j0 + k, nearest)
+                            : 0u;
+  return casq_pack<BITS>(c);
+}
+// Values of one group from its packed codes and its block's scale (NaN for a non-finite block).
+template <uint32_t BITS>
+SCCL_HD_INLINE void casq_group_values(uint64_t w, bool nan_block, float s, const float* lvl,
                                       float v[8]) {
   for (uint32_t k = 0; k < 8; ++k) {
     const uint32_t c = uint32_t(w >> (k * BITS)) & ((1u << BITS) - 1u);
-    v[k] = nan_block ? qnan() : table[off[c] + casq_bucket(salt, i0 + k, sizes[c])];
+    v[k] = nan_block ? qnan() : lvl[c] * s;
   }
 }
 

@@ -22,7 +22,7 @@ constexpr unsigned kWarpsPerBlock = kThreads / kWarp;
 // Workspace carving: fixed fields first, then per-codec arrays.
 struct Ws {
   int* err;                   // the call's device verdict (PacketVerdict)
-  int* emax;                  // s2, CASQ: their fixed points' scale (largest exponent)
+  int* emax;                  // s2: its fixed point's scale (largest exponent)
   unsigned long long* stats;  // peeled, estimated, nonzeros
   uint8_t* rest;
 };
@@ -35,16 +35,11 @@ Ws carve(void* ws) {
 
 struct CasqWs {
   CasqFitScratch* fit;
-  float* tmp;               // step: decoded incoming + x
-  uint8_t* nfb;             // one byte per 256-block: holds a non-finite value
-  unsigned long long* sum;  // per bucket (kCasqCodeBlocks rows with block sums): fixed point
-  uint32_t* cnt;            // likewise
+  float* tmp;    // step: decoded incoming + x
+  uint8_t* nfb;  // one byte per 256-block: holds a non-finite value
+  float* scl;    // per 256-block: its scale
 };
-size_t casq_sum_rows(uint32_t buckets) {
-  return casq_block_sums(buckets) ? kCasqCodeBlocks : 1;
-}
-CasqWs casq_ws(uint8_t* r, size_t n, uint32_t buckets) {
-  const size_t cells = casq_sum_rows(buckets) * buckets;
+CasqWs casq_ws(uint8_t* r, size_t n) {
   CasqWs c;
   c.fit = reinterpret_cast<CasqFitScratch*>(r);
   r += al(sizeof(CasqFitScratch));
@@ -52,15 +47,11 @@ CasqWs casq_ws(uint8_t* r, size_t n, uint32_t buckets) {
   r += al(n * 4);
   c.nfb = r;
   r += al(div_up(n, kBlock));
-  c.sum = reinterpret_cast<unsigned long long*>(r);
-  r += al(cells * 8);
-  c.cnt = reinterpret_cast<uint32_t*>(r);
+  c.scl = reinterpret_cast<float*>(r);
   return c;
 }
-size_t casq_ws_bytes(size_t n, uint32_t buckets) {
-  const size_t cells = casq_sum_rows(buckets) * buckets;
-  return al(sizeof(CasqFitScratch)) + al(n * 4) + al(div_up(n, kBlock)) + al(cells * 8) +
-         al(cells * 4);
+size_t casq_ws_bytes(size_t n) {
+  return al(sizeof(CasqFitScratch)) + al(n * 4) + al(div_up(n, kBlock)) + al(div_up(n, kBlock) * 4);
 }
 
 struct S2Ws {
@@ -150,13 +141,13 @@ void launch_linear(const CodecParams& p, const PacketHeader& e, const uint8_t* i
   }
 }
 
-// CASQ's encode (in null) or step (in may be out): pass 1, fit, codes, table.
+// CASQ's encode (in null) or step (in may be out): pass 1, fit, codes.
 template <int ET>
 void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in, const void* x,
                  size_t n, uint8_t* out, const Ws& w, cudaStream_t s) {
   const CasqLayout L = casq_layout(codec_bits(p.codec), n, p.casq_buckets);
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
-  const CasqWs c = casq_ws(w.rest, n, L.buckets);
+  const CasqWs c = casq_ws(w.rest, n);
   const unsigned g_blocks = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
   with_bits(L.bits, [&](auto b) {
     constexpr uint32_t BITS = decltype(b)::value;
@@ -164,32 +155,21 @@ void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in,
       // The values the packet encodes: x itself (encode) or the fp32 sum (step).
       const void* v = x;
       const int* err = nullptr;
-      unsigned* emax = reinterpret_cast<unsigned*>(w.emax);
-      cudaMemsetAsync(emax, 0, sizeof(unsigned), s);
       if (in != nullptr) {
         k_casq_combine<BITS, ET>
-            <<<g_blocks, kThreads, 0, s>>>(in, e, L, x, n, c.tmp, c.nfb, emax, w.err);
+            <<<g_blocks, kThreads, 0, s>>>(in, e, L, x, n, c.tmp, c.nfb, c.scl, w.err);
         v = c.tmp;
         err = w.err;
       } else if (n > 0) {
-        k_casq_mark<ET><<<g_blocks, kThreads, 0, s>>>(x, n, c.nfb, emax);
+        k_casq_mark<ET><<<g_blocks, kThreads, 0, s>>>(x, n, c.nfb, c.scl);
       }
       auto rest = [&](auto vt) {
         constexpr int VT = decltype(vt)::value;
-        k_casq_fit<VT>
-            <<<1, kCasqLanes, 0, s>>>(v, n, c.nfb, key, e, L, c.fit, c.sum, c.cnt, out, err);
+        k_casq_fit<VT><<<1, kCasqLanes, 0, s>>>(v, n, c.nfb, c.scl, key, e, L, c.fit, out, err);
         if (n > 0) {
-          const unsigned g = casq_block_sums(L.buckets) ? kCasqCodeBlocks
-                                                        : blocks_for(div_up(n, kGroup), kThreads);
-          k_casq_codes<BITS, VT><<<g, kThreads, 0, s>>>(
-              v, n, c.nfb, e.salt, c.fit, out + L.codes_off, emax, L.buckets, c.sum, c.cnt, err);
-        } else if (casq_block_sums(L.buckets)) {
-          // No code kernel: its rows of sums stay unwritten; the table then reads zeros.
-          cudaMemsetAsync(c.sum, 0, casq_sum_rows(L.buckets) * L.buckets * 8, s);
-          cudaMemsetAsync(c.cnt, 0, casq_sum_rows(L.buckets) * L.buckets * 4, s);
+          k_casq_codes<BITS, VT><<<blocks_for(div_up(n, kGroup), kThreads), kThreads, 0, s>>>(
+              v, n, c.nfb, c.scl, key, p.casq_nearest, c.fit, out + L.codes_off, err);
         }
-        k_casq_table<<<blocks_for(L.buckets, kThreads), kThreads, 0, s>>>(
-            L, n, c.fit, c.sum, c.cnt, emax, reinterpret_cast<float*>(out + L.table_off), err);
       };
       if (in != nullptr) {
         rest(std::integral_constant<int, int(ElemType::kF32)>());
@@ -205,7 +185,7 @@ void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in,
 size_t workspace_bytes(const CodecParams& p, size_t n) {
   size_t b = kWsHead;
   if (is_casq(p.codec)) {
-    b += casq_ws_bytes(n, casq_layout(codec_bits(p.codec), n, p.casq_buckets).buckets);
+    b += casq_ws_bytes(n);
   } else if (p.codec == CodecId::kS2) {
     b += s2_ws_bytes(n, size_t(p.s2_rows) * p.s2_counters);
   }
@@ -399,7 +379,6 @@ cudaError_t preload_codec_kernels(size_t* max_local_bytes) {
   preload_typed<int(ElemType::kF32)>(max_local_bytes, &err);
   preload_typed<int(ElemType::kF16)>(max_local_bytes, &err);
   preload_typed<int(ElemType::kBf16)>(max_local_bytes, &err);
-  preload_one(k_casq_table, max_local_bytes, &err);
   preload_one(k_validate, max_local_bytes, &err);
   preload_one(k_s2_emax, max_local_bytes, &err);
   preload_one(k_s2_fix, max_local_bytes, &err);

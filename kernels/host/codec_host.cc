@@ -286,126 +286,228 @@ void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n
 
 // ---- CASQ ------------------------------------------------------------------------------------
 
-// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller);
-// returns the largest exponent of x's finite values (casq_exponent), the bucket sums' scale.
+// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller)
+// and writes each finite block's scale (0 for a non-finite block): one integer maximum of the
+// values' magnitude bits per block (casq_abs_bits), which also tells finiteness.
 template <int ET>
-uint32_t mark_nonfinite(const void* x, size_t n, uint64_t* nf) {
-  uint32_t emax = 0;
+void casq_mark(const void* x, size_t n, uint64_t* nf, float* scales) {
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    size_t cnt = std::min(kBlock, n - base);
-    bool fin = true;
+    const size_t cnt = std::min(kBlock, n - base);
+    uint32_t m = 0;
     for (size_t j = 0; j < cnt; ++j) {
-      const float v = load_elem<ET>(x, base + j);
-      fin &= is_finite(v);
-      const uint32_t e = casq_exponent(v);
-      emax = e > emax ? e : emax;
+      const uint32_t b = casq_abs_bits(load_elem<ET>(x, base + j));
+      m = b > m ? b : m;
     }
-    if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
+    if (!casq_bits_finite(m)) nf[blk >> 6] |= 1ull << (blk & 63);
+    scales[blk] = casq_scale(m);
   }
-  return emax;
 }
 
-// Encodes x (already combined) with the non-finite block mask nf into a CASQ packet body.
+// Codes of one block's cnt values (fp32) into c[]: the flat loop the compiler vectorises. The
+// fp32 instances are compiled twice (AVX2 and baseline, picked at load time): the same IEEE
+// operations without fused multiply-adds, so the same codes, 8 lanes wide with native 32-bit
+// multiplies for the hash.
+template <uint32_t K, int ET>
+__attribute__((always_inline)) inline void casq_block_codes(const void* x, size_t base,
+                                                            uint32_t cnt, float sc,
+                                                            const float* lvl, const float* inv,
+                                                            uint32_t bkey, bool nearest,
+                                                            uint8_t* __restrict c) {
+  float l[K], iv[K];  // locals: the byte stores to c cannot alias them
+  for (uint32_t k = 0; k < K; ++k) {
+    l[k] = lvl[k];
+    iv[k] = inv[k];
+  }
+  uint8_t tmp[kBlock];
+  for (uint32_t j = 0; j < cnt; ++j)
+    tmp[j] = uint8_t(casq_elem_code<K>(load_elem<ET>(x, base + j), sc, l, iv, bkey, j, nearest));
+  memcpy(c, tmp, cnt);
+}
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SCCL_CASQ_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SCCL_CASQ_CLONES
+#endif
+SCCL_CASQ_CLONES void casq_block_codes_f32_4(const void* x, size_t base, uint32_t cnt, float sc,
+                                             const float* lvl, const float* inv, uint32_t bkey,
+                                             bool nearest, uint8_t* c) {
+  casq_block_codes<4, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+}
+SCCL_CASQ_CLONES void casq_block_codes_f32_8(const void* x, size_t base, uint32_t cnt, float sc,
+                                             const float* lvl, const float* inv, uint32_t bkey,
+                                             bool nearest, uint8_t* c) {
+  casq_block_codes<8, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+}
+SCCL_CASQ_CLONES void casq_block_codes_f32_16(const void* x, size_t base, uint32_t cnt, float sc,
+                                              const float* lvl, const float* inv, uint32_t bkey,
+                                              bool nearest, uint8_t* c) {
+  casq_block_codes<16, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+}
+
+// Encodes x (already combined) with the non-finite block mask nf and the block scales into a
+// CASQ packet body.
 template <uint32_t BITS, int ET>
 void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      uint32_t emax, uint8_t* out) {
+                      const float* scales, uint8_t* out) {
   constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
   const CasqLayout L = casq_layout(BITS, n, p.casq_buckets);
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
-  const uint64_t salt = key ^ 0xca5ca5ull;
   const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
-  // The fit's scratch (about 160 KiB), kept per thread: allocating it per slice costs more.
+  // The fit's scratch, kept per thread: allocating it per slice costs more.
   thread_local std::unique_ptr<CasqFitScratch> scratch(new CasqFitScratch);
   thread_local std::unique_ptr<CasqPartials> partials(new CasqPartials);
   CasqFitScratch* f = scratch.get();
   for (uint32_t k = 0; k < S; ++k) {
     const size_t i = casq_sample_index(key, n, S, k);
-    f->sample[k] = bit_get(nf, i / kBlock) ? 0.0f : load_elem<ET>(x, i);
+    f->sample[k] = casq_unit(load_elem<ET>(x, i), scales[i / kBlock]);  // 0 if not finite
   }
   CasqHostExec ex{partials.get()};
-  casq_fit(ex, S, BITS, L.buckets, key, f);
-  float thr[kCasqMaxK];
-  uint32_t off[kCasqMaxK];
-  casq_thresholds(f->centers, K, thr);
-  casq_offsets(f->sizes, K, off);
-  memcpy(out + L.sizes_off, f->sizes, 4 * K);
-  if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
-  std::vector<int64_t> sum(L.buckets, 0);
-  std::vector<uint32_t> cnt(L.buckets, 0);
-  int64_t* psum = sum.data();
-  uint32_t* pcnt = cnt.data();
-  const int head = casq_fix_headroom(n);
-  const double unit = casq_fix_scale(emax, head);
-  auto add = [&](uint32_t b, float v) {
-    psum[b] += casq_to_fix(v, unit);
-    pcnt[b]++;
-  };
-  uint8_t* codes = out + L.codes_off;
-  for (size_t g = 0; g * kGroup < n; ++g) {
-    const size_t i0 = g * kGroup;
-    const uint32_t c = uint32_t(std::min<size_t>(kGroup, n - i0));
-    float v[kGroup];
-    load8<ET>(x, i0, c, v);
-    store_le<BITS>(codes + g * BITS, casq_group_codes<BITS>(v, c, i0, bit_get(nf, i0 / kBlock), thr,
-                                                            off, f->sizes, salt, add));
-  }
-  float* table = reinterpret_cast<float*>(out + L.table_off);
+  casq_fit(ex, S, BITS, key, f);
+  float lvl[K], inv[K];
   for (uint32_t c = 0; c < K; ++c) {
-    for (uint32_t b = off[c]; b < off[c] + f->sizes[c]; ++b) {
-      table[b] = cnt[b] ? casq_fix_mean(sum[b], cnt[b], emax, head) : f->centers[c];
+    lvl[c] = f->centers[c];
+    inv[c] = f->inv[c];
+    const uint32_t one = 1;
+    memcpy(out + L.sizes_off + 4 * c, &one, 4);
+  }
+  memcpy(out + L.table_off, lvl, 4 * K);
+  if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
+  memcpy(out + L.scales_off, scales, div_up(n, kBlock) * 4);
+  uint8_t* codes = out + L.codes_off;
+  // Per block: the codes in a flat loop over its values (vectorisable: selects, a 32-bit hash,
+  // one division), then packed by groups of 8.
+  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+    const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
+    uint8_t* bc = codes + base / kGroup * BITS;
+    if (bit_get(nf, blk)) {
+      memset(bc, 0, div_up(cnt, kGroup) * BITS);
+      continue;
     }
+    const uint32_t bkey = casq_block_key(key, blk);
+    const float sc = scales[blk];
+    const bool nearest = p.casq_nearest;
+    uint8_t c[kBlock];
+    if constexpr (ET != 0) {
+      casq_block_codes<K, ET>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    } else if constexpr (K == 4) {
+      casq_block_codes_f32_4(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    } else if constexpr (K == 8) {
+      casq_block_codes_f32_8(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    } else {
+      casq_block_codes_f32_16(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
+    }
+    for (uint32_t j = cnt; j < div_up(cnt, kGroup) * kGroup; ++j)
+      c[j] = 0;
+    for (uint32_t g = 0; g * kGroup < cnt; ++g)
+      store_le<BITS>(bc + g * BITS, casq_pack<BITS>(c + g * kGroup));
   }
 }
 
 template <int ET>
 void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      uint32_t emax, uint8_t* out) {
+                      const float* scales, uint8_t* out) {
   switch (codec_bits(p.codec)) {
     case 2:
-      casq_encode_bits<2, ET>(p, x, n, nf, emax, out);
+      casq_encode_bits<2, ET>(p, x, n, nf, scales, out);
       break;
     case 3:
-      casq_encode_bits<3, ET>(p, x, n, nf, emax, out);
+      casq_encode_bits<3, ET>(p, x, n, nf, scales, out);
       break;
     default:
-      casq_encode_bits<4, ET>(p, x, n, nf, emax, out);
+      casq_encode_bits<4, ET>(p, x, n, nf, scales, out);
       break;
   }
+}
+
+// Values of one block (cnt of them, padded to a group) from its codes: unpacked by groups, then
+// a flat loop of selects among the K levels times the scale (vectorised; the value is
+// casq_group_values's: lvl[code] * s, NaN in a non-finite block).
+template <uint32_t BITS>
+__attribute__((always_inline)) inline void casq_block_values(const uint8_t* bc, uint32_t cnt,
+                                                             bool nan_block, float s,
+                                                             const float* lvl, float* out) {
+  constexpr uint32_t K = 1u << BITS;
+  const uint32_t padded = div_up(cnt, kGroup) * kGroup;
+  if (nan_block) {
+    for (uint32_t j = 0; j < padded; ++j)
+      out[j] = qnan();
+    return;
+  }
+  float l[K];
+  for (uint32_t k = 0; k < K; ++k)
+    l[k] = lvl[k];
+  uint8_t c[kBlock];
+  for (uint32_t g = 0; g * kGroup < padded; ++g) {
+    const uint64_t w = load_le<BITS>(bc + g * BITS);
+    for (uint32_t k = 0; k < kGroup; ++k)
+      c[g * kGroup + k] = uint8_t((w >> (k * BITS)) & (K - 1));
+  }
+  for (uint32_t j = 0; j < padded; ++j) {
+    float v = l[0];
+    if constexpr (K >= 8) {
+      v = l[c[j]];  // a lookup: K - 1 selects cost more
+    } else {
+      for (uint32_t k = 1; k < K; ++k)
+        v = c[j] == k ? l[k] : v;
+    }
+    out[j] = v * s;
+  }
+}
+SCCL_CASQ_CLONES void casq_block_values_2(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
+                                          const float* lvl, float* out) {
+  casq_block_values<2>(bc, cnt, nan_block, s, lvl, out);
+}
+SCCL_CASQ_CLONES void casq_block_values_3(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
+                                          const float* lvl, float* out) {
+  casq_block_values<3>(bc, cnt, nan_block, s, lvl, out);
+}
+SCCL_CASQ_CLONES void casq_block_values_4(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
+                                          const float* lvl, float* out) {
+  casq_block_values<4>(bc, cnt, nan_block, s, lvl, out);
 }
 
 // Reads a validated CASQ packet.
 struct CasqReader {
   const float* table;
+  const float* scales;
   const uint64_t* nf;
   const uint8_t* codes;
-  uint32_t bits, off[kCasqMaxK], sizes[kCasqMaxK];
-  uint64_t salt;
+  uint32_t bits;
   CasqReader(const CodecParams& p, const uint8_t* pkt, size_t n) {
     bits = codec_bits(p.codec);
     CasqLayout L = casq_layout(bits, n, p.casq_buckets);
-    PacketHeader h;
-    memcpy(&h, pkt, sizeof(h));
-    salt = h.salt;
-    memcpy(sizes, pkt + L.sizes_off, 4 * L.clusters);
-    casq_offsets(sizes, L.clusters, off);
     table = reinterpret_cast<const float*>(pkt + L.table_off);
+    scales = reinterpret_cast<const float*>(pkt + L.scales_off);
     nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
     codes = pkt + L.codes_off;
   }
   // Values of group g (elements 8g ..) into v.
   void group(size_t g, float v[kGroup]) const {
-    const size_t i0 = g * kGroup;
-    const bool nan_block = bit_get(nf, i0 / kBlock);
+    const size_t blk = g * kGroup / kBlock;
+    const bool nan_block = bit_get(nf, blk);
+    const float s = scales[blk];
     switch (bits) {
       case 2:
-        casq_group_values<2>(load_le<2>(codes + g * 2), i0, nan_block, table, off, sizes, salt, v);
+        casq_group_values<2>(load_le<2>(codes + g * 2), nan_block, s, table, v);
         break;
       case 3:
-        casq_group_values<3>(load_le<3>(codes + g * 3), i0, nan_block, table, off, sizes, salt, v);
+        casq_group_values<3>(load_le<3>(codes + g * 3), nan_block, s, table, v);
         break;
       default:
-        casq_group_values<4>(load_le<4>(codes + g * 4), i0, nan_block, table, off, sizes, salt, v);
+        casq_group_values<4>(load_le<4>(codes + g * 4), nan_block, s, table, v);
         break;
+    }
+  }
+  // Values of block blk (cnt elements, padded to a group) into out.
+  void block(size_t blk, uint32_t cnt, float* out) const {
+    const uint8_t* bc = codes + blk * kBlock / kGroup * bits;
+    const bool nan_block = bit_get(nf, blk);
+    if (bits == 2) {
+      casq_block_values_2(bc, cnt, nan_block, scales[blk], table, out);
+    } else if (bits == 3) {
+      casq_block_values_3(bc, cnt, nan_block, scales[blk], table, out);
+    } else {
+      casq_block_values_4(bc, cnt, nan_block, scales[blk], table, out);
     }
   }
   // All n values into out.
@@ -500,8 +602,9 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
       q_dispatch<ET>(p, nullptr, x, n, body);
     } else if (is_casq(p.codec)) {
       std::vector<uint64_t> nf(nf_words(n), 0);
-      const uint32_t emax = mark_nonfinite<ET>(x, n, nf.data());
-      casq_encode_body<ET>(p, x, n, nf.data(), emax, out);
+      std::vector<float> scales(div_up(n, kBlock));
+      casq_mark<ET>(x, n, nf.data(), scales.data());
+      casq_encode_body<ET>(p, x, n, nf.data(), scales.data(), out);
     } else if (p.codec == CodecId::kS2) {
       s2_accumulate<ET>(p, x, n, out);
     } else {
@@ -518,24 +621,36 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
   const uint8_t* ib = static_cast<const uint8_t*>(in);
   uint8_t* ob = static_cast<uint8_t*>(out);
   if (is_casq(p.codec)) {
-    // Not linear: decode, add, refit, re-encode (in may alias out: decode first).
+    // Not linear: decode, add, refit, re-encode (in may alias out: decode first). One pass
+    // forms the sum, its non-finite blocks (a NaN block decodes as NaN, so the sum's blocks are
+    // the union of both masks and of overflows) and its block scales.
     // Per-thread scratch, kept between calls: a fresh 1 MiB buffer per step costs page faults.
-    thread_local std::vector<float> sum;
-    if (sum.size() < n) sum.resize(n);
+    thread_local std::vector<float> sum, scales;
+    if (sum.size() < div_up(n, kGroup) * kGroup) sum.resize(div_up(n, kGroup) * kGroup);
+    if (scales.size() < div_up(n, kBlock)) scales.resize(div_up(n, kBlock));
     std::vector<uint64_t> nf(nf_words(n), 0);
     CasqReader rd(p, ib, n);
-    rd.decode_all(n, sum.data());
+    float* ps = sum.data();
     Status st = by_type(t, [&](auto et) {
       constexpr int ET = decltype(et)::value;
-      mark_nonfinite<ET>(x, n, nf.data());
-      for (size_t i = 0; i < n; ++i)
-        sum[i] += load_elem<ET>(x, i);
+      for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
+        const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
+        rd.block(blk, cnt, ps + base);  // the decoded incoming values (padding: a spare)
+        uint32_t m = 0;
+        for (uint32_t j = 0; j < cnt; ++j) {
+          const float v = ps[base + j] + load_elem<ET>(x, base + j);
+          ps[base + j] = v;
+          const uint32_t b = casq_abs_bits(v);
+          m = b > m ? b : m;
+        }
+        if (!casq_bits_finite(m)) nf[blk >> 6] |= 1ull << (blk & 63);
+        scales[blk] = casq_scale(m);
+      }
     });
     SCCL_RETURN_IF_ERROR(st);
-    const uint32_t emax = mark_nonfinite<0>(sum.data(), n, nf.data());
     memset(ob, 0, need);
     put_header(p, n, ob);
-    casq_encode_body<0>(p, sum.data(), n, nf.data(), emax, ob);
+    casq_encode_body<0>(p, ps, n, nf.data(), scales.data(), ob);
     return Status::Ok();
   }
   if (ob != ib) memmove(ob, ib, need);

@@ -497,6 +497,9 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
     }
     residual = state.residual->data();
   }
+  // With error feedback the residual carries CASQ's rounding bias to the next call: round to the
+  // nearest level (less error per step); without, stochastic rounding keeps it unbiased.
+  base.casq_nearest = residual != nullptr;
   const BufferState history = state;  // the decision uses the previous call only
   auto counters = [this, &history, &args](size_t n) {
     return s2_counters_per_row(history, args.count, 0, n);

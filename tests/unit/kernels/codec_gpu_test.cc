@@ -73,8 +73,8 @@ std::vector<uint8_t> typed(const std::vector<float>& v, ElemType t, size_t shift
 }
 
 // Byte equality, except s2's counters (doubles summed by atomics in the step: within 1e-9
-// relative). CASQ's fit folds in the CPU's tree order and its bucket sums are fixed point, so its
-// packets are the CPU's byte for byte (review finding 7).
+// relative). CASQ's fit folds in the CPU's tree order, its block scales are exact maxima and its
+// rounding is counter-based, so its packets are the CPU's byte for byte (review finding 7).
 void expect_same_packet(const CodecParams& p, size_t n, const Packet& cpu, const Packet& gpu) {
   const uint8_t* a = static_cast<const uint8_t*>(cpu.data());
   const uint8_t* b = static_cast<const uint8_t*>(gpu.data());
@@ -232,15 +232,14 @@ TEST_P(CodecGpuTest, PacketsMatchCpuBytes) {
 
 // The same s2 packet decoded again and again on the device: the same bits every time (the
 // atomics' order changes from run to run; the fixed-point residuals make it irrelevant). CASQ
-// with more buckets than the code kernel's shared memory holds (global fixed-point sums): the
-// CPU's packet byte for byte.
+// with nearest rounding (error feedback's): the CPU's packet byte for byte.
 TEST_P(CodecGpuTest, RepeatedDecodesAndManyBucketsAreExact) {
   const CodecId c = GetParam();
   if (!is_casq_or_s2(c)) GTEST_SKIP() << "s2 and CASQ only";
   const size_t n = 262147;
   std::vector<float> a = make_data(c == CodecId::kS2 ? Dist::kSparse10 : Dist::kLaplace, n, 11);
   CodecParams p = params_for(c, n / 10);
-  p.casq_buckets = 0.05f;  // 13107 buckets
+  p.casq_nearest = true;
   const size_t bytes = packet_bytes(p, n), wsb = cuda::workspace_bytes(p, n);
   Packet cp(bytes);
   ASSERT_TRUE(encode(p, a.data(), ElemType::kF32, n, cp.data(), bytes).ok());

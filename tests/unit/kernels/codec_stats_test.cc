@@ -1,5 +1,5 @@
-// Statistical properties: unbiased stochastic rounding, CASQ against uniform quantization on
-// heavy-tailed data, s2 peeling rates against the counter budget.
+// Statistical properties: unbiased stochastic rounding (q*, CASQ), CASQ against uniform
+// quantization on heavy-tailed data, s2 peeling rates against the counter budget.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +28,7 @@ TEST(Unbiased, StochasticRoundingMeanConverges) {
   std::vector<std::vector<float>> xs = {make_data(Dist::kLaplace, n, 1),
                                         make_data(Dist::kLaplace, n, 2)};
   std::vector<float> sum = seq_sum(xs);
-  for (CodecId c : {CodecId::kQ8, CodecId::kQ4, CodecId::kQ2}) {
+  for (CodecId c : {CodecId::kQ8, CodecId::kQ4, CodecId::kQ2, CodecId::kCasq2, CodecId::kCasq4}) {
     SCOPED_TRACE(codec_name(c));
     std::vector<double> mean(n, 0.0), sq(n, 0.0);
     for (int s = 0; s < seeds; ++s) {
@@ -48,7 +48,7 @@ TEST(Unbiased, StochasticRoundingMeanConverges) {
       double m = mean[i] / seeds;
       double var = sq[i] / seeds - m * m;
       // Standard error, plus fp32 rounding of min + code * scale (elements at a block's min or
-      // max decode deterministically, up to a few ulps).
+      // max decode deterministically, up to a few ulps; CASQ: level * scale likewise).
       double se = std::sqrt(std::max(var, 0.0) / seeds) + 1e-6 * (std::fabs(sum[i]) + 1.0);
       worst_z = std::max(worst_z, std::fabs(m - sum[i]) / se);
       bias += (m - sum[i]) / n;
@@ -74,9 +74,10 @@ double uniform_nmse(const std::vector<float>& x) {
   return nmse(x, y);
 }
 
-double codec_nmse(CodecId c, const std::vector<std::vector<float>>& xs) {
+double codec_nmse(CodecId c, const std::vector<std::vector<float>>& xs, bool nearest = false) {
   const size_t n = xs[0].size();
   CodecParams p = params_for(c, n);
+  p.casq_nearest = nearest;
   bool ok;
   Packet fin = run_chain(p, xs, n, &ok);
   EXPECT_TRUE(ok);
@@ -85,29 +86,35 @@ double codec_nmse(CodecId c, const std::vector<std::vector<float>>& xs) {
   return nmse(seq_sum(xs), y);
 }
 
+// With nearest rounding (the engine's choice under error feedback) CASQ's fitted levels halve
+// the uniform quantizer's error on heavy-tailed data, one encode and a ring of 4. Unbiased
+// (stochastic) CASQ stays below uniform for one encode; in a ring, casq2's re-quantizations add
+// more variance than q2's (printed, docs/codecs.md), casq4 stays below q4.
 TEST(Casq, BeatsUniformAtSameBitsOnLaplace) {
   const size_t n = 1 << 16;
   std::vector<float> x = make_data(Dist::kLaplace, n, 4);
-  const double u2 = uniform_nmse<2>(x), u3 = uniform_nmse<3>(x), u4 = uniform_nmse<4>(x);
-  const double c2 = codec_nmse(CodecId::kCasq2, {x}), c3 = codec_nmse(CodecId::kCasq3, {x}),
-               c4 = codec_nmse(CodecId::kCasq4, {x});
-  std::printf(
-      "Laplace NMSE, one encode: 2 bits uniform %.4f casq %.4f | 3 bits %.4f %.4f | "
-      "4 bits %.4f %.4f\n",
-      u2, c2, u3, c3, u4, c4);
-  EXPECT_LT(c2, 0.5 * u2);
-  EXPECT_LT(c3, 0.5 * u3);
-  EXPECT_LT(c4, 0.5 * u4);
-  // Also after a ring of 4 (decode, add, refit, re-encode at every step) against q2/q4.
+  const double u[3] = {uniform_nmse<2>(x), uniform_nmse<3>(x), uniform_nmse<4>(x)};
+  const CodecId casq[3] = {CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
   std::vector<std::vector<float>> xs;
   for (int k = 0; k < 4; ++k)
     xs.push_back(make_data(Dist::kLaplace, n, 20 + k));
-  double rc2 = codec_nmse(CodecId::kCasq2, xs), rq2 = codec_nmse(CodecId::kQ2, xs);
-  double rc4 = codec_nmse(CodecId::kCasq4, xs), rq4 = codec_nmse(CodecId::kQ4, xs);
-  std::printf("Laplace NMSE, ring of 4: casq2 %.4f q2 %.4f | casq4 %.4f q4 %.4f\n", rc2, rq2, rc4,
-              rq4);
-  EXPECT_LT(rc2, rq2);
-  EXPECT_LT(rc4, rq4);
+  const double rq[3] = {codec_nmse(CodecId::kQ2, xs), NAN, codec_nmse(CodecId::kQ4, xs)};
+  for (int b = 0; b < 3; ++b) {
+    const double sr = codec_nmse(casq[b], {x}), ne = codec_nmse(casq[b], {x}, true);
+    const double rsr = codec_nmse(casq[b], xs), rne = codec_nmse(casq[b], xs, true);
+    std::printf(
+        "Laplace NMSE, %d bits: uniform %.4f casq %.4f casq nearest %.4f | ring of 4: q %.4f "
+        "casq %.4f casq nearest %.4f\n",
+        b + 2, u[b], sr, ne, rq[b], rsr, rne);
+    EXPECT_LT(ne, 0.5 * u[b]);
+    if (b != 1) {
+      EXPECT_LT(sr, u[b]);
+      EXPECT_LT(rne, 0.5 * rq[b]);
+    }
+    if (b == 2) {
+      EXPECT_LT(rsr, rq[b]);
+    }
+  }
 }
 
 struct PeelResult {

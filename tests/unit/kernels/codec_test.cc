@@ -130,7 +130,8 @@ TEST_P(CodecTest, RoundTripAndSum) {
         EXPECT_NEAR(y2[i], sum[i], 1e-5);
       }
     } else if (is_casq(c)) {
-      double bound = c == CodecId::kCasq2 ? 0.2 : (c == CodecId::kCasq3 ? 0.07 : 0.03);
+      // Stochastic rounding (unbiased) costs variance: q2's 0.6 at 2 bits (docs/codecs.md).
+      double bound = c == CodecId::kCasq2 ? 0.6 : (c == CodecId::kCasq3 ? 0.12 : 0.03);
       if (n >= 1000) {
         EXPECT_LT(nmse(xs[0], y), bound);
         EXPECT_LT(nmse(sum, y2), 2.5 * bound);
@@ -185,7 +186,8 @@ TEST_P(CodecTest, RingChainOfEight) {
       exact += std::fabs(y[i] - sum[i]) <= tol + 1e-6;
     EXPECT_GE(double(exact), n - 0.01 * double(support));
   } else if (is_casq(c)) {
-    double bound = c == CodecId::kCasq2 ? 0.6 : (c == CodecId::kCasq3 ? 0.2 : 0.06);
+    // Eight stochastic re-quantizations add their variance (q2's ring: 4 to 5, docs/codecs.md).
+    double bound = c == CodecId::kCasq2 ? 8.0 : (c == CodecId::kCasq3 ? 1.0 : 0.15);
     EXPECT_LT(nmse(sum, y), bound);
   } else {
     for (size_t i = 0; i < n; ++i) {
@@ -327,14 +329,13 @@ TEST_P(CodecTest, HalfTypes) {
       got[i] = t == ElemType::kF16 ? detail::half_to_float(hy[i]) : detail::bf16_to_float(hy[i]);
     }
     double out_round = t == ElemType::kF16 ? 1e-6 : 3e-5;  // rounding of the output itself
-    double bound = c == CodecId::kNone || c == CodecId::kS2 ? out_round
-                   : c == CodecId::kBf16                    ? 3e-5
-                   : c == CodecId::kFp16                    ? 1e-6
-                   : c == CodecId::kQ8                      ? 1e-3
-                   : c == CodecId::kQ4                      ? 0.05
-                   : c == CodecId::kQ2                      ? 1.5
-                   : c == CodecId::kCasq2                   ? 0.5
-                                                            : 0.2;
+    double bound = c == CodecId::kNone || c == CodecId::kS2    ? out_round
+                   : c == CodecId::kBf16                       ? 3e-5
+                   : c == CodecId::kFp16                       ? 1e-6
+                   : c == CodecId::kQ8                         ? 1e-3
+                   : c == CodecId::kQ4                         ? 0.05
+                   : c == CodecId::kQ2 || c == CodecId::kCasq2 ? 1.5
+                                                               : 0.2;
     EXPECT_LE(nmse(ref, got), bound + out_round);
   }
 }
@@ -407,7 +408,8 @@ TEST_P(CodecTest, MalformedPacketsAreRejected) {
     return bad;
   };
   EXPECT_TRUE(rejected(p, corrupt(0, 0x00), bytes, n)) << "magic";
-  EXPECT_TRUE(rejected(p, corrupt(4, 2), bytes, n)) << "version";
+  EXPECT_TRUE(rejected(p, corrupt(4, detail::kVersion + 1), bytes, n)) << "version";
+  EXPECT_TRUE(rejected(p, corrupt(4, 1), bytes, n)) << "version 1 (CASQ's former layout)";
   EXPECT_TRUE(rejected(p, corrupt(5, uint8_t(c) == 0 ? 1 : 0), bytes, n)) << "codec";
   EXPECT_TRUE(rejected(p, corrupt(5, 200), bytes, n)) << "unknown codec";
   EXPECT_TRUE(rejected(p, corrupt(6, 7), bytes, n)) << "bits";
@@ -427,9 +429,7 @@ TEST_P(CodecTest, MalformedPacketsAreRejected) {
     EXPECT_TRUE(rejected(q, good, bytes, n)) << "call";
   }
   if (is_casq(c)) {
-    CodecParams q = p;
-    q.casq_buckets = 0.5f;
-    EXPECT_TRUE(rejected(q, good, packet_bytes(q, n), n)) << "bucket budget";
+    EXPECT_TRUE(rejected(p, corrupt(20, 0x55), bytes, n)) << "levels (p1)";
     EXPECT_TRUE(rejected(p, corrupt(sizeof(detail::PacketHeader), 0xff), bytes, n)) << "sizes";
     Packet bad = good;  // a zero-sized table
     std::memset(reinterpret_cast<uint8_t*>(bad.data()) + sizeof(detail::PacketHeader), 0, 4);
