@@ -176,12 +176,22 @@ SCCL_HD_INLINE void q_unpack_record(const uint8_t* rec, size_t cnt, float* v) {
   q_load_values<BITS>(rec + 8, cnt, mn, sc, v);
 }
 
-// The CPU's driver of one block (cnt <= 256 elements from base): encode (in_rec null) or the
-// fused step. The CUDA build runs the same routines one lane per thread (kernels/cuda/); here
-// the loops are flat over the block, so the compiler vectorizes them.
+// A float's bits as an int32 that orders like the float's value (-0 just below +0): the CPU
+// takes a block's min and max of finite values as integer reductions, which vectorize. The map
+// is its own inverse.
+SCCL_HD_INLINE int32_t q_order_key(uint32_t u) {
+  return int32_t(u ^ (uint32_t(int32_t(u) >> 31) & 0x7fffffffu));
+}
+
+// The CPU's driver of one block of cnt elements (cnt <= 256) from base: encode (in_rec null) or
+// the fused step. The CUDA build runs the same routines one lane per thread (kernels/cuda/);
+// here every stage is one flat loop over the block (called with cnt = 256 as a constant for
+// whole blocks), so the compiler vectorizes each. The range is an integer min/max of order keys:
+// the same finite min and max as the warp's float reduction (q_scale's + 0.0f makes the order
+// of -0 and +0 moot, and any non-finite value makes min and scale NaN whatever they were).
 template <uint32_t BITS, int ET>
-SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
-                                 uint32_t k32, uint8_t* out_rec) {
+SCCL_CPU_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
+                                  uint32_t k32, uint8_t* out_rec) {
   float v[kBlock];
   if (in_rec != nullptr) {
     q_unpack_record<BITS>(in_rec, cnt, v);
@@ -191,25 +201,17 @@ SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t ba
     for (size_t j = 0; j < cnt; ++j)
       v[j] = load_elem<ET>(x, base + j);
   }
-  // The block's range in 8 independent accumulators (exact and order-free, as the warp's).
-  float lo[kGroup], hi[kGroup];
-  for (uint32_t k = 0; k < kGroup; ++k) {
-    lo[k] = u2f(0x7f800000u);
-    hi[k] = u2f(0xff800000u);
-  }
-  const size_t full = cnt & ~size_t(kGroup - 1);
-  for (size_t j = 0; j < full; j += kGroup) {
-    for (uint32_t k = 0; k < kGroup; ++k) {
-      lo[k] = v[j + k] < lo[k] ? v[j + k] : lo[k];
-      hi[k] = v[j + k] > hi[k] ? v[j + k] : hi[k];
-    }
-  }
+  int32_t lo = 0x7fffffff, hi = -0x7fffffff - 1;
   uint32_t nonfinite = 0;
-  for (size_t j = 0; j < full; ++j)
-    nonfinite |= uint32_t((f2u(v[j]) & 0x7f800000u) == 0x7f800000u);
-  QRange r = q_range_lane(v + full, uint32_t(cnt - full));
-  for (uint32_t k = 0; k < kGroup; ++k)
-    r = q_range_merge(r, QRange{lo[k], hi[k], nonfinite});
+  for (size_t j = 0; j < cnt; ++j) {
+    const uint32_t u = f2u(v[j]);
+    const int32_t key = q_order_key(u);
+    lo = key < lo ? key : lo;
+    hi = key > hi ? key : hi;
+    nonfinite |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
+  }
+  const QRange r{u2f(uint32_t(q_order_key(uint32_t(lo)))), u2f(uint32_t(q_order_key(uint32_t(hi)))),
+                 nonfinite};
   const QScale s = q_scale<BITS>(r);
   int32_t code[kBlock];
   for (size_t j = 0; j < cnt; ++j)

@@ -16,6 +16,19 @@ namespace sketchccl::kernels {
 
 using namespace detail;  // NOLINT: this file is the detail routines' driver
 
+// The linear codecs' loops are compiled for the baseline x86-64 and for x86-64-v3 (AVX2) and v4
+// (AVX-512), picked once at load time by the CPU (GCC function multi-versioning). Only the
+// vector width differs: no FMA contraction (-ffp-contract=off), the same IEEE operations, so
+// every clone writes the same bytes (tests/unit/kernels/codec_golden_test.cc pins them).
+// -DSCCL_NO_CPU_CLONES builds the baseline alone (to measure it).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(SCCL_NO_CPU_CLONES)
+#define SCCL_CPU_CLONES \
+  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define SCCL_CPU_CLONES
+#endif
+
 namespace {
 
 Status bad(const char* fmt, const char* what) {
@@ -198,7 +211,7 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
 
 // ---- casts -----------------------------------------------------------------------------------
 template <int ET>
-void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
   if (c == CodecId::kNone) {
     const float* a = reinterpret_cast<const float*>(in);
     float* o = reinterpret_cast<float*>(out);
@@ -228,7 +241,7 @@ void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* ou
 }
 
 template <int ET>
-uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
+SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
   if (c == CodecId::kNone) {
     const float* a = reinterpret_cast<const float*>(in);
     return store_all<ET>(y, n, scale, [&](size_t i) { return a[i]; });
@@ -242,18 +255,29 @@ uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scal
 
 // ---- q* --------------------------------------------------------------------------------------
 template <uint32_t BITS, int ET>
-void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+SCCL_CPU_CLONES void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n,
+                           uint8_t* out) {
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const size_t R = q_record_bytes(BITS);
-  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    const size_t cnt = std::min(kBlock, n - base);
-    q_step_block<BITS, ET>(in ? in + blk * R : nullptr, x, base, cnt, q_block_key(key, blk),
-                           out + blk * R);
+  const size_t whole = n / kBlock;
+  // Whole blocks with a constant count (and encode apart from step), so each loop vectorizes.
+  if (in != nullptr) {
+    for (size_t blk = 0; blk < whole; ++blk)
+      q_step_block<BITS, ET>(in + blk * R, x, blk * kBlock, kBlock, q_block_key(key, blk),
+                             out + blk * R);
+  } else {
+    for (size_t blk = 0; blk < whole; ++blk)
+      q_step_block<BITS, ET>(nullptr, x, blk * kBlock, kBlock, q_block_key(key, blk),
+                             out + blk * R);
+  }
+  if (n > whole * kBlock) {
+    q_step_block<BITS, ET>(in ? in + whole * R : nullptr, x, whole * kBlock, n - whole * kBlock,
+                           q_block_key(key, whole), out + whole * R);
   }
 }
 
 template <uint32_t BITS, int ET>
-uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
+SCCL_CPU_CLONES uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
   const size_t R = q_record_bytes(BITS);
   float v[kBlock];
   uint64_t nz = 0;
