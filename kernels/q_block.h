@@ -214,9 +214,11 @@ SCCL_CPU_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t b
                  nonfinite};
   const QScale s = q_scale<BITS>(r);
   int32_t code[kBlock];
-  for (size_t j = 0; j < cnt; ++j)
-    code[j] = q_code<BITS>(v[j], uint32_t(j), k32, s);
-  for (size_t j = cnt; j < kBlock; ++j)
+  // A 32-bit index: the hash's j * constant then steps as a vector add, not 64-bit lanes.
+  const uint32_t m = uint32_t(cnt);
+  for (uint32_t j = 0; j < m; ++j)
+    code[j] = q_code<BITS>(v[j], j, k32, s);
+  for (uint32_t j = m; j < kBlock; ++j)
     code[j] = 0;
   q_store_codes<BITS>(code, kQLanes, out_rec + 8);
   memcpy(out_rec, &s.mn, 4);

@@ -227,15 +227,22 @@ SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_
   const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
   uint16_t* o = reinterpret_cast<uint16_t*>(out);
   // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
+  // Encode and step as separate loops, so that each vectorizes.
   if (c == CodecId::kBf16) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = load_elem<ET>(x, i);
-      o[i] = float_to_bf16(canon_nan(a ? bf16_to_float(a[i]) + v : v));
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + load_elem<ET>(x, i)));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(load_elem<ET>(x, i)));
     }
   } else {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = load_elem<ET>(x, i);
-      o[i] = float_to_half(canon_nan(a ? half_to_float(a[i]) + v : v));
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(half_to_float(a[i]) + load_elem<ET>(x, i)));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(load_elem<ET>(x, i)));
     }
   }
 }
@@ -515,7 +522,8 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
   size_t need = 0;
   SCCL_RETURN_IF_ERROR(check_out(p, n, x, pkt, cap, &need));
   uint8_t* out = static_cast<uint8_t*>(pkt);
-  memset(out, 0, need);
+  // q* writes every byte of its records: no need to clear them first.
+  memset(out, 0, is_quant(p.codec) ? sizeof(PacketHeader) : need);
   put_header(p, n, out);
   uint8_t* body = out + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
@@ -562,13 +570,15 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
     casq_encode_body<0>(p, sum.data(), n, nf.data(), emax, ob);
     return Status::Ok();
   }
-  if (ob != ib) memmove(ob, ib, need);
+  // q* rewrites every record (reading each before writing it, so in may alias out); the casts
+  // leave the padding after the last element, which must come along.
+  if (ob != ib && !is_quant(p.codec)) memmove(ob, ib, need);
   put_header(p, n, ob);  // the producing step's header (q*, casq carry step-specific salts)
   uint8_t* body = ob + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
     if (is_quant(p.codec)) {
-      q_dispatch<ET>(p, body, x, n, body);
+      q_dispatch<ET>(p, ib + sizeof(PacketHeader), x, n, body);
     } else if (p.codec == CodecId::kS2) {
       s2_accumulate<ET>(p, x, n, ob);
     } else {
