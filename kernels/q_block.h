@@ -69,9 +69,15 @@ SCCL_HD_INLINE QScale q_scale(const QRange& r) {
 template <uint32_t BITS>
 SCCL_HD_INLINE int32_t q_code(float v, uint32_t j, uint32_t k32, const QScale& s) {
   constexpr uint32_t L = (1u << BITS) - 1u;
-  float u = (v - s.mn) * s.inv;
-  u = u > 0.0f ? u : 0.0f;  // also maps NaN to 0
-  u = u < float(L) ? u : float(L);
+  const float t = (v - s.mn) * s.inv;
+  // u = t clamped to [0, L], NaN and -0 to +0, on the bits (a mask, a signed max, an unsigned
+  // min: three vector operations on the CPU, where float selects cost several): NaN is masked
+  // to 0, negatives (sign bit set) are below 0 as int32, and non-negative floats order as their
+  // bits.
+  int32_t b = int32_t(f2u(t) & (0u - uint32_t(t == t)));
+  b = b > 0 ? b : 0;
+  const uint32_t ub = uint32_t(b) < f2u(float(L)) ? uint32_t(b) : f2u(float(L));
+  const float u = u2f(ub);
   const int32_t fl = int32_t(u);
   const int32_t c = fl + int32_t(uniform24(k32, j) < u - float(fl));
   return c > int32_t(L) ? int32_t(L) : c;

@@ -13,6 +13,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/codec_common.h"
+#include "kernels/q_block.h"
 
 namespace sketchccl::kernels {
 namespace {
@@ -183,6 +184,40 @@ TEST(CodecGolden, ConversionsMatchTheReference) {
       check(sign | x);
     for (uint64_t x = 0; x < 0x80000000ull; x += 997)
       check(sign | uint32_t(x));
+  }
+}
+
+// q_code as first written (float selects), the reference for its clamp on the bits.
+template <uint32_t BITS>
+int32_t ref_q_code(float v, uint32_t j, uint32_t k32, const detail::QScale& s) {
+  constexpr uint32_t L = (1u << BITS) - 1u;
+  float u = (v - s.mn) * s.inv;
+  u = u > 0.0f ? u : 0.0f;
+  u = u < float(L) ? u : float(L);
+  const int32_t fl = int32_t(u);
+  const int32_t c = fl + int32_t(detail::uniform24(k32, j) < u - float(fl));
+  return c > int32_t(L) ? int32_t(L) : c;
+}
+
+TEST(CodecGolden, QCodeMatchesTheReference) {
+  const float inf = detail::u2f(0x7f800000u);
+  // Scales of real blocks, a subnormal step whose inverse overflows (0 * Inf = NaN), a
+  // non-finite block's NaNs, and the zero range (inv 0).
+  const detail::QScale scales[] = {
+      {-1.5f, 0.01f, 100.0f},       {0.0f, 1e-30f, 1e30f},
+      {0.0f, detail::u2f(1u), inf}, {detail::qnan(), detail::qnan(), 0.0f},
+      {2.0f, 0.0f, 0.0f},           {-3.0e38f, 2.3e36f, 1.0f / 2.3e36f}};
+  uint64_t st = 9;
+  for (const detail::QScale& s : scales) {
+    for (int k = 0; k < 200000; ++k) {
+      st = detail::mix64(st);
+      float v = detail::u2f(uint32_t(st));  // every kind of float, NaNs and Infs included
+      if (k % 3 == 0) v = s.mn + float(int32_t(st >> 40) % 600 - 20) * s.sc * 0.5f;
+      const uint32_t j = uint32_t(k) & 255u, k32 = uint32_t(st >> 32);
+      ASSERT_EQ(detail::q_code<8>(v, j, k32, s), ref_q_code<8>(v, j, k32, s)) << v;
+      ASSERT_EQ(detail::q_code<4>(v, j, k32, s), ref_q_code<4>(v, j, k32, s)) << v;
+      ASSERT_EQ(detail::q_code<2>(v, j, k32, s), ref_q_code<2>(v, j, k32, s)) << v;
+    }
   }
 }
 
