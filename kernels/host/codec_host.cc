@@ -16,15 +16,16 @@ namespace sketchccl::kernels {
 
 using namespace detail;  // NOLINT: this file is the detail routines' driver
 
-// The linear codecs' loops are compiled for the baseline x86-64 and for x86-64-v3 (AVX2) and v4
-// (AVX-512), picked once at load time by the CPU (GCC function multi-versioning). Only the
+// The linear codecs' loops are compiled for the baseline x86-64 and for x86-64-v2 (SSE4.2: 32-bit
+// multiplies and min/max, which the hash and the range need), v3 (AVX2) and v4 (AVX-512),
+// picked once at load time by the CPU (GCC function multi-versioning). Only the
 // vector width differs: no FMA contraction (-ffp-contract=off), the same IEEE operations, so
 // every clone writes the same bytes (tests/unit/kernels/codec_golden_test.cc pins them).
 // -DSCCL_NO_CPU_CLONES builds the baseline alone (to measure it).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
     !defined(SCCL_NO_CPU_CLONES)
 #define SCCL_CPU_CLONES \
-  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+  __attribute__((target_clones("default", "arch=x86-64-v2", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define SCCL_CPU_CLONES
 #endif
