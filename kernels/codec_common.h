@@ -18,6 +18,13 @@
 #define SCCL_HD
 #define SCCL_HD_INLINE inline
 #endif
+// The CPU drivers' per-block routines: always inlined into their loops, so that whole blocks
+// get constant trip counts and each clone of a driver (codec_host.cc) its own vector code.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SCCL_CPU_INLINE inline __attribute__((always_inline))
+#else
+#define SCCL_CPU_INLINE inline
+#endif
 
 namespace sketchccl::kernels::detail {
 
@@ -118,47 +125,43 @@ SCCL_HD_INLINE float canon_nan(float v) {
   return u2f((u & ~nan) | (0x7fc00000u & nan));
 }
 
+// The conversions compute every case and select (no branches), so that the CPU build's loops
+// over them vectorize; tests/unit/kernels/codec_golden_test.cc checks them against the
+// branching versions they replaced, bit for bit.
 SCCL_HD_INLINE float half_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return u2f(sign | 0x7f800000u | (man << 13));  // Inf / NaN
-  if (exp == 0) {
-    if (man == 0) return u2f(sign);
-    // Subnormal: value = man * 2^-24.
-    float v = float(man) * (1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  return u2f(sign | ((exp + 112) << 23) | (man << 13));
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  const uint32_t normal = sign | ((exp + 112u) << 23) | (man << 13);
+  const uint32_t infnan = sign | 0x7f800000u | (man << 13);
+  // Zero and subnormals: man * 2^-24, exact in a float.
+  const uint32_t sub = sign | f2u(float(int32_t(man)) * (1.0f / 16777216.0f));
+  const uint32_t r = exp == 0x1fu ? infnan : normal;
+  return u2f(exp == 0 ? sub : r);
 }
-// Round to nearest even; overflow gives Inf, NaN stays NaN.
+// Round to nearest even; overflow gives Inf, NaN gives the quiet NaN 0x7e00 (with the sign).
 SCCL_HD_INLINE uint16_t float_to_half(float f) {
-  uint32_t x = f2u(f);
-  uint16_t sign = uint16_t((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
-  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: Inf
-  if (ax < 0x38800000u) {                                  // below the smallest normal half
-    if (ax < 0x33000000u) return sign;                     // < 2^-25: rounds to zero
-    uint32_t e = ax >> 23;
-    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e;  // 14..24 for the subnormal range
-    uint32_t r = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1))) r++;
-    return uint16_t(sign | r);
-  }
-  uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);  // round to nearest even at bit 13
-  return uint16_t(sign | ((r >> 13) - (112u << 10)));
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  // Normal halves: round to nearest even at bit 13, then rebias.
+  const uint32_t normal = ((ax + 0xfffu + ((ax >> 13) & 1u)) >> 13) - (112u << 10);
+  // Below the smallest normal half (2^-14): adding 0.5 rounds |f| to a multiple of 2^-24 (the
+  // half's subnormal step) to nearest even in the FPU, leaving that multiple in the low bits.
+  const uint32_t sub = f2u(u2f(ax) + 0.5f) - 0x3f000000u;
+  const uint32_t big = ax > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN; Inf or >= 65520
+  uint32_t r = ax < 0x38800000u ? sub : normal;
+  r = ax >= 0x477ff000u ? big : r;
+  return uint16_t(sign | r);
 }
 SCCL_HD_INLINE float bf16_to_float(uint16_t b) {
   return u2f(uint32_t(b) << 16);
 }
 SCCL_HD_INLINE uint16_t float_to_bf16(float f) {
-  uint32_t x = f2u(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // quiet NaN
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  const uint32_t x = f2u(f);
+  const uint32_t nan = (x >> 16) | 0x40u;  // quiet NaN
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return uint16_t((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 // Calls f(std::integral_constant<int, ET>()) with the element type as a compile-time value, so

@@ -69,9 +69,15 @@ SCCL_HD_INLINE QScale q_scale(const QRange& r) {
 template <uint32_t BITS>
 SCCL_HD_INLINE int32_t q_code(float v, uint32_t j, uint32_t k32, const QScale& s) {
   constexpr uint32_t L = (1u << BITS) - 1u;
-  float u = (v - s.mn) * s.inv;
-  u = u > 0.0f ? u : 0.0f;  // also maps NaN to 0
-  u = u < float(L) ? u : float(L);
+  const float t = (v - s.mn) * s.inv;
+  // u = t clamped to [0, L], NaN and -0 to +0, on the bits (a mask, a signed max, an unsigned
+  // min: three vector operations on the CPU, where float selects cost several): NaN is masked
+  // to 0, negatives (sign bit set) are below 0 as int32, and non-negative floats order as their
+  // bits.
+  int32_t b = int32_t(f2u(t) & (0u - uint32_t(t == t)));
+  b = b > 0 ? b : 0;
+  const uint32_t ub = uint32_t(b) < f2u(float(L)) ? uint32_t(b) : f2u(float(L));
+  const float u = u2f(ub);
   const int32_t fl = int32_t(u);
   const int32_t c = fl + int32_t(uniform24(k32, j) < u - float(fl));
   return c > int32_t(L) ? int32_t(L) : c;
@@ -176,12 +182,22 @@ SCCL_HD_INLINE void q_unpack_record(const uint8_t* rec, size_t cnt, float* v) {
   q_load_values<BITS>(rec + 8, cnt, mn, sc, v);
 }
 
-// The CPU's driver of one block (cnt <= 256 elements from base): encode (in_rec null) or the
-// fused step. The CUDA build runs the same routines one lane per thread (kernels/cuda/); here
-// the loops are flat over the block, so the compiler vectorizes them.
+// A float's bits as an int32 that orders like the float's value (-0 just below +0): the CPU
+// takes a block's min and max of finite values as integer reductions, which vectorize. The map
+// is its own inverse.
+SCCL_HD_INLINE int32_t q_order_key(uint32_t u) {
+  return int32_t(u ^ (uint32_t(int32_t(u) >> 31) & 0x7fffffffu));
+}
+
+// The CPU's driver of one block of cnt elements (cnt <= 256) from base: encode (in_rec null) or
+// the fused step. The CUDA build runs the same routines one lane per thread (kernels/cuda/);
+// here every stage is one flat loop over the block (called with cnt = 256 as a constant for
+// whole blocks), so the compiler vectorizes each. The range is an integer min/max of order keys:
+// the same finite min and max as the warp's float reduction (q_scale's + 0.0f makes the order
+// of -0 and +0 moot, and any non-finite value makes min and scale NaN whatever they were).
 template <uint32_t BITS, int ET>
-SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
-                                 uint32_t k32, uint8_t* out_rec) {
+SCCL_CPU_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
+                                  uint32_t k32, uint8_t* out_rec) {
   float v[kBlock];
   if (in_rec != nullptr) {
     q_unpack_record<BITS>(in_rec, cnt, v);
@@ -191,30 +207,24 @@ SCCL_HD_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t ba
     for (size_t j = 0; j < cnt; ++j)
       v[j] = load_elem<ET>(x, base + j);
   }
-  // The block's range in 8 independent accumulators (exact and order-free, as the warp's).
-  float lo[kGroup], hi[kGroup];
-  for (uint32_t k = 0; k < kGroup; ++k) {
-    lo[k] = u2f(0x7f800000u);
-    hi[k] = u2f(0xff800000u);
-  }
-  const size_t full = cnt & ~size_t(kGroup - 1);
-  for (size_t j = 0; j < full; j += kGroup) {
-    for (uint32_t k = 0; k < kGroup; ++k) {
-      lo[k] = v[j + k] < lo[k] ? v[j + k] : lo[k];
-      hi[k] = v[j + k] > hi[k] ? v[j + k] : hi[k];
-    }
-  }
+  int32_t lo = 0x7fffffff, hi = -0x7fffffff - 1;
   uint32_t nonfinite = 0;
-  for (size_t j = 0; j < full; ++j)
-    nonfinite |= uint32_t((f2u(v[j]) & 0x7f800000u) == 0x7f800000u);
-  QRange r = q_range_lane(v + full, uint32_t(cnt - full));
-  for (uint32_t k = 0; k < kGroup; ++k)
-    r = q_range_merge(r, QRange{lo[k], hi[k], nonfinite});
+  for (size_t j = 0; j < cnt; ++j) {
+    const uint32_t u = f2u(v[j]);
+    const int32_t key = q_order_key(u);
+    lo = key < lo ? key : lo;
+    hi = key > hi ? key : hi;
+    nonfinite |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
+  }
+  const QRange r{u2f(uint32_t(q_order_key(uint32_t(lo)))), u2f(uint32_t(q_order_key(uint32_t(hi)))),
+                 nonfinite};
   const QScale s = q_scale<BITS>(r);
   int32_t code[kBlock];
-  for (size_t j = 0; j < cnt; ++j)
-    code[j] = q_code<BITS>(v[j], uint32_t(j), k32, s);
-  for (size_t j = cnt; j < kBlock; ++j)
+  // A 32-bit index: the hash's j * constant then steps as a vector add, not 64-bit lanes.
+  const uint32_t m = uint32_t(cnt);
+  for (uint32_t j = 0; j < m; ++j)
+    code[j] = q_code<BITS>(v[j], j, k32, s);
+  for (uint32_t j = m; j < kBlock; ++j)
     code[j] = 0;
   q_store_codes<BITS>(code, kQLanes, out_rec + 8);
   memcpy(out_rec, &s.mn, 4);

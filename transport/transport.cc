@@ -18,7 +18,8 @@ TransportOptions::TransportOptions(const Config& cfg)
     : kind(cfg.get_string(Var::kTransport)),
       timeout_s(cfg.get_double(Var::kTimeout)),
       ifname(cfg.get_string(Var::kSocketIfname)),
-      max_unexpected_bytes(cfg.get_size(Var::kSocketBufferLimit)) {}
+      max_unexpected_bytes(cfg.get_size(Var::kSocketBufferLimit)),
+      wait(cfg.get_string(Var::kWait)) {}
 
 TransportOptions TransportOptions::from_config(int rank, int nranks) {
   TransportOptions o(Config::global());

@@ -28,6 +28,7 @@ struct TransportOptions {
   // Socket transport: most bytes held for messages that arrived before their receive was posted
   // (SKETCHCCL_SOCKET_BUFFER_LIMIT); a peer sending more fails.
   uint64_t max_unexpected_bytes;
+  std::string wait;  // SKETCHCCL_WAIT: auto | block | spin (whether wait_for_events blocks)
 
   TransportOptions() : TransportOptions(Config::defaults()) {}
   explicit TransportOptions(const Config& cfg);
@@ -58,6 +59,16 @@ class Transport {
   virtual Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) = 0;
   // Drives communication; called by the owning (proxy) thread only.
   virtual Status progress() = 0;
+  // Whether wait_for_events can sleep until there is something to progress (SKETCHCCL_WAIT and
+  // what the transport supports); without it, callers poll progress() and yield.
+  virtual bool can_block() const { return false; }
+  // Sleeps until progress() may have work (data arrived, a socket can take more, a connection
+  // or hang-up) or max_s seconds passed, whichever comes first; returns at once where
+  // can_block() is false. Owning thread only; callers keep their own abort and timeout checks.
+  virtual Status wait_for_events(double max_s) {
+    (void)max_s;
+    return Status::Ok();
+  }
   // *done = true once complete (and the request is released); a failed request returns its
   // error (peer gone: kRemoteError; timeout: kRemoteError naming the peer). *bytes = received.
   virtual Status test(RequestId id, bool* done, size_t* bytes) = 0;

@@ -16,6 +16,20 @@ namespace sketchccl::kernels {
 
 using namespace detail;  // NOLINT: this file is the detail routines' driver
 
+// The linear codecs' loops are compiled for the baseline x86-64 and for x86-64-v2 (SSE4.2: 32-bit
+// multiplies and min/max, which the hash and the range need), v3 (AVX2) and v4 (AVX-512),
+// picked once at load time by the CPU (GCC function multi-versioning). Only the
+// vector width differs: no FMA contraction (-ffp-contract=off), the same IEEE operations, so
+// every clone writes the same bytes (tests/unit/kernels/codec_golden_test.cc pins them).
+// -DSCCL_NO_CPU_CLONES builds the baseline alone (to measure it).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(SCCL_NO_CPU_CLONES)
+#define SCCL_CPU_CLONES \
+  __attribute__((target_clones("default", "arch=x86-64-v2", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define SCCL_CPU_CLONES
+#endif
+
 namespace {
 
 Status bad(const char* fmt, const char* what) {
@@ -198,7 +212,7 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
 
 // ---- casts -----------------------------------------------------------------------------------
 template <int ET>
-void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
   if (c == CodecId::kNone) {
     const float* a = reinterpret_cast<const float*>(in);
     float* o = reinterpret_cast<float*>(out);
@@ -214,21 +228,28 @@ void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* ou
   const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
   uint16_t* o = reinterpret_cast<uint16_t*>(out);
   // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
+  // Encode and step as separate loops, so that each vectorizes.
   if (c == CodecId::kBf16) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = load_elem<ET>(x, i);
-      o[i] = float_to_bf16(canon_nan(a ? bf16_to_float(a[i]) + v : v));
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + load_elem<ET>(x, i)));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(load_elem<ET>(x, i)));
     }
   } else {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = load_elem<ET>(x, i);
-      o[i] = float_to_half(canon_nan(a ? half_to_float(a[i]) + v : v));
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(half_to_float(a[i]) + load_elem<ET>(x, i)));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(load_elem<ET>(x, i)));
     }
   }
 }
 
 template <int ET>
-uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
+SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
   if (c == CodecId::kNone) {
     const float* a = reinterpret_cast<const float*>(in);
     return store_all<ET>(y, n, scale, [&](size_t i) { return a[i]; });
@@ -242,18 +263,29 @@ uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scal
 
 // ---- q* --------------------------------------------------------------------------------------
 template <uint32_t BITS, int ET>
-void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+SCCL_CPU_CLONES void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n,
+                           uint8_t* out) {
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const size_t R = q_record_bytes(BITS);
-  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    const size_t cnt = std::min(kBlock, n - base);
-    q_step_block<BITS, ET>(in ? in + blk * R : nullptr, x, base, cnt, q_block_key(key, blk),
-                           out + blk * R);
+  const size_t whole = n / kBlock;
+  // Whole blocks with a constant count (and encode apart from step), so each loop vectorizes.
+  if (in != nullptr) {
+    for (size_t blk = 0; blk < whole; ++blk)
+      q_step_block<BITS, ET>(in + blk * R, x, blk * kBlock, kBlock, q_block_key(key, blk),
+                             out + blk * R);
+  } else {
+    for (size_t blk = 0; blk < whole; ++blk)
+      q_step_block<BITS, ET>(nullptr, x, blk * kBlock, kBlock, q_block_key(key, blk),
+                             out + blk * R);
+  }
+  if (n > whole * kBlock) {
+    q_step_block<BITS, ET>(in ? in + whole * R : nullptr, x, whole * kBlock, n - whole * kBlock,
+                           q_block_key(key, whole), out + whole * R);
   }
 }
 
 template <uint32_t BITS, int ET>
-uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
+SCCL_CPU_CLONES uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
   const size_t R = q_record_bytes(BITS);
   float v[kBlock];
   uint64_t nz = 0;
@@ -593,7 +625,8 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
   size_t need = 0;
   SCCL_RETURN_IF_ERROR(check_out(p, n, x, pkt, cap, &need));
   uint8_t* out = static_cast<uint8_t*>(pkt);
-  memset(out, 0, need);
+  // q* writes every byte of its records: no need to clear them first.
+  memset(out, 0, is_quant(p.codec) ? sizeof(PacketHeader) : need);
   put_header(p, n, out);
   uint8_t* body = out + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
@@ -653,13 +686,15 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
     casq_encode_body<0>(p, ps, n, nf.data(), scales.data(), ob);
     return Status::Ok();
   }
-  if (ob != ib) memmove(ob, ib, need);
+  // q* rewrites every record (reading each before writing it, so in may alias out); the casts
+  // leave the padding after the last element, which must come along.
+  if (ob != ib && !is_quant(p.codec)) memmove(ob, ib, need);
   put_header(p, n, ob);  // the producing step's header (q*, casq carry step-specific salts)
   uint8_t* body = ob + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
     if (is_quant(p.codec)) {
-      q_dispatch<ET>(p, body, x, n, body);
+      q_dispatch<ET>(p, ib + sizeof(PacketHeader), x, n, body);
     } else if (p.codec == CodecId::kS2) {
       s2_accumulate<ET>(p, x, n, ob);
     } else {

@@ -17,6 +17,9 @@ namespace sketchccl::coll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// Longest single sleep in the transport while waiting for a peer (SKETCHCCL_WAIT=block): how
+// late an abort, a timeout or finished codec work elsewhere can be noticed.
+constexpr double kBlockingWaitS = 0.002;
 using transport::RequestId;
 
 int mod(int a, int p) {
@@ -265,6 +268,14 @@ class RingRun {
         idle = 0;
         continue;
       }
+      if (link_.transport->can_block() && !codec_pending(lanes)) {
+        // Only a peer can move this rank on: sleep in the transport until its bytes come (or a
+        // send can go on) instead of polling, leaving the core to ranks with codec work.
+        SCCL_RETURN_IF_ERROR(link_.transport->wait_for_events(kBlockingWaitS));
+        double waited = std::chrono::duration<double>(Clock::now() - last_progress).count();
+        if (waited > link_.timeout_s) return timeout_error(lanes);
+        continue;
+      }
       if (++idle > 256) {
         // Many ranks may share few cores: let them run.
         if (idle > 4096)
@@ -276,6 +287,13 @@ class RingRun {
       }
     }
     return Status::Ok();
+  }
+
+  static bool codec_pending(const std::vector<Lane>& lanes) {
+    for (const Lane& lane : lanes) {
+      if (lane.j >= 0 && lane.ticket != 0) return true;
+    }
+    return false;
   }
 
   size_t idx(int c, int j) const {
@@ -642,7 +660,11 @@ Status ring_allgather_small(const RingLink& link, const void* mine, size_t bytes
                       "rank %d timed out after %.1f s in a small exchange (phase %d)", link.rank,
                       link.timeout_s, static_cast<int>(link.phase));
       }
-      std::this_thread::yield();
+      if (link.transport->can_block()) {
+        SCCL_RETURN_IF_ERROR(link.transport->wait_for_events(kBlockingWaitS));
+      } else {
+        std::this_thread::yield();
+      }
     }
   };
   // Step s forwards the block of rank (rank - s) to the right.

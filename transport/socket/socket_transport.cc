@@ -222,21 +222,45 @@ class SocketTransport final : public Transport {
     return Status::Ok();
   }
 
-  Status progress() override {
-    if (closed_) return Status::Ok();
-    std::vector<pollfd> fds;
-    fds.push_back({listener_.get(), POLLIN, 0});
+  // The fds progress() serves: listener, pending hellos, then live peers (their ranks in
+  // peer_of), each with the events it waits for.
+  void poll_set(std::vector<pollfd>* fds, std::vector<int>* peer_of) const {
+    fds->clear();
+    fds->push_back({listener_.get(), POLLIN, 0});
     for (const Pending& pd : pending_)
-      fds.push_back({pd.fd.get(), POLLIN, 0});
-    std::vector<int> peer_of;
+      fds->push_back({pd.fd.get(), POLLIN, 0});
+    if (peer_of) peer_of->clear();
     for (int i = 0; i < opts_.nranks; ++i) {
-      Peer& p = peers_[i];
+      const Peer& p = peers_[i];
       if (!p.fd.valid() || p.failed) continue;
       short ev = POLLIN;
       if (!p.sendq.empty()) ev |= POLLOUT;
-      fds.push_back({p.fd.get(), ev, 0});
-      peer_of.push_back(i);
+      fds->push_back({p.fd.get(), ev, 0});
+      if (peer_of) peer_of->push_back(i);
     }
+  }
+
+  bool can_block() const override { return opts_.wait != "spin"; }
+
+  Status wait_for_events(double max_s) override {
+    if (closed_ || !can_block() || !(max_s > 0)) return Status::Ok();
+    std::vector<pollfd> fds;
+    poll_set(&fds, nullptr);
+    const double s = max_s < 1.0 ? max_s : 1.0;
+    timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = long(s * 1e9);
+    if (::ppoll(fds.data(), fds.size(), &ts, nullptr) < 0 && errno != EINTR) {
+      return errorf(Code::kSystemError, "socket transport: poll failed: %s", std::strerror(errno));
+    }
+    return Status::Ok();  // progress() reads what woke it
+  }
+
+  Status progress() override {
+    if (closed_) return Status::Ok();
+    std::vector<pollfd> fds;
+    std::vector<int> peer_of;
+    poll_set(&fds, &peer_of);
     int n = ::poll(fds.data(), fds.size(), 0);
     if (n < 0 && errno != EINTR) {
       return errorf(Code::kSystemError, "socket transport: poll failed: %s", std::strerror(errno));
