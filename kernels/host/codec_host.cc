@@ -403,8 +403,10 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
     memcpy(out + L.sizes_off + 4 * c, &one, 4);
   }
   memcpy(out + L.table_off, lvl, 4 * K);
-  if (n > 0) memcpy(out + L.nf_off, nf, nf_words(n) * 8);
-  memcpy(out + L.scales_off, scales, div_up(n, kBlock) * 4);
+  if (n > 0) {  // an empty slice has no mask and no scales (null pointers)
+    memcpy(out + L.nf_off, nf, nf_words(n) * 8);
+    memcpy(out + L.scales_off, scales, div_up(n, kBlock) * 4);
+  }
   uint8_t* codes = out + L.codes_off;
   // Per block: the codes in a flat loop over its values (vectorisable: selects, a 32-bit hash,
   // one division), then packed by groups of 8.

@@ -71,7 +71,12 @@ double expected_rows(size_t count, const SupportHistory& h) {
   const double rows_total = std::ceil(static_cast<double>(count) / kRowElems);
   if (h.rows > 0 || h.nonzeros == 0 || count == 0) return static_cast<double>(h.rows);
   const double d = std::min(1.0, static_cast<double>(h.nonzeros) / static_cast<double>(count));
-  return rows_total * (1.0 - std::pow(1.0 - d, static_cast<double>(kRowElems)));
+  // (1 - d)^64 by squaring: no pow(), whose glibc 2.29 version a -Dportable build cannot bind.
+  static_assert(kRowElems == 64, "six squarings make the 64th power");
+  double empty = 1.0 - d;
+  for (int i = 0; i < 6; ++i)
+    empty *= empty;
+  return rows_total * (1.0 - empty);
 }
 
 WireEstimate estimate_wire(const CostModelParams& p, const SupportHistory& h) {
