@@ -25,6 +25,13 @@
 #else
 #define SCCL_CPU_INLINE inline
 #endif
+// The element conversions and bit casts, tiny and called inside every vector loop: always
+// inlined, so that no clone of a CPU loop calls an out-of-line baseline copy.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SCCL_HD_TINY inline __attribute__((always_inline))
+#else
+#define SCCL_HD_TINY SCCL_HD_INLINE
+#endif
 
 namespace sketchccl::kernels::detail {
 
@@ -97,20 +104,20 @@ SCCL_HD_INLINE uint32_t fastrange(uint32_t h, uint32_t m) {
 
 // ---- float formats
 // -------------------------------------------------------------------------------
-SCCL_HD_INLINE uint32_t f2u(float f) {
+SCCL_HD_TINY uint32_t f2u(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   return u;
 }
-SCCL_HD_INLINE float u2f(uint32_t u) {
+SCCL_HD_TINY float u2f(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
 }
-SCCL_HD_INLINE bool is_finite(float f) {
+SCCL_HD_TINY bool is_finite(float f) {
   return (f2u(f) & 0x7f800000u) != 0x7f800000u;
 }
-SCCL_HD_INLINE float qnan() {
+SCCL_HD_TINY float qnan() {
   return u2f(0x7fc00000u);
 }
 // Any NaN as qnan(). Arithmetic producing NaN gives 0x7fffffff on the GPU, but keeps a NaN
@@ -118,7 +125,7 @@ SCCL_HD_INLINE float qnan() {
 // encode and step pass their values through this, and q*/CASQ/s2 store the constant. Decoding
 // on x86 then needs no fix-up (qnan() times a finite scale stays qnan()); the GPU's decode
 // kernels apply it to every output.
-SCCL_HD_INLINE float canon_nan(float v) {
+SCCL_HD_TINY float canon_nan(float v) {
   // Branch-free (a mask, not a select), so that the CPU build's loops still vectorize.
   const uint32_t u = f2u(v);
   const uint32_t nan = 0u - uint32_t((u & 0x7fffffffu) > 0x7f800000u);
@@ -128,7 +135,7 @@ SCCL_HD_INLINE float canon_nan(float v) {
 // The conversions compute every case and select (no branches), so that the CPU build's loops
 // over them vectorize; tests/unit/kernels/codec_golden_test.cc checks them against the
 // branching versions they replaced, bit for bit.
-SCCL_HD_INLINE float half_to_float(uint16_t h) {
+SCCL_HD_TINY float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t man = h & 0x3ffu;
@@ -140,7 +147,7 @@ SCCL_HD_INLINE float half_to_float(uint16_t h) {
   return u2f(exp == 0 ? sub : r);
 }
 // Round to nearest even; overflow gives Inf, NaN gives the quiet NaN 0x7e00 (with the sign).
-SCCL_HD_INLINE uint16_t float_to_half(float f) {
+SCCL_HD_TINY uint16_t float_to_half(float f) {
   const uint32_t x = f2u(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
@@ -154,10 +161,10 @@ SCCL_HD_INLINE uint16_t float_to_half(float f) {
   r = ax >= 0x477ff000u ? big : r;
   return uint16_t(sign | r);
 }
-SCCL_HD_INLINE float bf16_to_float(uint16_t b) {
+SCCL_HD_TINY float bf16_to_float(uint16_t b) {
   return u2f(uint32_t(b) << 16);
 }
-SCCL_HD_INLINE uint16_t float_to_bf16(float f) {
+SCCL_HD_TINY uint16_t float_to_bf16(float f) {
   const uint32_t x = f2u(f);
   const uint32_t nan = (x >> 16) | 0x40u;  // quiet NaN
   const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
@@ -184,7 +191,7 @@ inline bool for_elem_type(ElemType t, F&& f) {
 
 // Typed element access; ET is an ElemType value.
 template <int ET>
-SCCL_HD_INLINE float load_elem(const void* x, size_t i) {
+SCCL_HD_TINY float load_elem(const void* x, size_t i) {
   if constexpr (ET == int(ElemType::kF32)) {
     return static_cast<const float*>(x)[i];
   } else if constexpr (ET == int(ElemType::kF16)) {
@@ -194,7 +201,7 @@ SCCL_HD_INLINE float load_elem(const void* x, size_t i) {
   }
 }
 template <int ET>
-SCCL_HD_INLINE void store_elem(void* y, size_t i, float v) {
+SCCL_HD_TINY void store_elem(void* y, size_t i, float v) {
   if constexpr (ET == int(ElemType::kF32)) {
     static_cast<float*>(y)[i] = v;
   } else if constexpr (ET == int(ElemType::kF16)) {
