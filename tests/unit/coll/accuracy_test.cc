@@ -10,15 +10,12 @@
 #include <cstdio>
 #include <list>
 #include <map>
-#include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "coll/allreduce.h"
-#include "loopback_ranks.h"
-#include "transport/transport.h"
+#include "engine_ranks.h"
 #include "warn_guard.h"
 
 namespace sketchccl::coll {
@@ -26,6 +23,7 @@ namespace {
 
 using kernels::CodecId;
 using testutil::AllowWarnings;
+using testutil::EngineRanks;
 
 size_t popcount(const std::vector<uint64_t>& bits) {
   size_t n = 0;
@@ -115,57 +113,6 @@ TEST(AccuracyStats, JsonHasMeanAndWorstPerCodec) {
   EXPECT_EQ(j.substr(none, q4 - none).find("estimated"), std::string::npos) << j;
 }
 
-// P ranks, each an engine on its own thread, over loopback sockets.
-class EngineRanks {
- public:
-  EngineRanks(int p, const Settings& s) : p_(p), t_(testutil::loopback_transports(p, 30)) {
-    for (int r = 0; r < p; ++r)
-      engines_.push_back(std::make_unique<AllReduceEngine>(s, p));
-  }
-  // One AllReduce (sum, fp32) of x[r] into y[r] on every rank, as call `call`; `scatter`: a
-  // ReduceScatter, y[r] holding rank r's chunk.
-  void allreduce(uint32_t call, const std::vector<std::vector<float>>& x,
-                 std::vector<std::vector<float>>* y, bool scatter = false) {
-    std::vector<const float*> send;
-    std::vector<float*> recv;
-    for (int r = 0; r < p_; ++r) {
-      send.push_back(x[r].data());
-      recv.push_back((*y)[r].data());
-    }
-    allreduce(call, send, recv, x[0].size(), scatter);
-  }
-  // The same with each rank's buffers named by address (a test may reuse one on some rank).
-  void allreduce(uint32_t call, const std::vector<const float*>& send,
-                 const std::vector<float*>& recv, size_t count, bool scatter = false) {
-    std::vector<std::thread> th;
-    for (int r = 0; r < p_; ++r) {
-      th.emplace_back([&, r] {
-        RingLink link;
-        link.transport = t_[r].get();
-        link.rank = r;
-        link.nranks = p_;
-        link.timeout_s = 30;
-        link.op_seq = call;
-        AllReduceArgs a;
-        a.send = send[r];
-        a.recv = recv[r];
-        a.count = count;
-        a.scatter = scatter;
-        Status st = engines_[r]->run(link, a);
-        EXPECT_TRUE(st.ok()) << st.to_string();
-      });
-    }
-    for (auto& t : th)
-      t.join();
-  }
-  AllReduceEngine& engine(int r) { return *engines_[r]; }
-
- private:
-  int p_;
-  std::vector<std::unique_ptr<transport::Transport>> t_;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines_;
-};
-
 enum class Data { kGauss, kLaplace, kSparse };
 
 void fill(Data d, uint64_t seed, std::vector<float>* x) {
@@ -229,7 +176,7 @@ TEST(AccuracyEngine, EstimateWithinTwiceTheTrueNmseAndTheSameOnEveryRank) {
     // s2 keeps its losses (the repair, SKETCHCCL_S2_REPAIR, would make every call exact).
     s.s2_repair = false;
     s.s2_budget = 0.5;  // s2: too few counters for any of these (s2 is exact when it has enough)
-    EngineRanks ranks(p, s);
+    EngineRanks ranks(p, s, 30);
     std::vector<double> before(p, 0);
     uint32_t call = 0;
     double lo = 1e300, hi = 0;  // estimate / true, for docs/engine.md
@@ -242,7 +189,7 @@ TEST(AccuracyEngine, EstimateWithinTwiceTheTrueNmseAndTheSameOnEveryRank) {
         std::vector<std::vector<float>>& x = inputs.emplace_back(p, std::vector<float>(count));
         for (int r = 0; r < p; ++r)
           fill(d, seed * 1000 + r, &x[r]);
-        ranks.allreduce(++call, x, &y);
+        ranks.run(++call, x, &y);
         const double want = true_nmse(x, y[0]);
         const double est = agreed_estimate(ranks, p, codec, &before);
         SCOPED_TRACE(::testing::Message()
@@ -272,7 +219,7 @@ TEST(AccuracyEngine, ReduceScatterEstimateIsTheWholeCallsOnEveryRank) {
     Settings s;
     s.auto_codec = false;
     s.codec = codec;
-    EngineRanks ranks(p, s);
+    EngineRanks ranks(p, s, 30);
     std::vector<double> before(p, 0);
     uint32_t call = 0;
     for (Data d : {Data::kGauss, Data::kLaplace}) {
@@ -281,7 +228,7 @@ TEST(AccuracyEngine, ReduceScatterEstimateIsTheWholeCallsOnEveryRank) {
         std::vector<std::vector<float>> y(p, std::vector<float>(count / p));
         for (int r = 0; r < p; ++r)
           fill(d, seed * 1000 + r, &x[r]);
-        ranks.allreduce(++call, x, &y, /*scatter=*/true);
+        ranks.run(++call, x, &y, /*scatter=*/true);
         std::vector<float> whole;
         for (const auto& chunk : y)
           whole.insert(whole.end(), chunk.begin(), chunk.end());
@@ -305,7 +252,7 @@ std::vector<std::string> guarded_q2_run(double bound, int calls, double* last_nm
   s.auto_codec = false;
   s.codec = CodecId::kQ2;
   s.max_nmse = bound;
-  EngineRanks ranks(p, s);
+  EngineRanks ranks(p, s, 30);
   std::vector<std::vector<float>> x(p, std::vector<float>(count)), y = x;
   std::vector<std::string> codecs;
   for (int c = 1; c <= calls; ++c) {
@@ -316,7 +263,7 @@ std::vector<std::string> guarded_q2_run(double bound, int calls, double* last_nm
       for (const auto& [name, cs] : ranks.engine(r).stats().by_codec)
         calls_before[r][name] = cs.calls;
     }
-    ranks.allreduce(static_cast<uint32_t>(c), x, &y);
+    ranks.run(static_cast<uint32_t>(c), x, &y);
     std::vector<std::string> ran(p);
     for (int r = 0; r < p; ++r) {
       for (const auto& [name, cs] : ranks.engine(r).stats().by_codec) {
@@ -360,7 +307,7 @@ TEST(AccuracyEngine, AnAddressReusedOnOneRankRunsExactAndTheRanksAgreeAgain) {
   Settings s;
   s.auto_codec = true;
   s.dense_codec = CodecId::kQ8;
-  EngineRanks ranks(p, s);
+  EngineRanks ranks(p, s, 30);
   std::vector<std::vector<float>> a(p, std::vector<float>(count)), b = a, y = a;
   for (int r = 0; r < p; ++r) {
     fill(Data::kGauss, 10 + r, &a[r]);
@@ -373,10 +320,10 @@ TEST(AccuracyEngine, AnAddressReusedOnOneRankRunsExactAndTheRanksAgreeAgain) {
     in_b.push_back(r == 0 ? a[r].data() : b[r].data());  // rank 0: tensor b at a's address
     out.push_back(y[r].data());
   }
-  ranks.allreduce(1, in_a, out, count);
+  ranks.run(1, in_a, out, count);
   a[0] = b[0];  // rank 0's second tensor, in the first one's memory
   for (uint32_t call = 2; call <= 3; ++call) {
-    ranks.allreduce(call, in_b, out, count);
+    ranks.run(call, in_b, out, count);
     std::vector<float> exact(count, 0.0f);
     for (int r = 0; r < p; ++r) {
       EXPECT_EQ(y[r], y[0]) << "call " << call << " rank " << r;

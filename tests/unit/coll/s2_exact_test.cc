@@ -9,70 +9,23 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "coll/allreduce.h"
 #include "coll/s2_repair.h"
+#include "engine_ranks.h"
 #include "kernels/codec_common.h"
-#include "loopback_ranks.h"
-#include "transport/transport.h"
 
 namespace sketchccl::coll {
 namespace {
 
 using kernels::CodecId;
+using testutil::EngineRanks;
 
 constexpr int kRanks = 4;
 constexpr size_t kCount = size_t(1) << 20;
 constexpr size_t kRow = 64;
-
-class Ranks {
- public:
-  Ranks(int p, const Settings& s) : p_(p), t_(testutil::loopback_transports(p, 60)) {
-    for (int r = 0; r < p; ++r)
-      engines_.push_back(std::make_unique<AllReduceEngine>(s, p));
-  }
-  void run(uint32_t call, const std::vector<const float*>& send, const std::vector<float*>& recv,
-           size_t count, bool scatter) {
-    std::vector<const void*> s(send.begin(), send.end());
-    std::vector<void*> r(recv.begin(), recv.end());
-    run(call, s, r, count, scatter, kernels::ElemType::kF32, false);
-  }
-  void run(uint32_t call, const std::vector<const void*>& send, const std::vector<void*>& recv,
-           size_t count, bool scatter, kernels::ElemType type, bool avg) {
-    std::vector<std::thread> th;
-    for (int r = 0; r < p_; ++r) {
-      th.emplace_back([&, r] {
-        RingLink link;
-        link.transport = t_[r].get();
-        link.rank = r;
-        link.nranks = p_;
-        link.timeout_s = 60;
-        link.op_seq = call;
-        AllReduceArgs a;
-        a.send = send[r];
-        a.recv = recv[r];
-        a.count = count;
-        a.scatter = scatter;
-        a.type = type;
-        a.avg = avg;
-        Status st = engines_[r]->run(link, a);
-        EXPECT_TRUE(st.ok()) << st.to_string();
-      });
-    }
-    for (auto& t : th)
-      t.join();
-  }
-  const CodecStats& s2(int r) { return engines_[r]->stats().by_codec["s2"]; }
-
- private:
-  int p_;
-  std::vector<std::unique_ptr<transport::Transport>> t_;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines_;
-};
 
 // Rank r's gradient of call `call`: 1% of the rows, half of them from rows every rank draws from
 // (so the ranks' supports partly overlap), 64 contiguous Gaussian values each. `same_rows`: the
@@ -137,10 +90,23 @@ Settings s2_settings(bool repair) {
   return s;
 }
 
+const CodecStats& s2_stats(EngineRanks& ranks, int r) {
+  return ranks.stats(r, CodecId::kS2);
+}
+
+// Call `call` with new rows: each rank's embedding gradient into x[r], reduced into y[r] (each
+// rank's chunk of it, `scatter`).
+void run_new_rows(EngineRanks& ranks, int call, std::vector<std::vector<float>>* x,
+                  std::vector<std::vector<float>>* y, bool scatter) {
+  for (int r = 0; r < kRanks; ++r)
+    embedding_gradient(r, call, false, &(*x)[r]);
+  ranks.run(static_cast<uint32_t>(call), *x, y, scatter);
+}
+
 // The case: three calls on one buffer, each exact to fp32 summation order on every rank.
 // `repair` false: the per-slice budget alone (figures only, no checks).
 void clustered_allreduce(bool in_place, bool same_rows, bool repair = true) {
-  Ranks ranks(kRanks, s2_settings(repair));
+  EngineRanks ranks(kRanks, s2_settings(repair), 60);
   std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
   std::vector<std::vector<float>> y(kRanks, std::vector<float>(kCount));
   std::vector<std::vector<float>> ref(kRanks);
@@ -155,9 +121,9 @@ void clustered_allreduce(bool in_place, bool same_rows, bool repair = true) {
       send.push_back(in_place ? y[r].data() : x[r].data());
       recv.push_back(y[r].data());
     }
-    ranks.run(static_cast<uint32_t>(call), send, recv, kCount, false);
+    ranks.run(static_cast<uint32_t>(call), send, recv, kCount);
     const Error e = error_of(ref, y[0].data(), 0, kCount);
-    const CodecStats& c = ranks.s2(0);
+    const CodecStats& c = s2_stats(ranks, 0);
     auto delta = [](uint64_t now, uint64_t was) {
       return static_cast<unsigned long long>(now - was);
     };
@@ -177,7 +143,7 @@ void clustered_allreduce(bool in_place, bool same_rows, bool repair = true) {
     expect_same_bits(y, kCount);
   }
   for (int r = 1; r < kRanks; ++r)
-    EXPECT_EQ(ranks.s2(r).s2_repaired, ranks.s2(0).s2_repaired);
+    EXPECT_EQ(s2_stats(ranks, r).s2_repaired, s2_stats(ranks, 0).s2_repaired);
 }
 
 TEST(S2Exact, ClusteredSupportIsExactOnEveryCallAndRank) {
@@ -201,30 +167,23 @@ TEST(S2Exact, ABudgetFarBelowThePeelingThresholdIsStillExact) {
   Settings s = s2_settings(true);
   s.s2_budget = 0.04;  // ~0.9 counters per union non-zero on the first call
   s.s2_counters_per_nz = 0.9;
-  Ranks ranks(kRanks, s);
+  EngineRanks ranks(kRanks, s, 60);
   std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
   std::vector<std::vector<float>> y(kRanks, std::vector<float>(kCount));
   for (int call = 1; call <= 2; ++call) {
-    std::vector<const float*> send;
-    std::vector<float*> recv;
-    for (int r = 0; r < kRanks; ++r) {
-      embedding_gradient(r, call, false, &x[r]);
-      send.push_back(x[r].data());
-      recv.push_back(y[r].data());
-    }
-    ranks.run(static_cast<uint32_t>(call), send, recv, kCount, false);
+    run_new_rows(ranks, call, &x, &y, false);
     const Error e = error_of(x, y[0].data(), 0, kCount);
     EXPECT_EQ(e.beyond_rounding, 0u) << "call " << call;
     expect_same_bits(y, kCount);
   }
-  EXPECT_GT(ranks.s2(0).s2_repaired, 1000u);
+  EXPECT_GT(s2_stats(ranks, 0).s2_repaired, 1000u);
   std::printf(
       "[ info ] 0.9 counters per non-zero: repaired %llu of %llu, repair bytes %llu of "
       "%llu sent\n",
-      static_cast<unsigned long long>(ranks.s2(0).s2_repaired),
-      static_cast<unsigned long long>(ranks.s2(0).s2_nonzeros),
-      static_cast<unsigned long long>(ranks.s2(0).s2_repair_bytes_sent),
-      static_cast<unsigned long long>(ranks.s2(0).bytes_sent));
+      static_cast<unsigned long long>(s2_stats(ranks, 0).s2_repaired),
+      static_cast<unsigned long long>(s2_stats(ranks, 0).s2_nonzeros),
+      static_cast<unsigned long long>(s2_stats(ranks, 0).s2_repair_bytes_sent),
+      static_cast<unsigned long long>(s2_stats(ranks, 0).bytes_sent));
 }
 
 // bf16, ncclAvg, in place, thin sketches: the repaired values go through the element type and the
@@ -232,7 +191,7 @@ TEST(S2Exact, ABudgetFarBelowThePeelingThresholdIsStillExact) {
 TEST(S2Exact, Bf16AverageInPlaceIsExact) {
   Settings s = s2_settings(true);
   s.s2_budget = 0.04;
-  Ranks ranks(kRanks, s);
+  EngineRanks ranks(kRanks, s, 60);
   std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
   std::vector<std::vector<uint16_t>> buf(kRanks, std::vector<uint16_t>(kCount));
   std::vector<const void*> send;
@@ -261,7 +220,7 @@ TEST(S2Exact, Bf16AverageInPlaceIsExact) {
   EXPECT_EQ(off, 0u);
   for (int r = 1; r < kRanks; ++r)
     EXPECT_EQ(buf[r], buf[0]) << "rank " << r;
-  EXPECT_GT(ranks.s2(0).s2_repaired, 0u);
+  EXPECT_GT(s2_stats(ranks, 0).s2_repaired, 0u);
 }
 
 // A ReduceScatter: each rank knows its chunk's unresolved positions; they are gathered and
@@ -269,27 +228,20 @@ TEST(S2Exact, Bf16AverageInPlaceIsExact) {
 TEST(S2Exact, ReduceScatterIsExactOnEveryChunk) {
   Settings s = s2_settings(true);
   s.s2_budget = 0.04;
-  Ranks ranks(kRanks, s);
+  EngineRanks ranks(kRanks, s, 60);
   const size_t rc = kCount / kRanks;
   std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
   std::vector<std::vector<float>> y(kRanks, std::vector<float>(rc));
   for (int call = 1; call <= 2; ++call) {
-    std::vector<const float*> send;
-    std::vector<float*> recv;
-    for (int r = 0; r < kRanks; ++r) {
-      embedding_gradient(r, call, false, &x[r]);
-      send.push_back(x[r].data());
-      recv.push_back(y[r].data());
-    }
-    ranks.run(static_cast<uint32_t>(call), send, recv, kCount, true);
+    run_new_rows(ranks, call, &x, &y, true);
     for (int r = 0; r < kRanks; ++r) {
       const Error e = error_of(x, y[r].data(), static_cast<size_t>(r) * rc, rc);
       EXPECT_EQ(e.beyond_rounding, 0u) << "call " << call << " rank " << r;
     }
   }
-  EXPECT_GT(ranks.s2(0).s2_repaired, 0u);
+  EXPECT_GT(s2_stats(ranks, 0).s2_repaired, 0u);
   for (int r = 1; r < kRanks; ++r)
-    EXPECT_EQ(ranks.s2(r).s2_repaired, ranks.s2(0).s2_repaired);
+    EXPECT_EQ(s2_stats(ranks, r).s2_repaired, s2_stats(ranks, 0).s2_repaired);
 }
 
 // SKETCHCCL_S2_REPAIR=0 with error feedback: every output is the exact sum or 0 (not peeled), and
@@ -299,19 +251,13 @@ TEST(S2Exact, LossyWithErrorFeedbackZeroesWhatItLostAndSendsItAgain) {
   s.error_feedback = true;
   s.s2_budget = 0.04;          // ~0.9 counters per non-zero: lossy
   s.s2_counters_per_nz = 2.0;  // the second call peels everything
-  Ranks ranks(kRanks, s);
+  EngineRanks ranks(kRanks, s, 60);
   std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));
   std::vector<std::vector<float>> y1(kRanks, std::vector<float>(kCount)), y2 = y1;
-  std::vector<const float*> send;
-  std::vector<float*> r1, r2;
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < kRanks; ++r)
     embedding_gradient(r, 1, true, &x[r]);
-    send.push_back(x[r].data());
-    r1.push_back(y1[r].data());
-    r2.push_back(y2[r].data());
-  }
-  ranks.run(1, send, r1, kCount, false);
-  ranks.run(2, send, r2, kCount, false);  // the same gradient again
+  ranks.run(1, x, &y1);
+  ranks.run(2, x, &y2);  // the same gradient again
   expect_same_bits(y1, kCount);
   expect_same_bits(y2, kCount);
   size_t lost = 0, came_back = 0, wrong = 0;
@@ -343,9 +289,9 @@ TEST(S2Exact, LossyWithErrorFeedbackZeroesWhatItLostAndSendsItAgain) {
   EXPECT_EQ(wrong, 0u);
   EXPECT_GT(lost, 100u);
   EXPECT_GT(came_back, lost * 95 / 100);
-  EXPECT_GT(ranks.s2(0).ef_input_sq, 0.0);
-  EXPECT_GT(ranks.s2(0).ef_residual_sq, 0.0);
-  EXPECT_EQ(ranks.s2(0).s2_repaired, 0u);
+  EXPECT_GT(s2_stats(ranks, 0).ef_input_sq, 0.0);
+  EXPECT_GT(s2_stats(ranks, 0).ef_residual_sq, 0.0);
+  EXPECT_EQ(s2_stats(ranks, 0).s2_repaired, 0u);
 }
 
 // The per-slice budget: a slice's counters follow its own previous support.

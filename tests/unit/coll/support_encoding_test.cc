@@ -7,23 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <memory>
 #include <random>
 #include <set>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "coll/allreduce.h"
+#include "engine_ranks.h"
 #include "kernels/sparse.h"
-#include "loopback_ranks.h"
-#include "transport/transport.h"
 #include "warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {
 
 using kernels::CodecId;
+using testutil::EngineRanks;
 
 std::vector<uint64_t> bitmap_of(const std::vector<float>& x) {
   std::vector<uint64_t> bits(kernels::bitmap_bytes(x.size()) / 8, 0);
@@ -76,55 +74,6 @@ TEST(SupportEncoding, IndexListsAndTheirUnion) {
   EXPECT_EQ(index_list_packet_bytes(2), 16u);
   EXPECT_EQ(index_list_packet_bytes(3), 24u);
 }
-
-// P ranks, each an engine on its own thread, over loopback sockets.
-class Ranks {
- public:
-  Ranks(int p, const Settings& s) : p_(p), t_(testutil::loopback_transports(p, 60)) {
-    for (int r = 0; r < p; ++r)
-      engines_.push_back(std::make_unique<AllReduceEngine>(s, p));
-  }
-  void run(uint32_t call, const std::vector<std::vector<float>>& x,
-           std::vector<std::vector<float>>* y, bool scatter = false) {
-    std::vector<const float*> send;
-    for (const auto& xr : x)
-      send.push_back(xr.data());
-    run(call, send, x[0].size(), y, scatter);
-  }
-  // Each rank's input named by its address (a test may reuse one on some rank).
-  void run(uint32_t call, const std::vector<const float*>& send, size_t count,
-           std::vector<std::vector<float>>* y, bool scatter = false) {
-    std::vector<std::thread> th;
-    for (int r = 0; r < p_; ++r) {
-      th.emplace_back([&, r] {
-        RingLink link;
-        link.transport = t_[r].get();
-        link.rank = r;
-        link.nranks = p_;
-        link.timeout_s = 60;
-        link.op_seq = call;
-        AllReduceArgs a;
-        a.send = send[r];
-        a.recv = (*y)[r].data();
-        a.count = count;
-        a.scatter = scatter;
-        Status st = engines_[r]->run(link, a);
-        EXPECT_TRUE(st.ok()) << st.to_string();
-      });
-    }
-    for (auto& t : th)
-      t.join();
-  }
-  AllReduceEngine& engine(int r) { return *engines_[r]; }
-  const CodecStats& stats(int r, CodecId c) {
-    return engines_[r]->stats().by_codec[kernels::codec_name(c)];
-  }
-
- private:
-  int p_;
-  std::vector<std::unique_ptr<transport::Transport>> t_;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines_;
-};
 
 constexpr size_t kCount = size_t(1) << 20;
 
@@ -189,7 +138,7 @@ Settings sparse_settings(bool auto_codec, SupportSetting support) {
 
 // Calls on one buffer; returns how many calls each encoding agreed the support with (rank 0;
 // the same on every rank).
-std::vector<uint64_t> run_calls(Ranks& ranks, int p, const std::vector<std::vector<float>>& x,
+std::vector<uint64_t> run_calls(EngineRanks& ranks, int p, const std::vector<std::vector<float>>& x,
                                 int calls, const char* what) {
   std::vector<std::vector<float>> y(p, std::vector<float>(kCount, -1.0f));
   for (int c = 0; c < calls; ++c) {
@@ -209,16 +158,16 @@ TEST(SupportEncodingEngine, SparseIsExactWithEveryEncoding) {
   const int p = 4;
   const auto x = iid(p, 0.002, 1);
   {
-    Ranks ranks(p, sparse_settings(false, SupportSetting::kElementBitmap));
+    EngineRanks ranks(p, sparse_settings(false, SupportSetting::kElementBitmap), 60);
     EXPECT_EQ(run_calls(ranks, p, x, 2, "bitmap"), (std::vector<uint64_t>{2, 0, 0}));
   }
   {
-    Ranks ranks(p, sparse_settings(false, SupportSetting::kRowBitmap));
+    EngineRanks ranks(p, sparse_settings(false, SupportSetting::kRowBitmap), 60);
     EXPECT_EQ(run_calls(ranks, p, x, 2, "rows"), (std::vector<uint64_t>{0, 2, 0}));
   }
   {
     // The first call has no capacity for an index list: the element bitmap.
-    Ranks ranks(p, sparse_settings(false, SupportSetting::kIndexList));
+    EngineRanks ranks(p, sparse_settings(false, SupportSetting::kIndexList), 60);
     EXPECT_EQ(run_calls(ranks, p, x, 3, "indices"), (std::vector<uint64_t>{1, 0, 2}));
     EXPECT_EQ(ranks.stats(0, CodecId::kSparse).support_index_overflows, 0u);
   }
@@ -227,12 +176,12 @@ TEST(SupportEncodingEngine, SparseIsExactWithEveryEncoding) {
 TEST(SupportEncodingEngine, AutoPicksTheIndexListForIidAndTheRowBitmapForRows) {
   for (int p : {4, 8}) {
     {
-      Ranks ranks(p, sparse_settings(true, SupportSetting::kAuto));
+      EngineRanks ranks(p, sparse_settings(true, SupportSetting::kAuto), 60);
       const auto x = iid(p, 0.001 / p, 2);  // a union of about 0.1%
       EXPECT_EQ(run_calls(ranks, p, x, 3, "auto iid"), (std::vector<uint64_t>{1, 0, 2})) << p;
     }
     {
-      Ranks ranks(p, sparse_settings(true, SupportSetting::kAuto));
+      EngineRanks ranks(p, sparse_settings(true, SupportSetting::kAuto), 60);
       const auto x = row_sparse(p, 16 / static_cast<size_t>(p) + 2, 3);  // about 0.1%
       EXPECT_EQ(run_calls(ranks, p, x, 3, "auto rows"), (std::vector<uint64_t>{1, 2, 0})) << p;
       // The row bitmap sent less than the element bitmap did.
@@ -244,7 +193,7 @@ TEST(SupportEncodingEngine, AutoPicksTheIndexListForIidAndTheRowBitmapForRows) {
 
 TEST(SupportEncodingEngine, AnIndexListThatOutgrowsItsCapacityFallsBackToTheBitmap) {
   const int p = 4;
-  Ranks ranks(p, sparse_settings(false, SupportSetting::kIndexList));
+  EngineRanks ranks(p, sparse_settings(false, SupportSetting::kIndexList), 60);
   std::vector<std::vector<float>> y(p, std::vector<float>(kCount, -1.0f));
   const auto small = iid(p, 0.0005, 4), large = iid(p, 0.01, 5);
   // One buffer (a buffer is known by its address): the small input, then the large one.
@@ -271,7 +220,7 @@ TEST(SupportEncodingEngine, AnIndexListThatOutgrowsItsCapacityFallsBackToTheBitm
 TEST(SupportEncodingEngine, ARankWithAnotherHistoryRunsExactAndTheRanksAgreeAgain) {
   testutil::AllowWarnings allow("different histories");
   const int p = 3;
-  Ranks ranks(p, sparse_settings(false, SupportSetting::kIndexList));
+  EngineRanks ranks(p, sparse_settings(false, SupportSetting::kIndexList), 60);
   auto a = iid(p, 0.001, 8), b = iid(p, 0.001, 9);
   std::vector<std::vector<float>> y(p, std::vector<float>(kCount, -1.0f));
   ranks.run(1, a, &y);
@@ -279,7 +228,7 @@ TEST(SupportEncodingEngine, ARankWithAnotherHistoryRunsExactAndTheRanksAgreeAgai
   a[0] = b[0];  // rank 0's second tensor, in the first one's memory
   const std::vector<const float*> send = {a[0].data(), b[1].data(), b[2].data()};
   for (uint32_t call = 2; call <= 3; ++call) {
-    ranks.run(call, send, kCount, &y);
+    ranks.run(call, send, testutil::data_of(y), kCount);
     expect_exact(b, y, "after the reuse");
   }
   for (int r = 0; r < p; ++r) {
@@ -304,7 +253,7 @@ TEST(SupportEncodingEngine, ReduceScatterIsExactWithEveryEncoding) {
       {SupportSetting::kIndexList, {1, 0, 2}},
       {SupportSetting::kAuto, {1, 2, 0}}};
   for (const auto& [setting, expect] : cases) {
-    Ranks ranks(p, sparse_settings(setting == SupportSetting::kAuto, setting));
+    EngineRanks ranks(p, sparse_settings(setting == SupportSetting::kAuto, setting), 60);
     std::vector<std::vector<float>> y(p, std::vector<float>(kCount / p, -1.0f));
     for (uint32_t call = 1; call <= 3; ++call) {
       ranks.run(call, x, &y, true);
@@ -326,7 +275,7 @@ TEST(SupportEncodingEngine, TheModelsEstimateIsWhatTheCallSends) {
   for (SupportSetting s :
        {SupportSetting::kElementBitmap, SupportSetting::kRowBitmap, SupportSetting::kIndexList}) {
     Settings st = sparse_settings(false, s);
-    Ranks ranks(p, st);
+    EngineRanks ranks(p, st, 60);
     const auto x = row_sparse(p, 40, 7);
     std::vector<std::vector<float>> y(p, std::vector<float>(kCount, -1.0f));
     ranks.run(1, x, &y);
