@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "../tests/api/all_types.h"
 #include "../tests/api/elem_convert.h"
 #include "../tests/api/rank_report.h"
 #include "soak_plan.h"
@@ -28,6 +29,7 @@
 namespace {
 
 using namespace sketchccl::soak;
+using sketchccl::testing::any_load;
 using sketchccl::testing::fnv1a;
 
 int g_rank = 0, g_nranks = 1;
@@ -38,6 +40,7 @@ double since_start() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
 }
 
+// Not all_types.h's any_store: the soak's integer results must wrap, not convert.
 void store(ncclDataType_t t, void* buf, size_t i, double v) {
   auto* b = static_cast<uint8_t*>(buf);
   // Integers wrap as the type's own arithmetic does (an 8-bit product of 256 is 0).
@@ -70,32 +73,6 @@ void store(ncclDataType_t t, void* buf, size_t i, double v) {
   }
 }
 
-double load(ncclDataType_t t, const void* buf, size_t i) {
-  const auto* b = static_cast<const uint8_t*>(buf);
-  switch (t) {
-    case ncclInt8:
-      return reinterpret_cast<const int8_t*>(b)[i];
-    case ncclUint8:
-      return b[i];
-    case ncclInt32:
-      return reinterpret_cast<const int32_t*>(b)[i];
-    case ncclUint32:
-      return reinterpret_cast<const uint32_t*>(b)[i];
-    case ncclInt64:
-      return static_cast<double>(reinterpret_cast<const int64_t*>(b)[i]);
-    case ncclUint64:
-      return static_cast<double>(reinterpret_cast<const uint64_t*>(b)[i]);
-    case ncclFloat16:
-      return sketchccl::testing::from_half(reinterpret_cast<const uint16_t*>(b)[i]);
-    case ncclBfloat16:
-      return sketchccl::testing::from_bf16(reinterpret_cast<const uint16_t*>(b)[i]);
-    case ncclFloat32:
-      return reinterpret_cast<const float*>(b)[i];
-    default:
-      return reinterpret_cast<const double*>(b)[i];
-  }
-}
-
 // The exact reduction of element i over `members` (old ranks), as stored in type t (integers
 // wrap as the type's arithmetic does).
 double reference(const Call& c, const std::vector<int>& members, size_t i) {
@@ -111,7 +88,7 @@ double reference(const Call& c, const std::vector<int>& members, size_t i) {
   uint8_t tmp[8];
   if (c.op == ncclAvg && !is_float(c.type)) acc = std::trunc(acc);
   store(c.type, tmp, 0, acc);
-  return load(c.type, tmp, 0);
+  return any_load(c.type, tmp, 0);
 }
 
 // Whether the run's codec may take this reduction over (and change its values).
@@ -125,7 +102,7 @@ std::string check_reduced(const Call& c, const std::vector<int>& members, const 
                           size_t first, size_t n) {
   const bool loose = lossy(c);
   for (size_t i = 0; i < n; ++i) {
-    const double y = load(c.type, out, i);
+    const double y = any_load(c.type, out, i);
     if (!std::isfinite(y)) return "non-finite at " + std::to_string(first + i);
     if (loose) continue;
     const double want = reference(c, members, first + i);
@@ -142,10 +119,10 @@ std::string check_reduced(const Call& c, const std::vector<int>& members, const 
 // "" when out holds rank `src`'s inputs [0, n) (AllGather, Broadcast: copies, always exact).
 std::string check_copy(const Call& c, int src, const void* out, size_t n, size_t at) {
   for (size_t i = 0; i < n; ++i) {
-    const double y = load(c.type, out, at + i);
+    const double y = any_load(c.type, out, at + i);
     uint8_t tmp[8];
     store(c.type, tmp, 0, input(c, c.type, c.op, src, i));
-    if (y != load(c.type, tmp, 0)) {
+    if (y != any_load(c.type, tmp, 0)) {
       return "element " + std::to_string(at + i) + " is not rank " + std::to_string(src) + "'s";
     }
   }
