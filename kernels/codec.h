@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::kernels {
 

@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "convergence_tasks.h"
-#include "perf_common.h"
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
+#include "perf/convergence_tasks.h"
+#include "perf/perf_common.h"
 
 namespace {
 

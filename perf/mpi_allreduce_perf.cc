@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "perf_common.h"
+#include "perf/perf_common.h"
 
 namespace {
 

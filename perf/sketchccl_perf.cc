@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "perf_common.h"
-#include "perf_inputs.h"
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
+#include "perf/perf_common.h"
+#include "perf/perf_inputs.h"
 
 namespace {
 

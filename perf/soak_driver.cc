@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "soak_plan.h"
+#include "perf/soak_plan.h"
 
 extern char** environ;
 

@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "../tests/api/all_types.h"
-#include "../tests/api/elem_convert.h"
-#include "../tests/api/rank_report.h"
-#include "soak_plan.h"
+#include "perf/soak_plan.h"
+#include "tests/api/all_types.h"
+#include "tests/api/elem_convert.h"
+#include "tests/api/rank_report.h"
 
 namespace {
 

@@ -13,10 +13,10 @@
 #include <random>
 #include <vector>
 
-#include "coll/codec_choice.h"
-#include "coll/support_encoding.h"
 #include "kernels/codec.h"
 #include "kernels/sparse.h"
+#include "src/coll/codec_choice.h"
+#include "src/coll/support_encoding.h"
 
 namespace sk = sketchccl::kernels;
 namespace sc = sketchccl::coll;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap.h"
 #include "transport/transport.h"
 
 using namespace sketchccl;

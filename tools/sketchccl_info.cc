@@ -4,14 +4,14 @@
 #include <cstring>
 #include <string>
 
-#include "backend/cuda_probe.h"
-#include "backend/cuda_query.h"
-#include "coll/settings.h"
-#include "coll/topology.h"
-#include "core/config.h"
-#include "interpose/real_nccl.h"
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
 #include "sketchccl_build_config.h"
+#include "src/backend/cuda_probe.h"
+#include "src/backend/cuda_query.h"
+#include "src/coll/settings.h"
+#include "src/coll/topology.h"
+#include "src/core/config.h"
+#include "src/interpose/real_nccl.h"
 #include "tools/library_needs.h"
 #include "transport/probe.h"
 

@@ -1,8 +1,8 @@
 #include "transport/transport.h"
 
-#include "core/config.h"
-#include "core/log.h"
 #include "sketchccl_build_config.h"
+#include "src/core/config.h"
+#include "src/core/log.h"
 #include "transport/socket/socket_transport.h"
 #if SKETCHCCL_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/status.h"
+#include "src/core/config.h"
+#include "src/core/status.h"
 
 namespace sketchccl::transport {
 

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <memory>
 
-#include "backend/memory_type.h"
-#include "core/status.h"
 #include "kernels/codec.h"
 #include "kernels/error_feedback.h"
+#include "src/backend/memory_type.h"
+#include "src/core/status.h"
 
 namespace sketchccl::backend {
 

@@ -1,4 +1,4 @@
-#include "backend/cuda_probe.h"
+#include "src/backend/cuda_probe.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "backend/cuda_query.h"
+#include "src/backend/cuda_query.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "backend/cuda_probe.h"
-#include "core/log.h"
 #include "sketchccl_build_config.h"
+#include "src/backend/cuda_probe.h"
+#include "src/core/log.h"
 
 #if SKETCHCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-#include "backend/cuda_stage.h"
+#include "src/backend/cuda_stage.h"
 
 #include "sketchccl_build_config.h"
 

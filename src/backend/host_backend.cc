@@ -2,10 +2,10 @@
 // make_backend, which picks the backend for a memory type.
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/cuda_backend.h"
 
 namespace sketchccl::backend {
 namespace {

@@ -1,8 +1,8 @@
-#include "backend/stream_gate.h"
+#include "src/backend/stream_gate.h"
 
 #include <chrono>
 
-#include "backend/cuda/stream_gate.h"
+#include "src/backend/cuda/stream_gate.h"
 
 namespace sketchccl::backend {
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <mutex>
 
-#include "backend/memory_type.h"
-#include "core/status.h"
+#include "src/backend/memory_type.h"
+#include "src/core/status.h"
 
 namespace sketchccl::backend {
 

@@ -1,4 +1,4 @@
-#include "backend/warm_up.h"
+#include "src/backend/warm_up.h"
 
 #include <vector>
 

@@ -7,8 +7,8 @@
 
 #include <cstddef>
 
-#include "backend/backend.h"
-#include "core/status.h"
+#include "src/backend/backend.h"
+#include "src/core/status.h"
 
 namespace sketchccl::backend {
 

@@ -1,4 +1,4 @@
-#include "bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,9 +13,9 @@
 #include <mutex>
 #include <thread>
 
-#include "bootstrap/wire.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "src/bootstrap/wire.h"
+#include "src/core/config.h"
+#include "src/core/log.h"
 #include "transport/socket/net.h"
 
 namespace sketchccl::bootstrap {

@@ -1,4 +1,4 @@
-#include "bootstrap/wire.h"
+#include "src/bootstrap/wire.h"
 
 #include "transport/socket/net.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::bootstrap::wire {
 

@@ -1,4 +1,4 @@
-#include "coll/accuracy.h"
+#include "src/coll/accuracy.h"
 
 #include <algorithm>
 #include <cmath>

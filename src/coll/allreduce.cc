@@ -1,4 +1,4 @@
-#include "coll/allreduce.h"
+#include "src/coll/allreduce.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,16 +9,16 @@
 #include <deque>
 #include <functional>
 
-#include "backend/backend.h"
-#include "coll/codec_choice.h"
-#include "coll/hierarchy.h"
-#include "coll/oom.h"
-#include "coll/reduce_scatter.h"
-#include "coll/ring_phase.h"
-#include "coll/s2_repair.h"
-#include "coll/support_encoding.h"
-#include "core/log.h"
 #include "kernels/sparse.h"
+#include "src/backend/backend.h"
+#include "src/coll/codec_choice.h"
+#include "src/coll/hierarchy.h"
+#include "src/coll/oom.h"
+#include "src/coll/reduce_scatter.h"
+#include "src/coll/ring_phase.h"
+#include "src/coll/s2_repair.h"
+#include "src/coll/support_encoding.h"
+#include "src/core/log.h"
 
 namespace sketchccl::coll {
 namespace {
@@ -322,7 +322,7 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
                                           CodecId codec, bool* agreed) {
   struct Decision {
     uint64_t nonzeros;
-    uint64_t s2_slices;  // hash of s2's per-slice supports (its budget)
+    uint64_t s2_slices;     // hash of s2's per-slice supports (its budget)
     uint64_t support_rows;  // the support encoding's input
     uint32_t codec;
     uint32_t guard_steps;

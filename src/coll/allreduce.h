@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/memory_type.h"
-#include "coll/accuracy.h"
-#include "coll/buffer_states.h"
-#include "coll/codec_choice.h"
-#include "coll/ring.h"
-#include "coll/settings.h"
-#include "coll/stats.h"
-#include "coll/topology.h"
 #include "kernels/codec.h"
+#include "src/backend/backend.h"
+#include "src/backend/memory_type.h"
+#include "src/coll/accuracy.h"
+#include "src/coll/buffer_states.h"
+#include "src/coll/codec_choice.h"
+#include "src/coll/ring.h"
+#include "src/coll/settings.h"
+#include "src/coll/stats.h"
+#include "src/coll/topology.h"
 
 namespace sketchccl::coll {
 

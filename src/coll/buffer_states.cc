@@ -1,4 +1,4 @@
-#include "coll/buffer_states.h"
+#include "src/coll/buffer_states.h"
 
 namespace sketchccl::coll {
 

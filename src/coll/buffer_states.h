@@ -9,10 +9,10 @@
 #include <memory>
 #include <utility>
 
-#include "backend/backend.h"
-#include "backend/memory_type.h"
-#include "coll/accuracy.h"
 #include "kernels/codec.h"
+#include "src/backend/backend.h"
+#include "src/backend/memory_type.h"
+#include "src/coll/accuracy.h"
 
 namespace sketchccl::coll {
 

@@ -1,13 +1,13 @@
-#include "coll/codec_choice.h"
+#include "src/coll/codec_choice.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "coll/ring.h"
-#include "coll/support_encoding.h"
 #include "kernels/sparse.h"
+#include "src/coll/ring.h"
+#include "src/coll/support_encoding.h"
 
 namespace sketchccl::coll {
 namespace {

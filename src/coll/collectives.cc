@@ -1,10 +1,10 @@
-#include "coll/collectives.h"
+#include "src/coll/collectives.h"
 
 #include <cstdint>
 #include <cstring>
 #include <new>
 
-#include "coll/ring.h"
+#include "src/coll/ring.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "coll/p2p.h"
-#include "coll/reduce_op.h"
-#include "core/status.h"
+#include "src/coll/p2p.h"
+#include "src/coll/reduce_op.h"
+#include "src/core/status.h"
 
 namespace sketchccl::coll {
 

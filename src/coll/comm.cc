@@ -1,4 +1,4 @@
-#include "coll/comm.h"
+#include "src/coll/comm.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,10 +6,10 @@
 #include <system_error>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "coll/oom.h"
-#include "coll/ring_phase.h"
-#include "core/log.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/coll/oom.h"
+#include "src/coll/ring_phase.h"
+#include "src/core/log.h"
 
 namespace sketchccl::coll {
 namespace {

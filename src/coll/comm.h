@@ -13,13 +13,13 @@
 #include <mutex>
 #include <thread>
 
-#include "backend/stream_gate.h"
-#include "coll/allreduce.h"
-#include "coll/p2p.h"
-#include "coll/settings.h"
-#include "coll/topology.h"
-#include "coll/work.h"
-#include "core/status.h"
+#include "src/backend/stream_gate.h"
+#include "src/coll/allreduce.h"
+#include "src/coll/p2p.h"
+#include "src/coll/settings.h"
+#include "src/coll/topology.h"
+#include "src/coll/work.h"
+#include "src/core/status.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {

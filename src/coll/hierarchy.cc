@@ -1,12 +1,12 @@
-#include "coll/hierarchy.h"
+#include "src/coll/hierarchy.h"
 
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
-#include "coll/ring_phase.h"
-#include "core/log.h"
 #include "kernels/convert.h"
+#include "src/coll/ring_phase.h"
+#include "src/core/log.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -9,11 +9,11 @@
 #include <memory>
 #include <vector>
 
-#include "coll/allreduce.h"
-#include "coll/ring.h"
-#include "coll/settings.h"
-#include "coll/stats.h"
-#include "coll/topology.h"
+#include "src/coll/allreduce.h"
+#include "src/coll/ring.h"
+#include "src/coll/settings.h"
+#include "src/coll/stats.h"
+#include "src/coll/topology.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::coll {
 

@@ -1,4 +1,4 @@
-#include "coll/p2p.h"
+#include "src/coll/p2p.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "coll/ring.h"
+#include "src/coll/ring.h"
 
 namespace sketchccl::coll {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "coll/ring_phase.h"
-#include "core/status.h"
+#include "src/coll/ring_phase.h"
+#include "src/core/status.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {

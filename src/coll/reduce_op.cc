@@ -1,4 +1,4 @@
-#include "coll/reduce_op.h"
+#include "src/coll/reduce_op.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "coll/reduce_scatter.h"
+#include "src/coll/reduce_scatter.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "coll/ring.h"
-#include "coll/ring_phase.h"
+#include "src/coll/ring.h"
+#include "src/coll/ring_phase.h"
 
 namespace sketchccl::coll {
 

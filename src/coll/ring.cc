@@ -1,4 +1,4 @@
-#include "coll/ring.h"
+#include "src/coll/ring.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/log.h"
+#include "src/core/log.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "core/config.h"
-#include "core/status.h"
+#include "src/core/config.h"
+#include "src/core/status.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {

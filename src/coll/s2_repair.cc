@@ -1,12 +1,12 @@
-#include "coll/s2_repair.h"
+#include "src/coll/s2_repair.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "coll/oom.h"
-#include "coll/ring_phase.h"
 #include "kernels/sparse.h"
+#include "src/coll/oom.h"
+#include "src/coll/ring_phase.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -15,11 +15,11 @@
 #include <functional>
 #include <vector>
 
-#include "backend/backend.h"
-#include "coll/buffer_states.h"
-#include "coll/ring.h"
-#include "core/status.h"
 #include "kernels/codec.h"
+#include "src/backend/backend.h"
+#include "src/coll/buffer_states.h"
+#include "src/coll/ring.h"
+#include "src/core/status.h"
 
 namespace sketchccl::coll {
 

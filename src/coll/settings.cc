@@ -1,6 +1,6 @@
-#include "coll/settings.h"
+#include "src/coll/settings.h"
 
-#include "core/log.h"
+#include "src/core/log.h"
 
 namespace sketchccl::coll {
 namespace {

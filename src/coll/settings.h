@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "coll/codec_choice.h"
-#include "core/config.h"
-#include "core/status.h"
 #include "kernels/codec.h"
+#include "src/coll/codec_choice.h"
+#include "src/core/config.h"
+#include "src/core/status.h"
 
 namespace sketchccl::coll {
 

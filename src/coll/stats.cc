@@ -1,4 +1,4 @@
-#include "coll/stats.h"
+#include "src/coll/stats.h"
 
 #include <cstdio>
 

@@ -1,12 +1,12 @@
-#include "coll/support_encoding.h"
+#include "src/coll/support_encoding.h"
 
 #include <algorithm>
 #include <cstring>
 #include <iterator>
 
-#include "coll/oom.h"
-#include "coll/ring_phase.h"
 #include "kernels/sparse.h"
+#include "src/coll/oom.h"
+#include "src/coll/ring_phase.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/backend.h"
-#include "coll/codec_choice.h"
-#include "coll/ring.h"
-#include "core/status.h"
 #include "kernels/codec.h"
+#include "src/backend/backend.h"
+#include "src/coll/codec_choice.h"
+#include "src/coll/ring.h"
+#include "src/core/status.h"
 
 namespace sketchccl::coll {
 

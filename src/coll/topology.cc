@@ -1,4 +1,4 @@
-#include "coll/topology.h"
+#include "src/coll/topology.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "core/config.h"
+#include "src/core/config.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <mutex>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::coll {
 

@@ -1,4 +1,4 @@
-#include "core/config.h"
+#include "src/core/config.h"
 
 #include <unistd.h>
 
@@ -128,7 +128,7 @@ const std::vector<VarSpec>& var_specs() {
   static const std::vector<VarSpec> specs = {
 #define SCCL_VAR(id, name, type, def, accepted, min, max, proto, desc) \
   {Var::id, name, VarType::type, def, accepted, min, max, proto != 0, desc},
-#include "core/config_vars.def"
+#include "src/core/config_vars.def"
 #undef SCCL_VAR
   };
   return specs;

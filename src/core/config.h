@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl {
 
@@ -17,7 +17,7 @@ enum class VarType { Bool, Int, Size, Double, Enum, EnumList, String };
 
 enum class Var : int {
 #define SCCL_VAR(id, name, type, def, accepted, min, max, proto, desc) id,
-#include "core/config_vars.def"
+#include "src/core/config_vars.def"
 #undef SCCL_VAR
   kCount
 };
@@ -42,7 +42,7 @@ const std::vector<VarSpec>& var_specs();
 constexpr std::string_view var_accepted(Var v) {
   constexpr std::string_view kAccepted[] = {
 #define SCCL_VAR(id, name, type, def, accepted, min, max, proto, desc) accepted,
-#include "core/config_vars.def"
+#include "src/core/config_vars.def"
 #undef SCCL_VAR
   };
   return kAccepted[static_cast<int>(v)];

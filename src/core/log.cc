@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "src/core/log.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/config.h"
+#include "src/core/config.h"
 
 namespace sketchccl {
 namespace {

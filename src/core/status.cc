@@ -1,4 +1,4 @@
-#include "core/status.h"
+#include "src/core/status.h"
 
 #include <cstdarg>
 #include <cstdio>

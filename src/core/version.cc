@@ -1,5 +1,5 @@
 // The exported version query.
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
 #include "sketchccl_build_config.h"
 
 extern "C" int sketchcclGetVersion(void) {

@@ -1,10 +1,10 @@
-#include "interpose/allreduce_run.h"
+#include "src/interpose/allreduce_run.h"
 
 #include <cstdint>
 
-#include "backend/cuda_query.h"
-#include "interpose/group.h"
-#include "interpose/last_error.h"
+#include "src/backend/cuda_query.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
 
 namespace sketchccl::interpose {
 namespace {

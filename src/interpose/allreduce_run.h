@@ -7,10 +7,10 @@
 
 #include <cstddef>
 
-#include "backend/memory_type.h"
-#include "coll/comm.h"
-#include "core/status.h"
 #include "kernels/codec.h"
+#include "src/backend/memory_type.h"
+#include "src/coll/comm.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose {
 

@@ -1,9 +1,9 @@
-#include "interpose/call_log.h"
+#include "src/interpose/call_log.h"
 
 #include <map>
 #include <mutex>
 
-#include "core/log.h"
+#include "src/core/log.h"
 
 namespace sketchccl::interpose {
 namespace {

@@ -1,13 +1,13 @@
-#include "interpose/comm_side.h"
+#include "src/interpose/comm_side.h"
 
 #include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/log.h"
-#include "interpose/group.h"
-#include "interpose/runtime.h"
+#include "src/core/log.h"
+#include "src/interpose/group.h"
+#include "src/interpose/runtime.h"
 
 namespace sketchccl::interpose {
 

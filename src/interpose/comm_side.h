@@ -7,8 +7,8 @@
 #include <functional>
 #include <memory>
 
-#include "coll/comm.h"
-#include "core/status.h"
+#include "src/coll/comm.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose {
 

@@ -2,9 +2,9 @@
 // untouched, to the engine of this process (front.h) behind a guard that stops exceptions.
 #include <nccl.h>
 
-#include "interpose/exports.h"
-#include "interpose/front.h"
-#include "interpose/guard.h"
+#include "src/interpose/exports.h"
+#include "src/interpose/front.h"
+#include "src/interpose/guard.h"
 
 using sketchccl::interpose::front;         // NOLINT: the exported C functions below
 using sketchccl::interpose::guarded;       // NOLINT

@@ -2,9 +2,9 @@
 // the caller's arguments, untouched, to the engine of this process (front.h).
 #include <nccl.h>
 
-#include "interpose/exports.h"
-#include "interpose/front.h"
-#include "interpose/guard.h"
+#include "src/interpose/exports.h"
+#include "src/interpose/front.h"
+#include "src/interpose/guard.h"
 
 using sketchccl::interpose::front;    // NOLINT: the exported C functions below
 using sketchccl::interpose::guarded;  // NOLINT

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <memory>
 
-#include "coll/stats.h"
-#include "interpose/runtime.h"
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
+#include "src/coll/stats.h"
+#include "src/interpose/runtime.h"
 
 namespace sketchccl::interpose {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "interpose/last_error.h"
+#include "src/interpose/last_error.h"
 
 namespace sketchccl::interpose {
 

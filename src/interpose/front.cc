@@ -1,8 +1,8 @@
-#include "interpose/front.h"
+#include "src/interpose/front.h"
 
-#include "interpose/interposed_front.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_front.h"
+#include "src/interpose/interposed_front.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 

@@ -1,4 +1,4 @@
-#include "interpose/group.h"
+#include "src/interpose/group.h"
 
 #include <vector>
 

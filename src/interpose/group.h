@@ -7,8 +7,8 @@
 #include <functional>
 #include <memory>
 
-#include "coll/work.h"
-#include "core/status.h"
+#include "src/coll/work.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose::group {
 

@@ -6,8 +6,8 @@
 
 #include <new>
 
-#include "core/status.h"
-#include "interpose/last_error.h"
+#include "src/core/status.h"
+#include "src/interpose/last_error.h"
 
 namespace sketchccl::interpose {
 

@@ -1,14 +1,14 @@
-#include "interpose/hierarchy_run.h"
+#include "src/interpose/hierarchy_run.h"
 
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <thread>
 
-#include "core/config.h"
-#include "core/log.h"
-#include "interpose/group.h"
-#include "interpose/last_error.h"
+#include "src/core/config.h"
+#include "src/core/log.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
 
 namespace sketchccl::interpose {
 namespace {

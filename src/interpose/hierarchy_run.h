@@ -5,9 +5,9 @@
 
 #include <nccl.h>
 
-#include "coll/comm.h"
-#include "interpose/allreduce_run.h"
-#include "interpose/real_api.h"
+#include "src/coll/comm.h"
+#include "src/interpose/allreduce_run.h"
+#include "src/interpose/real_api.h"
 
 namespace sketchccl::interpose {
 

@@ -5,18 +5,18 @@
 #include <string>
 #include <thread>
 
-#include "backend/cuda_query.h"
-#include "core/config.h"
-#include "core/log.h"
-#include "interpose/allreduce_run.h"
-#include "interpose/call_log.h"
-#include "interpose/forward.h"
-#include "interpose/group.h"
-#include "interpose/hierarchy_run.h"
-#include "interpose/interposed_front.h"
-#include "interpose/interposed_policy.h"
-#include "interpose/policy.h"
-#include "interpose/runtime.h"
+#include "src/backend/cuda_query.h"
+#include "src/core/config.h"
+#include "src/core/log.h"
+#include "src/interpose/allreduce_run.h"
+#include "src/interpose/call_log.h"
+#include "src/interpose/forward.h"
+#include "src/interpose/group.h"
+#include "src/interpose/hierarchy_run.h"
+#include "src/interpose/interposed_front.h"
+#include "src/interpose/interposed_policy.h"
+#include "src/interpose/policy.h"
+#include "src/interpose/runtime.h"
 
 namespace sketchccl::interpose {
 

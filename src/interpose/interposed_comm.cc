@@ -3,16 +3,16 @@
 // communicator (side table keyed by the real handle) when the id carries a SketchCCL record.
 #include <cstring>
 
-#include "backend/cuda_query.h"
-#include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/log.h"
-#include "interpose/comm_side.h"
-#include "interpose/forward.h"
-#include "interpose/hierarchy_run.h"
-#include "interpose/interposed_front.h"
-#include "interpose/result.h"
-#include "interpose/runtime.h"
+#include "src/backend/cuda_query.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/config.h"
+#include "src/core/log.h"
+#include "src/interpose/comm_side.h"
+#include "src/interpose/forward.h"
+#include "src/interpose/hierarchy_run.h"
+#include "src/interpose/interposed_front.h"
+#include "src/interpose/result.h"
+#include "src/interpose/runtime.h"
 
 namespace sketchccl::interpose {
 namespace {

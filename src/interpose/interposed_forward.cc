@@ -1,9 +1,9 @@
 // The NCCL functions SketchCCL never takes over, in front of a real NCCL: the real twin with the
 // caller's arguments, bit for bit, and its result. Collectives count in the statistics.
-#include "interpose/call_log.h"
-#include "interpose/forward.h"
-#include "interpose/interposed_front.h"
-#include "interpose/runtime.h"
+#include "src/interpose/call_log.h"
+#include "src/interpose/forward.h"
+#include "src/interpose/interposed_front.h"
+#include "src/interpose/runtime.h"
 
 namespace sketchccl::interpose {
 namespace {

@@ -4,9 +4,9 @@
 // NCCL runs: it calls some of its own exports through the PLT.
 #pragma once
 
-#include "interpose/front.h"
-#include "interpose/policy.h"
-#include "interpose/real_api.h"
+#include "src/interpose/front.h"
+#include "src/interpose/policy.h"
+#include "src/interpose/real_api.h"
 
 namespace sketchccl::coll {
 class Communicator;

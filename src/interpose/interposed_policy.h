@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "coll/comm.h"
-#include "interpose/allreduce_run.h"
-#include "interpose/policy.h"
+#include "src/coll/comm.h"
+#include "src/interpose/allreduce_run.h"
+#include "src/interpose/policy.h"
 
 namespace sketchccl::interpose {
 

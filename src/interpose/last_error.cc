@@ -1,11 +1,11 @@
-#include "interpose/last_error.h"
+#include "src/interpose/last_error.h"
 
 #include <atomic>
 #include <mutex>
 
-#include "core/log.h"
-#include "interpose/result.h"
-#include "interpose/runtime.h"
+#include "src/core/log.h"
+#include "src/interpose/result.h"
+#include "src/interpose/runtime.h"
 
 namespace sketchccl::interpose {
 namespace {

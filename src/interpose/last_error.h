@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose {
 

@@ -1,4 +1,4 @@
-#include "interpose/nccl_search_path.h"
+#include "src/interpose/nccl_search_path.h"
 
 #include <climits>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "interpose/policy.h"
+#include "src/interpose/policy.h"
 
 namespace sketchccl::interpose {
 namespace {
@@ -57,8 +57,8 @@ PolicyDecision decide(const PolicyInput& in) {
   if (!in.mem_known) return forward_because(R::kMemory, "memory cannot be classified");
   if (in.mem == backend::MemoryType::kDevice && !in.cuda_backend) {
     return forward_because(R::kNoBackend, in.cuda_unusable != nullptr && *in.cuda_unusable != '\0'
-                                                ? in.cuda_unusable
-                                                : "device buffers need the CUDA backend");
+                                              ? in.cuda_unusable
+                                              : "device buffers need the CUDA backend");
   }
   PolicyDecision d;
   d.take_over = true;

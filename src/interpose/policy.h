@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "backend/memory_type.h"
+#include "src/backend/memory_type.h"
 
 namespace sketchccl::interpose {
 
@@ -32,7 +32,7 @@ struct PolicyInput {
   bool mem_pending = false;
   bool mem_known = true;  // false: CUDA's query failed or the host memory is not readable
   backend::MemoryType mem = backend::MemoryType::kHost;
-  bool cuda_backend = false;  // this build can run codecs on the GPU
+  bool cuda_backend = false;            // this build can run codecs on the GPU
   const char* cuda_unusable = nullptr;  // why not (backend::device_path_usable), if known
 };
 

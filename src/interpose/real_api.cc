@@ -1,4 +1,4 @@
-#include "interpose/real_api.h"
+#include "src/interpose/real_api.h"
 
 #include <dlfcn.h>
 

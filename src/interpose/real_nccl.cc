@@ -1,4 +1,4 @@
-#include "interpose/real_nccl.h"
+#include "src/interpose/real_nccl.h"
 
 #include <dlfcn.h>
 #include <glob.h>
@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "interpose/nccl_search_path.h"
+#include "src/interpose/nccl_search_path.h"
 
 namespace sketchccl::interpose {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "interpose/real_api.h"
+#include "src/interpose/real_api.h"
 
 namespace sketchccl::interpose {
 

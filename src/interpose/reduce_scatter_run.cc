@@ -1,9 +1,9 @@
-#include "interpose/reduce_scatter_run.h"
+#include "src/interpose/reduce_scatter_run.h"
 
 #include <cstdint>
 
-#include "interpose/group.h"
-#include "interpose/last_error.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
 
 namespace sketchccl::interpose {
 

@@ -7,10 +7,10 @@
 
 #include <cstddef>
 
-#include "coll/comm.h"
-#include "core/status.h"
-#include "interpose/allreduce_run.h"
 #include "kernels/codec.h"
+#include "src/coll/comm.h"
+#include "src/core/status.h"
+#include "src/interpose/allreduce_run.h"
 
 namespace sketchccl::interpose {
 

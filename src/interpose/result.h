@@ -4,7 +4,7 @@
 
 #include <nccl.h>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose {
 

@@ -1,13 +1,13 @@
-#include "interpose/runtime.h"
+#include "src/interpose/runtime.h"
 
 #include <pthread.h>
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/config.h"
-#include "core/log.h"
-#include "interpose/comm_side.h"
+#include "src/core/config.h"
+#include "src/core/log.h"
+#include "src/interpose/comm_side.h"
 
 namespace sketchccl::interpose {
 

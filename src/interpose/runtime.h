@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "coll/comm.h"
-#include "coll/settings.h"
-#include "core/status.h"
-#include "interpose/real_nccl.h"
+#include "src/coll/comm.h"
+#include "src/coll/settings.h"
+#include "src/core/status.h"
+#include "src/interpose/real_nccl.h"
 
 namespace sketchccl::interpose {
 

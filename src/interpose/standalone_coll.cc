@@ -1,14 +1,14 @@
 // AllReduce, groups and error queries without a real NCCL: SketchCCL runs AllReduce
 // (float32/float16/bfloat16, sum/avg) itself, on host memory or, with the CUDA backend, on
 // device memory; the other types and ops run exact on host memory (standalone_exact.h).
-#include "backend/cuda_query.h"
-#include "core/config.h"
-#include "interpose/allreduce_run.h"
-#include "interpose/group.h"
-#include "interpose/last_error.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_exact.h"
-#include "interpose/standalone_front.h"
+#include "src/backend/cuda_query.h"
+#include "src/core/config.h"
+#include "src/interpose/allreduce_run.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_exact.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 

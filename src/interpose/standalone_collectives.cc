@@ -1,8 +1,8 @@
 // The collectives standalone mode runs exactly (coll/collectives.h), for every datatype and op:
 // Reduce, Broadcast/Bcast, AllGather, AlltoAll, Gather, Scatter; AllReduce and ReduceScatter
 // come here for what the compressed engine does not take (standalone_coll.cc).
-#include "interpose/standalone_exact.h"
-#include "interpose/standalone_front.h"
+#include "src/interpose/standalone_exact.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 

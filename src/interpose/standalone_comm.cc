@@ -4,13 +4,13 @@
 #include <cstring>
 #include <random>
 
-#include "backend/cuda_query.h"
-#include "interpose/comm_side.h"
-#include "interpose/group.h"
-#include "interpose/last_error.h"
-#include "interpose/result.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_front.h"
+#include "src/backend/cuda_query.h"
+#include "src/interpose/comm_side.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/result.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 namespace {

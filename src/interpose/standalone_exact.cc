@@ -1,13 +1,13 @@
 // NCCL's argument rules for the exact collectives of standalone mode, and their submission.
-#include "interpose/standalone_exact.h"
+#include "src/interpose/standalone_exact.h"
 
 #include <cstdint>
 
-#include "backend/cuda_query.h"
-#include "interpose/group.h"
-#include "interpose/last_error.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_stage.h"
+#include "src/backend/cuda_query.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_stage.h"
 
 namespace sketchccl::interpose {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <cstddef>
 
-#include "coll/collectives.h"
-#include "coll/comm.h"
-#include "core/status.h"
+#include "src/coll/collectives.h"
+#include "src/coll/comm.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose {
 

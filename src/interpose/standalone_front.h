@@ -4,7 +4,7 @@
 // ncclGetLastError.
 #pragma once
 
-#include "interpose/front.h"
+#include "src/interpose/front.h"
 
 namespace sketchccl::interpose {
 

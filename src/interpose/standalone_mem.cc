@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "backend/cuda_query.h"
-#include "backend/cuda_stage.h"
-#include "interpose/last_error.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_front.h"
+#include "src/backend/cuda_query.h"
+#include "src/backend/cuda_stage.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 namespace {

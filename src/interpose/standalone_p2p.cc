@@ -4,12 +4,12 @@
 #include <map>
 #include <vector>
 
-#include "interpose/group.h"
-#include "interpose/last_error.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_exact.h"
-#include "interpose/standalone_front.h"
-#include "interpose/standalone_stage.h"
+#include "src/interpose/group.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_exact.h"
+#include "src/interpose/standalone_front.h"
+#include "src/interpose/standalone_stage.h"
 
 namespace sketchccl::interpose {
 namespace {

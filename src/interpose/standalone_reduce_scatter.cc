@@ -2,13 +2,13 @@
 // itself, on host memory or, with the CUDA backend, on device memory; below SKETCHCCL_MIN_BYTES
 // of input it runs exact (`none`), as AllReduce does. Other types and ops run exact on host
 // memory (standalone_exact.h).
-#include "backend/cuda_query.h"
-#include "core/config.h"
-#include "interpose/last_error.h"
-#include "interpose/reduce_scatter_run.h"
-#include "interpose/runtime.h"
-#include "interpose/standalone_exact.h"
-#include "interpose/standalone_front.h"
+#include "src/backend/cuda_query.h"
+#include "src/core/config.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/reduce_scatter_run.h"
+#include "src/interpose/runtime.h"
+#include "src/interpose/standalone_exact.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 

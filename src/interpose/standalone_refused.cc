@@ -1,7 +1,7 @@
 // The NCCL functions standalone mode does not implement: ncclInvalidUsage with a message in
 // ncclGetLastError.
-#include "interpose/last_error.h"
-#include "interpose/standalone_front.h"
+#include "src/interpose/last_error.h"
+#include "src/interpose/standalone_front.h"
 
 namespace sketchccl::interpose {
 

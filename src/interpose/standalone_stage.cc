@@ -1,9 +1,9 @@
-#include "interpose/standalone_stage.h"
+#include "src/interpose/standalone_stage.h"
 
 #include <algorithm>
 #include <new>
 
-#include "backend/cuda_stage.h"
+#include "src/backend/cuda_stage.h"
 
 namespace sketchccl::interpose {
 namespace {

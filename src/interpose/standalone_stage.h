@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::interpose {
 

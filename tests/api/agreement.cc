@@ -1,4 +1,4 @@
-#include "agreement.h"
+#include "tests/api/agreement.h"
 
 #include <gtest/gtest.h>
 #include <nccl.h>

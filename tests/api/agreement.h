@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher.h"
+#include "tests/api/launcher.h"
 
 namespace sketchccl::testing {
 

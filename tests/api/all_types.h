@@ -10,7 +10,7 @@
 #include <cstring>
 #include <map>
 
-#include "elem_convert.h"
+#include "tests/api/elem_convert.h"
 
 namespace sketchccl::testing {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "agreement.h"
-#include "launcher.h"
+#include "tests/api/agreement.h"
+#include "tests/api/launcher.h"
 
 namespace {
 

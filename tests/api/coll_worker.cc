@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "all_types.h"
-#include "rank_report.h"
+#include "tests/api/all_types.h"
+#include "tests/api/rank_report.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "agreement.h"
-#include "launcher.h"
+#include "tests/api/agreement.h"
+#include "tests/api/launcher.h"
 
 namespace {
 

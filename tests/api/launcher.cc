@@ -1,4 +1,4 @@
-#include "launcher.h"
+#include "tests/api/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>

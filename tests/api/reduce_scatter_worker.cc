@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "elem_convert.h"
-#include "rank_report.h"
+#include "tests/api/elem_convert.h"
+#include "tests/api/rank_report.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
 
 extern "C" int stats_from_c(ncclComm_t comm, sketchcclCommStats* out);
 

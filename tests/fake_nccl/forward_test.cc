@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../api/launcher.h"
+#include "tests/api/launcher.h"
 
 namespace {
 

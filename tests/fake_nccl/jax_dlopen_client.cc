@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "sketchccl/sketchccl.h"
+#include <sketchccl/sketchccl.h>
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "client_util.h"
+#include "tests/fake_nccl/client_util.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../api/launcher.h"
+#include "tests/api/launcher.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../api/agreement.h"
+#include "tests/api/agreement.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <thread>
 
-#include "../api/rank_report.h"
+#include "tests/api/rank_report.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/wire.h"
+#include "src/bootstrap/wire.h"
 
 namespace wire = sketchccl::bootstrap::wire;
 

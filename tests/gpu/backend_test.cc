@@ -12,15 +12,15 @@
 #include <thread>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/stream_gate.h"
-#include "backend/cuda_query.h"
-#include "coll/work.h"
 #include "kernels/codec.h"
 #include "kernels/convert.h"
 #include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/stream_gate.h"
+#include "src/backend/cuda_query.h"
+#include "src/coll/work.h"
 #include "tests/gpu/ef_reference.h"
 #include "tests/gpu/have_device.h"
 #include "tests/gpu/test_kernels.h"

@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "test_kernels.h"
 #include "tests/api/rank_report.h"
 #include "tests/gpu/cuda_ok.h"
+#include "tests/gpu/test_kernels.h"
 
 namespace {
 

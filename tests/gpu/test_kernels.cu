@@ -1,4 +1,4 @@
-#include "test_kernels.h"
+#include "tests/gpu/test_kernels.h"
 
 #include <cstdint>
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "ring_common.h"
 #include "sketchccl_build_config.h"
+#include "src/bootstrap/bootstrap.h"
+#include "tests/integration/ring_common.h"
 
 using namespace sketchccl;
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "ring_common.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/config.h"
+#include "tests/integration/ring_common.h"
 #include "transport/transport.h"
 
 using namespace sketchccl;

@@ -1,4 +1,4 @@
-#include "warn_guard.h"
+#include "tests/unit/warn_guard.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 #include <utility>
 
-#include "core/log.h"
+#include "src/core/log.h"
 
 namespace sketchccl::testutil {
 namespace {

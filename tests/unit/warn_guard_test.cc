@@ -1,12 +1,12 @@
 // The guard itself: WARNs of any thread are collected unless an allowance in force matches.
 // (That a collected WARN fails the test at its end is seen by running a test without one.)
-#include "warn_guard.h"
+#include "tests/unit/warn_guard.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "core/log.h"
+#include "src/core/log.h"
 
 namespace sketchccl::testutil {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::transport::net {
 

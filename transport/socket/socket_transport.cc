@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/log.h"
+#include "src/core/log.h"
 #include "transport/socket/net.h"
 
 namespace sketchccl::transport {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/log.h"
 #include "sketchccl_build_config.h"
+#include "src/core/log.h"
 
 namespace sketchccl::transport {
 namespace {

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/log.h"
+#include "src/core/log.h"
 #include "transport/socket/net.h"
 #include "transport/ucx/ucx_api.h"
 

@@ -1,4 +1,4 @@
-#include "backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/cuda_backend.h"
 
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cuda/kernel_preload.h"
-#include "backend/warm_up.h"
+#include "src/backend/cuda/kernel_preload.h"
+#include "src/backend/warm_up.h"
 
 #include "sketchccl_build_config.h"
 

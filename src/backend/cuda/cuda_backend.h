@@ -14,8 +14,8 @@
 
 #include <memory>
 
-#include "backend/backend.h"
-#include "core/status.h"
+#include "src/backend/backend.h"
+#include "src/core/status.h"
 
 namespace sketchccl::backend {
 

@@ -1,4 +1,4 @@
-#include "backend/cuda/gate_kernels.h"
+#include "src/backend/cuda/gate_kernels.h"
 
 namespace sketchccl::backend::cuda_detail {
 namespace {

@@ -1,16 +1,16 @@
-#include "backend/cuda/kernel_preload.h"
+#include "src/backend/cuda/kernel_preload.h"
 
 #include <map>
 #include <mutex>
 
-#include "core/log.h"
 #include "sketchccl_build_config.h"
+#include "src/core/log.h"
 
 #if SKETCHCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/gate_kernels.h"
 #include "kernels/cuda/codec_cuda.h"
+#include "src/backend/cuda/gate_kernels.h"
 #endif
 
 namespace sketchccl::backend {

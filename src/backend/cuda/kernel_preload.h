@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/status.h"
+#include "src/core/status.h"
 
 namespace sketchccl::backend {
 

@@ -1,4 +1,4 @@
-#include "backend/cuda/stream_gate.h"
+#include "src/backend/cuda/stream_gate.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -8,15 +8,15 @@
 #include <set>
 #include <vector>
 
-#include "core/log.h"
 #include "sketchccl_build_config.h"
+#include "src/core/log.h"
 
 #if SKETCHCCL_HAVE_CUDA
 #include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPoint
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/gate_kernels.h"
-#include "backend/cuda/kernel_preload.h"
+#include "src/backend/cuda/gate_kernels.h"
+#include "src/backend/cuda/kernel_preload.h"
 #endif
 
 namespace sketchccl::backend {

@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "backend/stream_gate.h"
-#include "core/status.h"
+#include "src/backend/stream_gate.h"
+#include "src/core/status.h"
 
 namespace sketchccl::backend {
 

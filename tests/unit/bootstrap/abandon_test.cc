@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/wire.h"
-#include "warn_guard.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/wire.h"
+#include "tests/unit/warn_guard.h"
 
 using namespace sketchccl;
 using namespace sketchccl::bootstrap;

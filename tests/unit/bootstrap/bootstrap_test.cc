@@ -1,6 +1,6 @@
 // The rendezvous with real sockets on loopback: the root listener, joins started from one
 // thread, and misbehaving clients that the root must reject without falling over.
-#include "bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/wire.h"
+#include "src/bootstrap/wire.h"
+#include "tests/unit/warn_guard.h"
 #include "transport/socket/net.h"
-#include "warn_guard.h"
 
 using namespace sketchccl;
 using namespace sketchccl::bootstrap;

@@ -1,6 +1,6 @@
 // The bootstrap message parser: round trips, and every kind of malformed input is an error
 // that names the problem.
-#include "bootstrap/wire.h"
+#include "src/bootstrap/wire.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The accuracy guard (coll/accuracy.h): the sample, the ladder, and the engine end to end with
 // ranks as threads over loopback sockets: the estimate against the true NMSE of the call, the
 // same estimate on every rank, and SKETCHCCL_MAX_NMSE stepping a q2 buffer up until it holds.
-#include "coll/accuracy.h"
+#include "src/coll/accuracy.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "coll/allreduce.h"
-#include "engine_ranks.h"
-#include "warn_guard.h"
+#include "src/coll/allreduce.h"
+#include "tests/unit/coll/engine_ranks.h"
+#include "tests/unit/warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {

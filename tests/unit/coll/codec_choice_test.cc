@@ -1,12 +1,12 @@
 // `auto`'s cost model (coll/codec_choice.h): its byte estimates and its choices among `sparse`
 // (element bitmap, row bitmap, index list), `s2` and the dense codec.
-#include "coll/codec_choice.h"
+#include "src/coll/codec_choice.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "coll/support_encoding.h"
+#include "src/coll/support_encoding.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "coll/allreduce.h"
 #include "kernels/codec.h"
-#include "loopback_ranks.h"
+#include "src/coll/allreduce.h"
+#include "tests/unit/coll/loopback_ranks.h"
 #include "transport/transport.h"
 
 namespace sketchccl::testutil {

@@ -1,6 +1,6 @@
 // The exact collectives' elementwise ops (coll/reduce_op.h): fp8 conversions against their
 // definition, integer wrap-around and truncating avg, fp32 accumulation of the narrow floats.
-#include "coll/reduce_op.h"
+#include "src/coll/reduce_op.h"
 
 #include <gtest/gtest.h>
 

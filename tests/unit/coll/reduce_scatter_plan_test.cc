@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "coll/reduce_scatter.h"
+#include "src/coll/reduce_scatter.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "coll/ring.h"
-#include "loopback_ranks.h"
+#include "src/coll/ring.h"
+#include "tests/unit/coll/loopback_ranks.h"
+#include "tests/unit/warn_guard.h"
 #include "transport/transport.h"
-#include "warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {

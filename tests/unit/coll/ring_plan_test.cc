@@ -3,7 +3,7 @@
 #include <set>
 #include <vector>
 
-#include "coll/ring.h"
+#include "src/coll/ring.h"
 
 namespace sketchccl::coll {
 namespace {

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "coll/ring.h"
-#include "loopback_ranks.h"
+#include "src/coll/ring.h"
+#include "tests/unit/coll/loopback_ranks.h"
 #include "transport/transport.h"
 
 namespace sketchccl::coll {

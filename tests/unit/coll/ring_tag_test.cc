@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "coll/ring.h"
 #include "sketchccl_build_config.h"
+#include "src/coll/ring.h"
 #if SKETCHCCL_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
 #endif

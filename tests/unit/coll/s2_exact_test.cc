@@ -12,10 +12,10 @@
 #include <random>
 #include <vector>
 
-#include "coll/allreduce.h"
-#include "coll/s2_repair.h"
-#include "engine_ranks.h"
 #include "kernels/codec_common.h"
+#include "src/coll/allreduce.h"
+#include "src/coll/s2_repair.h"
+#include "tests/unit/coll/engine_ranks.h"
 
 namespace sketchccl::coll {
 namespace {

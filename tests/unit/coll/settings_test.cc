@@ -1,5 +1,5 @@
 // Typed settings come from the configuration table and never substitute a codec silently.
-#include "coll/settings.h"
+#include "src/coll/settings.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // engine end to end with ranks as threads over loopback sockets: `sparse` and `auto` exact with
 // every encoding, the encoding the model picks for i.i.d. and row-sparse buffers, an index list
 // that outgrows its capacity, and ReduceScatters with every encoding.
-#include "coll/support_encoding.h"
+#include "src/coll/support_encoding.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "coll/allreduce.h"
-#include "engine_ranks.h"
 #include "kernels/sparse.h"
-#include "warn_guard.h"
+#include "src/coll/allreduce.h"
+#include "tests/unit/coll/engine_ranks.h"
+#include "tests/unit/warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {

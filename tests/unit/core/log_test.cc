@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "src/core/log.h"
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.h"
-#include "warn_guard.h"
+#include "src/core/config.h"
+#include "tests/unit/warn_guard.h"
 
 namespace sketchccl {
 namespace {

@@ -1,4 +1,4 @@
-#include "interpose/allreduce_run.h"
+#include "src/interpose/allreduce_run.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "interpose/real_api.h"
-#include "interpose/result.h"
+#include "src/interpose/real_api.h"
+#include "src/interpose/result.h"
 
 namespace sketchccl::interpose {
 namespace {

@@ -1,6 +1,6 @@
 // The libnccl.so.2 files the JAX shim tries by path: LD_LIBRARY_PATH's folders in order, empty
 // entries and absent files skipped, a file reached twice (a link, a repeated folder) tried once.
-#include "interpose/nccl_search_path.h"
+#include "src/interpose/nccl_search_path.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

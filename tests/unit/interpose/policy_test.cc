@@ -1,4 +1,4 @@
-#include "interpose/policy.h"
+#include "src/interpose/policy.h"
 
 #include <gtest/gtest.h>
 

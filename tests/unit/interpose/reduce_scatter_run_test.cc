@@ -1,4 +1,4 @@
-#include "interpose/reduce_scatter_run.h"
+#include "src/interpose/reduce_scatter_run.h"
 
 #include <gtest/gtest.h>
 

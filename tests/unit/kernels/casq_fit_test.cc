@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "codec_test_util.h"
 #include "kernels/casq_fit.h"
+#include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::kernels {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "codec_test_util.h"
 #include "kernels/s2_decode_host.h"
+#include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::kernels {
 namespace {

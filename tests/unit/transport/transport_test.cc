@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "sketchccl_build_config.h"
+#include "tests/unit/warn_guard.h"
 #include "transport/transport.h"
-#include "warn_guard.h"
 
 #if SKETCHCCL_HAVE_UCX
 #include "transport/ucx/ucx_api.h"
