@@ -5,34 +5,34 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/core/log.h"
-#include "src/interpose/group.h"
-#include "src/interpose/runtime.h"
+#include "src/api/runtime.h"
+#include "src/backend/cuda_query.h"
+#include "src/bootstrap/bootstrap.h"
 
 namespace sketchccl::interpose {
 
-SplitOutcome split_side(coll::Communicator& parent, int color, int key, bool child_nonblocking,
-                        std::function<void(const std::shared_ptr<coll::Communicator>&)> adopt) {
-  auto child = std::make_shared<std::shared_ptr<coll::Communicator>>();
-  auto work =
-      parent.submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, child_nonblocking, child);
-  auto finish = [adopt, child](const Status& s) {
-    if (s.ok() && *child) adopt(*child);
-  };
-  SplitOutcome out;
-  if (group::active()) {
-    group::defer(work, false, [finish, child](const Status& s) {
-      finish(s);
-      // A failed join shows in the child's ncclCommGetAsyncError.
-      if (s.ok() && *child) (void)(*child)->init_work()->wait();
-    });
-    out.deferred = true;
-    return out;
+void attach(const RealApi& api, ncclComm_t real, const uint8_t* id, int rank, int nranks,
+            bool nonblocking) {
+  api::Runtime& rt = api::Runtime::get();
+  if (real == nullptr || !rt.front_settings().enabled || !bootstrap::has_record(id)) return;
+  if (!rt.config_status().ok()) return;  // logged once at load: forwarded
+  coll::Communicator::InitArgs args;
+  args.rank = rank;
+  args.nranks = nranks;
+  std::memcpy(args.id.data(), id, coll::kIdBytes);
+  args.standalone = false;
+  args.nonblocking = nonblocking;
+  // The communicator's device: the real communicator's (ncclCommInitAll gives each its own),
+  // else the caller's current one, as NCCL takes it at init.
+  args.cuda_device = backend::current_cuda_device();
+  if (backend::has_cuda_backend()) {
+    int dev = -1;
+    if (api.ncclCommCuDevice != nullptr && api.ncclCommCuDevice(real, &dev) == ncclSuccess &&
+        dev >= 0) {
+      args.cuda_device = dev;
+    }
   }
-  out.status = work->wait();
-  finish(out.status);
-  out.child = *child;
-  return out;
+  rt.add(real, coll::Communicator::create(args, rt.settings(), rt.config_hash()));
 }
 
 bool config_nonblocking(const ncclConfig_t* config, bool inherited) {
@@ -52,42 +52,6 @@ bool config_nonblocking(const ncclConfig_t* config, bool inherited) {
 bool nonblocking_by_default() {
   const char* env = std::getenv("NCCL_COMM_BLOCKING");  // NCCL's default for unset fields
   return env != nullptr && *env != '\0' && std::atoi(env) == 0;
-}
-
-Detached destroy_side(ncclComm_t comm) {
-  Runtime& rt = Runtime::get();
-  Detached out;
-  auto c = comm != nullptr ? rt.remove(comm) : nullptr;
-  if (c == nullptr) return out;
-  out.found = true;
-  out.status = c->finalize();
-  rt.write_stats(*c);
-  return out;
-}
-
-bool abort_side(ncclComm_t comm) {
-  auto c = stop_side(comm);
-  if (c == nullptr) return false;
-  join_side(std::move(c));
-  return true;
-}
-
-std::shared_ptr<coll::Communicator> stop_side(ncclComm_t comm) {
-  auto c = comm != nullptr ? Runtime::get().remove(comm) : nullptr;
-  if (c != nullptr) c->signal_abort();
-  return c;
-}
-
-void join_side(std::shared_ptr<coll::Communicator> comm) {
-  if (comm == nullptr) return;
-  if (!comm->join_proxy_within(kSideJoinSeconds)) {
-    SCCL_WARN(kLogInit,
-              "rank %d: SketchCCL's proxy did not stop within %.0f s of the abort; it is left "
-              "running",
-              comm->rank(), kSideJoinSeconds);
-    (void)new std::shared_ptr<coll::Communicator>(comm);  // the detached proxy still uses it
-  }
-  Runtime::get().write_stats(*comm);
 }
 
 }  // namespace sketchccl::interpose

@@ -1,20 +1,24 @@
-// Calling the real NCCL's twin of an exported function with the caller's arguments, bit for bit.
+// Calling the real NCCL's twin of an exported function with the caller's arguments, bit for bit,
+// and giving its result back unchanged.
 #pragma once
 
 #include <nccl.h>
 
 #include <utility>
 
-#include "src/interpose/last_error.h"
+#include "src/api/last_error.h"
 
 namespace sketchccl::interpose {
 
+// The real library lacks the twin of `api` (a broken or foreign libnccl): ncclInternalError.
+ncclResult_t missing_real(const char* api);
+
 // Hands the call to `fn` (a RealApi pointer) unchanged and returns its result; `api` names the
-// function when the real library lacks it.
+// function when the real library lacks it. A failure makes ncclGetLastError the real one's.
 template <typename... Params, typename... Args>
 ncclResult_t forward(ncclResult_t (*fn)(Params...), const char* api, Args&&... args) {
   if (fn == nullptr) return missing_real(api);
-  return forwarded(fn(std::forward<Args>(args)...));
+  return api::forwarded(fn(std::forward<Args>(args)...));
 }
 
 }  // namespace sketchccl::interpose

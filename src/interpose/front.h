@@ -1,104 +1,55 @@
-// The NCCL API behind the exports: one virtual per entry point, two engines. The interposed front
-// stands before a real NCCL (forwards, or takes over per the policy); the standalone front runs
-// the calls itself. The mode is chosen once, at load; no export asks it again.
+// The front in front of a real NCCL: every call goes to the real twin (ForwardingFront), and
+// SketchCCL's side is added around the lifecycle calls (communicators beside the real ones) and
+// the groups; an AllReduce or ReduceScatter the policy allows is taken over. No lock is held while
+// the real NCCL runs: it calls some of its own exports through the PLT.
 #pragma once
 
-#include <nccl.h>
+#include "src/interpose/forwarding_front.h"
 
 namespace sketchccl::interpose {
 
-class Front {
+class InterposedFront final : public ForwardingFront {
  public:
-  virtual ~Front() = default;
+  using ForwardingFront::ForwardingFront;
 
-  // Versions and communicator lifecycle.
-  virtual ncclResult_t get_version(int* version) = 0;
-  virtual ncclResult_t get_unique_id(ncclUniqueId* uniqueId) = 0;
-  virtual ncclResult_t comm_init_rank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
-                                      int rank) = 0;
-  virtual ncclResult_t comm_init_rank_config(ncclComm_t* comm, int nranks, ncclUniqueId commId,
-                                             int rank, ncclConfig_t* config) = 0;
-  virtual ncclResult_t comm_init_rank_scalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                               ncclUniqueId* commIds, ncclConfig_t* config) = 0;
-  virtual ncclResult_t comm_init_all(ncclComm_t* comm, int ndev, const int* devlist) = 0;
-  virtual ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                                  ncclConfig_t* config) = 0;
-  virtual ncclResult_t comm_shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                                   ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) = 0;
-  virtual ncclResult_t comm_finalize(ncclComm_t comm) = 0;
-  virtual ncclResult_t comm_destroy(ncclComm_t comm) = 0;
-  virtual ncclResult_t comm_abort(ncclComm_t comm) = 0;
-  virtual ncclResult_t comm_revoke(ncclComm_t comm, int revokeFlags) = 0;
+  // Ids and the communicator lifecycle (lifecycle.cc).
+  ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) override;
+  ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                int rank) override;
+  ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                      ncclConfig_t* config) override;
+  ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                        ncclUniqueId* commIds, ncclConfig_t* config) override;
+  ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) override;
+  ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                             ncclConfig_t* config) override;
+  ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) override;
+  ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) override;
+  ncclResult_t ncclCommFinalize(ncclComm_t comm) override;
+  ncclResult_t ncclCommDestroy(ncclComm_t comm) override;
+  ncclResult_t ncclCommAbort(ncclComm_t comm) override;
 
-  // Communicator queries and errors.
-  virtual ncclResult_t comm_count(const ncclComm_t comm, int* count) = 0;
-  virtual ncclResult_t comm_user_rank(const ncclComm_t comm, int* rank) = 0;
-  virtual ncclResult_t comm_cu_device(const ncclComm_t comm, int* device) = 0;
-  virtual ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* asyncError) = 0;
-  virtual const char* get_error_string(ncclResult_t result) = 0;
-  virtual const char* get_last_error(ncclComm_t comm) = 0;
+  // Errors: SketchCCL's when the failure was its own (errors.cc).
+  ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) override;
+  const char* ncclGetErrorString(ncclResult_t result) override;
+  const char* ncclGetLastError(ncclComm_t comm) override;
 
-  // Memory, buffer registration, reduction ops.
-  virtual ncclResult_t mem_alloc(void** ptr, size_t size) = 0;
-  virtual ncclResult_t mem_free(void* ptr) = 0;
-  virtual ncclResult_t comm_register(const ncclComm_t comm, void* buff, size_t size,
-                                     void** handle) = 0;
-  virtual ncclResult_t comm_deregister(const ncclComm_t comm, void* handle) = 0;
-  virtual ncclResult_t comm_window_register(ncclComm_t comm, void* buff, size_t size,
-                                            ncclWindow_t* win, int winFlags) = 0;
-  virtual ncclResult_t comm_window_deregister(ncclComm_t comm, ncclWindow_t win) = 0;
-  virtual ncclResult_t red_op_create_pre_mul_sum(ncclRedOp_t* op, void* scalar,
-                                                 ncclDataType_t datatype,
-                                                 ncclScalarResidence_t residence,
-                                                 ncclComm_t comm) = 0;
-  virtual ncclResult_t red_op_destroy(ncclRedOp_t op, ncclComm_t comm) = 0;
+  // Groups: the calls taken over inside one launch at its end (front.cc).
+  ncclResult_t ncclGroupStart() override;
+  ncclResult_t ncclGroupEnd() override;
+  ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) override;
 
-  // Collectives and point-to-point; only AllReduce is ever taken over.
-  virtual ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
-                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                  cudaStream_t stream) = 0;
-  virtual ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count,
-                              ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                              cudaStream_t stream) = 0;
-  virtual ncclResult_t bcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                             ncclComm_t comm, cudaStream_t stream) = 0;
-  virtual ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count,
-                                 ncclDataType_t datatype, int root, ncclComm_t comm,
-                                 cudaStream_t stream) = 0;
-  virtual ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                      cudaStream_t stream) = 0;
-  virtual ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                  ncclDataType_t datatype, ncclComm_t comm,
-                                  cudaStream_t stream) = 0;
-  virtual ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t count,
-                                  ncclDataType_t datatype, ncclComm_t comm,
-                                  cudaStream_t stream) = 0;
-  virtual ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count,
-                              ncclDataType_t datatype, int root, ncclComm_t comm,
-                              cudaStream_t stream) = 0;
-  virtual ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count,
-                               ncclDataType_t datatype, int root, ncclComm_t comm,
-                               cudaStream_t stream) = 0;
-  virtual ncclResult_t send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                            ncclComm_t comm, cudaStream_t stream) = 0;
-  virtual ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                            ncclComm_t comm, cudaStream_t stream) = 0;
+  // AllReduce and ReduceScatter: taken over or forwarded, per the policy (take_over.cc); the
+  // other calls as ForwardingFront.
+  ncclResult_t collective(const api::CollCall& call) override;
 
-  // Groups.
-  virtual ncclResult_t group_start() = 0;
-  virtual ncclResult_t group_end() = 0;
-  virtual ncclResult_t group_simulate_end(ncclSimInfo_t* simInfo) = 0;
-
-  // Deprecated, absent from nccl.h.
-  virtual void reset_debug_init() = 0;
+ private:
+  ncclResult_t take_over(api::CollCall call);
 };
 
-// The engine of this process: interposed when a real NCCL was loaded, else standalone.
-Front& front();
-
-// The two engines, each created on first use and never destroyed (exit handlers may call in).
-Front& interposed_front();
-Front& standalone_front();
+// This process's InterposedFront, in front of loaded_nccl(); created on first use and never
+// destroyed (exit handlers may call in).
+api::Front& interposed_front();
 
 }  // namespace sketchccl::interpose

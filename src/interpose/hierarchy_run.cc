@@ -5,10 +5,12 @@
 #include <mutex>
 #include <thread>
 
-#include "src/core/config.h"
+#include "src/api/group.h"
+#include "src/api/last_error.h"
+#include "src/api/runtime.h"
+#include "src/api/submit.h"
 #include "src/core/log.h"
-#include "src/interpose/group.h"
-#include "src/interpose/last_error.h"
+#include "src/interpose/forward.h"
 
 namespace sketchccl::interpose {
 namespace {
@@ -28,13 +30,17 @@ ncclComm_t find_node_comm(ncclComm_t comm) {
 
 }  // namespace
 
-bool takes_nccl_phases(const coll::Communicator& c, const AllReduceCall& call) {
-  if (!c.hierarchical() || call.count == 0 || group::active()) return false;
+bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
+  if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0 ||
+      api::group::active()) {
+    return false;
+  }
   return call.count % static_cast<size_t>(c.topology().local_ranks) == 0;
 }
 
-ncclResult_t run_nccl_phases(const RealApi& real, ncclComm_t comm, coll::Communicator& c,
-                             const AllReduceCall& call, kernels::ElemType et) {
+ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
+                             const api::CollCall& call) {
+  ncclComm_t comm = call.comm;
   if (real.ncclCommSplit == nullptr) return missing_real("ncclCommSplit");
   if (real.ncclReduceScatter == nullptr) return missing_real("ncclReduceScatter");
   if (real.ncclAllGather == nullptr) return missing_real("ncclAllGather");
@@ -45,16 +51,16 @@ ncclResult_t run_nccl_phases(const RealApi& real, ncclComm_t comm, coll::Communi
     ncclResult_t r = real.ncclCommSplit(comm, topo.node, topo.local, &node, nullptr);
     // A non-blocking parent's split completes in the background: wait for it here, bounded.
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(Config::global().get_double(Var::kTimeout));
+                          std::chrono::duration<double>(api::Runtime::get().settings().timeout_s);
     while (r == ncclInProgress && node != nullptr && real.ncclCommGetAsyncError != nullptr &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       if (real.ncclCommGetAsyncError(node, &r) != ncclSuccess) break;
     }
-    if (r != ncclSuccess) return forwarded(r);
+    if (r != ncclSuccess) return api::forwarded(r);
     if (node == nullptr) {
-      return report(Status(Code::kInternalError, "ncclCommSplit by node returned no communicator"),
-                    "ncclAllReduce");
+      return api::report(
+          Status(Code::kInternalError, "ncclCommSplit by node returned no communicator"), call.api);
     }
     std::lock_guard<std::mutex> lock(g_mu);
     node_comms()[comm] = node;
@@ -62,30 +68,24 @@ ncclResult_t run_nccl_phases(const RealApi& real, ncclComm_t comm, coll::Communi
               c.rank(), static_cast<void*>(node), static_cast<void*>(comm), topo.node, topo.local);
   }
   const size_t shard = call.count / static_cast<size_t>(topo.local_ranks);
-  const size_t esz = kernels::elem_size(et);
+  const size_t esz = kernels::elem_size(call.elem);
   void* mine = static_cast<uint8_t*>(call.recv) + static_cast<size_t>(topo.local) * shard * esz;
   // 1: this rank's shard of the node's sum (ncclAvg divides by L); NCCL's in-place form when the
   // call is in place.
   ncclResult_t r =
       real.ncclReduceScatter(call.send, mine, shard, call.type, call.op, node, call.stream);
-  if (r != ncclSuccess) return forwarded(r);
+  if (r != ncclSuccess) return api::forwarded(r);
   // 2: the compressed AllReduce of the shard along the rail (ncclAvg divides by N), gated on
   // the stream behind phase 1.
-  coll::AllReduceArgs args;
-  args.send = mine;
-  args.recv = mine;
-  args.count = shard;
-  args.type = et;
-  args.avg = call.op == ncclAvg;
-  args.mem = call.mem.type;
-  args.rail = true;
-  Status st = args.mem == backend::MemoryType::kDevice
-                  ? c.submit_allreduce_stream(args, call.stream)
-                  : c.submit_allreduce(args)->wait();
-  if (!st.ok()) return report(st, "ncclAllReduce");
+  api::CollCall rail = call;
+  rail.send = mine;
+  rail.recv = mine;
+  rail.count = shard;
+  Status st = api::submit(c, rail, api::EngineRun::kRail);
+  if (!st.ok()) return api::report(st, call.api);
   // 3: every shard to every rank of the node (NCCL's in-place AllGather).
   r = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
-  return forwarded(r);
+  return api::forwarded(r);
 }
 
 void drop_node_comm(const RealApi& real, ncclComm_t comm, bool abort) {

@@ -5,22 +5,22 @@
 
 #include <nccl.h>
 
+#include "src/api/coll_call.h"
 #include "src/coll/comm.h"
-#include "src/interpose/allreduce_run.h"
 #include "src/interpose/real_api.h"
 
 namespace sketchccl::interpose {
 
-// Whether this call takes the NCCL-phase hierarchy: the communicator is hierarchical, the count
-// splits into L equal shards (NCCL's ReduceScatter needs them), and the call is outside a group
-// (the node communicator is split on the caller's thread, which a group would join). Agreed
-// inputs only, given the same group structure on every rank.
-bool takes_nccl_phases(const coll::Communicator& c, const AllReduceCall& call);
+// Whether this call takes the NCCL-phase hierarchy: an AllReduce, the communicator is
+// hierarchical, the count splits into L equal shards (NCCL's ReduceScatter needs them), and the
+// call is outside a group (the node communicator is split on the caller's thread, which a group
+// would join). Agreed inputs only, given the same group structure on every rank.
+bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call);
 
-// Runs it: the node communicator is split from `comm` at the first such call (every rank reaches
-// it at the same point of its calls on `comm`), then the three phases are enqueued.
-ncclResult_t run_nccl_phases(const RealApi& real, ncclComm_t comm, coll::Communicator& c,
-                             const AllReduceCall& call, kernels::ElemType et);
+// Runs a validated call: the node communicator is split from call.comm at the first such call
+// (every rank reaches it at the same point of its calls on it), then the three phases are
+// enqueued.
+ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c, const api::CollCall& call);
 
 // ncclCommDestroy / ncclCommAbort of `comm`: destroys (or aborts) its node communicator.
 void drop_node_comm(const RealApi& real, ncclComm_t comm, bool abort);

@@ -1,6 +1,6 @@
-// Which ncclAllReduce calls SketchCCL takes over (docs/interposition.md). The inputs are the
-// arguments every rank passes identically, plus the communicator's agreed state, so every rank
-// takes the same path.
+// Which ncclAllReduce and ncclReduceScatter calls SketchCCL takes over (docs/interposition.md). The
+// inputs are the arguments every rank passes identically, plus the communicator's agreed state, so
+// every rank takes the same path.
 #pragma once
 
 #include <nccl.h>
@@ -46,7 +46,7 @@ enum class ForwardReason {
   kType,       // not float32, float16 or bfloat16
   kSize,       // under SKETCHCCL_MIN_BYTES
   kCapture,    // the stream is being captured into a CUDA graph
-  kMemory,     // memory that cannot be classified (DESIGN §13: any doubt forwards)
+  kMemory,     // memory that cannot be classified (any doubt forwards)
   kNoBackend,  // device memory without a working CUDA backend
   kSimulated,  // inside a group ended by ncclGroupSimulateEnd (the front decides that)
 };

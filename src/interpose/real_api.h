@@ -1,55 +1,19 @@
-// The real NCCL's functions, resolved once when the library is loaded: one typed pointer per
-// function of nccl.h (2.28) that SketchCCL forwards, named after it. A symbol the library lacks is
-// null, and a call that needs it fails with missing_real.
+// The real NCCL's functions, resolved once when the library is loaded: one typed pointer per row
+// of nccl_api.def, named after the function and holding its twin pncclX (a row without a twin:
+// the plain name). A symbol the library lacks is null, and a call that needs it fails with
+// missing_real (forward.h).
 #pragma once
 
-#include <nccl.h>
+#include "src/api/nccl_api.h"
 
 namespace sketchccl::interpose {
 
 struct RealApi {
-  // Each pointer holds the twin pncclX (ncclResetDebugInit has none: its plain name).
-  decltype(&::pncclGetVersion) ncclGetVersion = nullptr;
-  decltype(&::pncclGetUniqueId) ncclGetUniqueId = nullptr;
-  decltype(&::pncclCommInitRank) ncclCommInitRank = nullptr;
-  decltype(&::pncclCommInitRankConfig) ncclCommInitRankConfig = nullptr;
-  decltype(&::pncclCommInitRankScalable) ncclCommInitRankScalable = nullptr;
-  decltype(&::pncclCommInitAll) ncclCommInitAll = nullptr;
-  decltype(&::pncclCommSplit) ncclCommSplit = nullptr;
-  decltype(&::pncclCommShrink) ncclCommShrink = nullptr;
-  decltype(&::pncclCommFinalize) ncclCommFinalize = nullptr;
-  decltype(&::pncclCommDestroy) ncclCommDestroy = nullptr;
-  decltype(&::pncclCommAbort) ncclCommAbort = nullptr;
-  decltype(&::pncclCommRevoke) ncclCommRevoke = nullptr;
-  decltype(&::pncclCommCount) ncclCommCount = nullptr;
-  decltype(&::pncclCommUserRank) ncclCommUserRank = nullptr;
-  decltype(&::pncclCommCuDevice) ncclCommCuDevice = nullptr;
-  decltype(&::pncclCommGetAsyncError) ncclCommGetAsyncError = nullptr;
-  decltype(&::pncclGetErrorString) ncclGetErrorString = nullptr;
-  decltype(&::pncclGetLastError) ncclGetLastError = nullptr;
-  decltype(&::pncclMemAlloc) ncclMemAlloc = nullptr;
-  decltype(&::pncclMemFree) ncclMemFree = nullptr;
-  decltype(&::pncclCommRegister) ncclCommRegister = nullptr;
-  decltype(&::pncclCommDeregister) ncclCommDeregister = nullptr;
-  decltype(&::pncclCommWindowRegister) ncclCommWindowRegister = nullptr;
-  decltype(&::pncclCommWindowDeregister) ncclCommWindowDeregister = nullptr;
-  decltype(&::pncclRedOpCreatePreMulSum) ncclRedOpCreatePreMulSum = nullptr;
-  decltype(&::pncclRedOpDestroy) ncclRedOpDestroy = nullptr;
-  decltype(&::pncclAllReduce) ncclAllReduce = nullptr;
-  decltype(&::pncclReduce) ncclReduce = nullptr;
-  decltype(&::pncclBcast) ncclBcast = nullptr;
-  decltype(&::pncclBroadcast) ncclBroadcast = nullptr;
-  decltype(&::pncclReduceScatter) ncclReduceScatter = nullptr;
-  decltype(&::pncclAllGather) ncclAllGather = nullptr;
-  decltype(&::pncclAlltoAll) ncclAlltoAll = nullptr;
-  decltype(&::pncclGather) ncclGather = nullptr;
-  decltype(&::pncclScatter) ncclScatter = nullptr;
-  decltype(&::pncclSend) ncclSend = nullptr;
-  decltype(&::pncclRecv) ncclRecv = nullptr;
-  decltype(&::pncclGroupStart) ncclGroupStart = nullptr;
-  decltype(&::pncclGroupEnd) ncclGroupEnd = nullptr;
-  decltype(&::pncclGroupSimulateEnd) ncclGroupSimulateEnd = nullptr;
-  void (*ncclResetDebugInit)() = nullptr;  // deprecated, not in nccl.h
+#define SCCL_NCCL_FN(name, params, args) ncclResult_t(*name) params = nullptr;
+#define SCCL_NCCL_COLL(name, kind, params, call, real) ncclResult_t(*name) params = nullptr;
+#define SCCL_NCCL_VALUE(ret, name, params, args, failed) ret(*name) params = nullptr;
+#define SCCL_NCCL_VOID(name, params, args) void(*name) params = nullptr;
+#include "src/api/nccl_api.def"
 };
 
 // Fills the table from a dlopen handle of the real library (all null for a null handle).

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 
+#include "src/core/config.h"
+#include "src/core/log.h"
 #include "src/interpose/nccl_search_path.h"
 
 namespace sketchccl::interpose {
@@ -141,6 +143,24 @@ RealNccl load_real_nccl(const std::string& setting) {
   out.standalone = true;
   out.how = "no real NCCL found";
   return out;
+}
+
+const RealNccl& loaded_nccl() {
+  static const RealNccl* real = [] {
+    auto* r = new RealNccl(load_real_nccl(Config::global().get_string(Var::kNcclLib)));  // leaked
+    if (!r->error.empty()) {
+      SCCL_WARN(kLogInit, "%s; running standalone", r->error.c_str());
+      r->standalone = true;
+    }
+    if (r->standalone) {
+      SCCL_INFO(kLogInit, "standalone mode (%s)", r->how.c_str());
+    } else {
+      SCCL_INFO(kLogInit, "forwarding to %s (NCCL %d, %s)", r->path.c_str(), r->version,
+                r->how.c_str());
+    }
+    return r;
+  }();
+  return *real;
 }
 
 }  // namespace sketchccl::interpose

@@ -28,4 +28,8 @@ struct RealNccl {
 // sketchcclGetVersion in one object) is skipped.
 RealNccl load_real_nccl(const std::string& setting);
 
+// The real NCCL of this process: loaded at the first call from SKETCHCCL_NCCL_LIB and logged
+// (which library, or standalone and why), never unloaded. standalone: no front in front of it.
+const RealNccl& loaded_nccl();
+
 }  // namespace sketchccl::interpose

@@ -1,0 +1,37 @@
+#include "src/api/submit.h"
+
+#include "src/api/group.h"
+
+namespace sketchccl::api {
+
+coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run) {
+  coll::AllReduceArgs args;
+  args.send = call.send;
+  args.recv = call.recv;
+  args.count = input_count(call, nranks);
+  args.type = call.elem;
+  args.avg = call.op == ncclAvg;
+  args.exact = run == EngineRun::kExact;
+  args.mem = call.mem.type;
+  args.scatter = call.kind == CollKind::kReduceScatter;
+  args.rail = run == EngineRun::kRail;
+  return args;
+}
+
+Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run) {
+  const coll::AllReduceArgs args = engine_args(call, comm.nranks(), run);
+  if (args.mem == backend::MemoryType::kDevice) {
+    // Device buffers (docs/cuda.md): enqueued on the stream; never blocks, inside a group or not.
+    // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
+    if (call.count == 0) return Status::Ok();
+    return comm.submit_allreduce_stream(args, call.stream);
+  }
+  auto work = comm.submit_allreduce(args);
+  if (group::active()) {
+    group::defer(work, false);
+    return Status::Ok();
+  }
+  return work->wait();
+}
+
+}  // namespace sketchccl::api

@@ -1,0 +1,120 @@
+#include "src/api/validate.h"
+
+#include <cstdint>
+
+#include "src/backend/cuda_query.h"
+
+namespace sketchccl::api {
+
+Status compressed_type_and_op(const CollCall& call, kernels::ElemType* elem) {
+  switch (call.type) {
+    case ncclFloat32:
+      *elem = kernels::ElemType::kF32;
+      break;
+    case ncclFloat16:
+      *elem = kernels::ElemType::kF16;
+      break;
+    case ncclBfloat16:
+      *elem = kernels::ElemType::kBf16;
+      break;
+    default:
+      return errorf(Code::kInvalidUsage,
+                    "datatype %d is not one SketchCCL's compressed ring runs (float32, float16, "
+                    "bfloat16 are)",
+                    static_cast<int>(call.type));
+  }
+  if (call.op != ncclSum && call.op != ncclAvg) {
+    return errorf(Code::kInvalidUsage,
+                  "reduction op %d is not one SketchCCL's compressed ring runs (ncclSum and "
+                  "ncclAvg are)",
+                  static_cast<int>(call.op));
+  }
+  return Status::Ok();
+}
+
+Status validate_all_reduce(const CollCall& call, kernels::ElemType* elem) {
+  SCCL_RETURN_IF_ERROR(compressed_type_and_op(call, elem));
+  if (call.count == 0) return Status::Ok();
+  if (call.send == nullptr || call.recv == nullptr) {
+    return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");
+  }
+  const size_t esz = kernels::elem_size(*elem);
+  if (call.count > SIZE_MAX / esz) {
+    return errorf(Code::kInvalidArgument, "count %zu overflows", call.count);
+  }
+  const auto s = reinterpret_cast<uintptr_t>(call.send);
+  const auto r = reinterpret_cast<uintptr_t>(call.recv);
+  if (s % esz != 0 || r % esz != 0) {
+    return errorf(Code::kInvalidArgument, "buffers must be aligned to %zu bytes", esz);
+  }
+  const size_t bytes = call.count * esz;
+  if (s != r && s < r + bytes && r < s + bytes) {
+    return Status(Code::kInvalidArgument,
+                  "sendbuff and recvbuff overlap without being the same (in-place) buffer");
+  }
+  return validate_memory(call.mem);
+}
+
+Status validate_reduce_scatter(const CollCall& call, int rank, int nranks,
+                               kernels::ElemType* elem) {
+  SCCL_RETURN_IF_ERROR(compressed_type_and_op(call, elem));
+  if (call.count == 0) return Status::Ok();  // a call of no elements checks nothing else
+  if (call.send == nullptr || call.recv == nullptr) {
+    return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");
+  }
+  const size_t esz = kernels::elem_size(*elem);
+  const auto p = static_cast<size_t>(nranks);
+  if (call.count > SIZE_MAX / esz / p) {
+    return errorf(Code::kInvalidArgument, "recvcount %zu times %d ranks overflows", call.count,
+                  nranks);
+  }
+  const auto s = reinterpret_cast<uintptr_t>(call.send);
+  const auto r = reinterpret_cast<uintptr_t>(call.recv);
+  if (s % esz != 0 || r % esz != 0) {
+    return errorf(Code::kInvalidArgument, "buffers must be aligned to %zu bytes", esz);
+  }
+  const size_t recv_bytes = call.count * esz;
+  const size_t send_bytes = recv_bytes * p;
+  const uintptr_t in_place = s + static_cast<size_t>(rank) * recv_bytes;
+  if (r != in_place && s < r + recv_bytes && r < s + send_bytes) {
+    return errorf(Code::kInvalidArgument,
+                  "recvbuff overlaps sendbuff without being its chunk of rank %d (in place is "
+                  "recvbuff == sendbuff + rank * recvcount)",
+                  rank);
+  }
+  return validate_memory(call.mem);
+}
+
+Status validate(const CollCall& call, int rank, int nranks, kernels::ElemType* elem) {
+  switch (call.kind) {
+    case CollKind::kAllReduce:
+      return validate_all_reduce(call, elem);
+    case CollKind::kReduceScatter:
+      return validate_reduce_scatter(call, rank, nranks, elem);
+    default:
+      return errorf(Code::kInternalError, "%s is not a call SketchCCL's compressed ring runs",
+                    call.api);
+  }
+}
+
+Status validate_memory(const BufferMemory& mem) {
+  if (!mem.known) {
+    return errorf(Code::kInvalidArgument,
+                  "sendbuff or recvbuff is memory SketchCCL cannot classify (%s): it runs on "
+                  "readable host memory, or device memory with the CUDA backend",
+                  mem.why);
+  }
+  if (mem.mixed) {
+    return Status(Code::kInvalidArgument,
+                  "sendbuff and recvbuff must both be device memory or both host memory");
+  }
+  if (mem.type == backend::MemoryType::kDevice && !backend::has_cuda_backend()) {
+    return Status(Code::kInvalidUsage,
+                  "sendbuff and recvbuff are device memory, and this process has no CUDA backend "
+                  "(a build without CUDA, no visible device, or a driver older than the CUDA "
+                  "runtime SketchCCL was built with)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sketchccl::api

@@ -1,0 +1,80 @@
+#include "src/interpose/call_policy.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "src/api/runtime.h"
+#include "src/backend/cuda_query.h"
+#include "src/core/log.h"
+
+namespace sketchccl::interpose {
+
+CommState wait_for_join(coll::Communicator* c, double timeout_s) {
+  if (c == nullptr) return CommState::kNone;
+  const auto& init = c->init_work();
+  if (!init->done()) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (!init->done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!init->done()) return CommState::kFailed;
+  }
+  if (!init->wait().ok() || c->stepped_aside()) return CommState::kFailed;
+  if (!c->configs_agree()) return CommState::kDisagree;
+  return CommState::kReady;
+}
+
+PolicyInput policy_input(const coll::Communicator* c, CommState state, const api::CollCall& call) {
+  const api::FrontSettings& s = api::Runtime::get().front_settings();
+  PolicyInput in;
+  in.enabled = s.enabled;
+  in.comm = state;
+  in.one_node = in.comm == CommState::kReady && c->forwards_one_node();
+  in.op = call.op;
+  in.type = call.type;
+  in.count = api::input_count(call, c != nullptr ? c->nranks() : 1);
+  in.min_bytes = s.min_bytes;
+  in.mem_pending = true;  // asked only if the rest says "take over"
+  if (in.comm == CommState::kReady && in.enabled) {
+    in.capturing = backend::stream_is_capturing(call.stream);
+    in.cuda_backend = backend::has_cuda_backend();
+  }
+  return in;
+}
+
+PolicyDecision decide_with_memory(PolicyInput& in, const api::BufferMemory& mem) {
+  in.mem_pending = false;
+  in.mem_known = mem.known;
+  in.mem = mem.type;
+  // Device buffers: the backend, a driver new enough and a usable hardware queue (docs/cuda.md).
+  if (in.mem_known && in.mem == backend::MemoryType::kDevice && in.cuda_backend) {
+    in.cuda_backend = backend::device_path_usable(&in.cuda_unusable);
+  }
+  PolicyDecision d = decide(in);
+  if (d.why == ForwardReason::kMemory) {
+    // Any doubt forwards; said once per process, the per-call log says it each time.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      SCCL_WARN(kLogColl,
+                "a buffer's memory cannot be classified (%s): such calls are forwarded to NCCL "
+                "uncompressed (said once)",
+                mem.why);
+    }
+  }
+  return d;
+}
+
+std::string taken_over_outcome() {
+  const coll::Settings& s = api::Runtime::get().settings();
+  if (s.auto_codec) return "taken over, codec auto (the engine picks per buffer)";
+  return std::string("taken over, codec ") + kernels::codec_name(s.codec);
+}
+
+std::string forwarded_outcome(const PolicyDecision& d, const api::BufferMemory& mem) {
+  std::string out = std::string("forwarded: ") + d.reason;
+  if (d.why == ForwardReason::kMemory) out += std::string(" (") + mem.why + ")";
+  return out;
+}
+
+}  // namespace sketchccl::interpose

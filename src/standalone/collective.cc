@@ -1,0 +1,62 @@
+// Every collective and send/recv without a real NCCL. AllReduce and ReduceScatter of float32,
+// float16 or bfloat16 with sum or avg run on SketchCCL's compressed ring (host memory, or device
+// memory with the CUDA backend), one path for both; below SKETCHCCL_MIN_BYTES of input, or with
+// SKETCHCCL_ENABLE=0, exact (`none`): there is no NCCL to forward them to. Every other type, op
+// and collective runs on the exact engine (exact_calls.h), sends and receives on p2p_calls.h.
+#include "src/api/last_error.h"
+#include "src/api/runtime.h"
+#include "src/api/submit.h"
+#include "src/api/validate.h"
+#include "src/backend/cuda_query.h"
+#include "src/standalone/exact_calls.h"
+#include "src/standalone/front.h"
+#include "src/standalone/p2p_calls.h"
+
+namespace sketchccl::standalone {
+namespace {
+
+ncclResult_t run_compressed(coll::Communicator& c, api::CollCall call) {
+  // Host memory positively, or device memory (run only with the CUDA backend); else an error.
+  call.mem = api::classify(call, c.nranks());
+  Status st = api::validate(call, c.rank(), c.nranks(), &call.elem);
+  if (!st.ok()) return api::report(st, call.api);
+  // No NCCL to forward to: device buffers are refused where they cannot run.
+  if (call.mem.type == backend::MemoryType::kDevice && backend::stream_is_capturing(call.stream)) {
+    return api::report(errorf(Code::kInvalidUsage,
+                              "%s on a stream being captured into a CUDA graph: standalone mode "
+                              "cannot be captured (in front of a real NCCL the call is forwarded)",
+                              call.api),
+                       call.api);
+  }
+  // No NCCL to forward small calls to either: they run exact (`none`).
+  const api::FrontSettings& s = api::Runtime::get().front_settings();
+  const size_t input_bytes = api::input_count(call, c.nranks()) * kernels::elem_size(call.elem);
+  const bool exact = !s.enabled || input_bytes < s.min_bytes;
+  return api::report(api::submit(c, call, exact ? api::EngineRun::kExact : api::EngineRun::kCodec),
+                     call.api);
+}
+
+}  // namespace
+
+ncclResult_t StandaloneFront::collective(const api::CollCall& call) {
+  switch (call.kind) {
+    case api::CollKind::kAllReduce:
+    case api::CollKind::kReduceScatter: {
+      auto c = api::Runtime::get().find(call.comm);
+      if (c == nullptr) {
+        return api::report(Status(Code::kInvalidArgument, "comm is not a live communicator"),
+                           call.api);
+      }
+      // The other types and ops (every one NCCL accepts) run the exact engine.
+      if (compressed_eligible(call.type, call.op)) return run_compressed(*c, call);
+      return exact_call(call);
+    }
+    case api::CollKind::kSend:
+    case api::CollKind::kRecv:
+      return p2p_call(call);
+    default:
+      return exact_call(call);
+  }
+}
+
+}  // namespace sketchccl::standalone
