@@ -1,11 +1,20 @@
 // A fake libnccl.so.2 for checking what SketchCCL forwards. It implements the nccl.h functions
-// on host memory without communicating, appends one line per call with its arguments to
+// (and the device API's host functions, when the nccl.h built against has them) on host memory
+// without communicating, appends one line per call with its arguments to
 // $FAKE_NCCL_LOG, and, as the real library does, calls some of its own exported functions
 // through the PLT (ncclGetUniqueId from ncclCommInitAll, ncclBroadcast from ncclBcast,
 // ncclCommGetAsyncError from init and enqueue), so a preloaded shim sees those calls too.
 // Forwarded collectives copy sendbuff to recvbuff: their result is recognisably not a sum.
 #include <nccl.h>
 #include <unistd.h>
+
+#include "sketchccl_build_config.h"
+#if SKETCHCCL_NCCL_DEVICE_API
+#include <nccl_device/core.h>
+#include <nccl_device/gin_barrier.h>
+#include <nccl_device/ll_a2a.h>
+#include <nccl_device/lsa_barrier.h>
+#endif
 
 #include <atomic>
 #include <chrono>
@@ -381,6 +390,85 @@ FAKE_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* info) {
   return ncclSuccess;
 }
 
-extern "C" __attribute__((visibility("default"))) void ncclResetDebugInit() {
+FAKE_API(void, ncclResetDebugInit, void) {
   log_call("ncclResetDebugInit");
 }
+
+// No twin, as in the real library.
+extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal() {
+  log_call("ncclResetDebugInitInternal");
+}
+
+#if SKETCHCCL_NCCL_DEVICE_API
+// The device API's host functions: each logs its arguments and answers with values derived from
+// them, so that a caller can tell its answer came back unchanged.
+FAKE_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+         ncclDevComm_t* out) {
+  log_call("ncclDevCommCreate comm=%p reqs=%p out=%p", static_cast<void*>(comm),
+           static_cast<const void*>(reqs), static_cast<void*>(out));
+  return reqs == nullptr ? ncclInvalidArgument : ncclSuccess;
+}
+
+FAKE_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const* devComm) {
+  log_call("ncclDevCommDestroy comm=%p devComm=%p", static_cast<void*>(comm),
+           static_cast<const void*>(devComm));
+  return ncclSuccess;
+}
+
+FAKE_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
+  log_call("ncclTeamWorld comm=%p", static_cast<void*>(comm));
+  auto* c = reinterpret_cast<FakeComm*>(comm);
+  return {c->nranks, c->rank, 1};
+}
+
+FAKE_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
+  log_call("ncclTeamLsa comm=%p", static_cast<void*>(comm));
+  return {1, 0, 2};
+}
+
+FAKE_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
+  log_call("ncclTeamRail comm=%p", static_cast<void*>(comm));
+  auto* c = reinterpret_cast<FakeComm*>(comm);
+  return {c->nranks, c->rank, 3};
+}
+
+FAKE_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
+  log_call("ncclTeamRankToWorld comm=%p team=%d,%d,%d rank=%d", static_cast<void*>(comm),
+           team.nRanks, team.rank, team.stride, rank);
+  return team.stride * 100 + rank;
+}
+
+FAKE_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
+  log_call("ncclTeamRankToLsa comm=%p team=%d,%d,%d rank=%d", static_cast<void*>(comm), team.nRanks,
+           team.rank, team.stride, rank);
+  return team.nRanks * 1000 + rank;
+}
+
+FAKE_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,
+         ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  log_call("ncclLsaBarrierCreateRequirement team=%d,%d,%d n=%d handle=%p req=%p", team.nRanks,
+           team.rank, team.stride, nBarriers, static_cast<void*>(outHandle),
+           static_cast<void*>(outReq));
+  return nBarriers < 0 ? ncclInvalidArgument : ncclSuccess;
+}
+
+FAKE_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team,
+         int nBarriers, ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  log_call("ncclGinBarrierCreateRequirement comm=%p team=%d,%d,%d n=%d handle=%p req=%p",
+           static_cast<void*>(comm), team.nRanks, team.rank, team.stride, nBarriers,
+           static_cast<void*>(outHandle), static_cast<void*>(outReq));
+  return nBarriers < 0 ? ncclInvalidArgument : ncclSuccess;
+}
+
+FAKE_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
+  log_call("ncclLLA2ACalcSlots maxElts=%d maxEltSize=%d", maxElts, maxEltSize);
+  return maxElts * maxEltSize + 5;
+}
+
+FAKE_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
+         ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  log_call("ncclLLA2ACreateRequirement blocks=%d slots=%d handle=%p req=%p", nBlocks, nSlots,
+           static_cast<void*>(outHandle), static_cast<void*>(outReq));
+  return ncclSuccess;
+}
+#endif

@@ -1,5 +1,6 @@
 // A program linked against libnccl.so.2 (the fake one here), run under LD_PRELOAD=libsketchccl.so.
-// It calls every function of nccl.h and checks in the fake's log ($FAKE_NCCL_LOG) that what
+// It calls every function of nccl.h (and of the device API's host functions, when the nccl.h
+// built against has them) and checks in the fake's log ($FAKE_NCCL_LOG) that what
 // SketchCCL forwards arrives unchanged, and that the AllReduces the policy takes over do not
 // arrive and give the sum.
 //
@@ -7,6 +8,7 @@
 //
 // Rank 0 makes the id and writes it to ID_FILE (norecord: with bytes 40-127 cleared).
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
+#include <dlfcn.h>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -24,7 +26,17 @@
 #include <thread>
 #include <vector>
 
+#include "sketchccl_build_config.h"
 #include "tests/fake_nccl/client_util.h"
+#if SKETCHCCL_NCCL_DEVICE_API
+#include <nccl_device/core.h>
+#include <nccl_device/gin_barrier.h>
+#include <nccl_device/ll_a2a.h>
+#include <nccl_device/lsa_barrier.h>
+#endif
+
+// NCCL exports it without declaring it in any header.
+extern "C" void ncclResetDebugInitInternal();
 
 namespace {
 
@@ -53,6 +65,15 @@ int thread_count() {
     ++n;
   }
   return n;
+}
+
+// Where the program's calls to `name` go: the object that defines it first (SketchCCL's, under
+// LD_PRELOAD, when it exports it; else the fake's).
+std::string defined_in(const char* name) {
+  Dl_info info{};
+  void* fn = dlsym(RTLD_DEFAULT, name);
+  return fn != nullptr && dladdr(fn, &info) != 0 && info.dli_fname != nullptr ? info.dli_fname
+                                                                              : "(none)";
 }
 
 // Every function SketchCCL never takes over: it must reach the fake with the same arguments.
@@ -183,7 +204,125 @@ void every_forwarded_function(ncclComm_t comm, int rank) {
                    [&] { return ncclGroupSimulateEnd(&sim); });
   expect_forwarded("CommRevoke", fmt("ncclCommRevoke comm=%p flags=0", cp),
                    [&] { return ncclCommRevoke(comm, 0); });
+  // The deprecated one reaches the real twin; ncclResetDebugInitInternal has none.
+  for (const char* name : {"ncclResetDebugInit", "ncclResetDebugInitInternal"}) {
+    check(std::string("exported/") + name, defined_in(name) == defined_in("sketchcclGetVersion"),
+          defined_in(name));
+  }
+  at = log_size();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  ncclResetDebugInit();
+#pragma GCC diagnostic pop
+  check("forward/ResetDebugInit", log_since(at).find("ncclResetDebugInit\n") != std::string::npos,
+        log_since(at));
+  at = log_size();
+  ncclResetDebugInitInternal();
+  check("forward/ResetDebugInitInternal",
+        log_since(at).find("ncclResetDebugInitInternal\n") != std::string::npos, log_since(at));
 }
+
+#if SKETCHCCL_NCCL_DEVICE_API
+bool same_team(ncclTeam_t t, int n, int r, int s) {
+  return t.nRanks == n && t.rank == r && t.stride == s;
+}
+
+// The device API's host functions: each arrives at the real twin with the caller's arguments,
+// and its result (a code, a team, a number) comes back as the real one gave it.
+void every_device_api_function(ncclComm_t comm, int rank, int nranks) {
+  // SketchCCL exports each, so that it is in the path (else the fake would answer directly).
+  const std::string shim = defined_in("sketchcclGetVersion");
+  for (const char* name :
+       {"ncclDevCommCreate", "ncclDevCommDestroy", "ncclTeamWorld", "ncclTeamLsa", "ncclTeamRail",
+        "ncclTeamRankToWorld", "ncclTeamRankToLsa", "ncclLsaBarrierCreateRequirement",
+        "ncclGinBarrierCreateRequirement", "ncclLLA2ACalcSlots", "ncclLLA2ACreateRequirement"}) {
+    check(std::string("exported/") + name, defined_in(name) == shim,
+          defined_in(name) + ", not " + shim);
+  }
+  void* cp = static_cast<void*>(comm);
+  ncclDevCommRequirements_t reqs{};
+  alignas(64) unsigned char devcomm[512] = {};
+  auto* dc = reinterpret_cast<ncclDevComm_t*>(devcomm);
+  void* dp = static_cast<void*>(dc);
+  expect_forwarded(
+      "DevCommCreate",
+      fmt("ncclDevCommCreate comm=%p reqs=%p out=%p", cp, static_cast<void*>(&reqs), dp),
+      [&] { return ncclDevCommCreate(comm, &reqs, dc); });
+  expect_forwarded(
+      "DevCommCreate/error-unchanged", fmt("ncclDevCommCreate comm=%p reqs=(nil) out=%p", cp, dp),
+      [&] { return ncclDevCommCreate(comm, nullptr, dc); }, ncclInvalidArgument);
+  expect_forwarded("DevCommDestroy", fmt("ncclDevCommDestroy comm=%p devComm=%p", cp, dp),
+                   [&] { return ncclDevCommDestroy(comm, dc); });
+  size_t at = log_size();
+  ncclTeam_t world = ncclTeamWorld(comm);
+  check("forward/TeamWorld",
+        same_team(world, nranks, rank, 1) &&
+            log_since(at).find(fmt("ncclTeamWorld comm=%p\n", cp)) != std::string::npos,
+        log_since(at));
+  at = log_size();
+  ncclTeam_t lsa = ncclTeamLsa(comm);
+  check("forward/TeamLsa",
+        same_team(lsa, 1, 0, 2) &&
+            log_since(at).find(fmt("ncclTeamLsa comm=%p\n", cp)) != std::string::npos,
+        log_since(at));
+  at = log_size();
+  ncclTeam_t rail = ncclTeamRail(comm);
+  check("forward/TeamRail",
+        same_team(rail, nranks, rank, 3) &&
+            log_since(at).find(fmt("ncclTeamRail comm=%p\n", cp)) != std::string::npos,
+        log_since(at));
+  const ncclTeam_t team = {4, 1, 5};
+  at = log_size();
+  int v = ncclTeamRankToWorld(comm, team, 2);
+  check("forward/TeamRankToWorld",
+        v == 502 && log_since(at).find(fmt("ncclTeamRankToWorld comm=%p team=4,1,5 rank=2\n",
+                                           cp)) != std::string::npos,
+        fmt("%d; ", v) + log_since(at));
+  at = log_size();
+  v = ncclTeamRankToLsa(comm, team, 3);
+  check("forward/TeamRankToLsa",
+        v == 4003 && log_since(at).find(fmt("ncclTeamRankToLsa comm=%p team=4,1,5 rank=3\n", cp)) !=
+                         std::string::npos,
+        fmt("%d; ", v) + log_since(at));
+  alignas(64) unsigned char handle[256] = {};
+  ncclDevResourceRequirements_t req{};
+  void* hp = static_cast<void*>(handle);
+  void* rp = static_cast<void*>(&req);
+  expect_forwarded("LsaBarrierCreateRequirement",
+                   fmt("ncclLsaBarrierCreateRequirement team=4,1,5 n=3 handle=%p req=%p", hp, rp),
+                   [&] {
+                     return ncclLsaBarrierCreateRequirement(
+                         team, 3, reinterpret_cast<ncclLsaBarrierHandle_t*>(handle), &req);
+                   });
+  expect_forwarded(
+      "LsaBarrierCreateRequirement/error-unchanged",
+      fmt("ncclLsaBarrierCreateRequirement team=4,1,5 n=-1 handle=%p req=%p", hp, rp),
+      [&] {
+        return ncclLsaBarrierCreateRequirement(
+            team, -1, reinterpret_cast<ncclLsaBarrierHandle_t*>(handle), &req);
+      },
+      ncclInvalidArgument);
+  expect_forwarded(
+      "GinBarrierCreateRequirement",
+      fmt("ncclGinBarrierCreateRequirement comm=%p team=4,1,5 n=2 handle=%p req=%p", cp, hp, rp),
+      [&] {
+        return ncclGinBarrierCreateRequirement(
+            comm, team, 2, reinterpret_cast<ncclGinBarrierHandle_t*>(handle), &req);
+      });
+  at = log_size();
+  v = ncclLLA2ACalcSlots(6, 8);
+  check("forward/LLA2ACalcSlots",
+        v == 53 &&
+            log_since(at).find("ncclLLA2ACalcSlots maxElts=6 maxEltSize=8\n") != std::string::npos,
+        fmt("%d; ", v) + log_since(at));
+  expect_forwarded("LLA2ACreateRequirement",
+                   fmt("ncclLLA2ACreateRequirement blocks=2 slots=16 handle=%p req=%p", hp, rp),
+                   [&] {
+                     return ncclLLA2ACreateRequirement(
+                         2, 16, reinterpret_cast<ncclLLA2AHandle_t*>(handle), &req);
+                   });
+}
+#endif
 
 // The policy table: (op, type, count) -> taken over (sum, no fake call) or forwarded (copy).
 void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_over) {
@@ -421,7 +560,12 @@ int main(int argc, char** argv) {
     policy_table(comm, rank, nranks, mode == "full");
     reduce_scatter_policy(comm, rank, nranks, mode == "full");
   }
-  if (mode == "full") every_forwarded_function(comm, rank);
+  if (mode == "full") {
+    every_forwarded_function(comm, rank);
+#if SKETCHCCL_NCCL_DEVICE_API
+    every_device_api_function(comm, rank, nranks);
+#endif
+  }
   at = log_size();
   r = ncclCommDestroy(comm);
   check("forward/CommDestroy",

@@ -1,6 +1,7 @@
 // What XLA's NCCL stub (and TensorFlow's) does: dlopen("libnccl.so.2") and look every function
 // up on that handle, never through the global scope that LD_PRELOAD reaches. One rank: id, init,
-// a small float AllReduce, SketchCCL's statistics (when the handle is SketchCCL), destroy.
+// a small float AllReduce, SketchCCL's statistics (when the handle is SketchCCL), the device
+// API's host functions (which object defines each; one called), destroy.
 // Prints "key value" lines for test_jax_shim.sh; exits 1 when a call fails.
 #include <dlfcn.h>
 #include <link.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <sketchccl/sketchccl.h>
+#include "sketchccl_build_config.h"
 
 namespace {
 
@@ -64,6 +66,21 @@ int main() {
                 static_cast<unsigned long long>(s.calls_forwarded),
                 static_cast<unsigned long long>(s.calls_taken));
   }
+#if SKETCHCCL_NCCL_DEVICE_API
+  // XLA's stub looks these up too (ncclDevCommCreate for its device communicators).
+  for (const char* name :
+       {"ncclDevCommCreate", "ncclDevCommDestroy", "ncclTeamWorld", "ncclTeamLsa", "ncclTeamRail",
+        "ncclTeamRankToWorld", "ncclTeamRankToLsa", "ncclLsaBarrierCreateRequirement",
+        "ncclGinBarrierCreateRequirement", "ncclLLA2ACalcSlots", "ncclLLA2ACreateRequirement"}) {
+    void* fn = dlsym(h, name);
+    Dl_info in{};
+    std::printf("device_api %s in %s\n", name,
+                fn != nullptr && dladdr(fn, &in) != 0 && in.dli_fname != nullptr ? in.dli_fname
+                                                                                 : "(missing)");
+  }
+  auto slots = lookup<int (*)(int, int)>(h, "ncclLLA2ACalcSlots");
+  if (slots != nullptr) std::printf("lla2a_slots %d\n", slots(6, 8));
+#endif
   r = destroy(comm);
   std::printf("destroy %d\n", r);
   fails += r != ncclSuccess;

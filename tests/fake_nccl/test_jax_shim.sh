@@ -36,6 +36,13 @@ shim_checks() { # name
   check "$n: SketchCCL counted the AllReduce as forwarded" grep -q "^stats 0 forwarded [1-9]" "$out"
   check "$n: the fake NCCL received it" grep -q "^ncclAllReduce .* count=16 " "$tmp/$n.log" ||
     cat "$tmp/$n.log" "$tmp/$n.err"
+  if grep -q "^device_api " "$out"; then
+    check "$n: the shim exports the 11 device-API host functions" \
+      test "$(grep -c "^device_api .* in .*jax/libnccl.so.2$" "$out")" = 11
+    check "$n: ncclLLA2ACalcSlots reached the fake through the shim" \
+      grep -q "^ncclLLA2ACalcSlots maxElts=6 maxEltSize=8$" "$tmp/$n.log"
+    check "$n: and its answer came back unchanged" grep -q "^lla2a_slots 53$" "$out"
+  fi
   check "$n: SketchCCL skipped itself and forwards to the fake" \
     grep -q "forwarding to .*$(basename "$fake_dir")/libnccl.so.2" "$tmp/$n.err" ||
     cat "$tmp/$n.err"
