@@ -277,7 +277,6 @@ CostModelParams AllReduceEngine::cost_model(size_t count) const {
   p.nranks = nranks_;
   p.slice_elems = settings_.slice_elems;
   p.dense_codec = settings_.dense_codec;
-  p.casq_buckets = settings_.casq_buckets;
   p.s2_rows = settings_.s2_rows;
   p.s2_counters_per_nz = settings_.s2_counters_per_nz;
   p.sparse_density = settings_.sparse_density;
@@ -477,7 +476,6 @@ Status AllReduceEngine::run_codec(const RingLink& link, const AllReduceArgs& arg
   base.seed = settings_.seed;
   base.call = link.op_seq;
   base.s2_rows = settings_.s2_rows;
-  base.casq_buckets = settings_.casq_buckets;
   float* residual = nullptr;
   const bool s2 = codec == CodecId::kS2;
   // s2 is exact unless SKETCHCCL_S2_REPAIR=0; lossy s2 has error feedback in an AllReduce only
