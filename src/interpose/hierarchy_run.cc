@@ -78,7 +78,7 @@ ncclResult_t run_nccl_phases(const RealApi& real, ncclComm_t comm, coll::Communi
   args.type = et;
   args.avg = call.op == ncclAvg;
   args.mem = call.mem.type;
-  args.rail = true;
+  args.kind = coll::CallKind::kRail;
   Status st = args.mem == backend::MemoryType::kDevice
                   ? c.submit_allreduce_stream(args, call.stream)
                   : c.submit_allreduce(args)->wait();

@@ -50,7 +50,7 @@ Status start_reduce_scatter(coll::Communicator& comm, const ReduceScatterCall& c
   args.avg = call.op == ncclAvg;
   args.exact = exact;
   args.mem = call.mem.type;
-  args.scatter = true;
+  args.kind = coll::CallKind::kReduceScatter;
   if (args.mem == backend::MemoryType::kDevice) {
     // Enqueued on the stream, as a device AllReduce (docs/cuda.md).
     if (call.recvcount == 0) return Status::Ok();
