@@ -11,30 +11,73 @@
 
 namespace sketchccl::kernels {
 
+// Element types of user buffers; arithmetic is always fp32.
+enum class ElemType : uint8_t { kF32 = 0, kF16 = 1, kBf16 = 2 };
+size_t elem_size(ElemType t);
+
+// The codecs, families and facts of kernels/codecs.def (the one table: read it for what each
+// column means).
+enum class CodecFamily : uint8_t { kLinear, kCasq, kS2, kSparse };
+
 enum class CodecId : uint8_t {
-  kNone = 0,
-  kBf16 = 1,
-  kFp16 = 2,
-  kQ8 = 3,
-  kQ4 = 4,
-  kQ2 = 5,
-  kCasq2 = 6,
-  kCasq3 = 7,
-  kCasq4 = 8,
-  kS2 = 9,
-  kSparse = 10,  // two-phase; its phases use the helpers in kernels/sparse.h, not encode/step
+#define SCCL_CODEC(id, ...) id,
+#include "kernels/codecs.def"
+#undef SCCL_CODEC
 };
 
-// Names by CodecId: the one list, visible at compile time so that names meant to denote a codec
-// (the configuration table's) can be checked with static_assert.
-inline constexpr const char* kCodecNames[] = {"none",  "bf16",  "fp16",  "q8", "q4",    "q2",
-                                              "casq2", "casq3", "casq4", "s2", "sparse"};
-inline constexpr int kNumCodecs = sizeof(kCodecNames) / sizeof(kCodecNames[0]);
-static_assert(kNumCodecs == int(CodecId::kSparse) + 1, "a name for every CodecId");
+struct CodecInfo {
+  CodecId id;
+  const char* name;
+  CodecFamily family;
+  uint32_t bits;
+  ElemType wire;
+  bool lossy;
+  bool lossy_step;
+  CodecId safer;
+  bool dense;
+};
+
+// By CodecId, visible at compile time, so that names meant to denote a codec (the configuration
+// table's) are checked with static_assert.
+// clang-format off
+inline constexpr CodecInfo kCodecs[] = {
+#define SCCL_CODEC(id, name, family, bits, wire, lossy, lossy_step, safer, dense) \
+  {CodecId::id, name, CodecFamily::k##family, bits, ElemType::k##wire, lossy != 0, \
+   lossy_step != 0, CodecId::safer, dense != 0},
+#include "kernels/codecs.def"
+#undef SCCL_CODEC
+};
+// clang-format on
+inline constexpr int kNumCodecs = sizeof(kCodecs) / sizeof(kCodecs[0]);
+
+constexpr bool codecs_in_id_order() {
+  for (int i = 0; i < kNumCodecs; ++i) {
+    if (int(kCodecs[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(codecs_in_id_order(), "codecs.def: rows in CodecId order from 0");
+
+constexpr bool codec_facts_consistent() {
+  for (const CodecInfo& c : kCodecs) {
+    if (c.lossy_step && !c.lossy) return false;     // a lossy step makes a lossy codec
+    if (!c.lossy && c.safer != c.id) return false;  // an exact codec is the top rung
+    if (c.lossy && c.safer == c.id) return false;   // a lossy one has a safer codec
+    if ((c.wire != ElemType::kF32) && (c.family != CodecFamily::kLinear || c.bits != 0))
+      return false;  // only casts put another element type on the wire
+  }
+  return true;
+}
+static_assert(codec_facts_consistent(), "codecs.def: inconsistent facts");
+
+// The facts of a codec; an id outside the table (a corrupt packet's byte) has none.
+constexpr const CodecInfo* codec_info(CodecId id) {
+  return int(id) < kNumCodecs ? &kCodecs[int(id)] : nullptr;
+}
 
 constexpr bool is_codec_name(std::string_view name) {
-  for (const char* n : kCodecNames) {
-    if (name == n) return true;
+  for (const CodecInfo& c : kCodecs) {
+    if (name == c.name) return true;
   }
   return false;
 }
@@ -43,22 +86,17 @@ constexpr bool is_codec_name(std::string_view name) {
 bool codec_from_name(const char* name, CodecId* out);
 const char* codec_name(CodecId id);
 
-// Element types of user buffers; arithmetic is always fp32.
-enum class ElemType : uint8_t { kF32 = 0, kF16 = 1, kBf16 = 2 };
-size_t elem_size(ElemType t);
-
 // Everything that shapes a packet or its randomness. The engine fills it identically on every
 // rank for a given (buffer, call, slice, step), so packets are identical bit for bit.
 struct CodecParams {
   CodecId codec = CodecId::kNone;
-  uint64_t seed = 0;         // SKETCHCCL_SEED
-  uint64_t call = 0;         // per-buffer call counter, agreed across ranks
-  uint32_t offset_key = 0;   // where the slice lies in the buffer (the engine: its offset, folded)
-  uint32_t step = 0;         // ring step that produces the packet (encode: 0)
-  uint32_t s2_rows = 3;      // SKETCHCCL_S2_ROWS
-  uint32_t s2_counters = 0;  // s2 counters per row for this slice (the engine's budget decision)
-  float casq_buckets = 0.01f;  // SKETCHCCL_CASQ_BUCKETS: accepted, no longer shapes CASQ packets
-  bool casq_nearest = false;   // CASQ rounds to the nearest level (the engine: error feedback on)
+  uint64_t seed = 0;          // SKETCHCCL_SEED
+  uint64_t call = 0;          // per-buffer call counter, agreed across ranks
+  uint32_t offset_key = 0;    // where the slice lies in the buffer (the engine: its offset, folded)
+  uint32_t step = 0;          // ring step that produces the packet (encode: 0)
+  uint32_t s2_rows = 3;       // SKETCHCCL_S2_ROWS
+  uint32_t s2_counters = 0;   // s2 counters per row for this slice (the engine's budget decision)
+  bool casq_nearest = false;  // CASQ rounds to the nearest level (the engine: error feedback on)
 };
 
 // What decode learned; s2 fills the peeling figures.
@@ -93,8 +131,7 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats);
 
-// ---- additions (codecs issue) ---------------------------------------------------------------
-// s2 budget helpers for the engine, from agreed numbers only. Both return counters PER ROW for
+// The s2 budget helpers for the engine, from agreed numbers only. Both return counters PER ROW for
 // CodecParams::s2_counters, at least kS2MinCounters and at most 2^30.
 constexpr uint32_t kS2MinCounters = 16;
 // First call on a buffer: `budget` (SKETCHCCL_S2_BUDGET) counters, all rows, per slice element.

@@ -12,27 +12,35 @@ namespace sketchccl::kernels::detail {
 
 // ---- layouts
 // -------------------------------------------------------------------------------------
+// The table's facts (kernels/codecs.def) on either side of the device boundary: switches made
+// from the table, since device code cannot read the host's kCodecs. An id outside the table has
+// no packets (family kSparse) and no bits.
+SCCL_HD_INLINE CodecFamily codec_family(CodecId c) {
+  switch (c) {
+#define SCCL_CODEC(id, name, family, ...) \
+  case CodecId::id:                       \
+    return CodecFamily::k##family;
+#include "kernels/codecs.def"
+#undef SCCL_CODEC
+  }
+  return CodecFamily::kSparse;
+}
 SCCL_HD_INLINE uint32_t codec_bits(CodecId c) {
   switch (c) {
-    case CodecId::kQ8:
-      return 8;
-    case CodecId::kQ4:
-    case CodecId::kCasq4:
-      return 4;
-    case CodecId::kQ2:
-    case CodecId::kCasq2:
-      return 2;
-    case CodecId::kCasq3:
-      return 3;
-    default:
-      return 0;
+#define SCCL_CODEC(id, name, family, bits, ...) \
+  case CodecId::id:                             \
+    return bits;
+#include "kernels/codecs.def"
+#undef SCCL_CODEC
   }
+  return 0;
 }
+// Blockwise quantizers: the linear family's codecs with bits per code (the others are casts).
 SCCL_HD_INLINE bool is_quant(CodecId c) {
-  return c == CodecId::kQ8 || c == CodecId::kQ4 || c == CodecId::kQ2;
+  return codec_family(c) == CodecFamily::kLinear && codec_bits(c) > 0;
 }
 SCCL_HD_INLINE bool is_casq(CodecId c) {
-  return c == CodecId::kCasq2 || c == CodecId::kCasq3 || c == CodecId::kCasq4;
+  return codec_family(c) == CodecFamily::kCasq;
 }
 
 // Non-finite block mask: one bit per block of kBlock elements.
@@ -44,16 +52,14 @@ struct CasqLayout {
   uint32_t bits, clusters, buckets;
   size_t sizes_off, table_off, nf_off, scales_off, codes_off, total;
 };
-// One table entry per cluster: the K levels (SKETCHCCL_CASQ_BUCKETS no longer shapes the packet:
-// hashed bucket means made rounding biased and cost a hash per element, docs/codecs.md).
-SCCL_HD_INLINE uint32_t casq_total_buckets(size_t /*n*/, uint32_t clusters, float /*frac*/) {
-  return clusters;
-}
-SCCL_HD_INLINE CasqLayout casq_layout(uint32_t bits, size_t n, float frac) {
+// One table entry per cluster: the K levels (no hashed bucket tables: their means made rounding
+// biased and cost a hash per element, docs/codecs.md). The header still names the bucket count
+// (p0), equal to the levels.
+SCCL_HD_INLINE CasqLayout casq_layout(uint32_t bits, size_t n) {
   CasqLayout L;
   L.bits = bits;
   L.clusters = 1u << bits;
-  L.buckets = casq_total_buckets(n, L.clusters, frac);
+  L.buckets = L.clusters;
   L.sizes_off = sizeof(PacketHeader);
   L.table_off = L.sizes_off + round8(size_t(L.clusters) * 4);
   L.nf_off = L.table_off + round8(size_t(L.buckets) * 4);

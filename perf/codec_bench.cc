@@ -61,7 +61,6 @@ sk::CodecParams params(sk::CodecId c, size_t support) {
   p.call = 1;
   p.s2_rows = 3;
   p.s2_counters = sk::s2_counters_for_support(support, 3, 1.3);
-  p.casq_buckets = 0.01f;
   return p;
 }
 

@@ -116,42 +116,35 @@ Status check_buf(const CodecParams& p, size_t n, const void* pkt, size_t bytes, 
   return Status::Ok();
 }
 
-// Launches of the linear codecs' one kernel: encode (in null) or step (in == out).
+// Launches of the linear codecs' one kernel: encode (in null) or step (in == out). The
+// quantizer of the codec's bits, or the cast to its wire type (kernels/codecs.def).
 template <int ET>
 void launch_linear(const CodecParams& p, const PacketHeader& e, const uint8_t* in, const void* x,
                    size_t n, uint8_t* out, int* err, cudaStream_t s) {
-  if (is_quant(p.codec)) {
-    const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
-    const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-    with_bits(codec_bits(p.codec), [&](auto b) {
-      constexpr uint32_t BITS = decltype(b)::value;
-      if constexpr (BITS == 8 || BITS == 4 || BITS == 2) {
-        k_quant<BITS, ET><<<g, kThreads, 0, s>>>(key, in, e, x, n, out, err);
-      }
-    });
-    return;
-  }
-  const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
-  if (p.codec == CodecId::kNone) {
-    k_cast<int(ElemType::kF32), ET><<<g, kThreads, 0, s>>>(in, e, x, n, out, err);
-  } else if (p.codec == CodecId::kBf16) {
-    k_cast<int(ElemType::kBf16), ET><<<g, kThreads, 0, s>>>(in, e, x, n, out, err);
-  } else {
-    k_cast<int(ElemType::kF16), ET><<<g, kThreads, 0, s>>>(in, e, x, n, out, err);
-  }
+  with_codec(p.codec, [&](auto codec) {
+    constexpr CodecInfo c = decltype(codec)::info;
+    if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
+      const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
+      const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
+      k_quant<c.bits, ET><<<g, kThreads, 0, s>>>(key, in, e, x, n, out, err);
+    } else if constexpr (c.family == CodecFamily::kLinear) {
+      const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
+      k_cast<int(c.wire), ET><<<g, kThreads, 0, s>>>(in, e, x, n, out, err);
+    }
+  });
 }
 
 // CASQ's encode (in null) or step (in may be out): pass 1, fit, codes.
 template <int ET>
 void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in, const void* x,
                  size_t n, uint8_t* out, const Ws& w, cudaStream_t s) {
-  const CasqLayout L = casq_layout(codec_bits(p.codec), n, p.casq_buckets);
+  const CasqLayout L = casq_layout(codec_bits(p.codec), n);
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const CasqWs c = casq_ws(w.rest, n);
   const unsigned g_blocks = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-  with_bits(L.bits, [&](auto b) {
-    constexpr uint32_t BITS = decltype(b)::value;
-    if constexpr (BITS == 2 || BITS == 3 || BITS == 4) {
+  with_codec(p.codec, [&](auto codec) {
+    constexpr uint32_t BITS = decltype(codec)::info.bits;
+    if constexpr (decltype(codec)::info.family == CodecFamily::kCasq) {
       // The values the packet encodes: x itself (encode) or the fp32 sum (step).
       const void* v = x;
       const int* err = nullptr;
@@ -184,9 +177,9 @@ void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in,
 
 size_t workspace_bytes(const CodecParams& p, size_t n) {
   size_t b = kWsHead;
-  if (is_casq(p.codec)) {
+  if (codec_family(p.codec) == CodecFamily::kCasq) {
     b += casq_ws_bytes(n);
-  } else if (p.codec == CodecId::kS2) {
+  } else if (codec_family(p.codec) == CodecFamily::kS2) {
     b += s2_ws_bytes(n, size_t(p.s2_rows) * p.s2_counters);
   }
   return b;
@@ -204,13 +197,13 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
   cudaMemsetAsync(w.err, 0, sizeof(int), s);  // read_device_error after an encode: no verdict
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
-    if (is_casq(p.codec)) {
+    if (codec_family(p.codec) == CodecFamily::kCasq) {
       launch_casq<ET>(p, e, nullptr, x, n, out, w, s);  // writes every byte of the packet
       return;
     }
     // Round-up padding (casts), and the sums s2 accumulates into, start from zero.
     cudaMemsetAsync(out, 0, need, s);
-    if (p.codec == CodecId::kS2) {
+    if (codec_family(p.codec) == CodecFamily::kS2) {
       k_s2_accumulate<ET>
           <<<blocks_for(div_up(n, kBlock), 1), kBlock, 0, s>>>(nullptr, e, x, n, out, w.err);
     } else {
@@ -236,13 +229,13 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
   const PacketHeader e = expected_header(p, n);
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
-    if (is_casq(p.codec)) {
+    if (codec_family(p.codec) == CodecFamily::kCasq) {
       launch_casq<ET>(p, e, ib, x, n, out, w, s);
       return;
     }
     // The linear codecs rewrite the packet in place: one kernel that also validates it.
     if (out != ib) cudaMemcpyAsync(out, ib, need, cudaMemcpyDeviceToDevice, s);
-    if (p.codec == CodecId::kS2) {
+    if (codec_family(p.codec) == CodecFamily::kS2) {
       k_s2_accumulate<ET>
           <<<blocks_for(div_up(n, kBlock), 1), kBlock, 0, s>>>(out, e, x, n, out, w.err);
     } else {
@@ -265,25 +258,26 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
   Status st = by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
     unsigned long long* nz = w.stats + 2;
-    if (is_quant(p.codec)) {
-      const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-      with_bits(codec_bits(p.codec), [&](auto b) {
-        constexpr uint32_t BITS = decltype(b)::value;
-        if constexpr (BITS == 8 || BITS == 4 || BITS == 2) {
-          k_quant_decode<BITS, ET><<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
+    const CodecFamily family = codec_family(p.codec);
+    if (family != CodecFamily::kS2) {
+      // The quantizer of the codec's bits, CASQ of its bits, or the cast to its wire type.
+      with_codec(p.codec, [&](auto codec) {
+        constexpr CodecInfo c = decltype(codec)::info;
+        if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
+          const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
+          k_quant_decode<c.bits, ET><<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
+        } else if constexpr (c.family == CodecFamily::kLinear) {
+          const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
+          k_cast_decode<int(c.wire), ET><<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
+        } else if constexpr (c.family == CodecFamily::kCasq) {
+          const CasqLayout L = casq_layout(c.bits, n);
+          const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
+          k_casq_decode<c.bits, ET><<<g, kThreads, 0, s>>>(ib, e, L, n, y, scale, w.err, nz);
         }
       });
-    } else if (is_casq(p.codec)) {
-      const CasqLayout L = casq_layout(codec_bits(p.codec), n, p.casq_buckets);
-      const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
-      with_bits(L.bits, [&](auto b) {
-        constexpr uint32_t BITS = decltype(b)::value;
-        if constexpr (BITS == 2 || BITS == 3 || BITS == 4) {
-          k_casq_decode<BITS, ET><<<g, kThreads, 0, s>>>(ib, e, L, n, y, scale, w.err, nz);
-        }
-      });
-    } else if (p.codec == CodecId::kS2) {
-      // Everything is enqueued: no host synchronisation (review finding 10). kS2PeelRounds
+    } else {
+      // Everything is enqueued: no host synchronisation, so the proxy never waits for the device
+      // inside a decode (it polls the ticket between transfers). kS2PeelRounds
       // rounds of two kernels; those after the last round with a pure counter return at once.
       k_validate<<<1, 1, 0, s>>>(ib, e, w.err);
       const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
@@ -320,18 +314,6 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       k_s2_output<ET><<<grid_for(n), kThreads, 0, s>>>(
           peel, w.emax, reinterpret_cast<const uint64_t*>(ib + L.nf_off), n, y, scale, w.stats,
           reinterpret_cast<unsigned long long*>(unresolved_dev), err);
-    } else {
-      const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
-      if (p.codec == CodecId::kNone) {
-        k_cast_decode<int(ElemType::kF32), ET>
-            <<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
-      } else if (p.codec == CodecId::kBf16) {
-        k_cast_decode<int(ElemType::kBf16), ET>
-            <<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
-      } else {
-        k_cast_decode<int(ElemType::kF16), ET>
-            <<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
-      }
     }
   });
   SCCL_RETURN_IF_ERROR(st);
@@ -341,35 +323,31 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
 
 namespace {
 
-// Every instantiation the launch code above can pick, for preload_codec_kernels.
+// Every instantiation the launch code above can pick for element type ET, codec by codec of the
+// table, for preload_codec_kernels (a kernel named twice loads once).
 template <int ET>
 void preload_typed(size_t* local, cudaError_t* err) {
-  constexpr int F32 = int(ElemType::kF32), BF16 = int(ElemType::kBf16), F16 = int(ElemType::kF16);
-  preload_one(k_quant<8, ET>, local, err);
-  preload_one(k_quant<4, ET>, local, err);
-  preload_one(k_quant<2, ET>, local, err);
-  preload_one(k_quant_decode<8, ET>, local, err);
-  preload_one(k_quant_decode<4, ET>, local, err);
-  preload_one(k_quant_decode<2, ET>, local, err);
-  preload_one(k_cast<F32, ET>, local, err);
-  preload_one(k_cast<BF16, ET>, local, err);
-  preload_one(k_cast<F16, ET>, local, err);
-  preload_one(k_cast_decode<F32, ET>, local, err);
-  preload_one(k_cast_decode<BF16, ET>, local, err);
-  preload_one(k_cast_decode<F16, ET>, local, err);
-  preload_one(k_casq_combine<2, ET>, local, err);
-  preload_one(k_casq_combine<3, ET>, local, err);
-  preload_one(k_casq_combine<4, ET>, local, err);
-  preload_one(k_casq_mark<ET>, local, err);
-  preload_one(k_casq_fit<ET>, local, err);
-  preload_one(k_casq_codes<2, ET>, local, err);
-  preload_one(k_casq_codes<3, ET>, local, err);
-  preload_one(k_casq_codes<4, ET>, local, err);
-  preload_one(k_casq_decode<2, ET>, local, err);
-  preload_one(k_casq_decode<3, ET>, local, err);
-  preload_one(k_casq_decode<4, ET>, local, err);
-  preload_one(k_s2_accumulate<ET>, local, err);
-  preload_one(k_s2_output<ET>, local, err);
+  for (int i = 0; i < kNumCodecs; ++i) {
+    with_codec(CodecId(i), [&](auto codec) {
+      constexpr CodecInfo c = decltype(codec)::info;
+      if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
+        preload_one(k_quant<c.bits, ET>, local, err);
+        preload_one(k_quant_decode<c.bits, ET>, local, err);
+      } else if constexpr (c.family == CodecFamily::kLinear) {
+        preload_one(k_cast<int(c.wire), ET>, local, err);
+        preload_one(k_cast_decode<int(c.wire), ET>, local, err);
+      } else if constexpr (c.family == CodecFamily::kCasq) {
+        preload_one(k_casq_combine<c.bits, ET>, local, err);
+        preload_one(k_casq_mark<ET>, local, err);
+        preload_one(k_casq_fit<ET>, local, err);
+        preload_one(k_casq_codes<c.bits, ET>, local, err);
+        preload_one(k_casq_decode<c.bits, ET>, local, err);
+      } else if constexpr (c.family == CodecFamily::kS2) {
+        preload_one(k_s2_accumulate<ET>, local, err);
+        preload_one(k_s2_output<ET>, local, err);
+      }
+    });
+  }
 }
 
 }  // namespace

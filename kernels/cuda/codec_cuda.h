@@ -63,10 +63,10 @@ Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual,
 Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
                  double* sums_dev, cudaStream_t stream);
 
-// Kernel preloading (review finding 1): each loads every kernel instantiation of its file on the
-// current device (cudaFuncGetAttributes), so that no module load happens later while a stream
-// is held, and raises *max_local_bytes to the largest per-thread local (stack) size among them,
-// for cudaLimitStackSize. Call on the caller's thread at backend creation, before any gate.
+// Kernel preloading: each loads every kernel instantiation of its file on the current device
+// (cudaFuncGetAttributes), so that no module load happens later while a stream is held, and raises
+// *max_local_bytes to the largest per-thread local (stack) size among them, for cudaLimitStackSize.
+// Call on the caller's thread at backend creation, before any gate.
 cudaError_t preload_codec_kernels(size_t* max_local_bytes);   // codec_cuda.cu
 cudaError_t preload_sparse_kernels(size_t* max_local_bytes);  // sparse_cuda.cu
 cudaError_t preload_ef_kernels(size_t* max_local_bytes);      // error_feedback.cu

@@ -80,24 +80,5 @@ __device__ __forceinline__ void for_each_block_by_warp(size_t n, F&& f) {
   }
 }
 
-// f(std::integral_constant<uint32_t, B>) for a code width B of the codecs (2, 3, 4 or 8).
-template <typename F>
-void with_bits(uint32_t bits, F&& f) {
-  switch (bits) {
-    case 2:
-      f(std::integral_constant<uint32_t, 2>());
-      break;
-    case 3:
-      f(std::integral_constant<uint32_t, 3>());
-      break;
-    case 4:
-      f(std::integral_constant<uint32_t, 4>());
-      break;
-    default:
-      f(std::integral_constant<uint32_t, 8>());
-      break;
-  }
-}
-
 }  // namespace
 }  // namespace sketchccl::kernels::cuda

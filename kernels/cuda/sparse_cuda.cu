@@ -38,7 +38,8 @@ __global__ void k_popcount(const uint64_t* bits, size_t n, unsigned long long* c
   if (local) atomicAdd(count, local);
 }
 
-// The exclusive prefix of the words' popcounts, by every block (review finding 10): tiles of
+// The exclusive prefix of the words' popcounts, by every block, on the device (the host never
+// waits for a partial count): tiles of
 // kTileWords words, one block per tile at a time; tile sums, a scan of them, then each tile's
 // words. Integer sums: the same whatever the order.
 constexpr size_t kWordsPerThread = 8;

@@ -41,17 +41,18 @@ Status bad(const char* fmt, const char* what) {
 namespace detail {
 
 Status check_params(const CodecParams& p, size_t n) {
-  if (int(p.codec) >= kNumCodecs) {
+  const CodecInfo* info = codec_info(p.codec);
+  if (info == nullptr) {
     return errorf(Code::kInvalidArgument, "codec: unknown codec id %d", int(p.codec));
   }
-  if (p.codec == CodecId::kSparse) {
-    return bad("codec %s: two-phase, use the helpers of kernels/sparse.h", "sparse");
+  if (info->family == CodecFamily::kSparse) {
+    return bad("codec %s: two-phase, use the helpers of kernels/sparse.h", info->name);
   }
   if (n > kMaxElems) {
     return errorf(Code::kInvalidArgument, "codec %s: %zu elements exceed the limit of 2^40",
                   codec_name(p.codec), n);
   }
-  if (p.codec == CodecId::kS2) {
+  if (info->family == CodecFamily::kS2) {
     if (p.s2_rows < 1 || p.s2_rows > kMaxS2Rows) {
       return errorf(Code::kInvalidArgument, "codec s2: %u rows, expected 1 to %u", p.s2_rows,
                     kMaxS2Rows);
@@ -61,34 +62,25 @@ Status check_params(const CodecParams& p, size_t n) {
                     p.s2_counters);
     }
   }
-  if (is_casq(p.codec) && !(p.casq_buckets > 0.0f && p.casq_buckets <= 1.0f)) {
-    return errorf(Code::kInvalidArgument, "codec %s: bucket fraction %g, expected (0, 1]",
-                  codec_name(p.codec), double(p.casq_buckets));
-  }
   return Status::Ok();
 }
 
 size_t bytes_unchecked(const CodecParams& p, size_t n) {
   const size_t h = sizeof(PacketHeader);
-  switch (p.codec) {
-    case CodecId::kNone:
-      return h + round8(n * 4);
-    case CodecId::kBf16:
-    case CodecId::kFp16:
-      return h + round8(n * 2);
-    case CodecId::kQ8:
-    case CodecId::kQ4:
-    case CodecId::kQ2:
-      return h + div_up(n, kBlock) * q_record_bytes(codec_bits(p.codec));
-    case CodecId::kCasq2:
-    case CodecId::kCasq3:
-    case CodecId::kCasq4:
-      return casq_layout(codec_bits(p.codec), n, p.casq_buckets).total;
-    case CodecId::kS2:
+  const CodecInfo* info = codec_info(p.codec);
+  if (info == nullptr) return 0;
+  switch (info->family) {
+    case CodecFamily::kLinear:
+      if (info->bits == 0) return h + round8(n * elem_size(info->wire));  // a cast
+      return h + div_up(n, kBlock) * q_record_bytes(info->bits);
+    case CodecFamily::kCasq:
+      return casq_layout(info->bits, n).total;
+    case CodecFamily::kS2:
       return s2_layout(p.s2_rows, p.s2_counters, n).total;
-    default:
-      return 0;
+    case CodecFamily::kSparse:
+      break;
   }
+  return 0;
 }
 
 PacketHeader expected_header(const CodecParams& p, size_t n) {
@@ -101,12 +93,12 @@ PacketHeader expected_header(const CodecParams& p, size_t n) {
   hd.n = n;
   if (is_quant(p.codec)) hd.p0 = uint32_t(kBlock);
   if (is_casq(p.codec)) {
-    CasqLayout L = casq_layout(hd.bits, n, p.casq_buckets);
+    CasqLayout L = casq_layout(hd.bits, n);
     hd.p0 = L.buckets;
     hd.p1 = L.clusters;
     hd.salt = stream_key(p.seed, p.call, p.offset_key, p.step) ^ 0xca5ca5ull;
   }
-  if (p.codec == CodecId::kS2) {
+  if (codec_family(p.codec) == CodecFamily::kS2) {
     hd.rows = uint8_t(p.s2_rows);
     hd.p0 = p.s2_counters;
     hd.salt = s2_salt(p.seed, p.call, p.offset_key);
@@ -156,7 +148,7 @@ Status check_packet(const CodecParams& p, size_t n, const void* pkt, size_t byte
                     h.version, kVersion);
     case kPacketCodec:
       return errorf(Code::kInvalidArgument, "codec %s: packet holds codec %s (id %u)", name,
-                    h.codec < kNumCodecs ? kCodecNames[h.codec] : "?", h.codec);
+                    codec_info(CodecId(h.codec)) ? codec_name(CodecId(h.codec)) : "?", h.codec);
     case kPacketCount:
       return errorf(Code::kInvalidArgument, "codec %s: packet holds %llu elements, expected %zu",
                     name, static_cast<unsigned long long>(h.n), n);
@@ -210,10 +202,11 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
   return nz;
 }
 
-// ---- casts -----------------------------------------------------------------------------------
+// ---- casts: `w` is the codec's wire element type (kernels/codecs.def) ---------------------------
 template <int ET>
-SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  if (c == CodecId::kNone) {
+SCCL_CPU_CLONES void cast_run(ElemType w, const uint8_t* in, const void* x, size_t n,
+                              uint8_t* out) {
+  if (w == ElemType::kF32) {
     const float* a = reinterpret_cast<const float*>(in);
     float* o = reinterpret_cast<float*>(out);
     if (a) {
@@ -229,7 +222,7 @@ SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_
   uint16_t* o = reinterpret_cast<uint16_t*>(out);
   // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
   // Encode and step as separate loops, so that each vectorizes.
-  if (c == CodecId::kBf16) {
+  if (w == ElemType::kBf16) {
     if (a) {
       for (size_t i = 0; i < n; ++i)
         o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + load_elem<ET>(x, i)));
@@ -249,13 +242,14 @@ SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_
 }
 
 template <int ET>
-SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
-  if (c == CodecId::kNone) {
+SCCL_CPU_CLONES uint64_t cast_decode(ElemType w, const uint8_t* in, size_t n, void* y,
+                                     float scale) {
+  if (w == ElemType::kF32) {
     const float* a = reinterpret_cast<const float*>(in);
     return store_all<ET>(y, n, scale, [&](size_t i) { return a[i]; });
   }
   const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
-  if (c == CodecId::kBf16) {
+  if (w == ElemType::kBf16) {
     return store_all<ET>(y, n, scale, [&](size_t i) { return bf16_to_float(a[i]); });
   }
   return store_all<ET>(y, n, scale, [&](size_t i) { return half_to_float(a[i]); });
@@ -301,19 +295,24 @@ SCCL_CPU_CLONES uint64_t q_decode(const uint8_t* in, size_t n, void* y, float sc
   return nz;
 }
 
+// The codec's quantizer (a linear codec with bits per code), from the table.
 template <int ET>
 void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  switch (p.codec) {
-    case CodecId::kQ8:
-      q_run<8, ET>(p, in, x, n, out);
-      break;
-    case CodecId::kQ4:
-      q_run<4, ET>(p, in, x, n, out);
-      break;
-    default:
-      q_run<2, ET>(p, in, x, n, out);
-      break;
-  }
+  with_codec(p.codec, [&](auto codec) {
+    constexpr CodecInfo c = decltype(codec)::info;
+    if constexpr (c.family == CodecFamily::kLinear && c.bits > 0)
+      q_run<c.bits, ET>(p, in, x, n, out);
+  });
+}
+template <int ET>
+uint64_t q_decode_any(const CodecParams& p, const uint8_t* in, size_t n, void* y, float scale) {
+  uint64_t nz = 0;
+  with_codec(p.codec, [&](auto codec) {
+    constexpr CodecInfo c = decltype(codec)::info;
+    if constexpr (c.family == CodecFamily::kLinear && c.bits > 0)
+      nz = q_decode<c.bits, ET>(in, n, y, scale);
+  });
+  return nz;
 }
 
 // ---- CASQ ------------------------------------------------------------------------------------
@@ -382,7 +381,7 @@ template <uint32_t BITS, int ET>
 void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
                       const float* scales, uint8_t* out) {
   constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
-  const CasqLayout L = casq_layout(BITS, n, p.casq_buckets);
+  const CasqLayout L = casq_layout(BITS, n);
   const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
   const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
   // The fit's scratch, kept per thread: allocating it per slice costs more.
@@ -437,20 +436,15 @@ void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint6
   }
 }
 
+// The encode of the codec's bits, from the table.
 template <int ET>
 void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
                       const float* scales, uint8_t* out) {
-  switch (codec_bits(p.codec)) {
-    case 2:
-      casq_encode_bits<2, ET>(p, x, n, nf, scales, out);
-      break;
-    case 3:
-      casq_encode_bits<3, ET>(p, x, n, nf, scales, out);
-      break;
-    default:
-      casq_encode_bits<4, ET>(p, x, n, nf, scales, out);
-      break;
-  }
+  with_codec(p.codec, [&](auto codec) {
+    constexpr CodecInfo c = decltype(codec)::info;
+    if constexpr (c.family == CodecFamily::kCasq)
+      casq_encode_bits<c.bits, ET>(p, x, n, nf, scales, out);
+  });
 }
 
 // Values of one block (cnt of them, padded to a group) from its codes: unpacked by groups, then
@@ -509,7 +503,7 @@ struct CasqReader {
   uint32_t bits;
   CasqReader(const CodecParams& p, const uint8_t* pkt, size_t n) {
     bits = codec_bits(p.codec);
-    CasqLayout L = casq_layout(bits, n, p.casq_buckets);
+    CasqLayout L = casq_layout(bits, n);
     table = reinterpret_cast<const float*>(pkt + L.table_off);
     scales = reinterpret_cast<const float*>(pkt + L.scales_off);
     nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
@@ -589,9 +583,9 @@ void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) 
 
 bool codec_from_name(const char* name, CodecId* out) {
   if (name == nullptr) return false;
-  for (int i = 0; i < kNumCodecs; ++i) {
-    if (strcmp(name, kCodecNames[i]) == 0) {
-      *out = CodecId(i);
+  for (const CodecInfo& c : kCodecs) {
+    if (strcmp(name, c.name) == 0) {
+      *out = c.id;
       return true;
     }
   }
@@ -599,7 +593,8 @@ bool codec_from_name(const char* name, CodecId* out) {
 }
 
 const char* codec_name(CodecId id) {
-  return int(id) < kNumCodecs ? kCodecNames[int(id)] : "unknown";
+  const CodecInfo* info = codec_info(id);
+  return info != nullptr ? info->name : "unknown";
 }
 
 size_t elem_size(ElemType t) {
@@ -633,17 +628,26 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
   uint8_t* body = out + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
-    if (is_quant(p.codec)) {
-      q_dispatch<ET>(p, nullptr, x, n, body);
-    } else if (is_casq(p.codec)) {
-      std::vector<uint64_t> nf(nf_words(n), 0);
-      std::vector<float> scales(div_up(n, kBlock));
-      casq_mark<ET>(x, n, nf.data(), scales.data());
-      casq_encode_body<ET>(p, x, n, nf.data(), scales.data(), out);
-    } else if (p.codec == CodecId::kS2) {
-      s2_accumulate<ET>(p, x, n, out);
-    } else {
-      cast_run<ET>(p.codec, nullptr, x, n, body);
+    switch (codec_family(p.codec)) {
+      case CodecFamily::kLinear:
+        if (is_quant(p.codec)) {
+          q_dispatch<ET>(p, nullptr, x, n, body);
+        } else {
+          cast_run<ET>(codec_info(p.codec)->wire, nullptr, x, n, body);
+        }
+        break;
+      case CodecFamily::kCasq: {
+        std::vector<uint64_t> nf(nf_words(n), 0);
+        std::vector<float> scales(div_up(n, kBlock));
+        casq_mark<ET>(x, n, nf.data(), scales.data());
+        casq_encode_body<ET>(p, x, n, nf.data(), scales.data(), out);
+        break;
+      }
+      case CodecFamily::kS2:
+        s2_accumulate<ET>(p, x, n, out);
+        break;
+      case CodecFamily::kSparse:
+        break;  // refused by check_params
     }
   });
 }
@@ -655,7 +659,7 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
   SCCL_RETURN_IF_ERROR(check_out(p, n, x, out, cap, &need));
   const uint8_t* ib = static_cast<const uint8_t*>(in);
   uint8_t* ob = static_cast<uint8_t*>(out);
-  if (is_casq(p.codec)) {
+  if (codec_family(p.codec) == CodecFamily::kCasq) {
     // Not linear: decode, add, refit, re-encode (in may alias out: decode first). One pass
     // forms the sum, its non-finite blocks (a NaN block decodes as NaN, so the sum's blocks are
     // the union of both masks and of overflows) and its block scales.
@@ -695,12 +699,12 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
   uint8_t* body = ob + sizeof(PacketHeader);
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
-    if (is_quant(p.codec)) {
-      q_dispatch<ET>(p, ib + sizeof(PacketHeader), x, n, body);
-    } else if (p.codec == CodecId::kS2) {
+    if (codec_family(p.codec) == CodecFamily::kS2) {
       s2_accumulate<ET>(p, x, n, ob);
+    } else if (is_quant(p.codec)) {
+      q_dispatch<ET>(p, ib + sizeof(PacketHeader), x, n, body);
     } else {
-      cast_run<ET>(p.codec, body, x, n, body);
+      cast_run<ET>(codec_info(p.codec)->wire, body, x, n, body);
     }
   });
 }
@@ -717,17 +721,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
   return by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
     if (is_quant(p.codec)) {
-      switch (p.codec) {
-        case CodecId::kQ8:
-          st->nonzeros = q_decode<8, ET>(body, n, y, scale);
-          break;
-        case CodecId::kQ4:
-          st->nonzeros = q_decode<4, ET>(body, n, y, scale);
-          break;
-        default:
-          st->nonzeros = q_decode<2, ET>(body, n, y, scale);
-          break;
-      }
+      st->nonzeros = q_decode_any<ET>(p, body, n, y, scale);
     } else if (is_casq(p.codec)) {
       CasqReader rd(p, b, n);
       uint64_t nz = 0;
@@ -742,7 +736,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
         store8<ET>(y, g * kGroup, c, v);
       }
       st->nonzeros = nz;
-    } else if (p.codec == CodecId::kS2) {
+    } else if (codec_family(p.codec) == CodecFamily::kS2) {
       // Peeling in rounds over exact fixed-point residuals (kernels/s2_peel.h), as on the GPU.
       thread_local S2HostDecode d;
       s2_peel_host(p, b, n, 0, &d, st);
@@ -759,7 +753,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
         store_elem<ET>(y, d.pos[k], s2_output(d.s, nf, k, scale));
       if (st->unresolved != nullptr) s2_unresolved_bits(d, nf, n, st->unresolved);
     } else {
-      st->nonzeros = cast_decode<ET>(p.codec, body, n, y, scale);
+      st->nonzeros = cast_decode<ET>(codec_info(p.codec)->wire, body, n, y, scale);
     }
   });
 }

@@ -13,8 +13,9 @@ coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run)
   args.avg = call.op == ncclAvg;
   args.exact = run == EngineRun::kExact;
   args.mem = call.mem.type;
-  args.scatter = call.kind == CollKind::kReduceScatter;
-  args.rail = run == EngineRun::kRail;
+  args.kind = call.kind == CollKind::kReduceScatter ? coll::CallKind::kReduceScatter
+              : run == EngineRun::kRail             ? coll::CallKind::kRail
+                                                    : coll::CallKind::kAllReduce;
   return args;
 }
 

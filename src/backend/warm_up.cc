@@ -7,7 +7,6 @@
 namespace sketchccl::backend {
 
 Status warm_up_backend(Backend& be, void* x, void* y) {
-  using kernels::CodecId;
   using kernels::CodecParams;
   using kernels::ElemType;
   constexpr size_t n = kWarmUpElems;
@@ -16,9 +15,10 @@ Status warm_up_backend(Backend& be, void* x, void* y) {
   std::vector<float> vals(n);
   kernels::DecodeStats stats;
   for (ElemType t : {ElemType::kF32, ElemType::kBf16, ElemType::kF16}) {
-    for (int c = 0; c < int(CodecId::kSparse); ++c) {
+    for (const kernels::CodecInfo& c : kernels::kCodecs) {
+      if (c.family == kernels::CodecFamily::kSparse) continue;  // its phases follow, below
       CodecParams p;
-      p.codec = static_cast<CodecId>(c);
+      p.codec = c.id;
       p.seed = 1;
       p.call = 1;
       // Enough counters to peel every position (the support is all of them).

@@ -61,31 +61,13 @@ AccuracyEstimate estimate_accuracy(const float* decoded, const float* exact, siz
 }
 
 bool is_lossy(CodecId c) {
-  return c != CodecId::kNone && c != CodecId::kSparse;
+  const kernels::CodecInfo* info = kernels::codec_info(c);
+  return info != nullptr && info->lossy;
 }
 
 CodecId safer_codec(CodecId c) {
-  switch (c) {
-    case CodecId::kQ2:
-      return CodecId::kQ4;
-    case CodecId::kQ4:
-      return CodecId::kQ8;
-    case CodecId::kQ8:
-      return CodecId::kBf16;
-    case CodecId::kBf16:
-    case CodecId::kFp16:
-      return CodecId::kNone;
-    case CodecId::kCasq2:
-      return CodecId::kCasq3;
-    case CodecId::kCasq3:
-      return CodecId::kCasq4;
-    case CodecId::kCasq4:
-      return CodecId::kQ8;
-    case CodecId::kS2:
-      return CodecId::kSparse;
-    default:
-      return c;
-  }
+  const kernels::CodecInfo* info = kernels::codec_info(c);
+  return info != nullptr ? info->safer : c;
 }
 
 CodecId guarded_codec(CodecId c, int steps) {

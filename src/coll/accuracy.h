@@ -12,10 +12,12 @@
 namespace sketchccl::coll {
 
 // One sampled position per this many elements, and at least kMinSamples (all of a smaller
-// buffer). 2048 keeps the side reduction under 1% of q2's wire bytes (docs/engine.md).
+// buffer). 2048 keeps the side reduction under 1% of q2's wire bytes (docs/engine.md); each ring
+// shape picks its stride (ring_shape.h).
 constexpr size_t kSampleStride = 2048;
-// A ReduceScatter's side ring carries two values per sample (input and decoded) next to half a
-// ring of packets: four times the share, so a four times sparser sample keeps it under 1% too.
+// Where each rank decodes only its own chunk, the side ring carries two values per sample (input
+// and decoded) next to half a ring of packets: four times the share, so a four times sparser
+// sample keeps it under 1% too.
 constexpr size_t kScatterSampleStride = 4 * kSampleStride;
 constexpr size_t kMinSamples = 256;
 
@@ -36,11 +38,12 @@ struct AccuracyEstimate {
 };
 AccuracyEstimate estimate_accuracy(const float* decoded, const float* exact, size_t n);
 
-// Codecs the estimate applies to: every codec that can change the sum (not none, not sparse).
+// Codecs the estimate applies to: every codec that can change the sum (kernels/codecs.def's
+// `lossy`: not none, not sparse).
 bool is_lossy(kernels::CodecId c);
 
-// The guard's ladder: q2 -> q4 -> q8 -> bf16 -> none; casq2 -> casq3 -> casq4 -> q8;
-// fp16 -> none; s2 -> sparse. An exact codec is its own successor.
+// The guard's ladder, kernels/codecs.def's `safer`: q2 -> q4 -> q8 -> bf16 -> none;
+// casq2 -> casq3 -> casq4 -> q8; fp16 -> none; s2 -> sparse. An exact codec is its own successor.
 kernels::CodecId safer_codec(kernels::CodecId c);
 // `c` after `steps` rungs of the ladder.
 kernels::CodecId guarded_codec(kernels::CodecId c, int steps);

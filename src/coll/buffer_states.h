@@ -13,6 +13,8 @@
 #include "src/backend/backend.h"
 #include "src/backend/memory_type.h"
 #include "src/coll/accuracy.h"
+#include "src/coll/codec_choice.h"
+#include "src/coll/reduction.h"
 
 namespace sketchccl::coll {
 
@@ -22,12 +24,12 @@ struct BufferKey {
   uintptr_t addr;
   size_t count;
   kernels::ElemType type;
-  bool scatter = false;  // a ReduceScatter's buffer keeps its own memory
+  CallKind kind = CallKind::kAllReduce;  // a ReduceScatter's buffer keeps its own memory
   bool operator<(const BufferKey& o) const {
     if (addr != o.addr) return addr < o.addr;
     if (count != o.count) return count < o.count;
     if (type != o.type) return type < o.type;
-    return scatter < o.scatter;
+    return kind < o.kind;
   }
 };
 
@@ -53,6 +55,15 @@ struct BufferState {
   backend::MemoryType residual_mem = backend::MemoryType::kHost;
   uint64_t residual_generation = 0;
   GuardState guard;  // the accuracy guard's rungs (SKETCHCCL_MAX_NMSE)
+
+  // What the previous call left that the cost model reads: agreed numbers only.
+  SupportHistory support_history() const {
+    SupportHistory h;
+    h.known = have_history;
+    h.nonzeros = nonzeros;
+    h.rows = support_rows;
+    return h;
+  }
 };
 
 class BufferStates {

@@ -115,7 +115,6 @@ WireEstimate estimate_wire(const CostModelParams& p, const SupportHistory& h) {
       p.nranks);
   CodecParams dense;
   dense.codec = p.dense_codec;
-  dense.casq_buckets = p.casq_buckets;
   w.dense =
       per_rank(ring_packet_bytes(p.count, p.nranks, p.slice_elems,
                                  [&](size_t, size_t n) { return kernels::packet_bytes(dense, n); }),

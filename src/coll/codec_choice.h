@@ -35,7 +35,6 @@ struct CostModelParams {
   int nranks = 2;
   size_t slice_elems = 262144;
   kernels::CodecId dense_codec = kernels::CodecId::kQ8;
-  float casq_buckets = 0.01f;
   uint32_t s2_rows = 3;
   double s2_counters_per_nz = 1.3;
   // Exact candidates (sparse, s2) are preferred while the previous result is at most this dense

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/coll/hierarchy.h"
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
 #include "src/core/log.h"
@@ -232,6 +233,8 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
   }
   engine_.set_topology(topology_);
   if (!hier) return Status::Ok();
+  hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topology_,
+                                                  cuda_device_ < 0 ? 0 : cuda_device_);
   // Every rank of the node (the exchanges inside it are direct) and the rail ring's neighbours,
   // each connected once (both sides of a pair call connect).
   std::vector<int> peers = topology_.node_ranks;
@@ -260,15 +263,29 @@ RingLink Communicator::link(uint8_t phase) {
   return l;
 }
 
+// By the call's kind: the hierarchy's phases on several nodes of several ranks, else the flat
+// engine's shapes.
+Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
+  if (args.kind == CallKind::kRail) {
+    if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
+    return run_caught("a hierarchical AllReduce's rail phase",
+                      [&] { return hier_->run_rail(l, args, &engine_.stats()); });
+  }
+  if (hier_ && HierarchicalAllReduce::takes(args)) {
+    return run_caught("a hierarchical AllReduce",
+                      [&] { return hier_->run(l, args, &engine_.stats()); });
+  }
+  return engine_.run(l, args);
+}
+
 std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) {
   return submit([this, args] {
-    RingLink l = link(kPhaseCodec);
+    RingLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
-    Status st = engine_.run(l, args);
+    Status st = reduce(l, args);
     publish_stats();
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "%s failed: %s", args.scatter ? "ReduceScatter" : "AllReduce",
-                st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s failed: %s", call_kind_name(args.kind), st.to_string().c_str());
       fail(st);
     }
     return st;
@@ -310,7 +327,8 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
         backend::make_stream_gate(args.mem, cuda_device_ < 0 ? 0 : cuda_device_, &gate_));
     // No such work is queued yet, so the proxy does not touch the engine's backend for this
     // memory concurrently; the queue's mutex publishes it to the proxy.
-    Status st = engine_.prepare_backend(args.mem);
+    Status st = hier_ ? hier_->rail().prepare_backend(args.mem) : Status::Ok();
+    if (st.ok()) st = engine_.prepare_backend(args.mem);
     if (!st.ok()) {
       gate_.reset();
       return st;
@@ -320,23 +338,24 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   // DDP one always is; docs/cuda.md); if it fails, this operation's packets beyond the current
   // reservation use plain memory.
   {
-    Status r = engine_.reserve_packets(args.mem, args.count);
+    Status r = hier_ ? hier_->rail().reserve_packets(args.mem, args.count) : Status::Ok();
+    if (r.ok()) r = engine_.reserve_packets(args.mem, args.count);
     if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
   }
   backend::GateTicket ticket;
   SCCL_RETURN_IF_ERROR(gate_->enqueue(stream, &ticket));
   auto w = std::make_shared<Work>([this, args, ticket] {
-    RingLink l = link(kPhaseCodec);
+    RingLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
     // Work queued before the AllReduce on the caller's stream has finished once the marker ran.
     Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
     if (st.ok()) {
-      st = engine_.run(l, args);
+      st = reduce(l, args);
       publish_stats();
     }
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "%s on device buffers failed: %s",
-                args.scatter ? "ReduceScatter" : "AllReduce", st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(args.kind),
+                st.to_string().c_str());
       fail(st);
     }
     return st;

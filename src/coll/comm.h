@@ -15,6 +15,7 @@
 
 #include "src/backend/stream_gate.h"
 #include "src/coll/allreduce.h"
+#include "src/coll/hierarchy.h"
 #include "src/coll/p2p.h"
 #include "src/coll/settings.h"
 #include "src/coll/topology.h"
@@ -81,8 +82,8 @@ class Communicator {
   // at once without blocking. The proxy waits for the marker, runs the ring on the communicator's
   // device and releases the stream -- also on failure, which becomes the async error.
   Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
-  // Queues an exact collective or a group's sends and receives (collectives.h) on the proxy.
-  // `collective`: every rank runs it, so it takes the next operation number.
+  // Queues an exact collective or a group's sends and receives (src/standalone/exact_collectives.h)
+  // on the proxy. `collective`: every rank runs it, so it takes the next operation number.
   std::shared_ptr<Work> submit_exact(std::function<Status(const PeerLink&)> fn, bool collective);
   // Queues the membership exchange of ncclCommSplit; *child is set when the work completes
   // (nullptr for NCCL_SPLIT_NOCOLOR, and on every rank alike when the parent's join failed or
@@ -129,6 +130,8 @@ class Communicator {
   void fail(const Status& st);
   // Tells the root that this rank cannot join (bootstrap::abandon), best effort.
   void abandon_join(const Status& why);
+  // On the proxy: a taken-over reduction, by its kind.
+  Status reduce(const RingLink& l, const AllReduceArgs& args);
   // On the proxy, after the engine ran: copies its statistics for stats() on other threads.
   void publish_stats();
 
@@ -146,7 +149,10 @@ class Communicator {
 
   std::unique_ptr<transport::Transport> transport_;
   Topology topology_;  // written by the join, read after it
+  // The flat engine; its statistics are the communicator's (the hierarchy adds to them).
   AllReduceEngine engine_;
+  // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: made by the join.
+  std::unique_ptr<HierarchicalAllReduce> hier_;
   uint32_t op_seq_ = 0;  // proxy-only: agreed across ranks because all ranks submit in order
   // Proxy-only: every rank's transport address (exact operations connect to any peer), and the
   // point-to-point messages so far per peer.

@@ -142,7 +142,7 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   const auto t0 = std::chrono::steady_clock::now();
   SubTransport rail_tr(link.transport, topo_.rail_ranks);
   AllReduceArgs shard = args;
-  shard.rail = false;
+  shard.kind = CallKind::kAllReduce;  // among the rail's ranks
   Status st = rail_.run(rail_link(link, &rail_tr), shard);
   CodecStats& cs = stats->by_codec[fold_rail_stats(stats, true)];
   // The user's buffer is L shards; NCCL's phases send what they send (not counted here).

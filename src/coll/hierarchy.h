@@ -1,7 +1,8 @@
 // The hierarchical AllReduce (docs/hierarchy.md): an exact reduce-scatter among the ranks of a
 // node, a compressed AllReduce of each rank's shard among the ranks of its rail (the same local
 // index on every node), then an exact all-gather in the node. Only the middle phase crosses
-// nodes; the ring itself stays unaware of them (each phase is a ring over a sub-transport).
+// nodes. It composes a flat engine over the rail's sub-transport (its own AllReduceEngine of N
+// ranks); neither that engine nor the ring knows of nodes.
 #pragma once
 
 #include <cstdint>
@@ -51,14 +52,15 @@ class HierarchicalAllReduce {
  public:
   HierarchicalAllReduce(const Settings& settings, const Topology& topo, int cuda_device = 0);
 
-  // Host buffers of an AllReduce; ReduceScatters and device buffers keep the flat ring.
+  // Host buffers of an AllReduce; ReduceScatters and device buffers keep the flat ring (a kRail
+  // call is run_rail's).
   static bool takes(const AllReduceArgs& args) {
-    return !args.scatter && args.mem == backend::MemoryType::kHost;
+    return args.kind == CallKind::kAllReduce && args.mem == backend::MemoryType::kHost;
   }
   // `link` is the communicator's (global ranks); `stats` its statistics, to which this call's
   // bytes are added per codec, split into intra- and inter-node bytes.
   Status run(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
-  // The inter-node phase alone (args.rail: a real NCCL runs the intra-node phases), on this
+  // The inter-node phase alone (a kRail call: a real NCCL runs the intra-node phases), on this
   // rank's shard args.send == args.recv, of any memory type; ncclAvg divides by N here (NCCL's
   // ReduceScatter divided by L).
   Status run_rail(const RingLink& link, const AllReduceArgs& args, CommStats* stats);

@@ -431,8 +431,7 @@ class RingRun {
       SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, cap));
       dst = lane.out.data();
     }
-    Status st =
-        ops_.reduce_start(off, n, i, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
+    Status st = ops_.step_start(off, n, i, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
     if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
     return Status::Ok();
   }

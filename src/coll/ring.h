@@ -1,5 +1,5 @@
 // The compressed ring (docs/engine.md), generic over what a packet is.
-// Reduce-scatter (an encode, then P-1 reduce steps), all-gather (P-1 steps forwarding the
+// Reduce-scatter (an encode, then P-1 fused steps), all-gather (P-1 steps forwarding the
 // reduced packets), then every rank decodes every packet (ring.cc names each step). Slices are
 // pipelined: up to `depth` slice lanes are in flight, so transfers of one lane overlap the codec
 // work of another.
@@ -55,8 +55,8 @@ class SliceOps {
   virtual Status encode(size_t offset, size_t n, int ring_step, void* pkt, size_t cap) = 0;
   // The received partial sum `in` plus this rank's slice, as a packet in `out` (the codec's
   // fused step).
-  virtual Status reduce(size_t offset, size_t n, int ring_step, const void* in, size_t in_bytes,
-                        void* out, size_t cap) = 0;
+  virtual Status step(size_t offset, size_t n, int ring_step, const void* in, size_t in_bytes,
+                      void* out, size_t cap) = 0;
 
   // Asynchronous forms, for backends whose codec work runs elsewhere (a GPU): they start the
   // work and set *ticket (0: already complete); the output packet is valid once test(ticket)
@@ -68,10 +68,10 @@ class SliceOps {
     *ticket = 0;
     return encode(offset, n, ring_step, pkt, cap);
   }
-  virtual Status reduce_start(size_t offset, size_t n, int ring_step, const void* in,
-                              size_t in_bytes, void* out, size_t cap, uint64_t* ticket) {
+  virtual Status step_start(size_t offset, size_t n, int ring_step, const void* in, size_t in_bytes,
+                            void* out, size_t cap, uint64_t* ticket) {
     *ticket = 0;
-    return reduce(offset, n, ring_step, in, in_bytes, out, cap);
+    return step(offset, n, ring_step, in, in_bytes, out, cap);
   }
   // done: the work of `ticket` is complete (its error, if any, is returned then).
   virtual Status test(uint64_t ticket, bool* done) {
@@ -91,7 +91,7 @@ class SliceOps {
     return Status::Ok();
   }
 
-  // Memory for every packet the ring sends, receives or hands to encode, reduce or decode_start
+  // Memory for every packet the ring sends, receives or hands to encode, step or decode_start
   // (null when out of memory). The default is plain host memory, 64-byte aligned.
   virtual void* alloc_packets(size_t bytes) {
     return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));

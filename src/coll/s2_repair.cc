@@ -92,8 +92,8 @@ Status patch(backend::Backend& be, void* recv, ElemType type, size_t n,
   return be.sparse_scatter(keep.data(), n, out.data(), 1.0f, recv, type, nullptr);
 }
 
-Status repair_allreduce(const RingLink& link, const S2RepairCall& c, const S2DecodeLog& log,
-                        const S2ExactRing& exact_ring, S2RepairResult* out) {
+Status repair_whole(const RingLink& link, const S2RepairCall& c, const S2DecodeLog& log,
+                    const S2ExactRing& exact_ring, S2RepairResult* out) {
   (void)link;
   const size_t m = log.unresolved_count();
   if (m == 0) return Status::Ok();
@@ -110,8 +110,8 @@ Status repair_allreduce(const RingLink& link, const S2RepairCall& c, const S2Dec
 
 // A ReduceScatter: each rank knows its chunk's positions. Counts, then the positions, all-gathered;
 // one exact ring over all of them; each rank writes its own.
-Status repair_scatter(const RingLink& link, const S2RepairCall& c, const S2DecodeLog& log,
-                      const S2ExactRing& exact_ring, S2RepairResult* out) {
+Status repair_chunks(const RingLink& link, const S2RepairCall& c, const S2DecodeLog& log,
+                     const S2ExactRing& exact_ring, S2RepairResult* out) {
   const auto p = static_cast<size_t>(link.nranks);
   const auto me = static_cast<size_t>(link.rank);
   std::vector<uint64_t> mine;
@@ -240,8 +240,8 @@ Status s2_repair(const RingLink& link, const S2RepairCall& call, const S2DecodeL
   if (!log.wants_unresolved()) {
     return Status(Code::kInternalError, "s2 repair without the unresolved positions");
   }
-  return call.scatter ? repair_scatter(link, call, log, exact_ring, out)
-                      : repair_allreduce(link, call, log, exact_ring, out);
+  return call.whole ? repair_whole(link, call, log, exact_ring, out)
+                    : repair_chunks(link, call, log, exact_ring, out);
 }
 
 Status s2_lossy_feedback(backend::Backend& be, const S2DecodeLog& log, void* recv, ElemType type,

@@ -3,8 +3,8 @@
 //   the same packets, so the numbers are agreed) sizes that slice's sketch.
 // - The exact repair: decode reports the positions that did not peel; after the ring their
 //   values are reduced exactly by a small `none` ring of their own (kPhaseS2Repair) and written
-//   over the estimates. An AllReduce's ranks all decoded every slice, so they know the same
-//   positions with no exchange; a ReduceScatter's ranks each know their chunk's, and first
+//   over the estimates. Where every rank decoded every slice (an AllReduce) the ranks know the
+//   same positions with no exchange; a ReduceScatter's ranks each know their chunk's, and first
 //   all-gather them (kPhaseS2RepairCnt, kPhaseS2RepairPos).
 // - SKETCHCCL_S2_REPAIR=0 with error feedback: the positions that did not peel come out as 0 and
 //   each rank keeps its own compensated input there as its residual (the exact loss, split).
@@ -76,7 +76,9 @@ struct S2RepairCall {
   kernels::ElemType type = kernels::ElemType::kF32;
   float scale = 1.0f;
   const S2SavedInput* saved = nullptr;  // null: read `send`, untouched by the call
-  bool scatter = false;                 // a ReduceScatter: positions are known per chunk
+  // Every rank decoded the whole result, so all know the same positions (else each knows its
+  // own output's: a ReduceScatter).
+  bool whole = true;
 };
 
 struct S2RepairResult {
@@ -85,7 +87,7 @@ struct S2RepairResult {
 };
 
 // The repair, after the ring and its decodes (log.unresolved() filled). Nothing to do, and no
-// message, for an AllReduce without unresolved positions; a ReduceScatter exchanges its count.
+// message, for a whole result without unresolved positions; a ReduceScatter exchanges its count.
 Status s2_repair(const RingLink& link, const S2RepairCall& call, const S2DecodeLog& log,
                  const S2ExactRing& exact_ring, S2RepairResult* out);
 

@@ -1,25 +1,58 @@
 #include "src/coll/settings.h"
 
+#include <string_view>
+
 #include "src/core/log.h"
 
 namespace sketchccl::coll {
 namespace {
 
-// Every name but `except` in an Enum's accepted list is a codec that kernels implement.
-constexpr bool all_codecs(std::string_view accepted, std::string_view except) {
+// core sits below kernels and cannot read kernels/codecs.def, so the codec lists of its table
+// are checked here, against the codec table, at compile time.
+constexpr bool in_list(std::string_view accepted, std::string_view name) {
   while (true) {
     const size_t bar = accepted.find('|');
-    const std::string_view name = accepted.substr(0, bar);
-    if (name != except && !kernels::is_codec_name(name)) return false;
-    if (bar == std::string_view::npos) return true;
+    if (accepted.substr(0, bar) == name) return true;
+    if (bar == std::string_view::npos) return false;
     accepted.remove_prefix(bar + 1);
   }
 }
-static_assert(all_codecs(var_accepted(Var::kCodec), "auto"),
-              "config_vars.def: SKETCHCCL_CODEC accepts a name kernels/codec.h has no codec for");
-static_assert(all_codecs(var_accepted(Var::kDenseCodec), ""),
-              "config_vars.def: SKETCHCCL_DENSE_CODEC accepts a name kernels/codec.h has no codec "
-              "for");
+// The Enum's accepted list is `extra` (or nothing, when empty) and exactly the codecs for which
+// `wanted` holds, each once, in any order.
+template <typename Wanted>
+constexpr bool names_the_codecs(std::string_view accepted, std::string_view extra, Wanted wanted) {
+  size_t listed = 0;
+  for (std::string_view rest = accepted;;) {
+    const size_t bar = rest.find('|');
+    const std::string_view name = rest.substr(0, bar);
+    if (name != extra) {
+      const kernels::CodecInfo* c = nullptr;
+      for (const kernels::CodecInfo& k : kernels::kCodecs) {
+        if (name == k.name) c = &k;
+      }
+      if (c == nullptr || !wanted(*c)) return false;
+      ++listed;
+    }
+    if (bar == std::string_view::npos) break;
+    rest.remove_prefix(bar + 1);
+  }
+  size_t expected = 0;
+  for (const kernels::CodecInfo& k : kernels::kCodecs) {
+    if (wanted(k)) {
+      if (!in_list(accepted, k.name)) return false;
+      ++expected;
+    }
+  }
+  return listed == expected && (extra.empty() || in_list(accepted, extra));
+}
+static_assert(names_the_codecs(var_accepted(Var::kCodec), "auto",
+                               [](const kernels::CodecInfo&) { return true; }),
+              "config_vars.def: SKETCHCCL_CODEC must accept auto and every codec of "
+              "kernels/codecs.def, and nothing else");
+static_assert(names_the_codecs(var_accepted(Var::kDenseCodec), "",
+                               [](const kernels::CodecInfo& c) { return c.dense; }),
+              "config_vars.def: SKETCHCCL_DENSE_CODEC must accept exactly the codecs that "
+              "kernels/codecs.def marks dense");
 
 }  // namespace
 
@@ -27,6 +60,19 @@ Status codec_setting(const VarSpec& spec, const std::string& name, kernels::Code
   if (kernels::codec_from_name(name.c_str(), out)) return Status::Ok();
   return errorf(Code::kInvalidArgument, "%s='%s': no codec of that name is built", spec.name,
                 name.c_str());
+}
+
+CostModelParams Settings::cost_model(size_t count, int nranks) const {
+  CostModelParams p;
+  p.count = count;
+  p.nranks = nranks;
+  p.slice_elems = slice_elems;
+  p.dense_codec = dense_codec;
+  p.s2_rows = s2_rows;
+  p.s2_counters_per_nz = s2_counters_per_nz;
+  p.sparse_density = sparse_density;
+  p.support = sparse_support;
+  return p;
 }
 
 Settings::Settings() {
@@ -49,7 +95,6 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.s2_budget = cfg.get_double(Var::kS2Budget);
   s.s2_counters_per_nz = cfg.get_double(Var::kS2CountersPerNonzero);
   s.s2_repair = cfg.get_bool(Var::kS2Repair);
-  s.casq_buckets = static_cast<float>(cfg.get_double(Var::kCasqBuckets));
   s.max_nmse = cfg.get_double(Var::kMaxNmse);
   s.timeout_s = cfg.get_double(Var::kTimeout);
   s.hierarchy = cfg.get_string(Var::kHierarchy) == "auto";

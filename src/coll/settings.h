@@ -26,14 +26,15 @@ struct Settings {
   uint32_t s2_rows;
   double s2_budget;
   double s2_counters_per_nz;
-  bool s2_repair;  // SKETCHCCL_S2_REPAIR: exact second phase for what did not peel (s2_repair.h)
-  float casq_buckets;
+  bool s2_repair;   // SKETCHCCL_S2_REPAIR: exact second phase for what did not peel (s2_repair.h)
   double max_nmse;  // SKETCHCCL_MAX_NMSE: the accuracy guard's bound, 0 = off
   double timeout_s;
   bool hierarchy;  // SKETCHCCL_HIERARCHY=auto: node-aware AllReduce (docs/hierarchy.md)
 
   // The table's defaults.
   Settings();
+  // The cost model's view of a buffer of `count` elements among `nranks` ranks.
+  CostModelParams cost_model(size_t count, int nranks) const;
   // Fails (kInvalidArgument, naming the variable) when a codec name has no implementation.
   static Status from_config(const Config& cfg, Settings* out);
 };

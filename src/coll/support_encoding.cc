@@ -27,8 +27,8 @@ class ElementBitmapSliceOps : public SliceOps {
   Status encode(size_t offset, size_t n, int, void* pkt, size_t cap) override {
     return build(offset, n, static_cast<uint64_t*>(pkt), cap);
   }
-  Status reduce(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
-                size_t cap) override {
+  Status step(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
+              size_t cap) override {
     if (in_bytes != n * sizeof(uint64_t)) {
       return errorf(Code::kInvalidUsage, "sparse bitmap packet of %zu bytes, expected %zu",
                     in_bytes, n * sizeof(uint64_t));
@@ -74,8 +74,8 @@ class WordOrSliceOps : public SliceOps {
     std::memcpy(pkt, local_ + offset, n * sizeof(uint64_t));
     return Status::Ok();
   }
-  Status reduce(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
-                size_t cap) override {
+  Status step(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
+              size_t cap) override {
     if (in_bytes != n * sizeof(uint64_t) || cap < in_bytes) {
       return errorf(Code::kInvalidUsage, "sparse row bitmap packet of %zu bytes, expected %zu",
                     in_bytes, n * sizeof(uint64_t));
@@ -113,8 +113,8 @@ class IndexListSliceOps : public SliceOps {
     local_list(offset, n);
     return write(local_list_, n, false, pkt, cap);
   }
-  Status reduce(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
-                size_t cap) override {
+  Status step(size_t offset, size_t n, int, const void* in, size_t in_bytes, void* out,
+              size_t cap) override {
     bool overflowed = false;
     SCCL_RETURN_IF_ERROR(read(offset, n, in, in_bytes, &in_list_, &overflowed));
     if (overflowed) return write({}, n, true, out, cap);

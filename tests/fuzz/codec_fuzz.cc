@@ -43,7 +43,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   p.seed = data[4];
   p.s2_rows = 1 + data[4] % 8;
   p.s2_counters = 1 + data[5] * 4u;
-  p.casq_buckets = 0.01f + 0.05f * float(data[5] % 4);
   p.casq_nearest = (data[5] & 4) != 0;
   data += 6;
   size = size - 6;

@@ -209,17 +209,16 @@ TEST(EngineArgs, OneConversionForEveryKindAndRun) {
   EXPECT_EQ(a.type, kernels::ElemType::kBf16);
   EXPECT_TRUE(a.avg);
   EXPECT_EQ(a.mem, backend::MemoryType::kDevice);
-  EXPECT_TRUE(a.scatter);
+  EXPECT_EQ(a.kind, coll::CallKind::kReduceScatter);
   EXPECT_FALSE(a.exact);
-  EXPECT_FALSE(a.rail);
   CollCall ar = all_reduce(in.data(), in.data(), 24);
   a = engine_args(ar, 3, EngineRun::kExact);
   EXPECT_EQ(a.count, 24u);
   EXPECT_FALSE(a.avg);
-  EXPECT_FALSE(a.scatter);
+  EXPECT_EQ(a.kind, coll::CallKind::kAllReduce);
   EXPECT_TRUE(a.exact);
   a = engine_args(ar, 3, EngineRun::kRail);
-  EXPECT_TRUE(a.rail);
+  EXPECT_EQ(a.kind, coll::CallKind::kRail);
   EXPECT_FALSE(a.exact);
 }
 

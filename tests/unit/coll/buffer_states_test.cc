@@ -7,7 +7,7 @@ namespace {
 
 BufferKey key(uintptr_t addr, size_t count = 1024,
               kernels::ElemType type = kernels::ElemType::kF32) {
-  return BufferKey{addr, count, type, false};
+  return BufferKey{addr, count, type, CallKind::kAllReduce};
 }
 
 TEST(BufferStates, KeepsAStatePerAddressCountAndType) {
@@ -54,7 +54,7 @@ TEST(BufferStates, AStateMadeAgainHasANewGenerationAndNoResidual) {
   EXPECT_NE(again.generation, gen);
   EXPECT_FALSE(again.have_history);
   EXPECT_EQ(again.residual, nullptr);
-  EXPECT_NE(again.residual_generation, again.generation);  // run_codec makes a fresh residual
+  EXPECT_NE(again.residual_generation, again.generation);  // buffer_residual makes a fresh one
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ class EngineRanks {
         a.send = send[r];
         a.recv = recv[r];
         a.count = count;
-        a.scatter = scatter;
+        a.kind = scatter ? coll::CallKind::kReduceScatter : coll::CallKind::kAllReduce;
         a.type = type;
         a.avg = avg;
         Status st = engines_[r]->run(link, a);

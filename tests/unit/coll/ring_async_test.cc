@@ -1,4 +1,4 @@
-// The ring with codec work that completes later (SliceOps::encode_start / reduce_start / test, as
+// The ring with codec work that completes later (SliceOps::encode_start / step_start / test, as
 // the CUDA backend does it): ranks are threads over loopback sockets, a reduction reads its
 // incoming packet and writes its output only when test() reports the work done, so a ring that
 // sent, reused or decoded a packet too early would get a wrong sum. Packet memory comes from
@@ -23,7 +23,7 @@ namespace {
 
 using testutil::AllowWarnings;
 
-// Exact fp32 sums; every encode and reduce finishes `delay` test() calls after it starts.
+// Exact fp32 sums; every encode and step finishes `delay` test() calls after it starts.
 class DeferredSumOps : public SliceOps {
  public:
   DeferredSumOps(const float* x, float* y, int delay, uint64_t fail_ticket)
@@ -34,7 +34,7 @@ class DeferredSumOps : public SliceOps {
     std::memcpy(pkt, x_ + off, n * sizeof(float));
     return Status::Ok();
   }
-  Status reduce(size_t off, size_t n, int, const void* in, size_t, void* out, size_t) override {
+  Status step(size_t off, size_t n, int, const void* in, size_t, void* out, size_t) override {
     const float* a = static_cast<const float*>(in);
     float* o = static_cast<float*>(out);
     for (size_t i = 0; i < n; ++i)
@@ -66,8 +66,8 @@ class DeferredSumOps : public SliceOps {
     return Status::Ok();
   }
   // The device reads `in` late too: the ring must leave it alone until the ticket completes.
-  Status reduce_start(size_t off, size_t n, int, const void* in, size_t, void* out, size_t,
-                      uint64_t* ticket) override {
+  Status step_start(size_t off, size_t n, int, const void* in, size_t, void* out, size_t,
+                    uint64_t* ticket) override {
     Pending& w = open(out, n, ticket);
     w.off = off;
     w.in = in;
@@ -83,7 +83,7 @@ class DeferredSumOps : public SliceOps {
     pending_.erase(it);
     if (ticket == fail_ticket_) return Status(Code::kInternalError, "injected codec failure");
     const size_t bytes = w.n * sizeof(float);
-    Status st = w.in != nullptr ? reduce(w.off, w.n, 0, w.in, bytes, w.dst, bytes)
+    Status st = w.in != nullptr ? step(w.off, w.n, 0, w.in, bytes, w.dst, bytes)
                                 : encode(w.off, w.n, 0, w.dst, bytes);
     ++completed_;
     return st;
@@ -114,7 +114,7 @@ class DeferredSumOps : public SliceOps {
  private:
   struct Pending {
     void* dst = nullptr;
-    const void* in = nullptr;  // reduce: read at completion
+    const void* in = nullptr;  // step: read at completion
     size_t off = 0, n = 0;
     int polls_left = 0;
   };
@@ -212,7 +212,7 @@ TEST(RingAsync, LateCodecWorkGivesTheExactSum) {
       Outcome o = run_ring(p, 10007, 256, depth, 7, -1);
       for (int r = 0; r < p; ++r) {
         EXPECT_TRUE(o.status[r].ok()) << o.status[r].to_string();
-        // Every encode and reduce of this rank went through the asynchronous path.
+        // Every encode and step of this rank went through the asynchronous path.
         const int slices = int((10007 / p + 256) / 256);
         EXPECT_GE(o.completed[r], (p - 1) * (slices - 1)) << "rank " << r;
         EXPECT_EQ(o.left[r], 0u);

@@ -24,7 +24,7 @@ class SumOps : public SliceOps {
     std::memcpy(pkt, x_ + off, n * sizeof(float));
     return Status::Ok();
   }
-  Status reduce(size_t off, size_t n, int, const void* in, size_t, void* out, size_t) override {
+  Status step(size_t off, size_t n, int, const void* in, size_t, void* out, size_t) override {
     const float* a = static_cast<const float*>(in);
     float* o = static_cast<float*>(out);
     for (size_t i = 0; i < n; ++i)

@@ -44,7 +44,7 @@ class NoOps final : public SliceOps {
  public:
   size_t packet_bytes(size_t, size_t) const override { return 0; }
   Status encode(size_t, size_t, int, void*, size_t) override { return Status::Ok(); }
-  Status reduce(size_t, size_t, int, const void*, size_t, void*, size_t) override {
+  Status step(size_t, size_t, int, const void*, size_t, void*, size_t) override {
     return Status::Ok();
   }
   Status decode_start(size_t, size_t, const void*, size_t) override { return Status::Ok(); }

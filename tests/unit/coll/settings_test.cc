@@ -58,7 +58,6 @@ TEST(Settings, DefaultsAreTheTables) {
   EXPECT_EQ(s.depth, d.get_int(Var::kPipelineDepth));
   EXPECT_EQ(s.s2_rows, d.get_int(Var::kS2Rows));
   EXPECT_EQ(s.timeout_s, d.get_double(Var::kTimeout));
-  EXPECT_EQ(s.casq_buckets, static_cast<float>(d.get_double(Var::kCasqBuckets)));
 }
 
 TEST(Settings, FromConfigReadsEveryVariable) {
@@ -78,6 +77,22 @@ TEST(Settings, FromConfigReadsEveryVariable) {
   EXPECT_EQ(s.depth, 2);
   EXPECT_EQ(s.seed, 9u);
   EXPECT_EQ(s.timeout_s, 12.5);
+}
+
+// A variable the table no longer has (SKETCHCCL_CASQ_BUCKETS, which changed nothing) is a
+// warning naming it, never an error: old job scripts still run.
+TEST(Settings, ARemovedVariableIsOnlyAWarning) {
+  Config c = load({{"SKETCHCCL_CASQ_BUCKETS", "0.01"}, {"SKETCHCCL_CODEC", "casq2"}});
+  ASSERT_TRUE(c.status().ok()) << c.status().message();
+  ASSERT_EQ(c.unknown_names().size(), 1u);
+  EXPECT_EQ(c.unknown_names()[0], "SKETCHCCL_CASQ_BUCKETS");
+  bool warned = false;
+  for (const std::string& w : c.warnings())
+    warned = warned || w.find("SKETCHCCL_CASQ_BUCKETS") != std::string::npos;
+  EXPECT_TRUE(warned);
+  Settings s;
+  ASSERT_TRUE(Settings::from_config(c, &s).ok());
+  EXPECT_EQ(s.codec, kernels::CodecId::kCasq2);
 }
 
 }  // namespace

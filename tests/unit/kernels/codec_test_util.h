@@ -69,7 +69,6 @@ inline CodecParams params_for(CodecId c, size_t support, uint64_t seed = 1) {
   p.offset_key = 2;
   p.s2_rows = 3;
   p.s2_counters = s2_counters_for_support(support, 3, 1.3);
-  p.casq_buckets = 0.01f;
   return p;
 }
 

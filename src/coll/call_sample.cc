@@ -1,0 +1,90 @@
+#include "src/coll/call_sample.h"
+
+#include <algorithm>
+
+#include "src/coll/accuracy.h"
+#include "src/coll/oom.h"
+#include "src/core/log.h"
+
+namespace sketchccl::coll {
+
+Status CallSample::take(const PlanCall& c) {
+  const size_t count = c.args.count;
+  const size_t stride = c.shape.sample_stride();
+  SCCL_RETURN_IF_ERROR(run_caught("the accuracy sample's bitmap", [&] {
+    sample_bitmap(c.settings.seed, c.link.op_seq, count, &bits_, stride);
+    return Status::Ok();
+  }));
+  SCCL_RETURN_IF_ERROR(
+      alloc_vector(&own_, sample_count(count, stride), "accuracy sample's values"));
+  SCCL_RETURN_IF_ERROR(
+      c.be.sparse_compact(bits_.data(), count, c.args.send, c.args.type, own_.data(), nullptr));
+  taken_ = true;
+  return Status::Ok();
+}
+
+Status CallSample::output_samples(const PlanCall& c, float* out) const {
+  const size_t rc = c.shape.out_count(c.args.count, c.link);
+  const size_t first = c.shape.out_first(c.args.count, c.link);
+  auto sampled = [this](size_t i) { return (bits_[i / 64] >> (i % 64)) & 1u; };
+  size_t before = 0;  // samples ahead of the output: its first sample's index
+  for (size_t i = 0; i < first; ++i)
+    before += sampled(i);
+  std::vector<uint64_t> out_bits((rc + 63) / 64, 0);
+  for (size_t i = 0; i < rc; ++i) {
+    if (sampled(first + i)) out_bits[i / 64] |= uint64_t(1) << (i % 64);
+  }
+  return c.be.sparse_compact(out_bits.data(), rc, c.args.recv, c.args.type, out + before, nullptr);
+}
+
+Status CallSample::estimate(PlanCall& c) {
+  const size_t m = own_.size();
+  // The side ring's input: this rank's values at the sample, then (where each rank decoded only
+  // its own output) its decoded values at the samples of its output, zero elsewhere. Its fp32
+  // sums, the same bits on every rank (a `none` ring), are the exact values and, since one rank
+  // alone holds each decoded value, every decoded value at the sample.
+  const bool whole = c.shape.whole_result();
+  std::vector<float> side_in(own_), sums(whole ? m : 2 * m), decoded(m);
+  if (whole) {
+    SCCL_RETURN_IF_ERROR(c.be.sparse_compact(bits_.data(), c.args.count, c.args.recv, c.args.type,
+                                             decoded.data(), nullptr));
+  } else {
+    side_in.resize(2 * m, 0.0f);
+    SCCL_RETURN_IF_ERROR(output_samples(c, side_in.data() + m));
+  }
+  RingStats rs;
+  Status st = exact_sum_ring(c.link, kPhaseAccuracySample, c.host, c.settings, side_in.data(),
+                             sums.data(), side_in.size(), &rs);
+  c.cs.sample_bytes_sent += rs.bytes_sent;
+  SCCL_RETURN_IF_ERROR(st);
+  std::vector<float> exact(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(m));
+  if (!whole) decoded.assign(sums.begin() + static_cast<std::ptrdiff_t>(m), sums.end());
+  if (c.args.avg) {
+    const float scale = 1.0f / static_cast<float>(c.link.nranks);
+    for (float& v : exact)
+      v *= scale;
+  }
+  const AccuracyEstimate e = estimate_accuracy(decoded.data(), exact.data(), m);
+  CodecStats& cs = c.cs;
+  cs.estimated_calls++;
+  cs.estimated_nmse_sum += e.nmse;
+  cs.estimated_maxrel_sum += e.maxrel;
+  cs.estimated_nmse_worst = std::max(cs.estimated_nmse_worst, e.nmse);
+  cs.estimated_maxrel_worst = std::max(cs.estimated_maxrel_worst, e.maxrel);
+  SCCL_INFO(kLogColl,
+            "%s #%u of %zu elements with %s: estimated NMSE %.3g, max rel %.3g (%zu samples)",
+            c.shape.name(), c.link.op_seq, c.args.count, kernels::codec_name(c.codec), e.nmse,
+            e.maxrel, m);
+  const double bound = c.settings.max_nmse;
+  if (guard_step_up(bound, c.codec, e.nmse, &c.state.guard)) {
+    cs.guard_steps++;
+    SCCL_WARN(kLogColl,
+              "buffer %p of %zu elements: estimated NMSE %.3g above SKETCHCCL_MAX_NMSE=%g, "
+              "%s -> %s from the next call",
+              c.args.send, c.args.count, e.nmse, bound, kernels::codec_name(c.codec),
+              kernels::codec_name(safer_codec(c.codec)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,49 @@
+// A taken-over reduction as the interposer submits it to a communicator (comm.h): its kind, which
+// picks the ring shape (ring_shape.h) or the hierarchy's phase (hierarchy.h), and its buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/codec.h"
+#include "src/backend/memory_type.h"
+
+namespace sketchccl::coll {
+
+// What a taken-over call is: the interposer says it once.
+enum class CallKind : uint8_t {
+  kAllReduce,      // every rank gets the whole reduced buffer
+  kReduceScatter,  // count = P chunks of count / P; rank r gets chunk r (NCCL's layout)
+  // The inter-node phase of a hierarchical AllReduce whose node phases a real NCCL runs: an
+  // AllReduce of this rank's shard among the ranks of its rail (hierarchy.h runs it).
+  kRail,
+};
+// As the logs name it.
+inline const char* call_kind_name(CallKind kind) {
+  switch (kind) {
+    case CallKind::kAllReduce:
+      return "AllReduce";
+    case CallKind::kReduceScatter:
+      return "ReduceScatter";
+    case CallKind::kRail:
+      return "rail AllReduce";
+  }
+  return "reduction";
+}
+
+struct AllReduceArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  // The input's elements; a ReduceScatter's `recv` holds this rank's count / P of them.
+  size_t count = 0;
+  kernels::ElemType type = kernels::ElemType::kF32;
+  bool avg = false;
+  bool exact = false;  // below SKETCHCCL_MIN_BYTES or SKETCHCCL_ENABLE=0 in standalone: `none`
+  // Where send/recv live, classified once by the interposer. kDevice: memory of the
+  // communicator's device, run by the CUDA backend (docs/cuda.md); the caller's stream is the
+  // stream gate's business (Communicator), not the engine's.
+  backend::MemoryType mem = backend::MemoryType::kHost;
+  CallKind kind = CallKind::kAllReduce;
+};
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,117 @@
+#include "src/coll/ring_shape.h"
+
+#include "src/coll/accuracy.h"
+
+namespace sketchccl::coll {
+namespace {
+
+bool bit(const uint64_t* bits, size_t i) {
+  return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
+}
+
+// Set bits among positions [a, b): whole words by popcount, the ends bit by bit.
+size_t count_set(const uint64_t* bits, size_t a, size_t b) {
+  size_t n = 0;
+  for (; a < b && a % 64 != 0; ++a)
+    n += bit(bits, a) ? 1 : 0;
+  for (; a + 64 <= b; a += 64)
+    n += static_cast<size_t>(__builtin_popcountll(bits[a / 64]));
+  for (; a < b; ++a)
+    n += bit(bits, a) ? 1 : 0;
+  return n;
+}
+
+RingLink on_phase(const RingLink& link, uint8_t phase) {
+  RingLink l = link;
+  l.phase = phase;
+  return l;
+}
+
+// Every rank gets every chunk: the ring of ring_allreduce, its chunks aligned for the codecs'
+// 16-byte paths.
+class AllReduceShape : public RingShape {
+ public:
+  CallKind kind() const override { return CallKind::kAllReduce; }
+  size_t out_first(size_t, const RingLink&) const override { return 0; }
+  size_t out_count(size_t count, const RingLink&) const override { return count; }
+  bool whole_result() const override { return true; }
+  uint8_t phase(Stage stage) const override { return kAllReducePhases[static_cast<size_t>(stage)]; }
+  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+             RingStats* stats) const override {
+    // Every rank decodes every chunk, so any cut of a subset serves.
+    return ring_allreduce(on_phase(link, phase(job.stage)), job.count, slice_elems, depth, *job.ops,
+                          stats);
+  }
+  SubsetPlan subset_plan(const uint64_t* bits, size_t count, const RingLink&) const override {
+    (void)bits;
+    SubsetPlan plan;
+    plan.out_count = count;
+    return plan;
+  }
+  size_t sample_stride() const override { return kSampleStride; }
+};
+
+// Rank r gets chunk r of P equal chunks (NCCL's layout): the reduce-scatter half of the ring.
+class ReduceScatterShape : public RingShape {
+ public:
+  CallKind kind() const override { return CallKind::kReduceScatter; }
+  size_t out_first(size_t count, const RingLink& link) const override {
+    return static_cast<size_t>(link.rank) * (count / static_cast<size_t>(link.nranks));
+  }
+  size_t out_count(size_t count, const RingLink& link) const override {
+    return count / static_cast<size_t>(link.nranks);
+  }
+  bool whole_result() const override { return false; }
+  uint8_t phase(Stage stage) const override {
+    return kReduceScatterPhases[static_cast<size_t>(stage)];
+  }
+  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+             RingStats* stats) const override {
+    const bool cut = job.bounds != nullptr && !job.bounds->empty();
+    return ring_reduce_scatter(on_phase(link, phase(job.stage)), job.count, slice_elems, depth,
+                               *job.ops, stats, cut ? job.bounds : nullptr);
+  }
+  // Each rank's chunk of the input holds its run of the set positions.
+  SubsetPlan subset_plan(const uint64_t* bits, size_t count, const RingLink& link) const override {
+    const auto p = static_cast<size_t>(link.nranks);
+    const size_t recvcount = count / p;
+    SubsetPlan plan;
+    plan.out_count = recvcount;
+    plan.bounds.assign(p + 1, 0);
+    size_t set = 0;
+    for (size_t c = 0; c < p; ++c) {
+      plan.bounds[c] = set;
+      set += count_set(bits, c * recvcount, (c + 1) * recvcount);
+    }
+    plan.bounds[p] = set;
+    const size_t first = static_cast<size_t>(link.rank) * recvcount;
+    plan.values_first = plan.bounds[static_cast<size_t>(link.rank)];
+    plan.own_bits.assign((recvcount + 63) / 64, 0);
+    for (size_t i = 0; i < recvcount; ++i) {
+      if (bit(bits, first + i)) plan.own_bits[i / 64] |= uint64_t(1) << (i % 64);
+    }
+    plan.own = true;
+    return plan;
+  }
+  // Its side ring carries two values per sample (input and decoded) next to half a ring of
+  // packets: four times the share, so a four times sparser sample.
+  size_t sample_stride() const override { return kScatterSampleStride; }
+};
+
+}  // namespace
+
+const RingShape* ring_shape(CallKind kind) {
+  static const AllReduceShape all_reduce;
+  static const ReduceScatterShape reduce_scatter;
+  switch (kind) {
+    case CallKind::kAllReduce:
+      return &all_reduce;
+    case CallKind::kReduceScatter:
+      return &reduce_scatter;
+    case CallKind::kRail:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace sketchccl::coll

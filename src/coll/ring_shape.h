@@ -1,0 +1,77 @@
+// The shape of a taken-over reduction (docs/engine.md): how its ring cuts the elements into
+// chunks, which of the reduced elements this rank's output holds, and the tag phase of each of
+// the call's rings. What travels is the codec plan's business (codec_plan.h): a shape runs a
+// plan's ring job with whatever SliceOps the plan supplies, as NCCL's runRing<T, RedOp, Proto>
+// runs the ring's shape with the packet protocol as a parameter. Another schedule of the same
+// reduction (say a two-shot reduce-scatter by all-to-all, then the ring's all-gather) is one more
+// shape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "src/coll/reduction.h"
+#include "src/coll/ring.h"
+#include "src/coll/ring_phase.h"
+#include "src/core/status.h"
+
+namespace sketchccl::coll {
+
+// One ring of a codec plan: `count` elements of the stage's element space through `ops`.
+struct RingJob {
+  Stage stage = Stage::kData;
+  size_t count = 0;
+  // The chunks of a ring over a subset of the input (SubsetPlan::bounds); null or empty: the
+  // shape's own cut of `count` elements.
+  const std::vector<size_t>* bounds = nullptr;
+  SliceOps* ops = nullptr;
+};
+
+// A ring over the set positions of a bitmap of the input (the `sparse` values): how to cut it so
+// that each rank's chunk holds the positions of its own output, and where those lie.
+struct SubsetPlan {
+  std::vector<size_t> bounds;  // P + 1 offsets into the set positions; empty: any cut
+  size_t out_count = 0;        // elements of the output
+  size_t values_first = 0;     // the first of the output's positions among the set positions
+  // The set positions of this rank's output (bit 0: out_first): the input's bitmap itself, or
+  // the output's own bits.
+  bool own = false;
+  std::vector<uint64_t> own_bits;
+  const uint64_t* out_bits(const uint64_t* input_bits) const {
+    return own ? own_bits.data() : input_bits;
+  }
+};
+
+class RingShape {
+ public:
+  virtual ~RingShape() = default;
+  virtual CallKind kind() const = 0;
+  const char* name() const { return call_kind_name(kind()); }
+
+  // This rank's output: the reduced input elements [out_first, out_first + out_count), which the
+  // receive buffer holds from its start.
+  virtual size_t out_first(size_t count, const RingLink& link) const = 0;
+  virtual size_t out_count(size_t count, const RingLink& link) const = 0;
+  // Every rank decodes the whole result, so what the decodes count (non-zeros, s2's supports and
+  // unresolved positions) is the same on every rank.
+  virtual bool whole_result() const = 0;
+
+  // The tag phase of a stage's ring.
+  virtual uint8_t phase(Stage stage) const = 0;
+  // Runs `job` on the phase of its stage (link.phase is ignored).
+  virtual Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+                     RingStats* stats) const = 0;
+  // The plan of a ring over the set positions of `bits` (count bits).
+  virtual SubsetPlan subset_plan(const uint64_t* bits, size_t count,
+                                 const RingLink& link) const = 0;
+
+  // One position per this many elements in the accuracy estimate's sample (accuracy.h): the
+  // side ring's share of the wire stays under 1% of the call's packets.
+  virtual size_t sample_stride() const = 0;
+};
+
+// The shape of a call of `kind` on a flat ring; null for kRail (the hierarchy's).
+const RingShape* ring_shape(CallKind kind);
+
+}  // namespace sketchccl::coll
