@@ -8,11 +8,32 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 extern char** environ;
 
 namespace sketchccl::testing {
+namespace {
+
+// The stacks of every thread of `pid` (gdb, when installed), so that a hang is diagnosed by the
+// run that met it: a hang under load may not come back when run again.
+std::string thread_stacks(pid_t pid) {
+  if (access("/usr/bin/gdb", X_OK) != 0) return "(no /usr/bin/gdb: no stacks)\n";
+  const std::string cmd = "timeout 60 /usr/bin/gdb -batch -nx -p " + std::to_string(pid) +
+                          " -ex 'thread apply all bt' 2>&1";
+  std::string text;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+      text.append(buf, n);
+    pclose(f);
+  }
+  return text;
+}
+
+}  // namespace
 
 std::vector<RankOutput> run_ranks(int nranks,
                                   const std::function<std::vector<std::string>(int)>& argv_for,
@@ -75,8 +96,18 @@ std::vector<RankOutput> run_ranks(int nranks,
       }
     }
     if (!killed && std::chrono::steady_clock::now() > deadline) {
-      for (pid_t pid : pids) {
-        if (pid > 0) kill(pid, SIGKILL);
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (pids[r] <= 0) continue;
+        siginfo_t info{};
+        if (waitid(P_PID, static_cast<id_t>(pids[r]), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == 0) {
+          char head[128];
+          std::snprintf(head, sizeof head,
+                        "\n--- launcher: rank %zu still running after %.0f s; its threads:\n", r,
+                        timeout_s);
+          out[r].out += head + thread_stacks(pids[r]);
+        }
+        kill(pids[r], SIGKILL);
       }
       killed = true;
     }

@@ -14,7 +14,8 @@ struct RankOutput {
 };
 
 // argv_for(rank) gives each process's argv; `env` entries ("NAME=value") are added to the
-// caller's environment. Returns when all have exited or, past timeout_s, after killing them.
+// caller's environment. Returns when all have exited or, past timeout_s, after killing them;
+// the output of a rank still running then ends with its threads' stacks (gdb, when installed).
 std::vector<RankOutput> run_ranks(int nranks,
                                   const std::function<std::vector<std::string>(int)>& argv_for,
                                   const std::vector<std::string>& env, double timeout_s);

@@ -4,10 +4,12 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "sketchccl_build_config.h"
 #include "src/core/log.h"
+#include "transport/ucx/host_settings.h"
 
 namespace sketchccl::transport {
 namespace {
@@ -61,14 +63,39 @@ ucs_log_func_rc_t log_to_sketchccl(const char* file, unsigned line, const char*,
   return UCS_LOG_FUNC_RC_STOP;
 }
 
+// UCX's settings for a host process (host_settings.h) are in the environment only while libucs's
+// constructor reads them, inside the dlopen of libucp; a UCX the host loaded itself is left as it
+// is (its constructor ran before).
+std::vector<std::string> settings_for_load() {
+  if (void* ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_NOLOAD)) {
+    dlclose(ucs);
+    SCCL_INFO(kLogNet,
+              "UCX was loaded before SketchCCL: its memory hooks and signal handlers are "
+              "as the process set them");
+    return {};
+  }
+  return ucx_host_settings([](const char* name) -> const char* { return std::getenv(name); });
+}
+
 void* open_libucp(std::string* error) {
   std::vector<std::string> candidates{"libucp.so.0"};
   const std::string configured_dir = SKETCHCCL_UCX_LIBDIR;  // HPC-X is off the default path
   if (!configured_dir.empty()) candidates.push_back(configured_dir + "/libucp.so.0");
+  const std::vector<std::string> settings = settings_for_load();
   std::string tried;
   for (const std::string& candidate : candidates) {
-    void* h = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h != nullptr) return h;
+    void* h = nullptr;
+    {
+      ScopedEnvironment env(settings);
+      h = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
+    if (h != nullptr) {
+      std::string list;
+      for (const std::string& s : settings)
+        list += (list.empty() ? "" : " ") + s;
+      if (!list.empty()) SCCL_INFO(kLogNet, "UCX loaded with %s (docs/transport.md)", list.c_str());
+      return h;
+    }
     const char* why = dlerror();
     tried += (tried.empty() ? "" : "; ") + (why != nullptr ? std::string(why) : candidate);
   }
