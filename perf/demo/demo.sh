@@ -8,10 +8,11 @@
 # s2, sparse and auto; OUT/clustered); and the convergence summary lines (digits, digits sharded,
 # text, and the 1.1M-parameter digits-wide MLP).
 #
-#   perf/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]
+#   perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:?usage: perf/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]}
+PERF=$(dirname "$HERE")
+BUILD=${1:?usage: perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]}
 shift
 OUT=$BUILD/demo ITERS=5 MAXB=64M CONV=1
 while [ $# -gt 0 ]; do
@@ -25,8 +26,8 @@ while [ $# -gt 0 ]; do
 done
 CODECS=none,bf16,q8,q4,casq2,s2,sparse
 SWEEP=(-b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 1)
-# Embedding-style gradients (perf/perf_inputs.h `clustered`): rows of 64 non-zeros, 1% of the rows
-# per rank, half of them from a pool shared across ranks; 4, 16 and 64 MiB.
+# Embedding-style gradients (perf/bench/perf_inputs.h `clustered`): rows of 64 non-zeros, 1% of
+# the rows per rank, half of them from a pool shared across ranks; 4, 16 and 64 MiB.
 CLUSTER_CODECS=s2,sparse,auto CLUSTER_DATA=clustered:0.01
 CLUSTER_SWEEP=(-b 4M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
@@ -69,8 +70,9 @@ mkdir -p "$OUT/reduce_scatter"
   >"$OUT/reduce_scatter/raw.log" 2>"$OUT/reduce_scatter/raw.err"
 rc_rs=$?
 [ $rc -eq 0 ] && rc=$rc_rs
-# Clustered-sparse input (the case s2 was seen to lose accuracy on, issue 15): every codec of the
-# list on it; the exact ring of the first sweep is the reference (its busbw is data-independent).
+# Clustered-sparse input (embedding rows: the support whose per-slice counts vary most): every
+# codec of the list on it; the exact ring of the first sweep is the reference (its busbw does not
+# depend on the data).
 mkdir -p "$OUT/clustered"
 "${NETEM[@]}" --build "$BUILD" --codecs "$CLUSTER_CODECS" --data "$CLUSTER_DATA" \
   --sparse-data "$CLUSTER_DATA" --transports ucx --mpi none --out "$OUT/clustered" \
@@ -107,16 +109,16 @@ cpu_line=$(awk -v b="$((busy1 - busy0))" -v t="$((total1 - total0))" -v q="$((ir
     other = busy - irq - ours; if (other < 0) other = 0
     printf "CPU during the sweeps (%d cores): %.0f%% busy: %.0f%% this demo'"'"'s processes, %.0f%% interrupts (network), %.0f%% other processes on the machine", n, busy, ours, irq, other }')
 
-python3 "$HERE/demo_report.py" --dir "$OUT" --mode "$MODE" --codecs "$CODECS" \
+python3 "$PERF/report/demo_report.py" --dir "$OUT" --mode "$MODE" --codecs "$CODECS" \
   --plot "$OUT/busbw.png" --markdown "$OUT/table.md" --clustered "$OUT/clustered" \
   --clustered-codecs "$CLUSTER_CODECS" --clustered-data "$CLUSTER_DATA"
 echo
-python3 "$HERE/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
+python3 "$PERF/report/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
   --collective reduce_scatter --plot "$OUT/reduce_scatter/busbw.png" \
   --markdown "$OUT/reduce_scatter/table.md" || echo "demo: no ReduceScatter results" >&2
 if [ "$MODE" = netem ]; then
   echo
-  python3 "$HERE/topology_report.py" --dir "$OUT/topology" --series "$TOPO_SERIES" \
+  python3 "$PERF/report/topology_report.py" --dir "$OUT/topology" --series "$TOPO_SERIES" \
     --plot "$OUT/topology/busbw.png" --markdown "$OUT/topology/table.md" ||
     echo "demo: no topology results" >&2
 else
@@ -125,18 +127,18 @@ else
 fi
 [ -n "$cpu_line" ] && echo "$cpu_line" && echo "$cpu_line" >>"$OUT/table.md"
 
-if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/convergence" ]; then
+if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/convergence" ]; then
   echo
   conv_start=$(date +%s)
   # convergence NAME ARGS...: one --short run, its summary line printed, its log kept in OUT.
   convergence() {
     local name=$1
     shift
-    SKETCHCCL_NCCL_LIB=none "$BUILD/perf/convergence" --short "$@" 2>"$OUT/$name.err" |
+    SKETCHCCL_NCCL_LIB=none "$BUILD/perf/train/convergence" --short "$@" 2>"$OUT/$name.err" |
       tee "$OUT/$name.txt" | grep '^convergence' ||
       { echo "demo: $name run failed:" >&2; tail -5 "$OUT/$name.err" >&2; }
   }
-  if digits=$("$HERE/get_digits.sh" "$BUILD/data" 2>"$OUT/digits.err"); then
+  if digits=$("$PERF/train/get_digits.sh" "$BUILD/data" 2>"$OUT/digits.err"); then
     convergence convergence --task digits --digits "$digits"
     # Sharded data parallelism: gradients through ncclReduceScatter, exact all-gather.
     convergence convergence-sharded --task digits --digits "$digits" --sharded
