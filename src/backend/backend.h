@@ -49,8 +49,8 @@ class Backend {
   }
   // After a failed operation: returns once no work of this backend can still write the user's
   // buffers (bounded like the other waits); an error when that could not be seen, and then the
-  // communicator must fail before the caller's stream is released, or late device writes would
-  // land in buffers the caller already reuses (docs/cuda.md).
+  // communicator must fail before the caller's stream is released, or work queued after the
+  // call could read buffers the device is still writing.
   virtual Status quiesce() { return Status::Ok(); }
   // dst = src, `bytes` of this backend's memory (a one-rank AllReduce); same or disjoint ranges.
   virtual Status copy(void* dst, const void* src, size_t bytes) {

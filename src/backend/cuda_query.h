@@ -6,8 +6,7 @@
 
 namespace sketchccl::backend {
 
-// Where a buffer lives, as far as SketchCCL can tell (any doubt is kUnknown, and an unknown buffer
-// is forwarded).
+// Where a buffer lives, as far as SketchCCL can tell; any doubt is kUnknown, which forwards.
 enum class MemoryClass {
   kHost,     // CUDA said unregistered or host memory (or no CUDA driver is loaded), and readable
   kDevice,   // CUDA said device or managed memory

@@ -1,8 +1,8 @@
 // Every codec (encode, step, decode), the sparse helpers and error feedback once on a backend,
 // for every element type: the CUDA backend runs it when it is created, on the caller's thread
 // before any stream is held, so that no kernel is first loaded under a held stream (a module
-// load then waits for that stream: docs/cuda.md). Any backend runs it; the host backend's run is
-// the CPU test that the sequence itself is valid (tests/gpu/nodevice_test.cc).
+// load may synchronize the context: a permanent hang). Any backend runs it; the host backend's run
+// is the CPU test that the sequence itself is valid (tests/gpu/nodevice_test.cc).
 #pragma once
 
 #include <cstddef>

@@ -85,8 +85,8 @@ TEST(AllReduce, S2PeelsNearlyEverythingOnSparseData) {
   }
 }
 
-// Issue 15: embedding-style gradients, whose support varies between slices and calls, used to
-// come out with NMSE 0.26; the repair of what does not peel makes every call exact.
+// Embedding-style gradients, whose support varies between slices and calls, push some slices
+// past s2's peeling threshold; the repair of what does not peel makes every call exact.
 TEST(AllReduce, S2IsExactOnClusteredSupport) {
   Outcome o = run("s2clustered", 4, {"SKETCHCCL_CODEC=s2"}, {"1048576"}, 240);
   expect_agreement(o);

@@ -176,8 +176,9 @@ void embedding_gradient(int r, int call, std::vector<float>* x) {
   }
 }
 
-// s2 on clustered support (issue 15): three calls on one buffer (the last in place), each output
-// element the exact sum up to fp32 summation order, the same bytes on every rank.
+// s2 on clustered (embedding-style) support, whose per-slice counts vary: three calls on one buffer
+// (the last in place), each output element the exact sum up to fp32 summation order, the same bytes
+// on every rank.
 int scenario_s2_clustered(ncclComm_t comm, size_t count) {
   std::vector<float> buf(count), recv(count);
   std::vector<std::vector<float>> all(static_cast<size_t>(g_nranks), std::vector<float>(count));

@@ -74,7 +74,8 @@ doc=/opt/sketchccl/share/doc/sketchccl
 {
   printf '%s\n' "$libdir/libsketchccl.so" "$libdir/libsketchccl.so.${version%%.*}" \
     "$libdir/libsketchccl.so.$version" "$libdir/pkgconfig/sketchccl.pc" \
-    /opt/sketchccl/include/sketchccl/sketchccl.h "$doc/README.md"
+    /opt/sketchccl/include/sketchccl/sketchccl.h "$doc/README.md" "$doc/LICENSE" \
+    "$doc/CHANGELOG.md"
   (cd "$src" && find docs -type f) | sed "s|^|$doc/|"
 } | sort >"$tmp/expected"
 (cd "$tmp/dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort) >"$tmp/installed"

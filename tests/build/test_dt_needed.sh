@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# No hard dependencies (DESIGN section 13): each product's DT_NEEDED names only parts of glibc
-# (libc, libm, the loader; libpthread, libdl, librt as -Dportable names them), libstdc++ and
-# libgcc_s. UCX, libibverbs and CUDA are opened with dlopen when first needed, so a preloaded
+# No hard dependencies (a preloaded library must start anywhere): each product's DT_NEEDED names
+# only parts of glibc (libc, libm, the loader; libpthread, libdl, librt as -Dportable names them),
+# libstdc++ and libgcc_s. UCX, libibverbs and CUDA are opened with dlopen when first needed, so a preloaded
 # process never loads them, nor CUDA, at start. Once loaded, UCX's own lines go to SketchCCL's
 # log on stderr, never to the program's stdout.
 #   test_dt_needed.sh LIBSKETCHCCL JAX_LIBNCCL SKETCHCCL_INFO

@@ -24,7 +24,8 @@ root=$tmp/dest
 {
   printf '%s\n' "$bin/sketchccl-info" "$bin/sketchccl-run" "$bin/sketchccl-perf" \
     "$lib/libsketchccl.so" "$lib/libsketchccl.so.$major" "$lib/libsketchccl.so.$version" \
-    "$lib/pkgconfig/sketchccl.pc" "$inc/sketchccl/sketchccl.h" "$doc/README.md" \
+    "$lib/pkgconfig/sketchccl.pc" "$inc/sketchccl/sketchccl.h" \
+    "$doc/README.md" "$doc/LICENSE" "$doc/CHANGELOG.md" \
     "$lib/sketchccl/jax/libnccl.so.2"
   (cd "$src" && find docs -type f) | sed "s|^|$doc/|"
 } | sort >"$tmp/expected"

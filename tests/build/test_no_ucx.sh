@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A node without UCX (DESIGN section 13): in a mount namespace where libucp.so.0 is an empty file,
-# processes preloading SketchCCL start, a standalone 2-rank AllReduce with
-# SKETCHCCL_TRANSPORT=auto runs over sockets (saying so at INFO), and SKETCHCCL_TRANSPORT=ucx
-# fails with a message naming libucp. Exit 77 (skipped) where user namespaces are not permitted.
+# A node without UCX (a preloaded library must start anywhere): in a mount namespace where
+# libucp.so.0 is an empty file, processes preloading SketchCCL start, a standalone 2-rank
+# AllReduce with SKETCHCCL_TRANSPORT=auto runs over sockets (saying so at INFO), and
+# SKETCHCCL_TRANSPORT=ucx fails with a message naming libucp. Exit 77 (skipped) where user namespaces are not permitted.
 #   test_no_ucx.sh LIBSKETCHCCL NO_UCX_WORKER
 set -u
 if [ "${1:-}" != --inside ]; then

@@ -1,5 +1,5 @@
 // A program linked against a fake NCCL, run under LD_PRELOAD=libsketchccl.so, for the "safe
-// drop-in" checks (issue 21): memory SketchCCL cannot classify is forwarded and never read,
+// drop-in" checks: memory SketchCCL cannot classify is forwarded and never read,
 // ncclGetLastError answers on any thread, ncclGroupSimulateEnd runs nothing, the per-call log,
 // and a real NCCL linked under another name than libnccl.so.2 found with dlsym(RTLD_NEXT).
 //

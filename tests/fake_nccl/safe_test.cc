@@ -1,5 +1,6 @@
 // Runs safe_client (linked against a fake NCCL) in two processes under LD_PRELOAD=libsketchccl.so
-// and checks its CHECK lines and, for the per-call log, its stderr (issue 21, "safe drop-in").
+// and checks its CHECK lines and, for the per-call log, its stderr: preloading the library in
+// front of a program that links NCCL itself must never change what that program sees.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -65,8 +66,8 @@ std::vector<std::string> preloaded(const std::string& extra_preload = "") {
           "SKETCHCCL_NCCL_LIB=" + g_fake};
 }
 
-// DESIGN §13: memory SketchCCL cannot classify (unreadable, or CUDA's query failed) and device
-// memory without a CUDA backend are forwarded, never read; the doubt is WARNed once.
+// Any doubt forwards: memory SketchCCL cannot classify (unreadable, or CUDA's query failed) and
+// device memory without a CUDA backend are forwarded, never read; the doubt is WARNed once.
 TEST(SafeDropIn, MemoryThatCannotBeClassifiedIsForwardedAndNeverRead) {
   Result r = run(g_client, "memory", preloaded(g_fake_cuda));
   EXPECT_EQ(r.fails, 0) << r.text;

@@ -1,4 +1,4 @@
-// The GPU path's first contact (issue 12 item 5, docs/cuda.md): the first call of every codec on
+// The GPU path's first contact (docs/cuda.md): the first call of every codec on
 // a held stream, work on a second stream under CUDA_DEVICE_MAX_CONNECTIONS=1, a graph captured
 // on another thread during a taken-over call, two communicators on two streams, abort during a
 // gated operation. Standalone, 2 processes on device 0 (suite 'gpu'; every case skips without a
@@ -58,7 +58,7 @@ class FirstCall : public ::testing::TestWithParam<std::string> {
 };
 
 // Each codec's first kernels run after the stream gate closed: they must have been loaded when
-// the backend was made (finding 1), else the loader may wait for the held stream.
+// the backend was made, else the loader may wait for the held stream.
 TEST_P(FirstCall, OfEveryCodecUnderAHeldStreamCompletes) {
   expect_agreement(run("held_first", 2, {"SKETCHCCL_CODEC=" + GetParam()}, {"300007"}));
 }
@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(Codecs, FirstCall,
                                            "casq3", "casq4", "s2", "sparse"));
 
 // One hardware queue for every stream (Megatron, NeMo): standalone cannot forward, so the gate
-// itself must not deadlock against the backend's work (finding 2).
+// itself must not deadlock against the backend's work queued on the same hardware queue.
 TEST_F(FirstContact, SecondStreamWorksUnderOneHardwareQueue) {
   expect_agreement(run("second_stream", 2, {"CUDA_DEVICE_MAX_CONNECTIONS=1"}, {"200000"}));
 }
@@ -77,7 +77,7 @@ TEST_F(FirstContact, GraphCapturedOnAnotherThreadDuringATakenOverCall) {
   expect_agreement(run("capture_thread", 2, {}, {"200000"}));
 }
 
-// Pinned packet memory grows while a gate holds the stream (DDP's buckets, finding 6).
+// Pinned packet memory grows while a gate holds the stream (DDP queues bucket N+1 behind N).
 TEST_F(FirstContact, LargerBucketsQueuedBehindAHeldStream) {
   expect_agreement(run("growing_buckets", 2, {}, {"6250000"}));
 }

@@ -1,4 +1,4 @@
-// One rank of the first-contact GPU tests (tests/gpu/first_contact_test.cc, issue 12 item 5),
+// One rank of the first-contact GPU tests (tests/gpu/first_contact_test.cc),
 // through nccl.h only, standalone, all ranks on device 0.
 //
 //   first_contact_worker SCENARIO RANK NRANKS ID_HEX [COUNT [ID2_HEX]]
@@ -215,7 +215,7 @@ void two_comms(ncclComm_t a, ncclComm_t b, size_t count) {
 }
 
 // DDP's pattern: a small first bucket, then larger ones queued while the earlier ones still hold
-// the stream, so the pinned arena grows while a gate holds (finding 6). All must complete.
+// the stream, so the pinned arena grows while a gate holds. All must complete.
 void growing_buckets(ncclComm_t comm, size_t count) {
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

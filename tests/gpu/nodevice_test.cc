@@ -142,7 +142,7 @@ TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
   f.join();
 }
 
-// ---- the device-path rule and the preload (findings 1-3) ---------------------------------------
+// ---- the device-path rule and the preload ---------------------------------------------------
 
 TEST(DevicePath, OneHardwareQueueForwardsDeviceBuffers) {
   EXPECT_TRUE(max_connections_allow_device_path(nullptr));

@@ -61,9 +61,9 @@ struct PinBuf {
 // Pinned memory for the ring's packets (Backend::alloc_packets): one block, bump-allocated during
 // an operation and rewound when the operation has handed everything back. It grows on the
 // caller's thread (reserve_packet_memory) to the largest size ever asked for, whether or not a
-// stream is gated (finding 6: under DDP one always is); the proxy thread never allocates pinned
-// memory. A block that is replaced stays valid (retired) until the backend goes: packets may
-// still live in it.
+// stream is gated (under DDP one always is: bucket N+1 arrives while bucket N holds the stream);
+// the proxy thread never allocates pinned memory. A block that is replaced stays valid (retired)
+// until the backend goes: packets may still live in it.
 struct Arena {
   PinBuf block;
   size_t top = 0;
@@ -86,8 +86,8 @@ struct Slot {
 // many for decodes, which therefore never take a lane's slot.
 constexpr int kLaneSlots = 64;
 // Streams for encodes and steps, each with its own device packet buffer and workspace: slot i
-// runs on lane stream i % kLaneStreams, so one lane's copies overlap another's kernels
-// (finding 8). Decodes and the synchronous calls run on the main stream.
+// runs on lane stream i % kLaneStreams, so one lane's copies overlap another's kernels instead
+// of queueing behind them. Decodes and the synchronous calls run on the main stream.
 constexpr int kLaneStreams = 4;
 constexpr int kSlots = 2 * kLaneSlots;
 constexpr size_t kSlotBytes = 64;                      // a slot's pinned verdict and statistics
@@ -108,7 +108,7 @@ struct Lane {
 
 // Makes the calling thread's stream-capture mode relaxed, once per thread: a graph another thread
 // of the application captures in global mode is then not invalidated by this thread's
-// cudaEventQuery, pageable copies or cudaMallocAsync (finding 4).
+// cudaEventQuery, pageable copies or cudaMallocAsync, which global mode forbids during a capture.
 void relax_capture_mode_once() {
   thread_local bool done = false;
   if (done) return;
@@ -171,7 +171,7 @@ class CudaBackendImpl final : public CudaBackend {
     // Every kernel loaded and the stack sized now, not at a first launch under a held stream.
     SCCL_RETURN_IF_ERROR(preload_kernels(dev_));
     // The highest priority: during backward the codec's small kernels must not queue behind the
-    // application's GEMMs (finding 8). Non-blocking: never ordered after the legacy stream.
+    // application's GEMMs. Non-blocking: never ordered after the legacy stream.
     int least = 0, greatest = 0;
     SCCL_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest),
                      "cudaDeviceGetStreamPriorityRange");
@@ -199,7 +199,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Every codec, the sparse helpers and error feedback once (backend/warm_up.h): whatever kernel
   // the registry misses is loaded here too, on the caller's thread while no stream of this
-  // communicator is held (finding 1).
+  // communicator is held, so that no first launch loads a module under a held stream.
   Status warm_up() {
     std::unique_ptr<F32Array> x, y;
     SCCL_RETURN_IF_ERROR(alloc_f32(kWarmUpElems, &x));
@@ -347,8 +347,8 @@ class CudaBackendImpl final : public CudaBackend {
     }
     std::free(p);
   }
-  // Grows to the largest size ever asked for (finding 6). Called on the caller's thread at every
-  // device AllReduce, also while streams are gated: cudaHostAlloc on the caller's thread does not
+  // Grows to the largest size ever asked for. Called on the caller's thread at every device
+  // AllReduce, also while streams are gated: cudaHostAlloc on the caller's thread does not
   // wait for this backend's proxy, and the proxy never allocates pinned memory (docs/cuda.md).
   Status reserve_packet_memory(size_t bytes) override {
     bytes = std::min(bytes, kArenaCap);
@@ -381,7 +381,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   // Queued like a step: packet H2D, the decode kernel into `y`, statistics and verdict back into
-  // the slot, an event (s2 too: its peeling rounds are all enqueued, docs/cuda.md finding 10). A
+  // the slot, an event (s2 too: its peeling rounds are all enqueued, none waits for the host). A
   // decode with every decode slot taken runs at once instead.
   Status decode_start(const CodecParams& p, const void* pkt, size_t bytes, void* y, ElemType t,
                       size_t n, float scale, kernels::DecodeStats* stats,
@@ -626,7 +626,7 @@ class CudaBackendImpl final : public CudaBackend {
     return test(ticket, &done);
   }
   // A polling wait for `ev` (not cudaEventSynchronize): bounded by SKETCHCCL_TIMEOUT and ended by
-  // the abort flag, like every other wait of the proxy (issue 21).
+  // the abort flag, like every other wait of the proxy: a dead peer or an abort must never hang it.
   Status wait_event(cudaEvent_t ev, const char* what) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int polls = 0;; ++polls) {

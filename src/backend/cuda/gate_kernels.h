@@ -11,8 +11,8 @@ namespace sketchccl::backend::cuda_detail {
 // One block, one thread: returns once (int32_t)(*flag - seq) >= 0. `flag` is mapped pinned memory.
 cudaError_t launch_gate_spin(const volatile uint32_t* flag, uint32_t seq, cudaStream_t stream);
 
-// Loads the spin kernel (as kernels::cuda::preload_kernels does the codecs'; docs/cuda.md,
-// finding 1) and raises *max_local_bytes to its stack need.
+// Loads the spin kernel (as kernels::cuda::preload_kernels does the codecs': a lazy load at its
+// first launch could wait for a held stream) and raises *max_local_bytes to its stack need.
 cudaError_t preload_gate_kernels(size_t* max_local_bytes);
 
 }  // namespace sketchccl::backend::cuda_detail

@@ -73,7 +73,7 @@ class FlagPool {
       for (int i = kSlots - 1; i >= 0; --i)
         free_.push_back(i);
     }
-    // Each device's own address of the words (finding 11): equal to the host address only where
+    // Each device's own address of the words: equal to the host address only where
     // the device can use host pointers for registered memory (UVA), asked per device regardless.
     auto it = dev_.find(device);
     if (it == dev_.end()) {
@@ -209,7 +209,8 @@ Status CudaStreamGate::create(int device, Mechanism want, std::unique_ptr<CudaSt
   {
     DeviceScope scope(device);
     if (scope.error() != cudaSuccess) return cuda_status(scope.error(), "cudaSetDevice");
-    // Every kernel loaded now, before this gate ever holds a stream (finding 1).
+    // Every kernel loaded now, before this gate ever holds a stream: a module load or a stack
+    // resize at a first launch may synchronize the context and wait for the held stream.
     SCCL_RETURN_IF_ERROR(preload_kernels(device));
     SCCL_RETURN_IF_ERROR(FlagPool::get().acquire(device, &g->slot_, &g->flag_, &g->flag_dev_));
   }
@@ -217,7 +218,7 @@ Status CudaStreamGate::create(int device, Mechanism want, std::unique_ptr<CudaSt
   g->next_seq_.store(*g->flag_);
   // The spin kernel unless cuStreamWaitValue32 is asked for: a stream memory wait is invisible
   // to CUDA's scheduler and can block the backend's own work queued behind it on a shared
-  // hardware queue (docs/cuda.md, finding 2); a spinning kernel is an ordinary kernel.
+  // hardware queue (docs/cuda.md, "The stream gate"); a spinning kernel is an ordinary kernel.
   WaitValueFn fn = want == Mechanism::kStreamWaitValue ? wait_value_fn(device) : nullptr;
   if (want == Mechanism::kStreamWaitValue && fn == nullptr) {
     return Status(Code::kUnhandledCudaError,

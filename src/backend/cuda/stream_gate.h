@@ -29,7 +29,8 @@ namespace sketchccl::backend {
 
 class CudaStreamGate final : public StreamGate {
  public:
-  // kAuto: the spin kernel (docs/cuda.md, finding 2); kStreamWaitValue fails where unsupported.
+  // kAuto: the spin kernel, which CUDA's scheduler sees (a stream memory wait it does not);
+  // kStreamWaitValue fails where unsupported.
   enum class Mechanism { kAuto, kStreamWaitValue, kSpinKernel };
 
   // For `device` (the communicator's). Fails with kUnhandledCudaError without CUDA or device.

@@ -103,8 +103,8 @@ void run_new_rows(EngineRanks& ranks, int call, std::vector<std::vector<float>>*
   ranks.run(static_cast<uint32_t>(call), *x, y, scatter);
 }
 
-// The case: three calls on one buffer, each exact to fp32 summation order on every rank.
-// `repair` false: the per-slice budget alone (figures only, no checks).
+// Embedding-style support: three calls on one buffer, each exact to fp32 summation order on every
+// rank. `repair` false: the per-slice budget alone (figures only, no checks).
 void clustered_allreduce(bool in_place, bool same_rows, bool repair = true) {
   EngineRanks ranks(kRanks, s2_settings(repair), 60);
   std::vector<std::vector<float>> x(kRanks, std::vector<float>(kCount));

@@ -1,5 +1,5 @@
 // CASQ's fit and levels (kernels/casq_fit.h, codec_impl.h): the same bits whatever order the
-// lanes run in, as on the GPU where they are threads (review finding 7); levels sorted in [-1, 1]
+// lanes run in, as on the GPU where they are threads; levels sorted in [-1, 1]
 // with the ends pinned (and 0 for sparse values); every decoded value a level times its block's
 // scale, each block's largest value exact.
 #include <gtest/gtest.h>

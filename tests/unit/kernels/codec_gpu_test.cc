@@ -74,7 +74,7 @@ std::vector<uint8_t> typed(const std::vector<float>& v, ElemType t, size_t shift
 
 // Byte equality, except s2's counters (doubles summed by atomics in the step: within 1e-9
 // relative). CASQ's fit folds in the CPU's tree order, its block scales are exact maxima and its
-// rounding is counter-based, so its packets are the CPU's byte for byte (review finding 7).
+// rounding is counter-based, so its packets are the CPU's byte for byte.
 void expect_same_packet(const CodecParams& p, size_t n, const Packet& cpu, const Packet& gpu) {
   const uint8_t* a = static_cast<const uint8_t*>(cpu.data());
   const uint8_t* b = static_cast<const uint8_t*>(gpu.data());
@@ -164,7 +164,7 @@ TEST_P(CodecGpuTest, MatchesCpu) {
   EXPECT_FALSE(std::isfinite(ygpu[4000]));
   // Without FMA contraction (-fmad=false) every codec but s2 agrees bit for bit (s2's counters
   // are sums formed by atomics in the step, whose order can move their last bits). Decoding one
-  // packet gives the same bits on both, s2 included (fixed-point peeling, finding 5).
+  // packet gives the same bits on both, s2 included (fixed-point peeling is order-free).
   const bool exact = c != CodecId::kS2;
   EXPECT_LE(nmse(fc, fg), exact ? 0.0 : 1e-10);
   for (size_t i = 0; i < fx.size(); ++i)
@@ -285,7 +285,7 @@ TEST_P(CodecGpuTest, RejectsMalformedPacketOnDevice) {
           .ok());
 }
 
-// The multi-block prefix sum of the sparse helpers (finding 10): compaction and scatter over
+// The multi-block prefix sum of the sparse helpers (no serial pass): compaction and scatter over
 // several tiles of 2048 bitmap words (131072 elements each) against the CPU's.
 // s2's unresolved positions (the engine's exact repair reads them): the GPU's bitmap of a thin
 // sketch's packet equals the CPU's, and covers something.
@@ -348,7 +348,8 @@ TEST(SparseGpu, CompactAndScatterOverManyTilesMatchCpu) {
   }
 }
 
-// Every kernel instantiation loads (finding 1's preloading) and reports its local memory.
+// Every kernel instantiation loads (the preloading that keeps first launches off a held
+// stream) and reports its local memory.
 TEST(PreloadGpu, EveryKernelLoads) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   size_t local = 0;

@@ -1,6 +1,6 @@
 // s2's decode (kernels/s2_peel.h, the one source of both builds): exact fixed-point residuals and
 // a result that does not depend on the order in which a round's counters are visited, which on
-// the GPU is thread timing (review finding 5: fp64 atomics made ranks decode differently).
+// the GPU is thread timing (fp64 atomics there would let ranks decode one packet differently).
 #include <gtest/gtest.h>
 
 #include <cmath>

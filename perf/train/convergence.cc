@@ -39,8 +39,8 @@
 #include <vector>
 
 #include <sketchccl/sketchccl.h>
-#include "perf/convergence_tasks.h"
-#include "perf/perf_common.h"
+#include "perf/bench/perf_common.h"
+#include "perf/train/convergence_tasks.h"
 
 namespace {
 
@@ -369,8 +369,8 @@ int main(int argc, char** argv) {
           "                   [--configs none,q8,q8+ef,q2@1e-3,...] [--nranks N] [--seed S]\n"
           "                   [--short] [--csv FILE] [--sharded]\n"
           "  digits.csv: sklearn/datasets/data/digits.csv.gz of python3-sklearn, decompressed\n"
-          "  (perf/get_digits.sh prints its path). --short: fewer epochs (digits 5, digits-wide\n"
-          "  3, text 3), one summary line per task (all: digits, digits-wide and text).\n"
+          "  (perf/train/get_digits.sh prints its path). --short: fewer epochs (digits 5,\n"
+          "  digits-wide 3, text 3), one summary line per task (all: digits, digits-wide, text).\n"
           "  codec@B: with SKETCHCCL_MAX_NMSE=B (the accuracy guard); prints the codecs per "
           "epoch.\n"
           "  --sharded: gradients ncclReduceScatter'ed, each rank updates its shard, parameters\n"

@@ -1,6 +1,6 @@
-// The soak's shared plan (perf/soak.sh): what every rank of a run computes alike from the run's
-// seed -- the sequence of calls, their sizes, types and ops -- and each rank's input values, so
-// that every rank can check a result against the exact reference on its own.
+// The soak's shared plan (tests/soak/soak.sh): what every rank of a run computes alike from the
+// run's seed -- the sequence of calls, their sizes, types and ops -- and each rank's input values,
+// so that every rank can check a result against the exact reference on its own.
 #pragma once
 
 #include <nccl.h>

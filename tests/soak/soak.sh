@@ -3,14 +3,14 @@
 # in/out-of-place calls, groups and splits, a rank killed in every fourth run; reports crashes,
 # hangs and cross-rank mismatches (goal 0/0/0) and exits non-zero unless all are zero.
 #
-#   perf/soak.sh [BUILD_DIR] [sketchccl-soak options]
+#   tests/soak/soak.sh [BUILD_DIR] [sketchccl-soak options]
 #     --calls N (10000)  --seconds S  --seed N ($SKETCHCCL_SOAK_SEED, else random)
 #     --max-ranks P (8)  --kill-every K (4)  --timeout S (SKETCHCCL_TIMEOUT of the ranks, 20)
 # The 2-minute version is the Meson test `soak` (suite soak): --seconds 100 with a fixed seed.
 set -euo pipefail
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
-SOAK="$BUILD/perf/sketchccl-soak"
+SOAK="$BUILD/tests/soak/sketchccl-soak"
 if [ ! -x "$SOAK" ]; then
   echo "soak.sh: $SOAK not found: build first (./run build)" >&2
   exit 2

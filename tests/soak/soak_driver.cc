@@ -1,4 +1,4 @@
-// sketchccl-soak: the soak driver (perf/soak.sh). Runs of 2-8 standalone ranks
+// sketchccl-soak: the soak driver (tests/soak/soak.sh). Runs of 2-8 standalone ranks
 // (sketchccl-soak-worker processes), each run with its own codec, transport and call plan
 // (soak_plan.h), some with one rank killed mid-run; counts crashes, hangs and cross-rank
 // mismatches (and errors in runs where nothing failed). Exit status 0 when all are zero.
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "perf/soak_plan.h"
+#include "tests/soak/soak_plan.h"
 
 extern char** environ;
 
@@ -45,7 +45,7 @@ struct Options {
   int only = -1;      // --run N: that run of the seed alone (to reproduce a failure)
   bool keep = false;  // --keep-logs 1: keep every run's rank logs, not only the failing ones'
   // --transports socket: every run on sockets (the 2-minute soak of ./run test: UCX 1.13's
-  // shared memory fails an endpoint now and then under load, docs/perf.md "Soak"). Default: half
+  // shared memory fails an endpoint now and then under load, tests/soak/README.md). Default: half
   // the runs on sockets, half on `auto` (UCX where it loads).
   std::string transports = "socket,auto";
 };

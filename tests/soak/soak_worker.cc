@@ -1,4 +1,4 @@
-// One rank of a soak run (perf/soak.sh, driven by sketchccl-soak): the run's calls, every one
+// One rank of a soak run (tests/soak/soak.sh, driven by sketchccl-soak): the run's calls, every one
 // checked, one line each for the driver to compare across ranks.
 //
 //   sketchccl-soak-worker RUN_SEED RANK NRANKS ID_HEX CALLS LOSSY KILL_CALL
@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "perf/soak_plan.h"
 #include "tests/api/all_types.h"
 #include "tests/api/elem_convert.h"
 #include "tests/api/rank_report.h"
+#include "tests/soak/soak_plan.h"
 
 namespace {
 

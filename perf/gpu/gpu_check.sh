@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# perf/gpu_check.sh [--dry-run] OUTDIR -- the GPU checks of the CUDA backend in one run
+# perf/gpu/gpu_check.sh [--dry-run] OUTDIR -- the GPU checks of the CUDA backend in one run
 # (docs/cuda.md).
 #
 # For a machine with a GPU, nvcc, meson and ninja but no UCX and no Debian packages (e.g. an
@@ -14,9 +14,9 @@
 #   codec_bench  the GPU codec benchmark (GB/s per codec for encode / in-place step / decode, and
 #                each as a fraction of a device-to-device copy of the same run);
 #   perf         a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone;
-#   nccl_tests   nccl-tests (NCCL_TESTS_DIR, an MPI build: perf/gpu_check_nccl_tests.sh), 2 ranks
+#   nccl_tests   nccl-tests (NCCL_TESTS_DIR, an MPI build: perf/gpu/gpu_check_nccl_tests.sh), 2 ranks
 #                on one GPU through SketchCCL standalone;
-#   torch_ddp    PyTorch DDP, 2 ranks on one GPU (perf/torch_ddp_check.py), when torch imports.
+#   torch_ddp    PyTorch DDP, 2 ranks on one GPU (perf/gpu/torch_ddp_check.py), when torch imports.
 #   The last two run only with at least 60 s of GPU_CHECK_BUDGET left; raise it for them.
 # A section is a function section_NAME plus its build targets in SECTION_TARGETS; to add one,
 # define both and append NAME to SECTIONS (GPU_CHECK_SECTIONS overrides the list).
@@ -45,10 +45,10 @@ if [ "${1:-}" = "--dry-run" ]; then
   DRY=1
   shift
 fi
-OUT=${1:?usage: perf/gpu_check.sh [--dry-run] OUTDIR}
+OUT=${1:?usage: perf/gpu/gpu_check.sh [--dry-run] OUTDIR}
 mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${GPU_CHECK_BUILD:-/tmp/sketchccl-gpu-build}
 BUDGET=${GPU_CHECK_BUDGET:-290}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -200,12 +200,12 @@ declare -A SECTION_TARGETS=(
     tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
     tests/unit/unit_kernels_codec_gpu tests/gpu/collectives_gpu_worker tests/gpu/gpu_collectives_test
     tests/api/coll_worker"
-  [codec_bench]="perf/sketchccl-gpu-codec-bench"
-  [perf]="perf/sketchccl-perf"
+  [codec_bench]="perf/bench/sketchccl-gpu-codec-bench"
+  [perf]="perf/bench/sketchccl-perf"
   [nccl_tests]=""
   [torch_ddp]=""
 )
-TARGETS="${LIB_TARGET:-libsketchccl.so} perf/sketchccl-gpu-codec-bench"
+TARGETS="${LIB_TARGET:-libsketchccl.so} perf/bench/sketchccl-gpu-codec-bench"
 for S in $SECTIONS; do
   if ! declare -F "section_$S" >/dev/null 2>&1 && ! grep -q "^section_$S()" "$0"; then
     note "FAIL: unknown section $S"
@@ -232,8 +232,8 @@ else
 fi
 # The CUDA runtime's own answer, in case nvidia-smi is missing or says otherwise.
 PROBE="no GPU: benchmark not built (dry run)"
-[ -x "$BUILD/perf/sketchccl-gpu-codec-bench" ] &&
-  PROBE=$("$BUILD/perf/sketchccl-gpu-codec-bench" --elems 256 --iters 1 --codecs none 2>&1 | head -1)
+[ -x "$BUILD/perf/bench/sketchccl-gpu-codec-bench" ] &&
+  PROBE=$("$BUILD/perf/bench/sketchccl-gpu-codec-bench" --elems 256 --iters 1 --codecs none 2>&1 | head -1)
 if [ "$HAVE_GPU" -eq 0 ] && ! echo "$PROBE" | grep -q '^no GPU'; then
   HAVE_GPU=1
   note "GPU (CUDA runtime): $PROBE"
@@ -262,7 +262,7 @@ section_gpu_tests() {
   rc=$?
   cat "$BUILD/meson-logs/testlog.txt" >>"$OUT/gpu_tests.log" 2>/dev/null
   grep -E '^ *[0-9]+/[0-9]+ ' "$OUT/gpu_tests.log" | head -20 >>"$SUMMARY"
-  # The codec kernels' own GPU-against-CPU test (suite unit, kernels/ issue): run it here too.
+  # The codec kernels' own GPU-against-CPU test (suite unit, not gpu): run it here too.
   echo "=== tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log"
   if [ -x "$BUILD/tests/unit/unit_kernels_codec_gpu" ]; then
     timeout 120 "$BUILD/tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log" 2>&1
@@ -289,7 +289,7 @@ section_codec_bench() {
   fi
   if [ "$T" -gt 20 ]; then
     log "codec benchmark (timeout ${T}s)"
-    timeout "$T" "$BUILD/perf/sketchccl-gpu-codec-bench" --json "$OUT/codec_bench.json" \
+    timeout "$T" "$BUILD/perf/bench/sketchccl-gpu-codec-bench" --json "$OUT/codec_bench.json" \
       >"$OUT/codec_bench.txt" 2>&1 || { note "codec benchmark: FAILED or timed out"; STATUS=1; }
     cat "$OUT/codec_bench.txt" >>"$SUMMARY"
   else
@@ -315,7 +315,7 @@ section_perf() {
       [ "$T" -gt 60 ] && T=60
       echo "=== $P ranks, codec $C" >>"$OUT/perf.txt"
       SKETCHCCL_TRANSPORT=socket SKETCHCCL_TIMEOUT=60 timeout "$T" \
-        "$BUILD/perf/sketchccl-perf" --standalone --memory device --lib "$BUILD/libsketchccl.so" \
+        "$BUILD/perf/bench/sketchccl-perf" --standalone --memory device --lib "$BUILD/libsketchccl.so" \
         --nranks "$P" --codec "$C" -b 1M -e 64M -f 4 -n 5 -w 2 -c 1 --wire 0 \
         -J "$OUT/perf_json/perf_${P}r_${C}.json" >>"$OUT/perf.txt" 2>&1
       rc=$?
@@ -327,13 +327,13 @@ section_perf() {
   grep -v '^#' "$OUT/perf.txt" | tail -60 >>"$SUMMARY"
 }
 
-# Issue 16: nccl-tests and PyTorch DDP, 2 ranks on one GPU, standalone (their output goes to
+# Real clients: nccl-tests and PyTorch DDP, 2 ranks on one GPU, standalone (their output goes to
 # gpu_check.log, their RESULT lines to summary.txt; exit 77 from either: skipped, says why).
-run_issue16_part() {
+run_client_part() {
   local part=$1 T rc
   T=$(left)
   if [ "$DRY" -eq 1 ]; then
-    note "plan $part: $([ "$part" = nccl_tests ] && echo 'perf/gpu_check_nccl_tests.sh (NCCL_TESTS_DIR)' || echo 'perf/torch_ddp_check.py') if >= 60 s are left"
+    note "plan $part: $([ "$part" = nccl_tests ] && echo 'perf/gpu/gpu_check_nccl_tests.sh (NCCL_TESTS_DIR)' || echo 'perf/gpu/torch_ddp_check.py') if >= 60 s are left"
     return 0
   fi
   if [ "$T" -lt 60 ]; then
@@ -342,9 +342,9 @@ run_issue16_part() {
   fi
   if [ "$part" = nccl_tests ]; then
     RUN_TIMEOUT=$((T / 10 > 30 ? T / 10 : 30)) timeout "$T" \
-      "$REPO/perf/gpu_check_nccl_tests.sh" "$BUILD/libsketchccl.so" >"$OUT/part.txt" 2>&1
+      "$REPO/perf/gpu/gpu_check_nccl_tests.sh" "$BUILD/libsketchccl.so" >"$OUT/part.txt" 2>&1
   else
-    timeout "$T" python3 "$REPO/perf/torch_ddp_check.py" --lib "$BUILD/libsketchccl.so" \
+    timeout "$T" python3 "$REPO/perf/gpu/torch_ddp_check.py" --lib "$BUILD/libsketchccl.so" \
       --timeout "$((T / 2))" >"$OUT/part.txt" 2>&1
   fi
   rc=$?
@@ -358,17 +358,17 @@ run_issue16_part() {
     *) note "$part: FAILED (exit $rc)"; STATUS=1 ;;
   esac
 }
-section_nccl_tests() { run_issue16_part nccl_tests; }
-section_torch_ddp() { run_issue16_part torch_ddp; }
+section_nccl_tests() { run_client_part nccl_tests; }
+section_torch_ddp() { run_client_part torch_ddp; }
 
 # ---- run the sections -----------------------------------------------------------------------------
 if [ "$HAVE_GPU" -eq 0 ] && [ "$DRY" -eq 0 ]; then
   section_gpu_tests
-  [ -x "$BUILD/perf/sketchccl-gpu-codec-bench" ] &&
-    "$BUILD/perf/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
+  [ -x "$BUILD/perf/bench/sketchccl-gpu-codec-bench" ] &&
+    "$BUILD/perf/bench/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
   note "codec benchmark: $(head -1 "$OUT/codec_bench.txt" 2>/dev/null)"
   note "perf sweep: skipped (no GPU)"
-  note "nccl-tests, torch DDP (issue 16's sections): skipped (no GPU)"
+  note "nccl-tests, torch DDP: skipped (no GPU)"
   note "RESULT: no GPU -- built, GPU tests skipped, nothing measured"
   finish 3
 fi

@@ -5,11 +5,12 @@
 // Timed with CUDA events on one stream, back to back without a synchronization per call: the
 // step runs in place, as the backend runs it, on its own copy of the encoded packet per
 // iteration (prepared before the clock starts); the device verdicts are read once at the end.
-// Goals on H100/H200 (issue 12): fused q8 step >= 0.6 of the copy, casq2 >= 0.25.
+// Goals on H100/H200 (so that the codec never limits a 50 GB/s link): fused q8 step >= 0.6 of
+// the copy, casq2 >= 0.25.
 //
 //   sketchccl-gpu-codec-bench [--elems N[,N...]] [--iters N] [--codecs a,b,...] [--json FILE]
 //
-// Without a device it prints "no GPU: <reason>" and exits 0 (perf/gpu_check.sh relies on it).
+// Without a device it prints "no GPU: <reason>" and exits 0 (perf/gpu/gpu_check.sh relies on it).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -6,31 +6,35 @@
 # ranks: hierarchical q8 and q4 next to the flat q8 ring, the exact ring and Open MPI, with the
 # bytes each node's link carried; OUT/topology); the clustered-sparse sweep (embedding-style rows,
 # s2, sparse and auto; OUT/clustered); and the convergence summary lines (digits, digits sharded,
-# text, and the 1.1M-parameter digits-wide MLP).
+# text, and the 1.1M-parameter digits-wide MLP). Last, the current results: one table (OUT/results.md)
+# and the whole report (OUT/report.md), which a full run on the emulated network also writes into
+# the README (between its demo-results markers) and docs/perf.md (demo-report markers).
 #
-#   perf/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]
+#   perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence] [--no-docs]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:?usage: perf/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]}
+PERF=$(dirname "$HERE")
+BUILD=${1:?usage: perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence] [--no-docs]}
 shift
-OUT=$BUILD/demo ITERS=5 MAXB=64M CONV=1
+OUT=$BUILD/demo ITERS=5 MAXB=64M CONV=1 DOCS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=${2:?}; shift 2 ;;
     --iters) ITERS=${2:?}; shift 2 ;;
     --quick) MAXB=8M; shift ;;
     --no-convergence) CONV=0; shift ;;
+    --no-docs) DOCS=0; shift ;;
     *) echo "demo: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
 CODECS=none,bf16,q8,q4,casq2,s2,sparse
 SWEEP=(-b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 1)
-# Embedding-style gradients (perf/perf_inputs.h `clustered`): rows of 64 non-zeros, 1% of the rows
-# per rank, half of them from a pool shared across ranks; 4, 16 and 64 MiB.
+# Embedding-style gradients (perf/bench/perf_inputs.h `clustered`): rows of 64 non-zeros, 1% of
+# the rows per rank, half of them from a pool shared across ranks; 4, 16 and 64 MiB.
 CLUSTER_CODECS=s2,sparse,auto CLUSTER_DATA=clustered:0.01
 CLUSTER_SWEEP=(-b 4M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
+rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
   "$OUT"/clustered/*.txt* 2>/dev/null || true
 start=$(date +%s)
 
@@ -69,8 +73,9 @@ mkdir -p "$OUT/reduce_scatter"
   >"$OUT/reduce_scatter/raw.log" 2>"$OUT/reduce_scatter/raw.err"
 rc_rs=$?
 [ $rc -eq 0 ] && rc=$rc_rs
-# Clustered-sparse input (the case s2 was seen to lose accuracy on, issue 15): every codec of the
-# list on it; the exact ring of the first sweep is the reference (its busbw is data-independent).
+# Clustered-sparse input (embedding rows: the support whose per-slice counts vary most): every
+# codec of the list on it; the exact ring of the first sweep is the reference (its busbw does not
+# depend on the data).
 mkdir -p "$OUT/clustered"
 "${NETEM[@]}" --build "$BUILD" --codecs "$CLUSTER_CODECS" --data "$CLUSTER_DATA" \
   --sparse-data "$CLUSTER_DATA" --transports ucx --mpi none --out "$OUT/clustered" \
@@ -107,16 +112,16 @@ cpu_line=$(awk -v b="$((busy1 - busy0))" -v t="$((total1 - total0))" -v q="$((ir
     other = busy - irq - ours; if (other < 0) other = 0
     printf "CPU during the sweeps (%d cores): %.0f%% busy: %.0f%% this demo'"'"'s processes, %.0f%% interrupts (network), %.0f%% other processes on the machine", n, busy, ours, irq, other }')
 
-python3 "$HERE/demo_report.py" --dir "$OUT" --mode "$MODE" --codecs "$CODECS" \
-  --plot "$OUT/busbw.png" --markdown "$OUT/table.md" --clustered "$OUT/clustered" \
-  --clustered-codecs "$CLUSTER_CODECS" --clustered-data "$CLUSTER_DATA"
+python3 "$PERF/report/demo_report.py" --dir "$OUT" --mode "$MODE" --codecs "$CODECS" \
+  --plot "$OUT/busbw.png" --markdown "$OUT/table.md" --json "$OUT/allreduce.json" \
+  --clustered "$OUT/clustered" --clustered-codecs "$CLUSTER_CODECS" --clustered-data "$CLUSTER_DATA"
 echo
-python3 "$HERE/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
+python3 "$PERF/report/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
   --collective reduce_scatter --plot "$OUT/reduce_scatter/busbw.png" \
-  --markdown "$OUT/reduce_scatter/table.md" || echo "demo: no ReduceScatter results" >&2
+  --markdown "$OUT/reduce_scatter/table.md" --json "$OUT/reduce_scatter.json" || echo "demo: no ReduceScatter results" >&2
 if [ "$MODE" = netem ]; then
   echo
-  python3 "$HERE/topology_report.py" --dir "$OUT/topology" --series "$TOPO_SERIES" \
+  python3 "$PERF/report/topology_report.py" --dir "$OUT/topology" --series "$TOPO_SERIES" \
     --plot "$OUT/topology/busbw.png" --markdown "$OUT/topology/table.md" ||
     echo "demo: no topology results" >&2
 else
@@ -125,18 +130,18 @@ else
 fi
 [ -n "$cpu_line" ] && echo "$cpu_line" && echo "$cpu_line" >>"$OUT/table.md"
 
-if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/convergence" ]; then
+if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/convergence" ]; then
   echo
   conv_start=$(date +%s)
   # convergence NAME ARGS...: one --short run, its summary line printed, its log kept in OUT.
   convergence() {
     local name=$1
     shift
-    SKETCHCCL_NCCL_LIB=none "$BUILD/perf/convergence" --short "$@" 2>"$OUT/$name.err" |
+    SKETCHCCL_NCCL_LIB=none "$BUILD/perf/train/convergence" --short "$@" 2>"$OUT/$name.err" |
       tee "$OUT/$name.txt" | grep '^convergence' ||
       { echo "demo: $name run failed:" >&2; tail -5 "$OUT/$name.err" >&2; }
   }
-  if digits=$("$HERE/get_digits.sh" "$BUILD/data" 2>"$OUT/digits.err"); then
+  if digits=$("$PERF/train/get_digits.sh" "$BUILD/data" 2>"$OUT/digits.err"); then
     convergence convergence --task digits --digits "$digits"
     # Sharded data parallelism: gradients through ncclReduceScatter, exact all-gather.
     convergence convergence-sharded --task digits --digits "$digits" --sharded
@@ -151,6 +156,37 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/convergence" ]; then
   convergence convergence-text --task text --configs none,casq2,casq2+ef
   echo "(convergence: $(($(date +%s) - conv_start)) s; per-configuration times in $OUT/convergence*.txt)"
 fi
+
+# The current results: the table and the whole report, and (a full run on the emulated network
+# only) the same in the README and docs/perf.md.
+REPO=$(dirname "$PERF")
+python3 "$PERF/report/results_table.py" --allreduce "$OUT/allreduce.json" \
+  --reduce-scatter "$OUT/reduce_scatter.json" --convergence "$OUT/convergence-wide.txt" \
+  --mode "$MODE" --cpu "$cpu_line" --out "$OUT/results.md" || echo "demo: no results table" >&2
+{
+  head -1 "$OUT/results.md" 2>/dev/null
+  for part in "AllReduce|table.md" "ReduceScatter|reduce_scatter/table.md" \
+              "Topology: 2 nodes x 2 ranks|topology/table.md"; do
+    if [ -f "$OUT/${part#*|}" ]; then printf '\n#### %s\n\n' "${part%%|*}"; cat "$OUT/${part#*|}"; fi
+  done
+  conv=$(cd "$OUT" && cat convergence.txt convergence-sharded.txt convergence-wide.txt \
+    convergence-text.txt 2>/dev/null | grep '^convergence' || true)
+  if [ -n "$conv" ]; then printf '\n#### Convergence\n\n```\n%s\n```\n' "$conv"; fi
+} >"$OUT/report.md"
 echo
+if [ "$DOCS" = 1 ] && [ "$MODE" = netem ] && [ "$MAXB" = 64M ] && [ "$CONV" = 1 ] && [ $rc -eq 0 ] &&
+   [ -s "$OUT/results.md" ]; then
+  python3 "$PERF/report/results_table.py" --splice "$REPO/README.md" demo-results \
+    --text "$OUT/results.md" || rc=1
+  python3 "$PERF/report/results_table.py" --splice "$REPO/docs/perf.md" demo-report \
+    --text "$OUT/report.md" || rc=1
+  for png in busbw:demo-busbw reduce_scatter/busbw:reduce-scatter-busbw topology/busbw:topology-busbw; do
+    if [ -f "$OUT/${png%%:*}.png" ]; then cp "$OUT/${png%%:*}.png" "$REPO/docs/img/${png#*:}.png"; fi
+  done
+  echo "demo: results written into README.md and docs/perf.md, the plots into docs/img/"
+else
+  echo "demo: README.md and docs/perf.md left as they were (they take a full run on the emulated"
+  echo "      network, all parts passing, without --quick, --no-convergence or --no-docs)"
+fi
 echo "demo: wall time $(($(date +%s) - start)) s (sweeps $sweep_s s); tables and logs in $OUT"
 exit $rc

@@ -2,9 +2,9 @@
 # Ping-pong of SketchCCL's ucx and socket transports against ucx_perftest (tag_lat, the same
 # ping-pong on UCX's own tag API) on loopback, in one run. Prints one table with ratios:
 #   ours/perftest latency (>1: slower) and ours/perftest bandwidth (<1: slower).
-# Usage: perf/transport_pingpong.sh [path/to/sccl-transport-pingpong] [UCX_TLS value or default]
+# Usage: perf/bench/transport_pingpong.sh [path/to/sccl-transport-pingpong] [UCX_TLS or default]
 set -eu
-BIN=${1:-build/perf/sccl-transport-pingpong}
+BIN=${1:-build/perf/bench/sccl-transport-pingpong}
 TLS=${2:-tcp}
 if [ "$TLS" = default ]; then unset UCX_TLS; else export UCX_TLS="$TLS"; fi
 export SKETCHCCL_SOCKET_IFNAME=lo UCX_WARN_UNUSED_ENV_VARS=n

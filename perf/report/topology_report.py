@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The demo's topology section (docs/hierarchy.md): 2 namespaces as 2 nodes of 2 ranks, one
-1 Gbit/s link per node. Reads perf/netem.sh's per-run tables (DIR/ucx-<series>.txt,
+1 Gbit/s link per node. Reads perf/demo/netem.sh's per-run tables (DIR/ucx-<series>.txt,
 DIR/mpi-ring.txt) and DIR/node_bytes.txt (bytes each node's link carried per run, from tc -s
 qdisc) and prints the busbw table, the gain of the hierarchy over the flat ring, the bytes on
 each node's link, a markdown copy and a gnuplot PNG. Only what the tools and tc printed is used."""

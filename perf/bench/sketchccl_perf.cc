@@ -31,8 +31,8 @@
 #include <vector>
 
 #include <sketchccl/sketchccl.h>
-#include "perf/perf_common.h"
-#include "perf/perf_inputs.h"
+#include "perf/bench/perf_common.h"
+#include "perf/bench/perf_inputs.h"
 
 namespace {
 

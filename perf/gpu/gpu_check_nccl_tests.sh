@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# perf/gpu_check_nccl_tests.sh LIB -- nccl-tests through SketchCCL standalone, 2 ranks on one GPU
-# (issue 16; docs/engine.md, "Several ranks on one GPU"). perf/gpu_check.sh calls it.
+# perf/gpu/gpu_check_nccl_tests.sh LIB -- nccl-tests through SketchCCL standalone, 2 ranks on one GPU
+# (docs/engine.md, "Several ranks on one GPU"). perf/gpu/gpu_check.sh calls it.
 #
 # LIB: the built libsketchccl.so, preloaded into every rank (SKETCHCCL_NCCL_LIB=none).
 # NCCL_TESTS_DIR: a build of NVIDIA's nccl-tests made outside this repository (its code is not
@@ -15,7 +15,7 @@
 # values), then q8 with -c 0 (must run; its error is sketchccl-perf's to measure).
 # Exit: 0 every run as expected; 1 a run failed; 77 skipped (says why).
 set -u
-LIB=${1:?usage: perf/gpu_check_nccl_tests.sh path/to/libsketchccl.so}
+LIB=${1:?usage: perf/gpu/gpu_check_nccl_tests.sh path/to/libsketchccl.so}
 skip() {
   echo "nccl-tests: skipped: $*"
   exit 77

@@ -5,7 +5,7 @@
 # MPI_Allreduce (mpi-allreduce-perf) as the peer baseline. Everything it creates is deleted on
 # exit, also when interrupted. Needs root (namespaces); --loopback runs the same without them.
 #
-#   perf/netem.sh [options] [-- sketchccl-perf flags, e.g. -b 1M -e 64M -f 2 -n 3 -w 1]
+#   perf/demo/netem.sh [options] [-- sketchccl-perf flags, e.g. -b 1M -e 64M -f 2 -n 3 -w 1]
 #
 # Options:
 #   --nranks N            ranks (default 4)
@@ -14,7 +14,7 @@
 #                         node over its own address (loopback), between nodes over the links
 #   --topology T          bridge | ring (default bridge)
 #   --rate R              tbf rate of every link (default 1gbit)
-#   --build DIR           build directory holding perf/sketchccl-perf (default build)
+#   --build DIR           build directory holding perf/bench/sketchccl-perf (default build)
 #   --codecs LIST         comma-separated (default none,q8); s2 and sparse get --sparse-data;
 #                         CODEC@flat runs it with SKETCHCCL_HIERARCHY=flat (one ring over all)
 #   --data D              data for the other codecs (default gauss)
@@ -59,9 +59,9 @@ done
   die "--ranks-per-node: a divisor of --nranks"
 [ "$RPN" = 1 ] || [ "$TOPO" = bridge ] || die "--ranks-per-node needs --topology bridge"
 NNS=$((NRANKS / RPN))  # namespaces: one per node
-PERF=$(readlink -f "$BUILD/perf/sketchccl-perf" 2>/dev/null || true)
-MPIPERF=$(readlink -f "$BUILD/perf/mpi-allreduce-perf" 2>/dev/null || true)
-[ -x "$PERF" ] || die "$BUILD/perf/sketchccl-perf not built (ninja -C $BUILD)"
+PERF=$(readlink -f "$BUILD/perf/bench/sketchccl-perf" 2>/dev/null || true)
+MPIPERF=$(readlink -f "$BUILD/perf/bench/mpi-allreduce-perf" 2>/dev/null || true)
+[ -x "$PERF" ] || die "$BUILD/perf/bench/sketchccl-perf not built (ninja -C $BUILD)"
 if [ "$LOOPBACK" = 0 ] && [ "$(id -u)" -ne 0 ]; then die "namespaces need root (or use --loopback)"; fi
 
 WORK=$(mktemp -d /tmp/sccl-netem.XXXXXX)
@@ -319,6 +319,6 @@ if [ "$MPI" != none ] && [ -x "$MPIPERF" ]; then
     fi
   done
 elif [ "$MPI" != none ]; then
-  echo "# Open MPI baseline skipped: $BUILD/perf/mpi-allreduce-perf not built (libopenmpi-dev)" >&2
+  echo "# Open MPI baseline skipped: $BUILD/perf/bench/mpi-allreduce-perf not built (libopenmpi-dev)" >&2
 fi
 exit $status

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Turns the demo's per-run tables (sketchccl-perf / mpi-allreduce-perf output, kept by
-perf/netem.sh as DIR/<transport>-<codec>.txt and DIR/mpi-<algo>.txt) into one table, a verdict
+perf/demo/netem.sh as DIR/<transport>-<codec>.txt and DIR/mpi-<algo>.txt) into one table, a verdict
 line per codec, a markdown copy and a gnuplot PNG. Only what the tools printed is used."""
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -64,7 +65,7 @@ def goal_row(name, data, rows, base, sizes, fp32_wire):
 
 def goal_lines(series, base, sizes, fp32_wire, clustered, cdata, sparse_codecs):
     rng = f"{mib(sizes[0])}-{mib(sizes[-1])}"
-    out = [f"goal (issue 15): at {rng} every codec's busbw gain over the exact ring >= 0.6 x its "
+    out = [f"goal: at {rng} every codec's busbw gain over the exact ring >= 0.6 x its "
            f"byte gain {fp32_wire:g}/wire",
            f"  {'codec':<8}{'data':<16}{'gain':>8}{'wire/in':>9}{'byte gain':>11}{'goal':>10}"
            f"{'gain/byte':>11}",
@@ -126,6 +127,7 @@ def main():
     ap.add_argument("--transport", default="ucx")
     ap.add_argument("--plot")
     ap.add_argument("--markdown")
+    ap.add_argument("--json", help="the per-codec summary for perf/report/results_table.py")
     ap.add_argument("--collective", default="allreduce", choices=["allreduce", "reduce_scatter"])
     ap.add_argument("--clustered", help="the clustered-sparse sweep's DIR (same transport)")
     ap.add_argument("--clustered-codecs", default="s2,sparse,auto")
@@ -246,8 +248,8 @@ def main():
     if a.clustered:
         out.append("")
         out += clustered_lines(clustered, base, fp32_wire, a.clustered_data, a.clustered)
-    # Issue 15's goal: at 16-64 MiB, a codec's busbw gain over the exact ring reaches 0.6 of what
-    # its bytes alone would give (fp32_wire / wire).
+    # The goal: at 16-64 MiB (past the tbf burst and the per-call costs), a codec's busbw gain over
+    # the exact ring reaches 0.6 of what its bytes alone would give (fp32_wire / wire).
     goal_sizes = [s for s in sizes if 16 << 20 <= s <= 64 << 20]
     if base and goal_sizes:
         out.append("")
@@ -258,6 +260,28 @@ def main():
         out.append("goal (gain >= 0.6 x byte gain at 16-64 MiB): not judged, the sweep stopped at "
                    f"{mib(big)}")
     print("\n".join(out))
+
+    if a.json:
+        summary = {"collective": a.collective, "mode": a.mode, "judge": [judge[0], judge[-1]],
+                   "largest": big, "codecs": {}, "clustered": {}}
+        for n in names:
+            r = series[n].get(big)
+            xn = ratios(n, base)
+            summary["codecs"][n] = {
+                "data": "sparse:0.01" if n in sparse_codecs else "gauss",
+                "busbw": r["busbw"] if r else None,
+                "x_none": statistics.median(xn) if xn else None,
+                "wire": r["wire"] if r else None, "nmse": r["nmse"] if r else None}
+        for n, rows in clustered.items():
+            cs = [s for s in sorted(rows) if s >= 4 << 20]
+            g = [rows[s]["busbw"] / base[s]["busbw"] for s in cs if s in base and base[s]["busbw"] > 0]
+            r = rows[max(rows)] if rows else None
+            summary["clustered"][n] = {
+                "data": a.clustered_data, "busbw": r["busbw"] if r else None,
+                "x_none": statistics.median(g) if g else None,
+                "wire": r["wire"] if r else None, "nmse": r["nmse"] if r else None}
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=1)
 
     if a.markdown:
         with open(a.markdown, "w") as f:

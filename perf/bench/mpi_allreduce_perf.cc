@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "perf/perf_common.h"
+#include "perf/bench/perf_common.h"
 
 namespace {
 

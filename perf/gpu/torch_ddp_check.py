@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Unmodified PyTorch DDP through SketchCCL standalone: 2 processes on one GPU (issue 16).
+"""Unmodified PyTorch DDP through SketchCCL standalone: 2 processes on one GPU.
 
-    perf/torch_ddp_check.py --lib path/to/libsketchccl.so [--steps 300]
+    perf/gpu/torch_ddp_check.py --lib path/to/libsketchccl.so [--steps 300]
 
 Runs, each in fresh processes:
   1. a single-process reference (no SketchCCL) on the two ranks' batches concatenated;
@@ -13,7 +13,7 @@ Checks: after every step the parameters are bit-identical on both ranks (an all-
 the exact run ends within fp32 tolerance of the reference; the q8 run's loss follows the exact
 run's; the one-rank run matches the reference on its own batches. Prints the step times.
 Exit status: 0 passed, 1 a check failed, 77 skipped (no torch, no GPU, no library: says why).
-perf/gpu_check.sh runs it where `import torch` works and a GPU exists.
+perf/gpu/gpu_check.sh runs it where `import torch` works and a GPU exists.
 """
 import argparse
 import json

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Plots test accuracy per epoch per configuration from `convergence --csv FILE` (gnuplot PNG).
-#   perf/plot_convergence.sh convergence.csv out.png
+#   perf/report/plot_convergence.sh convergence.csv out.png
 set -euo pipefail
 csv=${1:?usage: plot_convergence.sh CSV PNG}
 png=${2:?usage: plot_convergence.sh CSV PNG}
