@@ -1,0 +1,544 @@
+// The CPU build's block kernels of q* and CASQ, as interchangeable "ops" policies of the drivers
+// in kernels/host/codec_host.cc: GenericOps (flat loops the compiler vectorizes: every CPU and
+// compiler, and the reference), Avx2Ops and Avx512Ops (x86 intrinsics, picked at run time by the
+// CPU). Every policy computes the same IEEE operations in the same order as the SCCL_HD routines
+// of q_block.h / codec_impl.h (no fused multiply-add, integer steps exact), so every path writes
+// the same bytes as the others and as the CUDA build (tests/unit/kernels/codec_paths_test.cc
+// runs each path the CPU has against the generic one).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/casq_fit.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SCCL_X86_SIMD 1
+// GCC 12 warns about the intrinsics' own undefined pass-through operands once they are inlined
+// (its -Wmaybe-uninitialized checks the header's lines): off for the header alone.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace sketchccl::kernels::detail {
+
+// ---- which path -------------------------------------------------------------------------------
+enum class CpuPath : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+// The path the codecs use: the best the CPU has, unless a CpuPathScope of this thread says
+// otherwise.
+CpuPath cpu_path();
+bool cpu_path_available(CpuPath p);
+// Runs the codecs of this thread on path p (for tests comparing the paths); p must be available.
+class CpuPathScope {
+ public:
+  explicit CpuPathScope(CpuPath p);
+  ~CpuPathScope();
+  CpuPathScope(const CpuPathScope&) = delete;
+  CpuPathScope& operator=(const CpuPathScope&) = delete;
+
+ private:
+  int prev_;
+};
+
+// ---- the stream's jumps: draw i of a lane is seed * a[i] + c[i] (stream_next i times) ---------
+struct StreamJumps {
+  uint32_t a[kBlock / kStreamLanes];
+  uint32_t c[kBlock / kStreamLanes];
+};
+constexpr StreamJumps make_stream_jumps() {
+  StreamJumps t{};
+  uint32_t a = 1, c = 0;
+  for (uint32_t i = 0; i < kBlock / kStreamLanes; ++i) {
+    t.a[i] = a;
+    t.c[i] = c;
+    // One more step: x * a + c  ->  (x * a + c) * A + C.
+    a = a * 747796405u;
+    c = c * 747796405u + 2891336453u;
+  }
+  return t;
+}
+inline constexpr StreamJumps kStreamJumps = make_stream_jumps();
+static_assert(kStreamJumps.a[1] == 747796405u && kStreamJumps.c[1] == 2891336453u,
+              "the jumps are stream_next's steps");
+
+// A block's CASQ thresholds padded to 16 entries for table lookups: levels past K never compare
+// below a value (+Inf), their inverse gaps are 0.
+struct CasqTables {
+  alignas(64) float ls[kCasqMaxK];
+  alignas(64) float iv[kCasqMaxK];
+};
+template <uint32_t K>
+SCCL_CPU_INLINE void casq_tables(const CasqThresholds& t, CasqTables* tb) {
+  for (uint32_t c = 0; c < kCasqMaxK; ++c) {
+    tb->ls[c] = c < K ? t.ls[c] : u2f(0x7f800000u);
+    tb->iv[c] = c < K ? t.iv[c] : 0.0f;
+  }
+}
+
+// A block's CASQ codes as bytes and back (q_block.h's word loops); a partial last block has
+// only its `groups` groups in the packet.
+template <uint32_t BITS>
+SCCL_CPU_INLINE void casq_codes_unpack(const uint8_t* codes, uint32_t groups, uint8_t* c) {
+  if (groups == kQLanes) {
+    q_codes_unpack<BITS>(codes, c);
+  } else {
+    uint8_t whole[kBlock * BITS / 8] = {};
+    memcpy(whole, codes, groups * BITS);
+    q_codes_unpack<BITS>(whole, c);
+  }
+}
+template <uint32_t BITS>
+SCCL_CPU_INLINE void casq_codes_pack(const uint8_t* c, uint32_t groups, uint8_t* codes) {
+  if (groups == kQLanes) {
+    q_codes_pack<BITS>(c, codes);
+  } else {
+    uint8_t whole[kBlock * BITS / 8];
+    q_codes_pack<BITS>(c, whole);
+    memcpy(codes, whole, groups * BITS);
+  }
+}
+
+// A packet's CASQ parts (the incoming one of a step: read before the step overwrites them when
+// in == out).
+struct CasqView {
+  const float* table;
+  const float* scales;
+  const uint64_t* nf;
+  const uint8_t* codes;
+  CasqView(const CasqLayout& L, const uint8_t* pkt)
+      : table(reinterpret_cast<const float*>(pkt + L.table_off)),
+        scales(reinterpret_cast<const float*>(pkt + L.scales_off)),
+        nf(reinterpret_cast<const uint64_t*>(pkt + L.nf_off)),
+        codes(pkt + L.codes_off) {}
+};
+
+// ---- generic: flat loops over a block --------------------------------------------------------
+struct GenericOps {
+  // v[j] = min + c[j] * scale + x[j] (c null: v[j] = x[j]) for the 256 values of a block, and
+  // their range (q_block.h's QBits).
+  static SCCL_CPU_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,
+                                      float* v) {
+    QBits qb;
+    if (c != nullptr) {
+      for (uint32_t j = 0; j < kBlock; ++j) {
+        v[j] = q_value(c[j], mn, sc) + x[j];
+        qb.add(f2u(v[j]));
+      }
+    } else {
+      for (uint32_t j = 0; j < kBlock; ++j) {
+        v[j] = x[j];
+        qb.add(f2u(v[j]));
+      }
+    }
+    return qb.range();
+  }
+  // q_block_codes' fast path.
+  template <uint32_t BITS>
+  static SCCL_CPU_INLINE void q_codes(const float* v, uint32_t k32, const QScale& s, uint8_t* c) {
+    q_block_codes<BITS, true>(v, k32, s, c);
+  }
+  // y[j] = (min + c[j] * scale) * mult, and the count of non-zero outputs.
+  static SCCL_CPU_INLINE uint64_t q_values(const uint8_t* c, float mn, float sc, float mult,
+                                           float* y) {
+    uint64_t nz = 0;
+    for (uint32_t j = 0; j < kBlock; ++j) {
+      y[j] = q_value(c[j], mn, sc) * mult;
+      nz += y[j] != 0.0f;
+    }
+    return nz;
+  }
+  // v[j] = tbl[c[j]] (+ x[j] when x is given), tbl the K values lvl[k] * s of a block; returns
+  // the largest |v| as bits (casq_abs_bits).
+  template <uint32_t K>
+  static SCCL_CPU_INLINE uint32_t casq_values(const uint8_t* c, const float* tbl, const float* x,
+                                              float* v) {
+    float l[K];  // locals: the stores to v cannot alias them
+    for (uint32_t k = 0; k < K; ++k)
+      l[k] = tbl[k];
+    for (uint32_t j = 0; j < kBlock; ++j) {
+      float a = l[0];
+      if constexpr (K >= 8) {
+        a = l[c[j]];  // a lookup: K - 1 selects cost more
+      } else {
+        for (uint32_t k = 1; k < K; ++k)
+          a = c[j] == k ? l[k] : a;
+      }
+      v[j] = a;
+    }
+    uint32_t m = 0;
+    if (x != nullptr) {
+      for (uint32_t j = 0; j < kBlock; ++j) {
+        v[j] = v[j] + x[j];
+        const uint32_t b = casq_abs_bits(v[j]);
+        m = b > m ? b : m;
+      }
+    }
+    return m;
+  }
+  // Codes of a finite block's 256 values: casq_code of v * f (v itself when !scaled: v * 1 is
+  // v) against the thresholds, with the stream's draws (one half when nearest).
+  template <uint32_t K>
+  static SCCL_CPU_INLINE void casq_codes(const float* v, const CasqThresholds& t, const CasqTables&,
+                                         uint32_t bkey, bool nearest, uint8_t* c) {
+    const float f = t.f;
+    const bool scaled = f != 1.0f;
+    uint32_t r[kBlock];
+    if (nearest) {
+      for (uint32_t j = 0; j < kBlock; ++j)
+        r[j] = 0x80000000u;
+    } else {
+      stream_block(bkey, r);
+    }
+    if (scaled) {
+      for (uint32_t j = 0; j < kBlock; ++j)
+        c[j] = uint8_t(casq_code<K>(v[j] * f, t, r[j]));
+    } else {
+      for (uint32_t j = 0; j < kBlock; ++j)
+        c[j] = uint8_t(casq_code<K>(v[j], t, r[j]));
+    }
+  }
+};
+
+#if defined(SCCL_X86_SIMD)
+// ---- AVX-512 (F, BW, DQ, VL): 16 lanes, the stream's 16 lanes one vector -----------------------
+#define SCCL_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#define SCCL_AVX512_INLINE SCCL_AVX512_TARGET inline __attribute__((always_inline))
+
+struct Avx512Ops {
+  static SCCL_AVX512_INLINE __m512i mix32v(__m512i x) {
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(0x7feb352d));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(int32_t(0x846ca68bu)));
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  }
+  // The 16 seeds of a block's stream (stream_seed of lanes 0 .. 15).
+  static SCCL_AVX512_INLINE __m512i seeds(uint32_t k32) {
+    const __m512i lane =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(int32_t(0x9e3779b9u)));
+    return mix32v(_mm512_xor_si512(_mm512_set1_epi32(int32_t(k32)), lane));
+  }
+  // Draw i of every lane.
+  static SCCL_AVX512_INLINE __m512i draws(__m512i seed, uint32_t i) {
+    return _mm512_add_epi32(_mm512_mullo_epi32(seed, _mm512_set1_epi32(int32_t(kStreamJumps.a[i]))),
+                            _mm512_set1_epi32(int32_t(kStreamJumps.c[i])));
+  }
+  static SCCL_AVX512_INLINE __m512 bytes_to_float(const uint8_t* c) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
+  }
+
+  static SCCL_AVX512_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,
+                                         float* v) {
+    __m512i smax = _mm512_set1_epi32(-0x7fffffff - 1), umax = _mm512_setzero_si512();
+    __m512i umin = _mm512_set1_epi32(-1);
+    const __m512 vmn = _mm512_set1_ps(mn), vsc = _mm512_set1_ps(sc);
+    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+      __m512 a = _mm512_loadu_ps(x + 16 * i);
+      if (c != nullptr) {
+        a = _mm512_add_ps(_mm512_add_ps(vmn, _mm512_mul_ps(bytes_to_float(c + 16 * i), vsc)), a);
+      }
+      _mm512_storeu_ps(v + 16 * i, a);
+      const __m512i u = _mm512_castps_si512(a);
+      smax = _mm512_max_epi32(smax, u);
+      umax = _mm512_max_epu32(umax, u);
+      umin = _mm512_min_epu32(umin, u);
+    }
+    QBits qb;
+    qb.smax = _mm512_reduce_max_epi32(smax);
+    qb.umax = _mm512_reduce_max_epu32(umax);
+    qb.umin = _mm512_reduce_min_epu32(umin);
+    return qb.range();
+  }
+  template <uint32_t BITS>
+  static SCCL_AVX512_INLINE void q_codes(const float* v, uint32_t k32, const QScale& s,
+                                         uint8_t* c) {
+    constexpr uint32_t S = kQShift<BITS>;
+    const __m512 vmn = _mm512_set1_ps(s.mn), inv_s = _mm512_set1_ps(s.inv * float(1u << S));
+    const __m512i seed = seeds(k32);
+    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+      const __m512i t = _mm512_cvttps_epi32(
+          _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + 16 * i), vmn), inv_s));
+      __m512i code =
+          _mm512_srli_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(draws(seed, i), 32 - S)), S);
+      __m128i b;
+      if constexpr (BITS == 8) {
+        b = _mm512_cvtusepi32_epi8(code);  // the clamp at 255 = L
+      } else {
+        code = _mm512_min_epu32(code, _mm512_set1_epi32((1 << BITS) - 1));
+        b = _mm512_cvtepi32_epi8(code);
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(c + 16 * i), b);
+    }
+  }
+  static SCCL_AVX512_INLINE uint64_t q_values(const uint8_t* c, float mn, float sc, float mult,
+                                              float* y) {
+    const __m512 vmn = _mm512_set1_ps(mn), vsc = _mm512_set1_ps(sc), vm = _mm512_set1_ps(mult);
+    // Counted in a vector (GCC 12 can spill a mask in 16 bits and reload it in 32 for popcnt).
+    __m512i nz = _mm512_setzero_si512();
+    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+      const __m512 a =
+          _mm512_mul_ps(_mm512_add_ps(vmn, _mm512_mul_ps(bytes_to_float(c + 16 * i), vsc)), vm);
+      _mm512_storeu_ps(y + 16 * i, a);
+      const __mmask16 m = _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+      nz = _mm512_mask_add_epi32(nz, m, nz, _mm512_set1_epi32(1));
+    }
+    return uint64_t(_mm512_reduce_add_epi32(nz));
+  }
+  template <uint32_t K>
+  static SCCL_AVX512_INLINE uint32_t casq_values(const uint8_t* c, const float* tbl, const float* x,
+                                                 float* v) {
+    alignas(64) float t16[16] = {};
+    for (uint32_t k = 0; k < K; ++k)
+      t16[k] = tbl[k];
+    const __m512 table = _mm512_load_ps(t16);
+    __m512i m = _mm512_setzero_si512();
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+      const __m512i idx =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * i)));
+      __m512 a = _mm512_permutexvar_ps(idx, table);
+      if (x != nullptr) {
+        a = _mm512_add_ps(a, _mm512_loadu_ps(x + 16 * i));
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(a), abs_mask));
+      }
+      _mm512_storeu_ps(v + 16 * i, a);
+    }
+    return x != nullptr ? _mm512_reduce_max_epu32(m) : 0u;
+  }
+  template <uint32_t K>
+  static SCCL_AVX512_INLINE void casq_codes(const float* v, const CasqThresholds& t,
+                                            const CasqTables& tb, uint32_t bkey, bool nearest,
+                                            uint8_t* c) {
+    const __m512 ls = _mm512_load_ps(tb.ls), iv = _mm512_load_ps(tb.iv);
+    const __m512 f = _mm512_set1_ps(t.f);
+    const bool scaled = t.f != 1.0f;
+    const __m512i seed = seeds(bkey);
+    const __m512i one = _mm512_set1_epi32(1);
+    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+      __m512 w = _mm512_loadu_ps(v + 16 * i);
+      if (scaled) w = _mm512_mul_ps(w, f);
+      __m512i j = _mm512_setzero_si512();
+      if constexpr (K == 4) {
+        // j = the levels 1 .. 3 at or below w.
+        for (uint32_t k = 1; k < K; ++k) {
+          const __mmask16 ge = _mm512_cmp_ps_mask(w, _mm512_set1_ps(tb.ls[k]), _CMP_GE_OQ);
+          j = _mm512_mask_add_epi32(j, ge, j, one);
+        }
+      } else {
+        // The same j by binary search: the largest c with ls[c] <= w (ls sorted, ls[0] <= w).
+        for (uint32_t step = K / 2; step >= 1; step /= 2) {
+          const __m512i cand = _mm512_add_epi32(j, _mm512_set1_epi32(int32_t(step)));
+          const __mmask16 le = _mm512_cmp_ps_mask(_mm512_permutexvar_ps(cand, ls), w, _CMP_LE_OQ);
+          j = _mm512_mask_mov_epi32(j, le, cand);
+        }
+      }
+      const __m512 lo = _mm512_permutexvar_ps(j, ls), g = _mm512_permutexvar_ps(j, iv);
+      __m512i p = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(w, lo), g));
+      p = _mm512_min_epi32(p, _mm512_set1_epi32(0x4e800000));  // 2^30
+      const __m512i pt = _mm512_cvttps_epi32(_mm512_castsi512_ps(p));
+      const __m512i r = nearest ? _mm512_set1_epi32(int32_t(0x80000000u)) : draws(seed, i);
+      const __m512i up = _mm512_srli_epi32(
+          _mm512_add_epi32(pt, _mm512_srli_epi32(r, 32 - kCasqShift)), kCasqShift);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(c + 16 * i),
+                       _mm512_cvtepi32_epi8(_mm512_add_epi32(j, up)));
+    }
+  }
+};
+
+// ---- AVX2 (x86-64-v3): 8 lanes, the stream's 16 lanes two vectors ---------------------------
+#define SCCL_AVX2_TARGET __attribute__((target("avx2")))
+#define SCCL_AVX2_INLINE SCCL_AVX2_TARGET inline __attribute__((always_inline))
+
+struct Avx2Ops {
+  static SCCL_AVX2_INLINE __m256i mix32v(__m256i x) {
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32(int32_t(0x846ca68bu)));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  }
+  // Seeds of lanes 8h .. 8h + 7.
+  static SCCL_AVX2_INLINE __m256i seeds(uint32_t k32, uint32_t h) {
+    const __m256i lane =
+        _mm256_mullo_epi32(_mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32(int32_t(8 * h))),
+                           _mm256_set1_epi32(int32_t(0x9e3779b9u)));
+    return mix32v(_mm256_xor_si256(_mm256_set1_epi32(int32_t(k32)), lane));
+  }
+  static SCCL_AVX2_INLINE __m256i draws(__m256i seed, uint32_t i) {
+    return _mm256_add_epi32(_mm256_mullo_epi32(seed, _mm256_set1_epi32(int32_t(kStreamJumps.a[i]))),
+                            _mm256_set1_epi32(int32_t(kStreamJumps.c[i])));
+  }
+  static SCCL_AVX2_INLINE __m256i bytes_to_i32(const uint8_t* c) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c)));
+  }
+  static SCCL_AVX2_INLINE uint32_t hmax_epi32(__m256i v) {
+    __m128i a = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a = _mm_max_epi32(a, _mm_shuffle_epi32(a, 0x4e));
+    a = _mm_max_epi32(a, _mm_shuffle_epi32(a, 0xb1));
+    return uint32_t(_mm_cvtsi128_si32(a));
+  }
+  static SCCL_AVX2_INLINE uint32_t hmax_epu32(__m256i v) {
+    __m128i a = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a = _mm_max_epu32(a, _mm_shuffle_epi32(a, 0x4e));
+    a = _mm_max_epu32(a, _mm_shuffle_epi32(a, 0xb1));
+    return uint32_t(_mm_cvtsi128_si32(a));
+  }
+  static SCCL_AVX2_INLINE uint32_t hmin_epu32(__m256i v) {
+    __m128i a = _mm_min_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a = _mm_min_epu32(a, _mm_shuffle_epi32(a, 0x4e));
+    a = _mm_min_epu32(a, _mm_shuffle_epi32(a, 0xb1));
+    return uint32_t(_mm_cvtsi128_si32(a));
+  }
+  // 32 int32 codes (four vectors, each < 2^15) as 32 bytes in order, saturated at 255.
+  static SCCL_AVX2_INLINE void store32_sat(uint8_t* c, __m256i a, __m256i b, __m256i d, __m256i e) {
+    const __m256i ab = _mm256_packus_epi32(a, b), de = _mm256_packus_epi32(d, e);
+    const __m256i bytes = _mm256_packus_epi16(ab, de);  // per 128-bit lane: a b d e quarters
+    const __m256i order =
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), order);
+  }
+  // A 16-entry table lookup (K = 16) from two halves; idx in [0, 16).
+  static SCCL_AVX2_INLINE __m256 lookup16(__m256 lo, __m256 hi, __m256i idx) {
+    const __m256 a = _mm256_permutevar8x32_ps(lo, idx), b = _mm256_permutevar8x32_ps(hi, idx);
+    const __m256 high = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
+    return _mm256_blendv_ps(a, b, high);
+  }
+  template <uint32_t K>
+  static SCCL_AVX2_INLINE __m256 lookup(const float* t16, __m256i idx) {
+    if constexpr (K <= 8) {
+      return _mm256_permutevar8x32_ps(_mm256_loadu_ps(t16), idx);
+    } else {
+      return lookup16(_mm256_loadu_ps(t16), _mm256_loadu_ps(t16 + 8), idx);
+    }
+  }
+
+  static SCCL_AVX2_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,
+                                       float* v) {
+    __m256i smax = _mm256_set1_epi32(-0x7fffffff - 1), umax = _mm256_setzero_si256();
+    __m256i umin = _mm256_set1_epi32(-1);
+    const __m256 vmn = _mm256_set1_ps(mn), vsc = _mm256_set1_ps(sc);
+    for (uint32_t i = 0; i < kBlock / 8; ++i) {
+      __m256 a = _mm256_loadu_ps(x + 8 * i);
+      if (c != nullptr) {
+        const __m256 cf = _mm256_cvtepi32_ps(bytes_to_i32(c + 8 * i));
+        a = _mm256_add_ps(_mm256_add_ps(vmn, _mm256_mul_ps(cf, vsc)), a);
+      }
+      _mm256_storeu_ps(v + 8 * i, a);
+      const __m256i u = _mm256_castps_si256(a);
+      smax = _mm256_max_epi32(smax, u);
+      umax = _mm256_max_epu32(umax, u);
+      umin = _mm256_min_epu32(umin, u);
+    }
+    QBits qb;
+    qb.smax = int32_t(hmax_epi32(smax));
+    qb.umax = hmax_epu32(umax);
+    qb.umin = hmin_epu32(umin);
+    return qb.range();
+  }
+  template <uint32_t BITS>
+  static SCCL_AVX2_INLINE void q_codes(const float* v, uint32_t k32, const QScale& s, uint8_t* c) {
+    constexpr uint32_t S = kQShift<BITS>;
+    const __m256 vmn = _mm256_set1_ps(s.mn), inv_s = _mm256_set1_ps(s.inv * float(1u << S));
+    const __m256i seed[2] = {seeds(k32, 0), seeds(k32, 1)};
+    for (uint32_t q = 0; q < kBlock / 32; ++q) {
+      __m256i code[4];
+      for (uint32_t h = 0; h < 4; ++h) {
+        const uint32_t e = 32 * q + 8 * h;  // elements e .. e + 7: lanes 8 (h & 1) .., draw e / 16
+        const __m256i t =
+            _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + e), vmn), inv_s));
+        const __m256i r = draws(seed[h & 1], e / 16);
+        code[h] = _mm256_srli_epi32(_mm256_add_epi32(t, _mm256_srli_epi32(r, 32 - S)), S);
+      }
+      store32_sat(c + 32 * q, code[0], code[1], code[2], code[3]);  // the clamp at 255
+      if constexpr (BITS != 8) {
+        __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * q));
+        b = _mm256_min_epu8(b, _mm256_set1_epi8(int8_t((1 << BITS) - 1)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 32 * q), b);
+      }
+    }
+  }
+  static SCCL_AVX2_INLINE uint64_t q_values(const uint8_t* c, float mn, float sc, float mult,
+                                            float* y) {
+    const __m256 vmn = _mm256_set1_ps(mn), vsc = _mm256_set1_ps(sc), vm = _mm256_set1_ps(mult);
+    __m256i nz = _mm256_setzero_si256();
+    for (uint32_t i = 0; i < kBlock / 8; ++i) {
+      const __m256 cf = _mm256_cvtepi32_ps(bytes_to_i32(c + 8 * i));
+      const __m256 a = _mm256_mul_ps(_mm256_add_ps(vmn, _mm256_mul_ps(cf, vsc)), vm);
+      _mm256_storeu_ps(y + 8 * i, a);
+      // The compare's all-ones lanes are -1: subtracting counts them.
+      nz = _mm256_sub_epi32(
+          nz, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+    }
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(nz), _mm256_extracti128_si256(nz, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    return uint64_t(uint32_t(_mm_cvtsi128_si32(t)));
+  }
+  template <uint32_t K>
+  static SCCL_AVX2_INLINE uint32_t casq_values(const uint8_t* c, const float* tbl, const float* x,
+                                               float* v) {
+    float t16[16] = {};
+    for (uint32_t k = 0; k < K; ++k)
+      t16[k] = tbl[k];
+    __m256i m = _mm256_setzero_si256();
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    for (uint32_t i = 0; i < kBlock / 8; ++i) {
+      __m256 a = lookup<K>(t16, bytes_to_i32(c + 8 * i));
+      if (x != nullptr) {
+        a = _mm256_add_ps(a, _mm256_loadu_ps(x + 8 * i));
+        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(a), abs_mask));
+      }
+      _mm256_storeu_ps(v + 8 * i, a);
+    }
+    return x != nullptr ? hmax_epu32(m) : 0u;
+  }
+  template <uint32_t K>
+  static SCCL_AVX2_INLINE void casq_codes(const float* v, const CasqThresholds& t,
+                                          const CasqTables& tb, uint32_t bkey, bool nearest,
+                                          uint8_t* c) {
+    const __m256 f = _mm256_set1_ps(t.f);
+    const bool scaled = t.f != 1.0f;
+    const __m256i seed[2] = {seeds(bkey, 0), seeds(bkey, 1)};
+    for (uint32_t q = 0; q < kBlock / 32; ++q) {
+      __m256i code[4];
+      for (uint32_t h = 0; h < 4; ++h) {
+        const uint32_t e = 32 * q + 8 * h;
+        __m256 w = _mm256_loadu_ps(v + e);
+        if (scaled) w = _mm256_mul_ps(w, f);
+        __m256i j = _mm256_setzero_si256();
+        if constexpr (K == 4) {
+          for (uint32_t k = 1; k < K; ++k) {
+            const __m256 ge = _mm256_cmp_ps(w, _mm256_set1_ps(tb.ls[k]), _CMP_GE_OQ);
+            j = _mm256_sub_epi32(j, _mm256_castps_si256(ge));  // mask -1: one more
+          }
+        } else {
+          for (uint32_t step = K / 2; step >= 1; step /= 2) {
+            const __m256i cand = _mm256_add_epi32(j, _mm256_set1_epi32(int32_t(step)));
+            const __m256 le = _mm256_cmp_ps(lookup<K>(tb.ls, cand), w, _CMP_LE_OQ);
+            j = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(j), _mm256_castsi256_ps(cand), le));
+          }
+        }
+        const __m256 lo = lookup<K>(tb.ls, j), g = lookup<K>(tb.iv, j);
+        __m256i p = _mm256_castps_si256(_mm256_mul_ps(_mm256_sub_ps(w, lo), g));
+        p = _mm256_min_epi32(p, _mm256_set1_epi32(0x4e800000));  // 2^30
+        const __m256i pt = _mm256_cvttps_epi32(_mm256_castsi256_ps(p));
+        const __m256i r =
+            nearest ? _mm256_set1_epi32(int32_t(0x80000000u)) : draws(seed[h & 1], e / 16);
+        const __m256i up = _mm256_srli_epi32(
+            _mm256_add_epi32(pt, _mm256_srli_epi32(r, 32 - kCasqShift)), kCasqShift);
+        code[h] = _mm256_add_epi32(j, up);
+      }
+      store32_sat(c + 32 * q, code[0], code[1], code[2], code[3]);  // codes < K: no saturation
+    }
+  }
+};
+#endif  // SCCL_X86_SIMD
+
+}  // namespace sketchccl::kernels::detail
