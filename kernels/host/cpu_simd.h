@@ -64,18 +64,15 @@ inline constexpr StreamJumps kStreamJumps = make_stream_jumps();
 static_assert(kStreamJumps.a[1] == 747796405u && kStreamJumps.c[1] == 2891336453u,
               "the jumps are stream_next's steps");
 
-// A block's CASQ thresholds padded to 16 entries for table lookups: levels past K never compare
-// below a value (+Inf), their inverse gaps are 0.
-struct CasqTables {
-  alignas(64) float ls[kCasqMaxK];
-  alignas(64) float iv[kCasqMaxK];
+// A slice's CASQ levels padded to 16 for table lookups (read once per slice: the per-block
+// tables are formed in registers, not stored and reloaded). Past K: 0.
+struct CasqLevels {
+  alignas(64) float lvl[kCasqMaxK];
 };
 template <uint32_t K>
-SCCL_CPU_INLINE void casq_tables(const CasqThresholds& t, CasqTables* tb) {
-  for (uint32_t c = 0; c < kCasqMaxK; ++c) {
-    tb->ls[c] = c < K ? t.ls[c] : u2f(0x7f800000u);
-    tb->iv[c] = c < K ? t.iv[c] : 0.0f;
-  }
+SCCL_CPU_INLINE void casq_levels(const float* lvl, CasqLevels* l) {
+  for (uint32_t c = 0; c < kCasqMaxK; ++c)
+    l->lvl[c] = c < K ? lvl[c] : 0.0f;
 }
 
 // A block's CASQ codes as bytes and back (q_block.h's word loops); a partial last block has
@@ -150,14 +147,14 @@ struct GenericOps {
     }
     return nz;
   }
-  // v[j] = tbl[c[j]] (+ x[j] when x is given), tbl the K values lvl[k] * s of a block; returns
-  // the largest |v| as bits (casq_abs_bits).
+  // v[j] = lvl[c[j]] * s (+ x[j] when x is given) for a block of scale s; returns the largest
+  // |v| as bits (casq_abs_bits) when x is given, else 0.
   template <uint32_t K>
-  static SCCL_CPU_INLINE uint32_t casq_values(const uint8_t* c, const float* tbl, const float* x,
-                                              float* v) {
+  static SCCL_CPU_INLINE uint32_t casq_values(const uint8_t* c, const CasqLevels& lv, float s,
+                                              const float* x, float* v) {
     float l[K];  // locals: the stores to v cannot alias them
     for (uint32_t k = 0; k < K; ++k)
-      l[k] = tbl[k];
+      l[k] = lv.lvl[k] * s;
     for (uint32_t j = 0; j < kBlock; ++j) {
       float a = l[0];
       if constexpr (K >= 8) {
@@ -178,13 +175,14 @@ struct GenericOps {
     }
     return m;
   }
-  // Codes of a finite block's 256 values: casq_code of v * f (v itself when !scaled: v * 1 is
-  // v) against the thresholds, with the stream's draws (one half when nearest).
+  // Codes of a finite block's 256 values (scale s): casq_code of v * f (v itself when f is 1:
+  // v * 1 is v) against the block's thresholds, with the stream's draws (one half when nearest).
   template <uint32_t K>
-  static SCCL_CPU_INLINE void casq_codes(const float* v, const CasqThresholds& t, const CasqTables&,
+  static SCCL_CPU_INLINE void casq_codes(const float* v, const CasqLevels& lv, float s,
                                          uint32_t bkey, bool nearest, uint8_t* c) {
+    CasqThresholds t;
+    casq_thresholds<K>(lv.lvl, s, &t);
     const float f = t.f;
-    const bool scaled = f != 1.0f;
     uint32_t r[kBlock];
     if (nearest) {
       for (uint32_t j = 0; j < kBlock; ++j)
@@ -192,7 +190,7 @@ struct GenericOps {
     } else {
       stream_block(bkey, r);
     }
-    if (scaled) {
+    if (f != 1.0f) {
       for (uint32_t j = 0; j < kBlock; ++j)
         c[j] = uint8_t(casq_code<K>(v[j] * f, t, r[j]));
     } else {
@@ -222,10 +220,10 @@ struct Avx512Ops {
                            _mm512_set1_epi32(int32_t(0x9e3779b9u)));
     return mix32v(_mm512_xor_si512(_mm512_set1_epi32(int32_t(k32)), lane));
   }
-  // Draw i of every lane.
-  static SCCL_AVX512_INLINE __m512i draws(__m512i seed, uint32_t i) {
-    return _mm512_add_epi32(_mm512_mullo_epi32(seed, _mm512_set1_epi32(int32_t(kStreamJumps.a[i]))),
-                            _mm512_set1_epi32(int32_t(kStreamJumps.c[i])));
+  // Every lane's next draw (stream_next).
+  static SCCL_AVX512_INLINE __m512i next(__m512i x) {
+    return _mm512_add_epi32(_mm512_mullo_epi32(x, _mm512_set1_epi32(int32_t(747796405u))),
+                            _mm512_set1_epi32(int32_t(2891336453u)));
   }
   static SCCL_AVX512_INLINE __m512 bytes_to_float(const uint8_t* c) {
     return _mm512_cvtepi32_ps(
@@ -259,12 +257,11 @@ struct Avx512Ops {
                                          uint8_t* c) {
     constexpr uint32_t S = kQShift<BITS>;
     const __m512 vmn = _mm512_set1_ps(s.mn), inv_s = _mm512_set1_ps(s.inv * float(1u << S));
-    const __m512i seed = seeds(k32);
-    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+    __m512i r = seeds(k32);
+    for (uint32_t i = 0; i < kBlock / 16; ++i, r = next(r)) {
       const __m512i t = _mm512_cvttps_epi32(
           _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + 16 * i), vmn), inv_s));
-      __m512i code =
-          _mm512_srli_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(draws(seed, i), 32 - S)), S);
+      __m512i code = _mm512_srli_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(r, 32 - S)), S);
       __m128i b;
       if constexpr (BITS == 8) {
         b = _mm512_cvtusepi32_epi8(code);  // the clamp at 255 = L
@@ -289,13 +286,26 @@ struct Avx512Ops {
     }
     return uint64_t(_mm512_reduce_add_epi32(nz));
   }
+  // casq_thresholds in registers: ls = lvl * (s * f), iv = 2^30 / (next ls - ls) where that
+  // gap is at least 2^-97, else 0 (the last level included); lanes past K: ls +Inf, iv 0.
   template <uint32_t K>
-  static SCCL_AVX512_INLINE uint32_t casq_values(const uint8_t* c, const float* tbl, const float* x,
-                                                 float* v) {
-    alignas(64) float t16[16] = {};
-    for (uint32_t k = 0; k < K; ++k)
-      t16[k] = tbl[k];
-    const __m512 table = _mm512_load_ps(t16);
+  static SCCL_AVX512_INLINE void thresholds(const CasqLevels& lv, float s, float f, __m512* ls,
+                                            __m512* iv) {
+    const __mmask16 inside = __mmask16((1u << K) - 1u);
+    const __m512 l = _mm512_mul_ps(_mm512_load_ps(lv.lvl), _mm512_set1_ps(s * f));
+    *ls = _mm512_mask_blend_ps(inside, _mm512_set1_ps(u2f(0x7f800000u)), l);
+    // The next level of each lane (lane c + 1), for the lanes below K - 1.
+    const __m512 up = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15), l);
+    const __mmask16 below_last = __mmask16((1u << (K - 1)) - 1u);
+    const __m512 gap = _mm512_maskz_sub_ps(below_last, up, l);
+    const __mmask16 wide = _mm512_cmp_ps_mask(gap, _mm512_set1_ps(u2f(0x0f000000u)), _CMP_GE_OQ);
+    *iv = _mm512_maskz_div_ps(wide, _mm512_set1_ps(float(1u << kCasqShift)), gap);
+  }
+  template <uint32_t K>
+  static SCCL_AVX512_INLINE uint32_t casq_values(const uint8_t* c, const CasqLevels& lv, float s,
+                                                 const float* x, float* v) {
+    const __m512 table = _mm512_mul_ps(_mm512_load_ps(lv.lvl), _mm512_set1_ps(s));
     __m512i m = _mm512_setzero_si512();
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
     for (uint32_t i = 0; i < kBlock / 16; ++i) {
@@ -311,22 +321,26 @@ struct Avx512Ops {
     return x != nullptr ? _mm512_reduce_max_epu32(m) : 0u;
   }
   template <uint32_t K>
-  static SCCL_AVX512_INLINE void casq_codes(const float* v, const CasqThresholds& t,
-                                            const CasqTables& tb, uint32_t bkey, bool nearest,
-                                            uint8_t* c) {
-    const __m512 ls = _mm512_load_ps(tb.ls), iv = _mm512_load_ps(tb.iv);
-    const __m512 f = _mm512_set1_ps(t.f);
-    const bool scaled = t.f != 1.0f;
-    const __m512i seed = seeds(bkey);
+  static SCCL_AVX512_INLINE void casq_codes(const float* v, const CasqLevels& lv, float s,
+                                            uint32_t bkey, bool nearest, uint8_t* c) {
+    const float fs = casq_prescale(s);
+    __m512 ls, iv;
+    thresholds<K>(lv, s, fs, &ls, &iv);
+    const __m512 f = _mm512_set1_ps(fs);
+    const bool scaled = fs != 1.0f;
+    __m512i draw = seeds(bkey);
     const __m512i one = _mm512_set1_epi32(1);
-    for (uint32_t i = 0; i < kBlock / 16; ++i) {
+    __m512 lk[K];  // broadcasts of levels 1 .. K - 1 for the count (K = 4)
+    for (uint32_t k = 1; k < K && K == 4; ++k)
+      lk[k] = _mm512_permutexvar_ps(_mm512_set1_epi32(int32_t(k)), ls);
+    for (uint32_t i = 0; i < kBlock / 16; ++i, draw = next(draw)) {
       __m512 w = _mm512_loadu_ps(v + 16 * i);
       if (scaled) w = _mm512_mul_ps(w, f);
       __m512i j = _mm512_setzero_si512();
       if constexpr (K == 4) {
         // j = the levels 1 .. 3 at or below w.
         for (uint32_t k = 1; k < K; ++k) {
-          const __mmask16 ge = _mm512_cmp_ps_mask(w, _mm512_set1_ps(tb.ls[k]), _CMP_GE_OQ);
+          const __mmask16 ge = _mm512_cmp_ps_mask(w, lk[k], _CMP_GE_OQ);
           j = _mm512_mask_add_epi32(j, ge, j, one);
         }
       } else {
@@ -341,7 +355,7 @@ struct Avx512Ops {
       __m512i p = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(w, lo), g));
       p = _mm512_min_epi32(p, _mm512_set1_epi32(0x4e800000));  // 2^30
       const __m512i pt = _mm512_cvttps_epi32(_mm512_castsi512_ps(p));
-      const __m512i r = nearest ? _mm512_set1_epi32(int32_t(0x80000000u)) : draws(seed, i);
+      const __m512i r = nearest ? _mm512_set1_epi32(int32_t(0x80000000u)) : draw;
       const __m512i up = _mm512_srli_epi32(
           _mm512_add_epi32(pt, _mm512_srli_epi32(r, 32 - kCasqShift)), kCasqShift);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(c + 16 * i),
@@ -370,9 +384,9 @@ struct Avx2Ops {
                            _mm256_set1_epi32(int32_t(0x9e3779b9u)));
     return mix32v(_mm256_xor_si256(_mm256_set1_epi32(int32_t(k32)), lane));
   }
-  static SCCL_AVX2_INLINE __m256i draws(__m256i seed, uint32_t i) {
-    return _mm256_add_epi32(_mm256_mullo_epi32(seed, _mm256_set1_epi32(int32_t(kStreamJumps.a[i]))),
-                            _mm256_set1_epi32(int32_t(kStreamJumps.c[i])));
+  static SCCL_AVX2_INLINE __m256i next(__m256i x) {
+    return _mm256_add_epi32(_mm256_mullo_epi32(x, _mm256_set1_epi32(int32_t(747796405u))),
+                            _mm256_set1_epi32(int32_t(2891336453u)));
   }
   static SCCL_AVX2_INLINE __m256i bytes_to_i32(const uint8_t* c) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c)));
@@ -409,14 +423,6 @@ struct Avx2Ops {
     const __m256 high = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
     return _mm256_blendv_ps(a, b, high);
   }
-  template <uint32_t K>
-  static SCCL_AVX2_INLINE __m256 lookup(const float* t16, __m256i idx) {
-    if constexpr (K <= 8) {
-      return _mm256_permutevar8x32_ps(_mm256_loadu_ps(t16), idx);
-    } else {
-      return lookup16(_mm256_loadu_ps(t16), _mm256_loadu_ps(t16 + 8), idx);
-    }
-  }
 
   static SCCL_AVX2_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,
                                        float* v) {
@@ -445,15 +451,18 @@ struct Avx2Ops {
   static SCCL_AVX2_INLINE void q_codes(const float* v, uint32_t k32, const QScale& s, uint8_t* c) {
     constexpr uint32_t S = kQShift<BITS>;
     const __m256 vmn = _mm256_set1_ps(s.mn), inv_s = _mm256_set1_ps(s.inv * float(1u << S));
-    const __m256i seed[2] = {seeds(k32, 0), seeds(k32, 1)};
+    __m256i r[2] = {seeds(k32, 0), seeds(k32, 1)};  // lanes 0 .. 7 and 8 .. 15
     for (uint32_t q = 0; q < kBlock / 32; ++q) {
       __m256i code[4];
       for (uint32_t h = 0; h < 4; ++h) {
         const uint32_t e = 32 * q + 8 * h;  // elements e .. e + 7: lanes 8 (h & 1) .., draw e / 16
         const __m256i t =
             _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + e), vmn), inv_s));
-        const __m256i r = draws(seed[h & 1], e / 16);
-        code[h] = _mm256_srli_epi32(_mm256_add_epi32(t, _mm256_srli_epi32(r, 32 - S)), S);
+        code[h] = _mm256_srli_epi32(_mm256_add_epi32(t, _mm256_srli_epi32(r[h & 1], 32 - S)), S);
+        if (h & 1) {  // the next draws of every lane
+          r[0] = next(r[0]);
+          r[1] = next(r[1]);
+        }
       }
       store32_sat(c + 32 * q, code[0], code[1], code[2], code[3]);  // the clamp at 255
       if constexpr (BITS != 8) {
@@ -480,16 +489,53 @@ struct Avx2Ops {
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
     return uint64_t(uint32_t(_mm_cvtsi128_si32(t)));
   }
+  // thresholds (Avx512Ops') as two halves: lanes 0 .. 7 and 8 .. 15.
   template <uint32_t K>
-  static SCCL_AVX2_INLINE uint32_t casq_values(const uint8_t* c, const float* tbl, const float* x,
-                                               float* v) {
-    float t16[16] = {};
-    for (uint32_t k = 0; k < K; ++k)
-      t16[k] = tbl[k];
+  static SCCL_AVX2_INLINE void thresholds(const CasqLevels& lv, float s, float f, __m256* ls,
+                                          __m256* iv) {
+    const __m256 sf = _mm256_set1_ps(s * f);
+    const __m256 inf = _mm256_set1_ps(u2f(0x7f800000u));
+    const __m256 l0 = _mm256_mul_ps(_mm256_load_ps(lv.lvl), sf);
+    const __m256 l1 = _mm256_mul_ps(_mm256_load_ps(lv.lvl + 8), sf);
+    // Each lane's next level: lane c + 1, across the halves for lane 7.
+    const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+    const __m256 n0 =
+        _mm256_blend_ps(_mm256_permutevar8x32_ps(l0, rot), _mm256_permutevar8x32_ps(l1, rot), 0x80);
+    const __m256 n1 = _mm256_permutevar8x32_ps(l1, rot);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 two30 = _mm256_set1_ps(float(1u << kCasqShift));
+    const __m256 tiny = _mm256_set1_ps(u2f(0x0f000000u));
+    for (uint32_t h = 0; h < 2; ++h) {
+      const __m256i c = _mm256_add_epi32(lane, _mm256_set1_epi32(int32_t(8 * h)));
+      const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(K)), c));
+      const __m256 below_last =
+          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(K - 1)), c));
+      const __m256 l = h == 0 ? l0 : l1;
+      const __m256 gap = _mm256_and_ps(_mm256_sub_ps(h == 0 ? n0 : n1, l), below_last);
+      const __m256 wide = _mm256_cmp_ps(gap, tiny, _CMP_GE_OQ);
+      ls[h] = _mm256_blendv_ps(inf, l, in);
+      // 2^30 / gap where wide (a gap of 0 is not: no division by zero reaches the result).
+      iv[h] = _mm256_and_ps(_mm256_div_ps(two30, _mm256_blendv_ps(two30, gap, wide)), wide);
+    }
+  }
+  template <uint32_t K>
+  static SCCL_AVX2_INLINE __m256 lookup(const __m256* t, __m256i idx) {
+    if constexpr (K <= 8) {
+      return _mm256_permutevar8x32_ps(t[0], idx);
+    } else {
+      return lookup16(t[0], t[1], idx);
+    }
+  }
+  template <uint32_t K>
+  static SCCL_AVX2_INLINE uint32_t casq_values(const uint8_t* c, const CasqLevels& lv, float s,
+                                               const float* x, float* v) {
+    const __m256 vs = _mm256_set1_ps(s);
+    const __m256 t[2] = {_mm256_mul_ps(_mm256_load_ps(lv.lvl), vs),
+                         _mm256_mul_ps(_mm256_load_ps(lv.lvl + 8), vs)};
     __m256i m = _mm256_setzero_si256();
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
     for (uint32_t i = 0; i < kBlock / 8; ++i) {
-      __m256 a = lookup<K>(t16, bytes_to_i32(c + 8 * i));
+      __m256 a = lookup<K>(t, bytes_to_i32(c + 8 * i));
       if (x != nullptr) {
         a = _mm256_add_ps(a, _mm256_loadu_ps(x + 8 * i));
         m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(a), abs_mask));
@@ -499,12 +545,17 @@ struct Avx2Ops {
     return x != nullptr ? hmax_epu32(m) : 0u;
   }
   template <uint32_t K>
-  static SCCL_AVX2_INLINE void casq_codes(const float* v, const CasqThresholds& t,
-                                          const CasqTables& tb, uint32_t bkey, bool nearest,
-                                          uint8_t* c) {
-    const __m256 f = _mm256_set1_ps(t.f);
-    const bool scaled = t.f != 1.0f;
-    const __m256i seed[2] = {seeds(bkey, 0), seeds(bkey, 1)};
+  static SCCL_AVX2_INLINE void casq_codes(const float* v, const CasqLevels& lv, float s,
+                                          uint32_t bkey, bool nearest, uint8_t* c) {
+    const float fs = casq_prescale(s);
+    __m256 ls[2], iv[2];
+    thresholds<K>(lv, s, fs, ls, iv);
+    const __m256 f = _mm256_set1_ps(fs);
+    const bool scaled = fs != 1.0f;
+    __m256 lk[K];  // broadcasts of levels 1 .. K - 1 for the count (K = 4)
+    for (uint32_t k = 1; k < K && K == 4; ++k)
+      lk[k] = _mm256_permutevar8x32_ps(ls[0], _mm256_set1_epi32(int32_t(k)));
+    __m256i draw[2] = {seeds(bkey, 0), seeds(bkey, 1)};
     for (uint32_t q = 0; q < kBlock / 32; ++q) {
       __m256i code[4];
       for (uint32_t h = 0; h < 4; ++h) {
@@ -514,26 +565,29 @@ struct Avx2Ops {
         __m256i j = _mm256_setzero_si256();
         if constexpr (K == 4) {
           for (uint32_t k = 1; k < K; ++k) {
-            const __m256 ge = _mm256_cmp_ps(w, _mm256_set1_ps(tb.ls[k]), _CMP_GE_OQ);
+            const __m256 ge = _mm256_cmp_ps(w, lk[k], _CMP_GE_OQ);
             j = _mm256_sub_epi32(j, _mm256_castps_si256(ge));  // mask -1: one more
           }
         } else {
           for (uint32_t step = K / 2; step >= 1; step /= 2) {
             const __m256i cand = _mm256_add_epi32(j, _mm256_set1_epi32(int32_t(step)));
-            const __m256 le = _mm256_cmp_ps(lookup<K>(tb.ls, cand), w, _CMP_LE_OQ);
+            const __m256 le = _mm256_cmp_ps(lookup<K>(ls, cand), w, _CMP_LE_OQ);
             j = _mm256_castps_si256(
                 _mm256_blendv_ps(_mm256_castsi256_ps(j), _mm256_castsi256_ps(cand), le));
           }
         }
-        const __m256 lo = lookup<K>(tb.ls, j), g = lookup<K>(tb.iv, j);
+        const __m256 lo = lookup<K>(ls, j), g = lookup<K>(iv, j);
         __m256i p = _mm256_castps_si256(_mm256_mul_ps(_mm256_sub_ps(w, lo), g));
         p = _mm256_min_epi32(p, _mm256_set1_epi32(0x4e800000));  // 2^30
         const __m256i pt = _mm256_cvttps_epi32(_mm256_castsi256_ps(p));
-        const __m256i r =
-            nearest ? _mm256_set1_epi32(int32_t(0x80000000u)) : draws(seed[h & 1], e / 16);
+        const __m256i r = nearest ? _mm256_set1_epi32(int32_t(0x80000000u)) : draw[h & 1];
         const __m256i up = _mm256_srli_epi32(
             _mm256_add_epi32(pt, _mm256_srli_epi32(r, 32 - kCasqShift)), kCasqShift);
         code[h] = _mm256_add_epi32(j, up);
+        if (h & 1) {
+          draw[0] = next(draw[0]);
+          draw[1] = next(draw[1]);
+        }
       }
       store32_sat(c + 32 * q, code[0], code[1], code[2], code[3]);  // codes < K: no saturation
     }
