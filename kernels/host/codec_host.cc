@@ -11,6 +11,9 @@
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
 #include "kernels/host/cpu_simd.h"
+#if defined(SCCL_X86_SIMD)
+#include <cpuid.h>
+#endif
 #include "kernels/s2_decode_host.h"
 
 namespace sketchccl::kernels {
@@ -126,7 +129,9 @@ CpuPath best_cpu_path() {
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
     return CpuPath::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2")) return CpuPath::kAvx2;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+  if (__builtin_cpu_supports("avx2") && f16c) return CpuPath::kAvx2;
 #endif
   return CpuPath::kGeneric;
 }
@@ -245,58 +250,7 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
   return nz;
 }
 
-// ---- casts -----------------------------------------------------------------------------------
-template <int ET>
-SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  if (c == CodecId::kNone) {
-    const float* a = reinterpret_cast<const float*>(in);
-    float* o = reinterpret_cast<float*>(out);
-    if (a) {
-      for (size_t i = 0; i < n; ++i)
-        o[i] = canon_nan(a[i] + load_elem<ET>(x, i));
-    } else {
-      for (size_t i = 0; i < n; ++i)
-        o[i] = canon_nan(load_elem<ET>(x, i));
-    }
-    return;
-  }
-  const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
-  uint16_t* o = reinterpret_cast<uint16_t*>(out);
-  // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
-  // Encode and step as separate loops, so that each vectorizes.
-  if (c == CodecId::kBf16) {
-    if (a) {
-      for (size_t i = 0; i < n; ++i)
-        o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + load_elem<ET>(x, i)));
-    } else {
-      for (size_t i = 0; i < n; ++i)
-        o[i] = float_to_bf16(canon_nan(load_elem<ET>(x, i)));
-    }
-  } else {
-    if (a) {
-      for (size_t i = 0; i < n; ++i)
-        o[i] = float_to_half(canon_nan(half_to_float(a[i]) + load_elem<ET>(x, i)));
-    } else {
-      for (size_t i = 0; i < n; ++i)
-        o[i] = float_to_half(canon_nan(load_elem<ET>(x, i)));
-    }
-  }
-}
-
-template <int ET>
-SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
-  if (c == CodecId::kNone) {
-    const float* a = reinterpret_cast<const float*>(in);
-    return store_all<ET>(y, n, scale, [&](size_t i) { return a[i]; });
-  }
-  const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
-  if (c == CodecId::kBf16) {
-    return store_all<ET>(y, n, scale, [&](size_t i) { return bf16_to_float(a[i]); });
-  }
-  return store_all<ET>(y, n, scale, [&](size_t i) { return half_to_float(a[i]); });
-}
-
-// ---- q* and CASQ: one set of drivers per CPU path (kernels/host/codec_paths.inc) -----------
+// ---- fp16, q* and CASQ: one set of drivers per CPU path (kernels/host/codec_paths.inc) ------
 #define SCCL_PATH_NS path_generic
 #define SCCL_PATH_OPS GenericOps
 #define SCCL_PATH_ENTRY SCCL_CPU_CLONES
@@ -341,6 +295,79 @@ SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, voi
 #else
 #define SCCL_ON_PATH(NAME, ...) return path_generic::NAME __VA_ARGS__;
 #endif
+
+void fp16_cast(const uint16_t* a, const float* x, size_t n,
+               uint16_t* o){SCCL_ON_PATH(half_run, (a, x, n, o))} uint64_t
+    fp16_decode(const uint16_t* a, size_t n, float scale, float* y) {
+  SCCL_ON_PATH(half_decode, (a, n, scale, y))
+}
+void bf16_cast(const uint16_t* a, const float* x, size_t n,
+               uint16_t* o){SCCL_ON_PATH(bf16_run, (a, x, n, o))} uint64_t
+    bf16_decode(const uint16_t* a, size_t n, float scale, float* y) {
+  SCCL_ON_PATH(bf16_decode, (a, n, scale, y))
+}
+
+// ---- casts -----------------------------------------------------------------------------------
+template <int ET>
+SCCL_CPU_CLONES void cast_run(CodecId c, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+  if (c == CodecId::kNone) {
+    const float* a = reinterpret_cast<const float*>(in);
+    float* o = reinterpret_cast<float*>(out);
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = canon_nan(a[i] + load_elem<ET>(x, i));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = canon_nan(load_elem<ET>(x, i));
+    }
+    return;
+  }
+  const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
+  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
+  // Encode and step as separate loops, so that each vectorizes.
+  if (c == CodecId::kBf16) {
+    if constexpr (ET == int(ElemType::kF32)) {  // the path's loops
+      bf16_cast(a, static_cast<const float*>(x), n, o);
+      return;
+    }
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + load_elem<ET>(x, i)));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(load_elem<ET>(x, i)));
+    }
+  } else {
+    if constexpr (ET == int(ElemType::kF32)) {  // the path's conversions (F16C)
+      fp16_cast(a, static_cast<const float*>(x), n, o);
+      return;
+    }
+    if (a) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(half_to_float(a[i]) + load_elem<ET>(x, i)));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(load_elem<ET>(x, i)));
+    }
+  }
+}
+
+template <int ET>
+SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, void* y, float scale) {
+  if (c == CodecId::kNone) {
+    const float* a = reinterpret_cast<const float*>(in);
+    return store_all<ET>(y, n, scale, [&](size_t i) { return a[i]; });
+  }
+  const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
+  if (c == CodecId::kBf16) {
+    if constexpr (ET == int(ElemType::kF32))
+      return bf16_decode(a, n, scale, static_cast<float*>(y));
+    return store_all<ET>(y, n, scale, [&](size_t i) { return bf16_to_float(a[i]); });
+  }
+  if constexpr (ET == int(ElemType::kF32)) return fp16_decode(a, n, scale, static_cast<float*>(y));
+  return store_all<ET>(y, n, scale, [&](size_t i) { return half_to_float(a[i]); });
+}
 
 template <uint32_t BITS, int ET>
 void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {

@@ -16,9 +16,10 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SCCL_X86_SIMD 1
 // GCC 12 warns about the intrinsics' own undefined pass-through operands once they are inlined
-// (its -Wmaybe-uninitialized checks the header's lines): off for the header alone.
+// (its uninitialized-use warnings check the header's lines): off for the header alone.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
@@ -114,6 +115,44 @@ struct CasqView {
 
 // ---- generic: flat loops over a block --------------------------------------------------------
 struct GenericOps {
+  // fp16 cast packets of fp32 slices: o[i] = half(canon(half(a[i]) + x[i])) (a null: encode, no
+  // addition), and their decode y[i] = half(a[i]) * mult with the count of non-zero outputs.
+  static SCCL_CPU_INLINE void half_run(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+    if (a != nullptr) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(half_to_float(a[i]) + x[i]));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_half(canon_nan(x[i]));
+    }
+  }
+  static SCCL_CPU_INLINE uint64_t half_decode(const uint16_t* a, size_t n, float mult, float* y) {
+    uint64_t nz = 0;
+    for (size_t i = 0; i < n; ++i) {
+      y[i] = half_to_float(a[i]) * mult;
+      nz += y[i] != 0.0f;
+    }
+    return nz;
+  }
+  // The same for bf16 cast packets.
+  static SCCL_CPU_INLINE void bf16_run(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+    if (a != nullptr) {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + x[i]));
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        o[i] = float_to_bf16(canon_nan(x[i]));
+    }
+  }
+  static SCCL_CPU_INLINE uint64_t bf16_decode(const uint16_t* a, size_t n, float mult, float* y) {
+    uint64_t nz = 0;
+    for (size_t i = 0; i < n; ++i) {
+      y[i] = bf16_to_float(a[i]) * mult;
+      nz += y[i] != 0.0f;
+    }
+    return nz;
+  }
+
   // v[j] = min + c[j] * scale + x[j] (c null: v[j] = x[j]) for the 256 values of a block, and
   // their range (q_block.h's QBits).
   static SCCL_CPU_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,
@@ -230,6 +269,92 @@ struct Avx512Ops {
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
   }
 
+  // 64 int32 codes (four vectors, each below 2^15) as 64 bytes in order, clamped at L: two
+  // saturating packs (in 128-bit lanes) and one permute, instead of four narrowing moves.
+  template <uint32_t L>
+  static SCCL_AVX512_INLINE void store64_sat(uint8_t* c, const __m512i code[4]) {
+    const __m512i ab = _mm512_packus_epi32(code[0], code[1]);
+    const __m512i de = _mm512_packus_epi32(code[2], code[3]);
+    __m512i b = _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+        _mm512_packus_epi16(ab, de));
+    if constexpr (L < 255) b = _mm512_min_epu8(b, _mm512_set1_epi8(int8_t(L)));
+    _mm512_storeu_si512(c, b);
+  }
+
+  // The conversions are IEEE's (round to nearest even): float_to_half / half_to_float on every
+  // value these loops see (NaN is canonical before a conversion to half; a NaN from half is
+  // multiplied or added, which makes it quiet with the payload the scalar code keeps).
+  static SCCL_AVX512_INLINE void half_run(const uint16_t* a, const float* x, size_t n,
+                                          uint16_t* o) {
+    const __m512 qn = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m512 v = _mm512_loadu_ps(x + i);
+      if (a != nullptr) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+        v = _mm512_add_ps(_mm512_cvtph_ps(h), v);
+      }
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), qn);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i),
+                          _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    GenericOps::half_run(a != nullptr ? a + i : nullptr, x + i, n - i, o + i);
+  }
+  static SCCL_AVX512_INLINE uint64_t half_decode(const uint16_t* a, size_t n, float mult,
+                                                 float* y) {
+    const __m512 vm = _mm512_set1_ps(mult);
+    __m512i nz = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+      const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), vm);
+      _mm512_storeu_ps(y + i, v);
+      nz = _mm512_mask_add_epi32(nz, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NEQ_UQ), nz,
+                                 _mm512_set1_epi32(1));
+    }
+    return uint64_t(_mm512_reduce_add_epi32(nz)) +
+           GenericOps::half_decode(a + i, n - i, mult, y + i);
+  }
+
+  // bf16: float_to_bf16's rounding on the bits (a canonical NaN rounds to its quiet NaN, as the
+  // scalar NaN case gives), bf16_to_float a shift.
+  static SCCL_AVX512_INLINE void bf16_run(const uint16_t* a, const float* x, size_t n,
+                                          uint16_t* o) {
+    const __m512 qn = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m512 v = _mm512_loadu_ps(x + i);
+      if (a != nullptr) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+        v = _mm512_add_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)), v);
+      }
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), qn);
+      const __m512i u = _mm512_castps_si512(v);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      const __m512i r = _mm512_srli_epi32(
+          _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), _mm512_cvtepi32_epi16(r));
+    }
+    GenericOps::bf16_run(a != nullptr ? a + i : nullptr, x + i, n - i, o + i);
+  }
+  static SCCL_AVX512_INLINE uint64_t bf16_decode(const uint16_t* a, size_t n, float mult,
+                                                 float* y) {
+    const __m512 vm = _mm512_set1_ps(mult);
+    __m512i nz = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+      const __m512 v =
+          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)), vm);
+      _mm512_storeu_ps(y + i, v);
+      nz = _mm512_mask_add_epi32(nz, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NEQ_UQ), nz,
+                                 _mm512_set1_epi32(1));
+    }
+    return uint64_t(_mm512_reduce_add_epi32(nz)) +
+           GenericOps::bf16_decode(a + i, n - i, mult, y + i);
+  }
+
   static SCCL_AVX512_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,
                                          float* v) {
     __m512i smax = _mm512_set1_epi32(-0x7fffffff - 1), umax = _mm512_setzero_si512();
@@ -258,18 +383,14 @@ struct Avx512Ops {
     constexpr uint32_t S = kQShift<BITS>;
     const __m512 vmn = _mm512_set1_ps(s.mn), inv_s = _mm512_set1_ps(s.inv * float(1u << S));
     __m512i r = seeds(k32);
-    for (uint32_t i = 0; i < kBlock / 16; ++i, r = next(r)) {
-      const __m512i t = _mm512_cvttps_epi32(
-          _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + 16 * i), vmn), inv_s));
-      __m512i code = _mm512_srli_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(r, 32 - S)), S);
-      __m128i b;
-      if constexpr (BITS == 8) {
-        b = _mm512_cvtusepi32_epi8(code);  // the clamp at 255 = L
-      } else {
-        code = _mm512_min_epu32(code, _mm512_set1_epi32((1 << BITS) - 1));
-        b = _mm512_cvtepi32_epi8(code);
+    for (uint32_t q = 0; q < kBlock / 64; ++q) {
+      __m512i code[4];
+      for (uint32_t h = 0; h < 4; ++h, r = next(r)) {
+        const __m512i t = _mm512_cvttps_epi32(
+            _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + 64 * q + 16 * h), vmn), inv_s));
+        code[h] = _mm512_srli_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(r, 32 - S)), S);
       }
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(c + 16 * i), b);
+      store64_sat<(1u << BITS) - 1u>(c + 64 * q, code);  // the clamp at L
     }
   }
   static SCCL_AVX512_INLINE uint64_t q_values(const uint8_t* c, float mn, float sc, float mult,
@@ -329,43 +450,48 @@ struct Avx512Ops {
     const __m512 f = _mm512_set1_ps(fs);
     const bool scaled = fs != 1.0f;
     __m512i draw = seeds(bkey);
-    const __m512i one = _mm512_set1_epi32(1);
-    __m512 lk[K];  // broadcasts of levels 1 .. K - 1 for the count (K = 4)
-    for (uint32_t k = 1; k < K && K == 4; ++k)
-      lk[k] = _mm512_permutexvar_ps(_mm512_set1_epi32(int32_t(k)), ls);
-    for (uint32_t i = 0; i < kBlock / 16; ++i, draw = next(draw)) {
-      __m512 w = _mm512_loadu_ps(v + 16 * i);
-      if (scaled) w = _mm512_mul_ps(w, f);
-      __m512i j = _mm512_setzero_si512();
-      if constexpr (K == 4) {
-        // j = the levels 1 .. 3 at or below w.
-        for (uint32_t k = 1; k < K; ++k) {
+    // Broadcasts of the levels compared first: 1 .. 3 (K = 4), or 4, 8, 12 (every fourth).
+    constexpr uint32_t kStride = K == 4 ? 1 : 4;
+    __m512 lk[4];
+    for (uint32_t k = 1; k < 4 && k * kStride < K; ++k)
+      lk[k] = _mm512_permutexvar_ps(_mm512_set1_epi32(int32_t(k * kStride)), ls);
+    for (uint32_t q = 0; q < kBlock / 64; ++q) {
+      __m512i code[4];
+      for (uint32_t h = 0; h < 4; ++h, draw = next(draw)) {
+        __m512 w = _mm512_loadu_ps(v + 64 * q + 16 * h);
+        if (scaled) w = _mm512_mul_ps(w, f);
+        // j = the count of levels 1 .. K - 1 at or below w (casq_code's), which for sorted
+        // levels (ls[0] <= w) is the largest c with ls[c] <= w: first the count among every
+        // kStride-th level (compares against broadcasts, in parallel), then a binary search
+        // within that stride (a table lookup per step).
+        __m512i j = _mm512_setzero_si512();
+        const __m512i stride = _mm512_set1_epi32(int32_t(kStride));
+        for (uint32_t k = 1; k < 4 && k * kStride < K; ++k) {
           const __mmask16 ge = _mm512_cmp_ps_mask(w, lk[k], _CMP_GE_OQ);
-          j = _mm512_mask_add_epi32(j, ge, j, one);
+          j = _mm512_mask_add_epi32(j, ge, j, stride);
         }
-      } else {
-        // The same j by binary search: the largest c with ls[c] <= w (ls sorted, ls[0] <= w).
-        for (uint32_t step = K / 2; step >= 1; step /= 2) {
+        for (uint32_t step = kStride / 2; step >= 1; step /= 2) {
           const __m512i cand = _mm512_add_epi32(j, _mm512_set1_epi32(int32_t(step)));
           const __mmask16 le = _mm512_cmp_ps_mask(_mm512_permutexvar_ps(cand, ls), w, _CMP_LE_OQ);
           j = _mm512_mask_mov_epi32(j, le, cand);
         }
+        const __m512 lo = _mm512_permutexvar_ps(j, ls), g = _mm512_permutexvar_ps(j, iv);
+        __m512i p = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(w, lo), g));
+        p = _mm512_min_epi32(p, _mm512_set1_epi32(0x4e800000));  // 2^30
+        const __m512i pt = _mm512_cvttps_epi32(_mm512_castsi512_ps(p));
+        const __m512i r = nearest ? _mm512_set1_epi32(int32_t(0x80000000u)) : draw;
+        const __m512i up = _mm512_srli_epi32(
+            _mm512_add_epi32(pt, _mm512_srli_epi32(r, 32 - kCasqShift)), kCasqShift);
+        code[h] = _mm512_add_epi32(j, up);
       }
-      const __m512 lo = _mm512_permutexvar_ps(j, ls), g = _mm512_permutexvar_ps(j, iv);
-      __m512i p = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(w, lo), g));
-      p = _mm512_min_epi32(p, _mm512_set1_epi32(0x4e800000));  // 2^30
-      const __m512i pt = _mm512_cvttps_epi32(_mm512_castsi512_ps(p));
-      const __m512i r = nearest ? _mm512_set1_epi32(int32_t(0x80000000u)) : draw;
-      const __m512i up = _mm512_srli_epi32(
-          _mm512_add_epi32(pt, _mm512_srli_epi32(r, 32 - kCasqShift)), kCasqShift);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(c + 16 * i),
-                       _mm512_cvtepi32_epi8(_mm512_add_epi32(j, up)));
+      store64_sat<255>(c + 64 * q, code);  // codes below K: nothing to clamp
     }
   }
 };
 
-// ---- AVX2 (x86-64-v3): 8 lanes, the stream's 16 lanes two vectors ---------------------------
-#define SCCL_AVX2_TARGET __attribute__((target("avx2")))
+// ---- AVX2 and F16C (x86-64-v3): 8 lanes, the stream's 16 lanes two vectors
+// ---------------------------
+#define SCCL_AVX2_TARGET __attribute__((target("avx2,f16c")))
 #define SCCL_AVX2_INLINE SCCL_AVX2_TARGET inline __attribute__((always_inline))
 
 struct Avx2Ops {
@@ -422,6 +548,79 @@ struct Avx2Ops {
     const __m256 a = _mm256_permutevar8x32_ps(lo, idx), b = _mm256_permutevar8x32_ps(hi, idx);
     const __m256 high = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
     return _mm256_blendv_ps(a, b, high);
+  }
+
+  // As Avx512Ops' (F16C's conversions).
+  static SCCL_AVX2_INLINE void half_run(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+    const __m256 qn = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 v = _mm256_loadu_ps(x + i);
+      if (a != nullptr) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+        v = _mm256_add_ps(_mm256_cvtph_ps(h), v);
+      }
+      v = _mm256_blendv_ps(v, qn, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
+                       _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    GenericOps::half_run(a != nullptr ? a + i : nullptr, x + i, n - i, o + i);
+  }
+  static SCCL_AVX2_INLINE uint64_t half_decode(const uint16_t* a, size_t n, float mult, float* y) {
+    const __m256 vm = _mm256_set1_ps(mult);
+    __m256i nz = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+      const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), vm);
+      _mm256_storeu_ps(y + i, v);
+      nz = _mm256_sub_epi32(
+          nz, _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+    }
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(nz), _mm256_extracti128_si256(nz, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    return uint64_t(uint32_t(_mm_cvtsi128_si32(t))) +
+           GenericOps::half_decode(a + i, n - i, mult, y + i);
+  }
+
+  static SCCL_AVX2_INLINE void bf16_run(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+    const __m256 qn = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 v = _mm256_loadu_ps(x + i);
+      if (a != nullptr) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+        v = _mm256_add_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)), v);
+      }
+      v = _mm256_blendv_ps(v, qn, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      const __m256i u = _mm256_castps_si256(v);
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i r = _mm256_srli_epi32(
+          _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd), 16);
+      // Values below 2^16: the signed-to-unsigned pack keeps them; then the halves in order.
+      const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), _mm256_castsi256_si128(w));
+    }
+    GenericOps::bf16_run(a != nullptr ? a + i : nullptr, x + i, n - i, o + i);
+  }
+  static SCCL_AVX2_INLINE uint64_t bf16_decode(const uint16_t* a, size_t n, float mult, float* y) {
+    const __m256 vm = _mm256_set1_ps(mult);
+    __m256i nz = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+      const __m256 v =
+          _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)), vm);
+      _mm256_storeu_ps(y + i, v);
+      nz = _mm256_sub_epi32(
+          nz, _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+    }
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(nz), _mm256_extracti128_si256(nz, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    return uint64_t(uint32_t(_mm_cvtsi128_si32(t))) +
+           GenericOps::bf16_decode(a + i, n - i, mult, y + i);
   }
 
   static SCCL_AVX2_INLINE QRange q_sum(const uint8_t* c, float mn, float sc, const float* x,

@@ -1,6 +1,7 @@
 // The CPU build's paths and the CUDA build's routines write the same bytes:
 //  - every CPU path this machine has (generic loops, AVX2, AVX-512: kernels/host/cpu_simd.h)
-//    against the generic one, for every codec, element type and size, specials included;
+//    against the generic one, for every codec with path-specific loops (the casts, q*, CASQ),
+//    element type and size, specials included;
 //  - the routines the CUDA kernels run per lane (kernels/cuda/*_kernels.cuh: q_block.h's lane
 //    functions, CASQ's group functions and the lane-structured fit of casq_fit.h), driven here
 //    the way the kernels drive them, against the CPU drivers. The GPU itself is compared in
@@ -30,7 +31,9 @@ using testing::make_data;
 using testing::Packet;
 using testing::params_for;
 
-const CodecId kPathCodecs[] = {CodecId::kQ8,    CodecId::kQ4,    CodecId::kQ2,
+const CodecId kPathCodecs[] = {CodecId::kBf16, CodecId::kFp16,  CodecId::kQ8,    CodecId::kQ4,
+                               CodecId::kQ2,   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
+const CodecId kLaneCodecs[] = {CodecId::kQ8,    CodecId::kQ4,    CodecId::kQ2,
                                CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
 
 // Inputs whose blocks exercise every branch: ordinary values, an offset block (1000 + small), a
@@ -321,7 +324,7 @@ void lanes_casq_any(const CodecParams& p, const uint8_t* in, const float* x, siz
 }
 
 TEST(LaneRoutines, MatchTheCpuDrivers) {
-  for (CodecId c : kPathCodecs) {
+  for (CodecId c : kLaneCodecs) {
     for (size_t n : {size_t(1), size_t(255), size_t(256), size_t(1000), size_t(9 * 256 * 2 + 77),
                      size_t(40000)}) {
       for (bool specials : {false, true}) {
