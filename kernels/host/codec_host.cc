@@ -296,16 +296,32 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
 #define SCCL_ON_PATH(NAME, ...) return path_generic::NAME __VA_ARGS__;
 #endif
 
-void fp16_cast(const uint16_t* a, const float* x, size_t n,
-               uint16_t* o){SCCL_ON_PATH(half_run, (a, x, n, o))} uint64_t
-    fp16_decode(const uint16_t* a, size_t n, float scale, float* y) {
-  SCCL_ON_PATH(half_decode, (a, n, scale, y))
+void fp16_cast(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+  SCCL_ON_PATH(half_run, (a, x, n, o));
 }
-void bf16_cast(const uint16_t* a, const float* x, size_t n,
-               uint16_t* o){SCCL_ON_PATH(bf16_run, (a, x, n, o))} uint64_t
-    bf16_decode(const uint16_t* a, size_t n, float scale, float* y) {
-  SCCL_ON_PATH(bf16_decode, (a, n, scale, y))
+uint64_t fp16_decode(const uint16_t* a, size_t n, float scale, float* y) {
+  SCCL_ON_PATH(half_decode, (a, n, scale, y));
 }
+void bf16_cast(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+  SCCL_ON_PATH(bf16_run, (a, x, n, o));
+}
+uint64_t bf16_decode(const uint16_t* a, size_t n, float scale, float* y) {
+  SCCL_ON_PATH(bf16_decode, (a, n, scale, y));
+}
+
+}  // namespace
+
+namespace detail {
+void cpu_nonzero_words(const float* x, size_t words, uint64_t* bits) {
+  SCCL_ON_PATH(nonzero_words, (x, words, bits));
+}
+size_t cpu_scatter_words(const uint64_t* bits, size_t words, const float* vals, float scale,
+                         float* y) {
+  SCCL_ON_PATH(scatter_words, (bits, words, vals, scale, y));
+}
+}  // namespace detail
+
+namespace {
 
 // ---- casts -----------------------------------------------------------------------------------
 template <int ET>
@@ -371,19 +387,19 @@ SCCL_CPU_CLONES uint64_t cast_decode(CodecId c, const uint8_t* in, size_t n, voi
 
 template <uint32_t BITS, int ET>
 void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  SCCL_ON_PATH(q_run, <BITS, ET>(p, in, x, n, out))
+  SCCL_ON_PATH(q_run, <BITS, ET>(p, in, x, n, out));
 }
 template <uint32_t BITS, int ET>
 uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
-  SCCL_ON_PATH(q_decode, <BITS, ET>(in, n, y, scale))
+  SCCL_ON_PATH(q_decode, <BITS, ET>(in, n, y, scale));
 }
 template <uint32_t BITS, int ET>
 void casq_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  SCCL_ON_PATH(casq_run, <BITS, ET>(p, in, x, n, out))
+  SCCL_ON_PATH(casq_run, <BITS, ET>(p, in, x, n, out));
 }
 template <uint32_t BITS, int ET>
 uint64_t casq_decode_run(const CodecParams& p, const uint8_t* pkt, size_t n, void* y, float scale) {
-  SCCL_ON_PATH(casq_decode, <BITS, ET>(p, pkt, n, y, scale))
+  SCCL_ON_PATH(casq_decode, <BITS, ET>(p, pkt, n, y, scale));
 }
 
 template <int ET>
@@ -440,21 +456,36 @@ void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) 
   uint64_t* nf = reinterpret_cast<uint64_t*>(out + L.nf_off);
   double* sk = reinterpret_cast<double*>(out + L.sketch_off);
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    size_t cnt = std::min(kBlock, n - base);
-    bool fin = true;
-    for (size_t j = 0; j < cnt; ++j)
-      fin &= is_finite(load_elem<ET>(x, base + j));
-    if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
-    if (bit_get(nf, blk)) continue;  // decodes as NaN anyway (also when an earlier rank set it)
+    const size_t cnt = std::min(kBlock, n - base);
+    uint32_t m = 0;  // the largest |v| as bits: non-finite at or above Inf's
     for (size_t j = 0; j < cnt; ++j) {
-      float v = load_elem<ET>(x, base + j);
-      if (v == 0.0f) continue;
-      size_t i = base + j;
-      bm[i >> 6] |= 1ull << (i & 63);
-      for (uint32_t r = 0; r < L.rows; ++r) {
-        bool neg;
-        uint32_t b = s2_bucket(salt, r, i, L.counters, &neg);
-        sk[size_t(r) * L.counters + b] += neg ? -double(v) : double(v);
+      const uint32_t b = f2u(load_elem<ET>(x, base + j)) & 0x7fffffffu;
+      m = b > m ? b : m;
+    }
+    if (m >= 0x7f800000u) nf[blk >> 6] |= 1ull << (blk & 63);
+    if (bit_get(nf, blk)) continue;  // decodes as NaN anyway (also when an earlier rank set it)
+    // The non-zeros by words of 64 (the path's compares for whole fp32 words), in order.
+    uint64_t words[kBlock / 64];
+    const size_t nw = div_up(cnt, 64);
+    if (ET == int(ElemType::kF32) && cnt == kBlock) {
+      cpu_nonzero_words(static_cast<const float*>(x) + base, nw, words);
+    } else {
+      for (size_t w = 0; w < nw; ++w) {
+        words[w] = 0;
+        for (size_t j = 64 * w; j < std::min(cnt, 64 * w + 64); ++j)
+          words[w] |= uint64_t(load_elem<ET>(x, base + j) != 0.0f) << (j - 64 * w);
+      }
+    }
+    for (size_t w = 0; w < nw; ++w) {
+      for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        const size_t i = base + 64 * w + size_t(__builtin_ctzll(bits));
+        const float v = load_elem<ET>(x, i);
+        bm[i >> 6] |= 1ull << (i & 63);
+        for (uint32_t r = 0; r < L.rows; ++r) {
+          bool neg;
+          uint32_t b = s2_bucket(salt, r, i, L.counters, &neg);
+          sk[size_t(r) * L.counters + b] += neg ? -double(v) : double(v);
+        }
       }
     }
   }
@@ -590,7 +621,8 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       const float zero = canon_nan(0.0f * scale);
       for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
         const float v = bit_get(nf, blk) ? qnan() : zero;
-        for (size_t i = base; i < std::min(n, base + kBlock); ++i)
+        const size_t end = std::min(n, base + kBlock);  // a local bound: the loop vectorizes
+        for (size_t i = base; i < end; ++i)
           store_elem<ET>(y, i, v);
       }
       for (size_t k = 0; k < d.pos.size(); ++k)

@@ -44,6 +44,14 @@ class CpuPathScope {
   int prev_;
 };
 
+// Bulk kernels of the sparse helpers and s2 on the path cpu_path() picks (whole 64-element
+// words of fp32): bits[w] = the non-zero elements (NaN is non-zero, -0 zero) of x[64w, 64w + 64);
+// y[64w + j] = vals[k] * scale for the k-th set bit of the words, +0 elsewhere (returns the
+// values read).
+void cpu_nonzero_words(const float* x, size_t words, uint64_t* bits);
+size_t cpu_scatter_words(const uint64_t* bits, size_t words, const float* vals, float scale,
+                         float* y);
+
 // ---- the stream's jumps: draw i of a lane is seed * a[i] + c[i] (stream_next i times) ---------
 struct StreamJumps {
   uint32_t a[kBlock / kStreamLanes];
@@ -113,8 +121,40 @@ struct CasqView {
         codes(pkt + L.codes_off) {}
 };
 
+// For an 8-bit mask m, lane l's source among the values packed for m: the count of set bits of m
+// below l (0 where the bit is clear): AVX2's expand by a permute.
+struct ExpandLut {
+  alignas(32) int32_t idx[256][8];
+};
+constexpr ExpandLut make_expand_lut() {
+  ExpandLut t{};
+  for (uint32_t m = 0; m < 256; ++m) {
+    int32_t r = 0;
+    for (uint32_t l = 0; l < 8; ++l)
+      t.idx[m][l] = (m >> l) & 1u ? r++ : 0;
+  }
+  return t;
+}
+inline constexpr ExpandLut kExpandLut = make_expand_lut();
+
 // ---- generic: flat loops over a block --------------------------------------------------------
 struct GenericOps {
+  static SCCL_CPU_INLINE uint64_t nonzero64(const float* x) {
+    uint64_t v = 0;
+    for (uint32_t j = 0; j < 64; ++j)
+      v |= uint64_t(x[j] != 0.0f) << j;
+    return v;
+  }
+  // y[j] for a word's 64 elements; returns the values read.
+  static SCCL_CPU_INLINE size_t scatter64(uint64_t word, const float* vals, float scale, float* y) {
+    size_t k = 0;
+    for (uint32_t j = 0; j < 64; ++j) {
+      float o = 0.0f;
+      if ((word >> j) & 1) o = vals[k++] * scale;
+      y[j] = o;
+    }
+    return k;
+  }
   // fp16 cast packets of fp32 slices: o[i] = half(canon(half(a[i]) + x[i])) (a null: encode, no
   // addition), and their decode y[i] = half(a[i]) * mult with the count of non-zero outputs.
   static SCCL_CPU_INLINE void half_run(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
@@ -280,6 +320,30 @@ struct Avx512Ops {
         _mm512_packus_epi16(ab, de));
     if constexpr (L < 255) b = _mm512_min_epu8(b, _mm512_set1_epi8(int8_t(L)));
     _mm512_storeu_si512(c, b);
+  }
+
+  static SCCL_AVX512_INLINE uint64_t nonzero64(const float* x) {
+    const __m512 z = _mm512_setzero_ps();
+    const __mmask16 m0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x), z, _CMP_NEQ_UQ);
+    const __mmask16 m1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + 16), z, _CMP_NEQ_UQ);
+    const __mmask16 m2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + 32), z, _CMP_NEQ_UQ);
+    const __mmask16 m3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + 48), z, _CMP_NEQ_UQ);
+    // Joined in mask registers (kunpck: the low half is the second operand).
+    return _cvtmask64_u64(_mm512_kunpackd(_mm512_kunpackw(m3, m2), _mm512_kunpackw(m1, m0)));
+  }
+  static SCCL_AVX512_INLINE size_t scatter64(uint64_t word, const float* vals, float scale,
+                                             float* y) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    size_t k = 0;
+    for (uint32_t q = 0; q < 4; ++q) {
+      const uint32_t m = uint32_t(word >> (16 * q)) & 0xffffu;
+      const uint32_t cnt = uint32_t(__builtin_popcount(m));
+      const __m512 a = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1u), vals + k);
+      const __mmask16 km = __mmask16(m);
+      _mm512_storeu_ps(y + 16 * q, _mm512_maskz_mul_ps(km, _mm512_maskz_expand_ps(km, a), vs));
+      k += cnt;
+    }
+    return k;
   }
 
   // The conversions are IEEE's (round to nearest even): float_to_half / half_to_float on every
@@ -548,6 +612,37 @@ struct Avx2Ops {
     const __m256 a = _mm256_permutevar8x32_ps(lo, idx), b = _mm256_permutevar8x32_ps(hi, idx);
     const __m256 high = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
     return _mm256_blendv_ps(a, b, high);
+  }
+
+  static SCCL_AVX2_INLINE uint64_t nonzero64(const float* x) {
+    const __m256 z = _mm256_setzero_ps();
+    uint64_t v = 0;
+    for (uint32_t q = 0; q < 8; ++q) {
+      const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(x + 8 * q), z, _CMP_NEQ_UQ);
+      v |= uint64_t(uint32_t(_mm256_movemask_ps(ne))) << (8 * q);
+    }
+    return v;
+  }
+  static SCCL_AVX2_INLINE size_t scatter64(uint64_t word, const float* vals, float scale,
+                                           float* y) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    size_t k = 0;
+    for (uint32_t q = 0; q < 8; ++q) {
+      const uint32_t m = uint32_t(word >> (8 * q)) & 0xffu;
+      const int32_t cnt = __builtin_popcount(m);
+      // The cnt values for this group (masked lanes are not read), moved to their lanes.
+      const __m256i first = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane);
+      const __m256 a = _mm256_maskload_ps(vals + k, first);
+      const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kExpandLut.idx[m]));
+      const __m256 sel = _mm256_castsi256_ps(
+          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int32_t(m)), bit), bit));
+      const __m256 o = _mm256_and_ps(_mm256_mul_ps(_mm256_permutevar8x32_ps(a, idx), vs), sel);
+      _mm256_storeu_ps(y + 8 * q, o);
+      k += size_t(cnt);
+    }
+    return k;
   }
 
   // As Avx512Ops' (F16C's conversions).

@@ -1,7 +1,7 @@
 // The CPU build's paths and the CUDA build's routines write the same bytes:
 //  - every CPU path this machine has (generic loops, AVX2, AVX-512: kernels/host/cpu_simd.h)
-//    against the generic one, for every codec with path-specific loops (the casts, q*, CASQ),
-//    element type and size, specials included;
+//    against the generic one, for every codec with path-specific loops (the casts, q*, CASQ,
+//    s2) and the sparse helpers, element type and size, specials included;
 //  - the routines the CUDA kernels run per lane (kernels/cuda/*_kernels.cuh: q_block.h's lane
 //    functions, CASQ's group functions and the lane-structured fit of casq_fit.h), driven here
 //    the way the kernels drive them, against the CPU drivers. The GPU itself is compared in
@@ -19,6 +19,7 @@
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
 #include "kernels/host/cpu_simd.h"
+#include "kernels/sparse.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::kernels {
@@ -31,8 +32,9 @@ using testing::make_data;
 using testing::Packet;
 using testing::params_for;
 
-const CodecId kPathCodecs[] = {CodecId::kBf16, CodecId::kFp16,  CodecId::kQ8,    CodecId::kQ4,
-                               CodecId::kQ2,   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
+const CodecId kPathCodecs[] = {CodecId::kBf16,  CodecId::kFp16,  CodecId::kQ8,
+                               CodecId::kQ4,    CodecId::kQ2,    CodecId::kCasq2,
+                               CodecId::kCasq3, CodecId::kCasq4, CodecId::kS2};
 const CodecId kLaneCodecs[] = {CodecId::kQ8,    CodecId::kQ4,    CodecId::kQ2,
                                CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
 
@@ -146,6 +148,51 @@ TEST(CpuPaths, EveryPathWritesTheGenericBytes) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// bitmap_build and sparse_scatter (the sparse codec's helpers, fp32: the paths' compares and
+// expands) on every path against the generic loops.
+TEST(CpuPaths, SparseHelpersWriteTheGenericBytes) {
+  std::vector<CpuPath> paths;
+  for (CpuPath q : {CpuPath::kAvx2, CpuPath::kAvx512}) {
+    if (detail::cpu_path_available(q)) paths.push_back(q);
+  }
+  if (paths.empty()) GTEST_SKIP() << "this CPU has the generic path only";
+  for (size_t n : {size_t(1), size_t(63), size_t(64), size_t(65), size_t(1000), size_t(70001)}) {
+    for (double density : {0.01, 0.3, 1.0}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " density " << density);
+      std::vector<float> x = make_data(Dist::kGauss, n, 7 + n);
+      uint64_t st = 5 + n;
+      for (size_t i = 0; i < n; ++i) {
+        st = detail::mix64(st);
+        if (double(st >> 11) * (1.0 / 9007199254740992.0) >= density) x[i] = 0.0f;
+        if (i % 101 == 3) x[i] = -0.0f;
+        if (i % 211 == 7) x[i] = detail::qnan();
+        if (i % 307 == 11) x[i] = detail::u2f(0x00000003u);  // subnormal: non-zero
+      }
+      const size_t words = bitmap_bytes(n) / 8;
+      std::vector<float> vals(n + 1);
+      for (size_t i = 0; i < vals.size(); ++i)
+        vals[i] = float(i) * 0.25f - 3.0f;
+      std::vector<uint64_t> bits_g(words), bits_p(words);
+      std::vector<float> y_g(n), y_p(n);
+      size_t k_g = 0;
+      {
+        CpuPathScope s(CpuPath::kGeneric);
+        bitmap_build(x.data(), ElemType::kF32, n, bits_g.data());
+        k_g = sparse_scatter(bits_g.data(), n, vals.data(), 0.5f, y_g.data(), ElemType::kF32);
+      }
+      for (CpuPath q : paths) {
+        CpuPathScope s(q);
+        bitmap_build(x.data(), ElemType::kF32, n, bits_p.data());
+        EXPECT_TRUE(bits_p == bits_g) << "path " << int(q);
+        const size_t k_p =
+            sparse_scatter(bits_g.data(), n, vals.data(), 0.5f, y_p.data(), ElemType::kF32);
+        EXPECT_EQ(k_p, k_g) << "path " << int(q);
+        EXPECT_EQ(0, memcmp(y_p.data(), y_g.data(), 4 * n)) << "path " << int(q);
       }
     }
   }
