@@ -44,7 +44,8 @@ constexpr uint64_t kMaxElems = 1ull << 40;  // larger slices are rejected as inv
 constexpr uint32_t kMaxS2Rows = 8;
 constexpr uint32_t kMaxS2Counters = 1u << 30;
 constexpr uint32_t kCasqSample = 4096;  // values sampled to fit the CASQ clusters
-constexpr int kCasqLloydIters = 6;
+constexpr int kCasqLloydIters = 6;      // a fit from k-means++ seeds (encode)
+constexpr int kCasqWarmIters = 2;       // a fit from the incoming packet's levels (step)
 
 struct PacketHeader {
   uint32_t magic;
@@ -75,7 +76,7 @@ SCCL_HD_INLINE uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 // 32-bit avalanche hash (lowbias32), cheap enough to run per element and vectorizable.
-SCCL_HD_INLINE uint32_t mix32(uint32_t x) {
+SCCL_HD_TINY uint32_t mix32(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
@@ -93,9 +94,31 @@ SCCL_HD_INLINE uint64_t stream_key(uint64_t seed, uint64_t call, uint32_t offset
 SCCL_HD_INLINE uint64_t s2_salt(uint64_t seed, uint64_t call, uint32_t offset_key) {
   return mix64(stream_key(seed, call, offset_key, 0xffffffffu) ^ 0x5332u);
 }
-// Uniform in [0, 1) with 24 random bits, for element j of a block whose key is k32.
-SCCL_HD_INLINE float uniform24(uint32_t k32, uint32_t j) {
-  return float(int32_t(mix32(k32 ^ (j * 0x9e3779b9u)) >> 8)) * (1.0f / 16777216.0f);
+// The shared random stream of stochastic rounding: 32 uniform bits for element j (0 to 255) of
+// a 256-element block whose key is k32. The block is 16 lanes of 16 draws: lane j % 16 starts
+// at a hash of the key and the lane (stream_seed), and each next draw is one step of a 32-bit
+// congruential generator (stream_next; its top bits are the ones used). Each draw is uniform on
+// its own (the hash's output is, and each step is a bijection); the CPU steps 16 lanes at once,
+// one multiply and one add per 16 elements, and the GPU computes any draw directly (rand32).
+constexpr uint32_t kStreamLanes = 16;
+SCCL_HD_TINY uint32_t stream_seed(uint32_t k32, uint32_t lane) {
+  return mix32(k32 ^ (lane * 0x9e3779b9u));
+}
+SCCL_HD_TINY uint32_t stream_next(uint32_t x) {
+  return x * 747796405u + 2891336453u;
+}
+SCCL_HD_INLINE uint32_t rand32(uint32_t k32, uint32_t j) {
+  uint32_t x = stream_seed(k32, j % kStreamLanes);
+  for (uint32_t i = j / kStreamLanes; i > 0; --i)
+    x = stream_next(x);
+  return x;
+}
+// Stochastic rounding in fixed point, shared by q* and CASQ: t holds a value times 2^S (t + 2^S
+// < 2^32); adding the top S bits of the uniform draw r and dropping the S fraction bits gives
+// floor(t / 2^S), plus one with probability frac(t / 2^S) to within 2^-S: E[result] = t / 2^S.
+template <uint32_t S>
+SCCL_HD_TINY uint32_t sr_up(uint32_t t, uint32_t r) {
+  return (t + (r >> (32 - S))) >> S;
 }
 // Lemire's range reduction: uniform 32-bit h -> [0, m).
 SCCL_HD_INLINE uint32_t fastrange(uint32_t h, uint32_t m) {

@@ -131,13 +131,31 @@ SCCL_HD_INLINE int packet_verdict(const uint8_t* pkt, const PacketHeader& e) {
 
 // ---- CASQ
 // ----------------------------------------------------------------------------------------
-// Deterministic sample: S positions, one per stratum of n/S, jittered by the hash.
-SCCL_HD_INLINE size_t casq_sample_index(uint64_t key, size_t n, uint32_t S, uint32_t k) {
-  // k * n / S without overflow: k < 2^32 and n % S < S <= 2^12.
-  size_t lo = size_t(k) * (n / S) + size_t(k) * (n % S) / S;
-  size_t hi = size_t(k + 1) * (n / S) + size_t(k + 1) * (n % S) / S;
+constexpr uint32_t kCasqMaxK = 16;
+constexpr uint32_t kCasqShift = 30;  // fraction bits of the rounding between two levels
+
+// The fit's sample: whole 256-blocks, min(blocks, kCasqSample / kBlock) of them, one per
+// stratum of the slice's blocks, jittered by the hash. Whole blocks, so that a block's scale is
+// known as soon as the block is read: the CPU fits before its one pass over the slice.
+SCCL_HD_INLINE uint32_t casq_sample_blocks(size_t n) {
+  const size_t nb = div_up(n, kBlock);
+  return uint32_t(nb < kCasqSample / kBlock ? nb : kCasqSample / kBlock);
+}
+// The k-th sampled block (of S), in increasing order.
+SCCL_HD_INLINE size_t casq_sample_block(uint64_t key, size_t n, uint32_t S, uint32_t k) {
+  const size_t nb = div_up(n, kBlock);
+  // k * nb / S without overflow: k < 2^32 and nb % S < S <= 16.
+  size_t lo = size_t(k) * (nb / S) + size_t(k) * (nb % S) / S;
+  size_t hi = size_t(k + 1) * (nb / S) + size_t(k + 1) * (nb % S) / S;
   size_t w = hi > lo ? hi - lo : 1;
   return lo + size_t(mix64(key ^ (0xa5a5ull << 40) ^ k) % w);
+}
+// Items of the sample: sampled block k's elements at k * kBlock; only the last can be partial.
+SCCL_HD_INLINE uint32_t casq_sample_count(uint64_t key, size_t n) {
+  const uint32_t S = casq_sample_blocks(n);
+  if (S == 0) return 0;
+  const size_t last = casq_sample_block(key, n, S, S - 1) * kBlock;
+  return uint32_t((S - 1) * kBlock + (n - last < kBlock ? n - last : kBlock));
 }
 
 SCCL_HD_INLINE void sort_small(float* c, uint32_t k) {
@@ -152,51 +170,6 @@ SCCL_HD_INLINE void sort_small(float* c, uint32_t k) {
   }
 }
 
-SCCL_HD_INLINE uint32_t nearest(const float* c, uint32_t k, float v) {
-  uint32_t best = 0;
-  float bd = (v - c[0]) * (v - c[0]);
-  for (uint32_t i = 1; i < k; ++i) {
-    float d = (v - c[i]) * (v - c[i]);
-    if (d < bd) {
-      bd = d;
-      best = i;
-    }
-  }
-  return best;
-}
-
-// Stochastic rounding between the two levels around u (levels sorted; inv[c] = 1 / (lvl[c + 1] -
-// lvl[c]), 0 for the last level and for equal levels): code j (lvl[j] <= u < lvl[j + 1]) plus
-// one with probability (u - lvl[j]) / (lvl[j + 1] - lvl[j]), so E[lvl[code]] = u inside
-// [lvl[0], lvl[K - 1]] = [-1, 1]. Selects, no table lookups: vectorisable.
-// (K >= 8: j counted, then two lookups: cheaper than two selects per level.)
-template <uint32_t K>
-SCCL_HD_INLINE uint32_t casq_code(const float* lvl, const float* inv, float u, float r) {
-  uint32_t j = 0;
-  float lo = lvl[0], iv = inv[0];
-  if constexpr (K >= 8) {
-    for (uint32_t c = 1; c < K; ++c)
-      j += u >= lvl[c] ? 1u : 0u;
-    lo = lvl[j];
-    iv = inv[j];
-  } else {
-    for (uint32_t c = 1; c < K; ++c) {
-      const bool ge = u >= lvl[c];
-      j += ge ? 1u : 0u;
-      lo = ge ? lvl[c] : lo;
-      iv = ge ? inv[c] : iv;
-    }
-  }
-  return j + (r < (u - lo) * iv ? 1u : 0u);
-}
-SCCL_HD_INLINE void casq_steps(const float* lvl, uint32_t K, float* inv) {
-  for (uint32_t c = 0; c < K; ++c)
-    inv[c] = c + 1 < K && lvl[c + 1] > lvl[c] ? 1.0f / (lvl[c + 1] - lvl[c]) : 0.0f;
-}
-// The rounding's key for block blk of kBlock elements (uniform24 per element).
-SCCL_HD_INLINE uint32_t casq_block_key(uint64_t key, size_t blk) {
-  return uint32_t(mix64(key ^ 0xca5ca5ull ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull)));
-}
 // A block's scale from the largest |v| of its values as fp32 bits (sign cleared: unsigned order
 // is magnitude order, so an integer maximum, exact in any order and vectorisable); a bit pattern
 // at or above Inf's means a non-finite value (scale 0: the block travels in the non-finite mask).
@@ -210,16 +183,75 @@ SCCL_HD_INLINE float casq_scale(uint32_t absmax_bits) {
   return casq_bits_finite(absmax_bits) ? u2f(absmax_bits) : 0.0f;
 }
 // v normalised by its block's scale, in [-1, 1] (correctly rounded division: |v| <= s gives
-// |v / s| <= 1 exactly); 0 in an all-zero block.
+// |v / s| <= 1 exactly); 0 in an all-zero block. The fit's sample.
 SCCL_HD_INLINE float casq_unit(float v, float s) {
   return s > 0.0f ? v / s : 0.0f;
 }
-// Code of element j of a block whose scale is s and key bkey. `nearest`: the nearest level
-// instead of stochastic rounding (CodecParams::casq_nearest).
+// The rounding's key for block blk of kBlock elements (rand32 per element).
+SCCL_HD_INLINE uint32_t casq_block_key(uint64_t key, size_t blk) {
+  return uint32_t(mix64(key ^ 0xca5ca5ull ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull)));
+}
+
+// A block's rounding thresholds: its values are compared with the decoded values lvl[c] * s
+// themselves (no division per element), in a domain scaled by a power of two f: 1 for s in
+// [2^-64, 2^64), else the power that brings s near 1, so that every gap between levels is a
+// normal float there. ls[c] = lvl[c] * s * f; iv[c] = 2^30 / (ls[c + 1] - ls[c]), 0 for the
+// last level and for gaps below 2^-97 (two levels that close round down: an error below 2^-33
+// of the block's scale).
+struct CasqThresholds {
+  float f;
+  float ls[kCasqMaxK];
+  float iv[kCasqMaxK];
+};
+SCCL_HD_INLINE float casq_prescale(float s) {
+  const int32_t e = int32_t((f2u(s) >> 23) & 0xffu);  // s >= 0
+  if (e >= 127 - 64 && e < 127 + 64) return 1.0f;
+  int32_t k = 127 - e;  // s * 2^k in [1, 2) for a normal s
+  k = k < -126 ? -126 : (k > 126 ? 126 : k);
+  return u2f(uint32_t(k + 127) << 23);
+}
 template <uint32_t K>
-SCCL_HD_INLINE uint32_t casq_elem_code(float v, float s, const float* lvl, const float* inv,
-                                       uint32_t bkey, uint32_t j, bool nearest) {
-  return casq_code<K>(lvl, inv, casq_unit(v, s), nearest ? 0.5f : uniform24(bkey, j));
+SCCL_HD_INLINE void casq_thresholds(const float* lvl, float s, CasqThresholds* t) {
+  t->f = casq_prescale(s);
+  const float sf = s * t->f;  // exact
+  for (uint32_t c = 0; c < K; ++c)
+    t->ls[c] = lvl[c] * sf;
+  for (uint32_t c = 0; c < K; ++c) {
+    const float gap = c + 1 < K ? t->ls[c + 1] - t->ls[c] : 0.0f;
+    t->iv[c] = gap >= u2f(0x0f000000u) ? float(1u << kCasqShift) / gap : 0.0f;  // 2^-97
+  }
+}
+// Code of w = v * f (thresholds t, levels sorted, w in [ls[0], ls[K - 1]]): j with ls[j] <= w <
+// ls[j + 1], plus one with probability (w - ls[j]) / (ls[j + 1] - ls[j]) (sr_up of the fixed-point
+// fraction and the draw r): stochastic rounding between the two decoded values around v, so
+// E[lvl[code] * s] = v. A value equal to a level gets that level. Selects, no table lookups:
+// vectorisable (K >= 8: j counted, then two lookups: cheaper than two selects per level).
+template <uint32_t K>
+SCCL_HD_INLINE uint32_t casq_code(float w, const CasqThresholds& t, uint32_t r) {
+  uint32_t j = 0;
+  float lo = t.ls[0], iv = t.iv[0];
+  if constexpr (K >= 8) {
+    for (uint32_t c = 1; c < K; ++c)
+      j += w >= t.ls[c] ? 1u : 0u;
+    lo = t.ls[j];
+    iv = t.iv[j];
+  } else {
+    for (uint32_t c = 1; c < K; ++c) {
+      const bool ge = w >= t.ls[c];
+      j += ge ? 1u : 0u;
+      lo = ge ? t.ls[c] : lo;
+      iv = ge ? t.iv[c] : iv;
+    }
+  }
+  // p in [0, 2^30] up to rounding (+0 or -0 at a level), clamped as a signed min of its bits.
+  int32_t p = int32_t(f2u((w - lo) * iv));
+  p = p < int32_t(0x4e800000) ? p : int32_t(0x4e800000);  // 2^30
+  return j + sr_up<kCasqShift>(uint32_t(int32_t(u2f(uint32_t(p)))), r);
+}
+// The draw of element j of a block keyed bkey; `nearest` (CodecParams::casq_nearest): one half,
+// the nearest level instead of stochastic rounding.
+SCCL_HD_INLINE uint32_t casq_draw(uint32_t bkey, uint32_t j, bool nearest) {
+  return nearest ? 0x80000000u : rand32(bkey, j);
 }
 // 8 codes of BITS bits packed little-endian in BITS bytes (q_block.h's layout).
 template <uint32_t BITS, typename C>
@@ -230,16 +262,15 @@ SCCL_HD_INLINE uint64_t casq_pack(const C* c) {
   return w;
 }
 // Codes of one group of 8 values (elements i0 .. i0 + cnt - 1, in one block of kBlock whose key
-// is bkey and scale s), packed. A non-finite block (`skip`) gets codes 0, as do the padding
+// is bkey and thresholds t), packed. A non-finite block (`skip`) gets codes 0, as do the padding
 // elements past cnt.
 template <uint32_t BITS>
 SCCL_HD_INLINE uint64_t casq_group_codes(const float v[8], uint32_t cnt, size_t i0, bool skip,
-                                         float s, const float* lvl, const float* inv, uint32_t bkey,
-                                         bool nearest) {
+                                         const CasqThresholds& t, uint32_t bkey, bool nearest) {
   uint32_t c[8];
   const uint32_t j0 = uint32_t(i0 % kBlock);
   for (uint32_t k = 0; k < 8; ++k)
-    c[k] = !skip && k < cnt ? casq_elem_code<1u << BITS>(v[k], s, lvl, inv, bkey, j0 + k, nearest)
+    c[k] = !skip && k < cnt ? casq_code<1u << BITS>(v[k] * t.f, t, casq_draw(bkey, j0 + k, nearest))
                             : 0u;
   return casq_pack<BITS>(c);
 }

@@ -55,7 +55,10 @@ SCCL_HD_INLINE QScale q_scale(const QRange& r) {
   // + 0.0f turns -0 into +0: which zero a min of {0, -0} keeps depends on the lanes' order.
   QScale s{r.lo + 0.0f, 0.0f, 0.0f};
   const float mx = r.hi + 0.0f;
-  s.sc = mx / L - s.mn / L;  // no overflow for finite min and max
+  const float d = mx - s.mn;
+  // (max - min) / L correctly rounded, so (v - min) * inv stays within a few ulps of [0, L]; the
+  // ends apart when the difference overflows (never for finite ends).
+  s.sc = is_finite(d) ? d / L : mx / L - s.mn / L;
   if (r.nonfinite) {
     s.mn = qnan();
     s.sc = qnan();
@@ -64,23 +67,33 @@ SCCL_HD_INLINE QScale q_scale(const QRange& r) {
   return s;
 }
 
-// Code of value v, element j of the block. Stochastic rounding: floor(u) + (uniform < frac(u)),
-// with int32 conversions (u < 2^8), which vectorize on the CPU.
+// Fraction bits of q*'s fixed-point rounding: u * 2^S <= L * 2^S < 2^31 (an exact scaling).
 template <uint32_t BITS>
-SCCL_HD_INLINE int32_t q_code(float v, uint32_t j, uint32_t k32, const QScale& s) {
-  constexpr uint32_t L = (1u << BITS) - 1u;
+constexpr uint32_t kQShift = 31 - BITS;
+// The bits of float(L) and of float(L * 2^S): clamps of non-negative floats as integers.
+template <uint32_t BITS>
+SCCL_HD_TINY int32_t q_top_bits() {
+  return int32_t(f2u(float((1u << BITS) - 1u)));
+}
+template <uint32_t BITS>
+SCCL_HD_TINY int32_t q_top_bits_fixed() {
+  return int32_t(f2u(float(((1u << BITS) - 1u) << kQShift<BITS>)));
+}
+
+// Code of value v whose draw from the shared stream is r (rand32). Stochastic rounding:
+// u = (v - min) / scale clamped to [0, L] (NaN and -0 to +0), times 2^S, truncated, then sr_up:
+// floor(u) + 1 with probability frac(u), so E[min + code * scale] = v (to 2^-S of a scale).
+template <uint32_t BITS>
+SCCL_HD_INLINE uint32_t q_code(float v, uint32_t r, const QScale& s) {
+  constexpr uint32_t S = kQShift<BITS>;
   const float t = (v - s.mn) * s.inv;
-  // u = t clamped to [0, L], NaN and -0 to +0, on the bits (a mask, a signed max, an unsigned
-  // min: three vector operations on the CPU, where float selects cost several): NaN is masked
-  // to 0, negatives (sign bit set) are below 0 as int32, and non-negative floats order as their
-  // bits.
+  // The clamp on the bits (a mask, a signed max, a signed min: three vector operations on the
+  // CPU, where float selects cost several): NaN is masked to 0, negatives (sign bit set) are
+  // below 0 as int32, and non-negative floats order as their bits.
   int32_t b = int32_t(f2u(t) & (0u - uint32_t(t == t)));
   b = b > 0 ? b : 0;
-  const uint32_t ub = uint32_t(b) < f2u(float(L)) ? uint32_t(b) : f2u(float(L));
-  const float u = u2f(ub);
-  const int32_t fl = int32_t(u);
-  const int32_t c = fl + int32_t(uniform24(k32, j) < u - float(fl));
-  return c > int32_t(L) ? int32_t(L) : c;
+  b = b < q_top_bits<BITS>() ? b : q_top_bits<BITS>();
+  return sr_up<S>(uint32_t(int32_t(u2f(uint32_t(b)) * float(1u << S))), r);
 }
 SCCL_HD_INLINE float q_value(uint32_t code, float mn, float sc) {
   return mn + float(int32_t(code)) * sc;
@@ -141,7 +154,7 @@ template <uint32_t BITS>
 SCCL_HD_INLINE void q_lane_codes(const float v[8], uint32_t cnt, uint32_t j0, uint32_t k32,
                                  const QScale& s, int32_t code[8]) {
   for (uint32_t k = 0; k < kGroup; ++k)
-    code[k] = k < cnt ? q_code<BITS>(v[k], j0 + k, k32, s) : 0;
+    code[k] = k < cnt ? int32_t(q_code<BITS>(v[k], rand32(k32, j0 + k), s)) : 0;
 }
 SCCL_HD_INLINE void q_record_scale(const uint8_t* rec, float* mn, float* sc) {
   memcpy(mn, rec, 4);
@@ -182,53 +195,181 @@ SCCL_HD_INLINE void q_unpack_record(const uint8_t* rec, size_t cnt, float* v) {
   q_load_values<BITS>(rec + 8, cnt, mn, sc, v);
 }
 
-// A float's bits as an int32 that orders like the float's value (-0 just below +0): the CPU
-// takes a block's min and max of finite values as integer reductions, which vectorize. The map
-// is its own inverse.
-SCCL_HD_INLINE int32_t q_order_key(uint32_t u) {
-  return int32_t(u ^ (uint32_t(int32_t(u) >> 31) & 0x7fffffffu));
+// ---- the CPU's driver (the CUDA build runs the lane routines above, one lane per thread) ------
+
+// The stream's 256 draws of a block (rand32 for every j): the 16 seeds, then each draw one step
+// after the one 16 before it (a dependence distance of 16: 16 lanes a vector step).
+SCCL_CPU_INLINE void stream_block(uint32_t k32, uint32_t* r) {
+  for (uint32_t l = 0; l < kStreamLanes; ++l)
+    r[l] = stream_seed(k32, l);
+  for (uint32_t j = kStreamLanes; j < kBlock; ++j)
+    r[j] = stream_next(r[j - kStreamLanes]);
 }
 
-// The CPU's driver of one block of cnt elements (cnt <= 256) from base: encode (in_rec null) or
-// the fused step. The CUDA build runs the same routines one lane per thread (kernels/cuda/);
-// here every stage is one flat loop over the block (called with cnt = 256 as a constant for
-// whole blocks), so the compiler vectorizes each. The range is an integer min/max of order keys:
-// the same finite min and max as the warp's float reduction (q_scale's + 0.0f makes the order
-// of -0 and +0 moot, and any non-finite value makes min and scale NaN whatever they were).
+// A block's codes as one byte each, c[0 .. 256), and back: the packing of q_store_codes done on
+// whole words (code k of a byte at bit k * BITS; 3 bits: the 8 codes of a group, a word of 8
+// bytes, to and from 24 bits by halving shifts), flat loops the compiler vectorizes.
+template <uint32_t BITS>
+SCCL_CPU_INLINE void q_codes_unpack(const uint8_t* codes, uint8_t* c) {
+  if constexpr (BITS == 8) {
+    memcpy(c, codes, kBlock);
+  } else if constexpr (BITS == 4) {
+    for (uint32_t b = 0; b < kBlock / 2; ++b) {
+      const uint16_t w = uint16_t((codes[b] | (codes[b] << 4)) & 0x0f0f);
+      memcpy(c + 2 * b, &w, 2);
+    }
+  } else if constexpr (BITS == 3) {
+    for (uint32_t g = 0; g < kQLanes; ++g) {
+      uint64_t w = load_le<3>(codes + 3 * g);
+      w = (w | (w << 20)) & 0x00000fff00000fffull;
+      w = (w | (w << 10)) & 0x003f003f003f003full;
+      w = (w | (w << 5)) & 0x0707070707070707ull;
+      memcpy(c + 8 * g, &w, 8);
+    }
+  } else {
+    static_assert(BITS == 2, "codes are 8, 4, 3 or 2 bits");
+    for (uint32_t b = 0; b < kBlock / 4; ++b) {
+      const uint32_t y = codes[b];
+      const uint32_t w = (y | (y << 6) | (y << 12) | (y << 18)) & 0x03030303u;
+      memcpy(c + 4 * b, &w, 4);
+    }
+  }
+}
+template <uint32_t BITS>
+SCCL_CPU_INLINE void q_codes_pack(const uint8_t* c, uint8_t* codes) {
+  if constexpr (BITS == 8) {
+    memcpy(codes, c, kBlock);
+  } else if constexpr (BITS == 4) {
+    for (uint32_t b = 0; b < kBlock / 2; ++b) {
+      uint16_t w;
+      memcpy(&w, c + 2 * b, 2);
+      codes[b] = uint8_t(w | (w >> 4));
+    }
+  } else if constexpr (BITS == 3) {
+    for (uint32_t g = 0; g < kQLanes; ++g) {
+      uint64_t w;
+      memcpy(&w, c + 8 * g, 8);
+      w = (w | (w >> 5)) & 0x003f003f003f003full;
+      w = (w | (w >> 10)) & 0x00000fff00000fffull;
+      w = (w | (w >> 20)) & 0xffffffull;
+      store_le<3>(codes + 3 * g, w);
+    }
+  } else {
+    for (uint32_t b = 0; b < kBlock / 4; ++b) {
+      uint32_t w;
+      memcpy(&w, c + 4 * b, 4);
+      codes[b] = uint8_t(w | (w >> 6) | (w >> 12) | (w >> 18));
+    }
+  }
+}
+
+// Codes of a block's values v[0 .. 256) into c, the stream's 16 lanes stepped together.
+// kFast (a finite block whose max - min is finite, a normal scale and inv * 2^S finite): then
+// v >= min, so t = (v - min) * (inv * 2^S) is q_code's ((v - min) * inv) * 2^S exactly (a
+// power-of-two scaling commutes with rounding) with no NaN to clear, t < 2^31 (within 2^-22 of
+// L * 2^S, by the scale's rounding), and clamping the code at L equals clamping t first.
+template <uint32_t BITS, bool kFast>
+SCCL_CPU_INLINE void q_block_codes(const float* v, uint32_t k32, const QScale& s, uint8_t* c) {
+  constexpr uint32_t S = kQShift<BITS>;
+  constexpr uint32_t L = (1u << BITS) - 1u;
+  const float inv_s = s.inv * float(1u << S);
+  uint32_t r[kBlock];
+  stream_block(k32, r);
+  for (uint32_t j = 0; j < kBlock; ++j) {
+    uint32_t code;
+    if constexpr (kFast) {
+      code = sr_up<S>(uint32_t(int32_t((v[j] - s.mn) * inv_s)), r[j]);
+      code = code < L ? code : L;
+    } else {
+      code = q_code<BITS>(v[j], r[j], s);
+    }
+    c[j] = uint8_t(code);
+  }
+}
+
+// The range of a block from three integer reductions of its values' bits: the signed maximum
+// (the largest non-negative float, if any), the unsigned maximum (with the sign bit set: the
+// negative float of largest magnitude, the minimum) and the unsigned minimum (the other end when
+// every value has the same sign). Exact, so the same min and max as the warp's float reduction
+// (q_scale's + 0.0f makes -0 against +0 moot); any non-finite value lies above +Inf's bits as
+// a signed maximum or at and above -Inf's as an unsigned one, and then min and scale are NaN.
+struct QBits {
+  int32_t smax = -0x7fffffff - 1;
+  uint32_t umax = 0, umin = 0xffffffffu;
+  SCCL_CPU_INLINE void add(uint32_t u) {
+    smax = int32_t(u) > smax ? int32_t(u) : smax;
+    umax = u > umax ? u : umax;
+    umin = u < umin ? u : umin;
+  }
+  QRange range() const {
+    const uint32_t hi = smax >= 0 ? uint32_t(smax) : umin;
+    const uint32_t lo = (umax >> 31) != 0 ? umax : umin;
+    return QRange{u2f(lo), u2f(hi), smax >= 0x7f800000 || umax >= 0xff800000u};
+  }
+};
+
+// Whether a finite block's codes may take q_block_codes' fast path (see there).
+template <uint32_t BITS>
+SCCL_CPU_INLINE bool q_fast_path(const QRange& r, const QScale& s) {
+  return is_finite(r.hi - r.lo) && s.sc >= u2f(0x00800000u) &&
+         s.inv * float(1u << kQShift<BITS>) < u2f(0x7f800000u);
+}
+
+// One block of cnt elements (cnt <= 256) from base: encode (in_rec null) or the fused step,
+// called with cnt = 256 as a constant for whole blocks so that every loop has a fixed trip count.
+// Two flat passes over the block in L1: values (decoded record + x) and their range (QBits),
+// then codes.
 template <uint32_t BITS, int ET>
 SCCL_CPU_INLINE void q_step_block(const uint8_t* in_rec, const void* x, size_t base, size_t cnt,
                                   uint32_t k32, uint8_t* out_rec) {
   float v[kBlock];
+  uint8_t c[kBlock];
+  QBits qb;
   if (in_rec != nullptr) {
-    q_unpack_record<BITS>(in_rec, cnt, v);
-    for (size_t j = 0; j < cnt; ++j)
-      v[j] += load_elem<ET>(x, base + j);
+    float mn, sc;
+    q_record_scale(in_rec, &mn, &sc);
+    const uint8_t* ic = in_rec + 8;  // q8: the record's bytes are the codes
+    if constexpr (BITS != 8) {
+      q_codes_unpack<BITS>(in_rec + 8, c);
+      ic = c;
+    }
+    for (size_t j = 0; j < cnt; ++j) {
+      v[j] = q_value(ic[j], mn, sc) + load_elem<ET>(x, base + j);
+      qb.add(f2u(v[j]));
+    }
   } else {
-    for (size_t j = 0; j < cnt; ++j)
+    for (size_t j = 0; j < cnt; ++j) {
       v[j] = load_elem<ET>(x, base + j);
+      qb.add(f2u(v[j]));
+    }
   }
-  int32_t lo = 0x7fffffff, hi = -0x7fffffff - 1;
-  uint32_t nonfinite = 0;
-  for (size_t j = 0; j < cnt; ++j) {
-    const uint32_t u = f2u(v[j]);
-    const int32_t key = q_order_key(u);
-    lo = key < lo ? key : lo;
-    hi = key > hi ? key : hi;
-    nonfinite |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
-  }
-  const QRange r{u2f(uint32_t(q_order_key(uint32_t(lo)))), u2f(uint32_t(q_order_key(uint32_t(hi)))),
-                 nonfinite};
+  const QRange r = qb.range();
   const QScale s = q_scale<BITS>(r);
-  int32_t code[kBlock];
-  // A 32-bit index: the hash's j * constant then steps as a vector add, not 64-bit lanes.
-  const uint32_t m = uint32_t(cnt);
-  for (uint32_t j = 0; j < m; ++j)
-    code[j] = q_code<BITS>(v[j], j, k32, s);
-  for (uint32_t j = m; j < kBlock; ++j)
-    code[j] = 0;
-  q_store_codes<BITS>(code, kQLanes, out_rec + 8);
+  for (size_t j = cnt; j < kBlock; ++j)
+    v[j] = s.mn;  // padding: code 0 (overwritten below)
+  if (r.nonfinite) {
+    memset(c, 0, kBlock);  // q_code of any value with a NaN min and inv 0
+  } else if (q_fast_path<BITS>(r, s)) {
+    q_block_codes<BITS, true>(v, k32, s, c);
+  } else {
+    q_block_codes<BITS, false>(v, k32, s, c);
+  }
+  for (size_t j = cnt; j < kBlock; ++j)
+    c[j] = 0;
+  q_codes_pack<BITS>(c, out_rec + 8);
   memcpy(out_rec, &s.mn, 4);
   memcpy(out_rec + 4, &s.sc, 4);
+}
+
+// Values of one record (cnt <= 256) into v: the CPU's decode, by whole bytes of codes.
+template <uint32_t BITS>
+SCCL_CPU_INLINE void q_record_values(const uint8_t* rec, size_t cnt, float* v) {
+  float mn, sc;
+  q_record_scale(rec, &mn, &sc);
+  uint8_t c[kBlock];
+  q_codes_unpack<BITS>(rec + 8, c);
+  for (size_t j = 0; j < cnt; ++j)
+    v[j] = q_value(c[j], mn, sc);
 }
 
 }  // namespace sketchccl::kernels::detail

@@ -4,11 +4,12 @@
 //   k_casq_combine  (step)  incoming + x -> fp32 scratch, non-finite blocks, block scales;
 //                   validates `in`
 //   k_casq_mark     (encode) non-finite blocks and block scales of x
-//   k_casq_fit      one block: sample, fit (kernels/casq_fit.h: tree folds over shared memory),
+//   k_casq_fit      one block: sample (whole sampled blocks), fit (kernels/casq_fit.h: integer
+//                   sums folded over shared memory; a step starts from the incoming levels),
 //                   header, sizes, levels, mask, scales, padding
 //   k_casq_codes    codes: stochastic rounding between adjacent levels, one group of 8 per thread
-// Every sum of the fit is a fixed-order tree and the rounding is counter-based, so the packet is
-// the CPU build's.
+// Every sum of the fit is an integer and the rounding is counter-based, so the packet is the CPU
+// build's.
 #pragma once
 
 #include "kernels/casq_fit.h"
@@ -94,22 +95,32 @@ __global__ void k_casq_mark(const void* x, size_t n, uint8_t* nfb, float* scl) {
 }
 
 // One block of kCasqLanes threads: the sample, the fit, and every part of the packet but the
-// codes.
+// codes. in: the step's incoming packet (its levels start the fit; read before out, which may be
+// in, is written), or null (encode).
+static_assert(detail::kCasqLanes == detail::kBlock, "a thread per element of a sampled block");
 template <int ET>
 __global__ void k_casq_fit(const void* x, size_t n, const uint8_t* nfb, const float* scl,
-                           uint64_t key, PacketHeader h, CasqLayout L, CasqFitScratch* f,
-                           uint8_t* out, const int* err) {
+                           uint64_t key, PacketHeader h, CasqLayout L, const uint8_t* in,
+                           CasqFitScratch* f, uint8_t* out, const int* err) {
   if (err != nullptr && *err) return;
   __shared__ detail::CasqPartials partials;
+  __shared__ float warm[kCasqMaxK];
   BlockExec ex{&partials};
-  const uint32_t S = uint32_t(n < detail::kCasqSample ? n : detail::kCasqSample);
+  if (in != nullptr && threadIdx.x < L.clusters) {
+    memcpy(&warm[threadIdx.x], in + L.table_off + 4 * threadIdx.x, 4);
+  }
+  const uint32_t S = detail::casq_sample_blocks(n);
   ex.lanes([&](uint32_t l) {
-    for (uint32_t k = detail::casq_seg(l, S); k < detail::casq_seg(l + 1, S); ++k) {
-      const size_t i = detail::casq_sample_index(key, n, S, k);
-      f->sample[k] = detail::casq_unit(detail::load_elem<ET>(x, i), scl[i / detail::kBlock]);
+    for (uint32_t k = 0; k < S; ++k) {
+      const size_t blk = detail::casq_sample_block(key, n, S, k);
+      const size_t i = blk * detail::kBlock + l;
+      if (i < n)
+        f->sample[k * detail::kBlock + l] =
+            detail::casq_unit(detail::load_elem<ET>(x, i), scl[blk]);
     }
   });
-  detail::casq_fit(ex, S, L.bits, key, f);
+  detail::casq_fit(ex, detail::casq_sample_count(key, n), L.bits, key,
+                   in != nullptr ? warm : nullptr, f);
   const size_t blocks = detail::div_up(n, detail::kBlock);
   const size_t code_end = L.codes_off + detail::div_up(n, kGroup) * L.bits;
   ex.lanes([&](uint32_t l) {
@@ -144,24 +155,25 @@ __global__ void k_casq_fit(const void* x, size_t n, const uint8_t* nfb, const fl
 }
 
 // Pass 2: codes, one group of 8 per thread.
+// Pass 2: codes, one group of 8 per thread, against its block's thresholds (the levels times
+// the block's scale: casq_thresholds, as the CPU computes them once per block).
 template <uint32_t BITS, int ET>
 __global__ void k_casq_codes(const void* x, size_t n, const uint8_t* nfb, const float* scl,
                              uint64_t key, bool nearest, const CasqFitScratch* f, uint8_t* codes,
                              const int* err) {
   if (err != nullptr && *err) return;
   constexpr uint32_t K = 1u << BITS;
-  __shared__ float lvl[kCasqMaxK], inv[kCasqMaxK];
-  if (threadIdx.x < K) {
-    lvl[threadIdx.x] = f->centers[threadIdx.x];
-    inv[threadIdx.x] = f->inv[threadIdx.x];
-  }
+  __shared__ float lvl[kCasqMaxK];
+  if (threadIdx.x < K) lvl[threadIdx.x] = f->centers[threadIdx.x];
   __syncthreads();
   for_each_group(n, [&](size_t g, size_t i0, uint32_t c) {
     float v[kGroup];
     detail::load8<ET>(x, i0, c, v);
     const size_t blk = i0 / detail::kBlock;
+    detail::CasqThresholds t;
+    detail::casq_thresholds<K>(lvl, scl[blk], &t);
     detail::store_le<BITS>(codes + g * BITS, detail::casq_group_codes<BITS>(
-                                                 v, c, i0, nfb[blk] != 0, scl[blk], lvl, inv,
+                                                 v, c, i0, nfb[blk] != 0, t,
                                                  detail::casq_block_key(key, blk), nearest));
   });
 }

@@ -158,7 +158,7 @@ void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in,
       }
       auto rest = [&](auto vt) {
         constexpr int VT = decltype(vt)::value;
-        k_casq_fit<VT><<<1, kCasqLanes, 0, s>>>(v, n, c.nfb, c.scl, key, e, L, c.fit, out, err);
+        k_casq_fit<VT><<<1, kCasqLanes, 0, s>>>(v, n, c.nfb, c.scl, key, e, L, in, c.fit, out, err);
         if (n > 0) {
           k_casq_codes<BITS, VT><<<blocks_for(div_up(n, kGroup), kThreads), kThreads, 0, s>>>(
               v, n, c.nfb, c.scl, key, p.casq_nearest, c.fit, out + L.codes_off, err);

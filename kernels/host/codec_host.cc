@@ -10,6 +10,10 @@
 #include "kernels/codec.h"
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
+#include "kernels/host/cpu_simd.h"
+#if defined(SCCL_X86_SIMD)
+#include <cpuid.h>
+#endif
 #include "kernels/s2_decode_host.h"
 
 namespace sketchccl::kernels {
@@ -104,6 +108,42 @@ PacketHeader expected_header(const CodecParams& p, size_t n) {
     hd.salt = s2_salt(p.seed, p.call, p.offset_key);
   }
   return hd;
+}
+
+// ---- the CPU path ------------------------------------------------------------------------------
+namespace {
+thread_local int t_forced_path = -1;  // a CpuPathScope's choice on this thread, else -1
+
+CpuPath best_cpu_path() {
+#if defined(SCCL_X86_SIMD)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    return CpuPath::kAvx512;
+  }
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+  if (__builtin_cpu_supports("avx2") && f16c) return CpuPath::kAvx2;
+#endif
+  return CpuPath::kGeneric;
+}
+}  // namespace
+
+bool cpu_path_available(CpuPath p) {
+  static const CpuPath best = best_cpu_path();
+  return int(p) <= int(best);  // each path's CPU has the features of the ones below
+}
+
+CpuPath cpu_path() {
+  static const CpuPath best = best_cpu_path();
+  return t_forced_path >= 0 ? CpuPath(t_forced_path) : best;
+}
+
+CpuPathScope::CpuPathScope(CpuPath p) : prev_(t_forced_path) {
+  t_forced_path = cpu_path_available(p) ? int(p) : int(CpuPath::kGeneric);
+}
+CpuPathScope::~CpuPathScope() {
+  t_forced_path = prev_;
 }
 
 }  // namespace detail
@@ -202,6 +242,79 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
   return nz;
 }
 
+// ---- fp16, q* and CASQ: one set of drivers per CPU path (kernels/host/codec_paths.inc) ------
+#define SCCL_PATH_NS path_generic
+#define SCCL_PATH_OPS GenericOps
+#define SCCL_PATH_ENTRY SCCL_CPU_CLONES
+#define SCCL_PATH_INLINE SCCL_CPU_INLINE
+#include "kernels/host/codec_paths.inc"  // NOLINT: stamped once per path
+#undef SCCL_PATH_NS
+#undef SCCL_PATH_OPS
+#undef SCCL_PATH_ENTRY
+#undef SCCL_PATH_INLINE
+#if defined(SCCL_X86_SIMD)
+#define SCCL_PATH_NS path_avx2
+#define SCCL_PATH_OPS Avx2Ops
+#define SCCL_PATH_ENTRY SCCL_AVX2_TARGET
+#define SCCL_PATH_INLINE SCCL_AVX2_INLINE
+#include "kernels/host/codec_paths.inc"  // NOLINT
+#undef SCCL_PATH_NS
+#undef SCCL_PATH_OPS
+#undef SCCL_PATH_ENTRY
+#undef SCCL_PATH_INLINE
+#define SCCL_PATH_NS path_avx512
+#define SCCL_PATH_OPS Avx512Ops
+#define SCCL_PATH_ENTRY SCCL_AVX512_TARGET
+#define SCCL_PATH_INLINE SCCL_AVX512_INLINE
+#include "kernels/host/codec_paths.inc"  // NOLINT
+#undef SCCL_PATH_NS
+#undef SCCL_PATH_OPS
+#undef SCCL_PATH_ENTRY
+#undef SCCL_PATH_INLINE
+#endif
+
+// Calls NAME<template arguments>(arguments) of the path cpu_path() picks.
+#if defined(SCCL_X86_SIMD)
+#define SCCL_ON_PATH(NAME, ...)              \
+  switch (cpu_path()) {                      \
+    case CpuPath::kAvx512:                   \
+      return path_avx512::NAME __VA_ARGS__;  \
+    case CpuPath::kAvx2:                     \
+      return path_avx2::NAME __VA_ARGS__;    \
+    default:                                 \
+      return path_generic::NAME __VA_ARGS__; \
+  }
+#else
+#define SCCL_ON_PATH(NAME, ...) return path_generic::NAME __VA_ARGS__;
+#endif
+
+void fp16_cast(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+  SCCL_ON_PATH(half_run, (a, x, n, o));
+}
+uint64_t fp16_decode(const uint16_t* a, size_t n, float scale, float* y) {
+  SCCL_ON_PATH(half_decode, (a, n, scale, y));
+}
+void bf16_cast(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
+  SCCL_ON_PATH(bf16_run, (a, x, n, o));
+}
+uint64_t bf16_decode(const uint16_t* a, size_t n, float scale, float* y) {
+  SCCL_ON_PATH(bf16_decode, (a, n, scale, y));
+}
+
+}  // namespace
+
+namespace detail {
+void cpu_nonzero_words(const float* x, size_t words, uint64_t* bits) {
+  SCCL_ON_PATH(nonzero_words, (x, words, bits));
+}
+size_t cpu_scatter_words(const uint64_t* bits, size_t words, const float* vals, float scale,
+                         float* y) {
+  SCCL_ON_PATH(scatter_words, (bits, words, vals, scale, y));
+}
+}  // namespace detail
+
+namespace {
+
 // ---- casts: `w` is the codec's wire element type (kernels/codecs.def) ---------------------------
 template <int ET>
 SCCL_CPU_CLONES void cast_run(ElemType w, const uint8_t* in, const void* x, size_t n,
@@ -223,6 +336,10 @@ SCCL_CPU_CLONES void cast_run(ElemType w, const uint8_t* in, const void* x, size
   // Encode converts x itself (no 0 + x, which would turn -0 into +0), as the CUDA build does.
   // Encode and step as separate loops, so that each vectorizes.
   if (w == ElemType::kBf16) {
+    if constexpr (ET == int(ElemType::kF32)) {  // the path's loops
+      bf16_cast(a, static_cast<const float*>(x), n, o);
+      return;
+    }
     if (a) {
       for (size_t i = 0; i < n; ++i)
         o[i] = float_to_bf16(canon_nan(bf16_to_float(a[i]) + load_elem<ET>(x, i)));
@@ -231,6 +348,10 @@ SCCL_CPU_CLONES void cast_run(ElemType w, const uint8_t* in, const void* x, size
         o[i] = float_to_bf16(canon_nan(load_elem<ET>(x, i)));
     }
   } else {
+    if constexpr (ET == int(ElemType::kF32)) {  // the path's conversions (F16C)
+      fp16_cast(a, static_cast<const float*>(x), n, o);
+      return;
+    }
     if (a) {
       for (size_t i = 0; i < n; ++i)
         o[i] = float_to_half(canon_nan(half_to_float(a[i]) + load_elem<ET>(x, i)));
@@ -250,49 +371,29 @@ SCCL_CPU_CLONES uint64_t cast_decode(ElemType w, const uint8_t* in, size_t n, vo
   }
   const uint16_t* a = reinterpret_cast<const uint16_t*>(in);
   if (w == ElemType::kBf16) {
+    if constexpr (ET == int(ElemType::kF32))
+      return bf16_decode(a, n, scale, static_cast<float*>(y));
     return store_all<ET>(y, n, scale, [&](size_t i) { return bf16_to_float(a[i]); });
   }
+  if constexpr (ET == int(ElemType::kF32)) return fp16_decode(a, n, scale, static_cast<float*>(y));
   return store_all<ET>(y, n, scale, [&](size_t i) { return half_to_float(a[i]); });
 }
 
-// ---- q* --------------------------------------------------------------------------------------
 template <uint32_t BITS, int ET>
-SCCL_CPU_CLONES void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n,
-                           uint8_t* out) {
-  const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
-  const size_t R = q_record_bytes(BITS);
-  const size_t whole = n / kBlock;
-  // Whole blocks with a constant count (and encode apart from step), so each loop vectorizes.
-  if (in != nullptr) {
-    for (size_t blk = 0; blk < whole; ++blk)
-      q_step_block<BITS, ET>(in + blk * R, x, blk * kBlock, kBlock, q_block_key(key, blk),
-                             out + blk * R);
-  } else {
-    for (size_t blk = 0; blk < whole; ++blk)
-      q_step_block<BITS, ET>(nullptr, x, blk * kBlock, kBlock, q_block_key(key, blk),
-                             out + blk * R);
-  }
-  if (n > whole * kBlock) {
-    q_step_block<BITS, ET>(in ? in + whole * R : nullptr, x, whole * kBlock, n - whole * kBlock,
-                           q_block_key(key, whole), out + whole * R);
-  }
+void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+  SCCL_ON_PATH(q_run, <BITS, ET>(p, in, x, n, out));
 }
-
 template <uint32_t BITS, int ET>
-SCCL_CPU_CLONES uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
-  const size_t R = q_record_bytes(BITS);
-  float v[kBlock];
-  uint64_t nz = 0;
-  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    size_t cnt = std::min(kBlock, n - base);
-    q_unpack_record<BITS>(in + blk * R, cnt, v);
-    for (size_t j = 0; j < cnt; ++j) {
-      float o = v[j] * scale;
-      nz += o != 0.0f;
-      store_elem<ET>(y, base + j, o);
-    }
-  }
-  return nz;
+uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
+  SCCL_ON_PATH(q_decode, <BITS, ET>(in, n, y, scale));
+}
+template <uint32_t BITS, int ET>
+void casq_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
+  SCCL_ON_PATH(casq_run, <BITS, ET>(p, in, x, n, out));
+}
+template <uint32_t BITS, int ET>
+uint64_t casq_decode_run(const CodecParams& p, const uint8_t* pkt, size_t n, void* y, float scale) {
+  SCCL_ON_PATH(casq_decode, <BITS, ET>(p, pkt, n, y, scale));
 }
 
 // The codec's quantizer (a linear codec with bits per code), from the table.
@@ -315,238 +416,26 @@ uint64_t q_decode_any(const CodecParams& p, const uint8_t* in, size_t n, void* y
   return nz;
 }
 
-// ---- CASQ ------------------------------------------------------------------------------------
-
-// Marks blocks holding a non-finite value of x in nf (nf_words(n) words, zeroed by the caller)
-// and writes each finite block's scale (0 for a non-finite block): one integer maximum of the
-// values' magnitude bits per block (casq_abs_bits), which also tells finiteness.
 template <int ET>
-void casq_mark(const void* x, size_t n, uint64_t* nf, float* scales) {
-  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    const size_t cnt = std::min(kBlock, n - base);
-    uint32_t m = 0;
-    for (size_t j = 0; j < cnt; ++j) {
-      const uint32_t b = casq_abs_bits(load_elem<ET>(x, base + j));
-      m = b > m ? b : m;
-    }
-    if (!casq_bits_finite(m)) nf[blk >> 6] |= 1ull << (blk & 63);
-    scales[blk] = casq_scale(m);
-  }
-}
-
-// Codes of one block's cnt values (fp32) into c[]: the flat loop the compiler vectorises. The
-// fp32 instances are compiled twice (AVX2 and baseline, picked at load time): the same IEEE
-// operations without fused multiply-adds, so the same codes, 8 lanes wide with native 32-bit
-// multiplies for the hash.
-template <uint32_t K, int ET>
-__attribute__((always_inline)) inline void casq_block_codes(const void* x, size_t base,
-                                                            uint32_t cnt, float sc,
-                                                            const float* lvl, const float* inv,
-                                                            uint32_t bkey, bool nearest,
-                                                            uint8_t* __restrict c) {
-  float l[K], iv[K];  // locals: the byte stores to c cannot alias them
-  for (uint32_t k = 0; k < K; ++k) {
-    l[k] = lvl[k];
-    iv[k] = inv[k];
-  }
-  uint8_t tmp[kBlock];
-  for (uint32_t j = 0; j < cnt; ++j)
-    tmp[j] = uint8_t(casq_elem_code<K>(load_elem<ET>(x, base + j), sc, l, iv, bkey, j, nearest));
-  memcpy(c, tmp, cnt);
-}
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SCCL_CASQ_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SCCL_CASQ_CLONES
-#endif
-SCCL_CASQ_CLONES void casq_block_codes_f32_4(const void* x, size_t base, uint32_t cnt, float sc,
-                                             const float* lvl, const float* inv, uint32_t bkey,
-                                             bool nearest, uint8_t* c) {
-  casq_block_codes<4, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-}
-SCCL_CASQ_CLONES void casq_block_codes_f32_8(const void* x, size_t base, uint32_t cnt, float sc,
-                                             const float* lvl, const float* inv, uint32_t bkey,
-                                             bool nearest, uint8_t* c) {
-  casq_block_codes<8, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-}
-SCCL_CASQ_CLONES void casq_block_codes_f32_16(const void* x, size_t base, uint32_t cnt, float sc,
-                                              const float* lvl, const float* inv, uint32_t bkey,
-                                              bool nearest, uint8_t* c) {
-  casq_block_codes<16, 0>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-}
-
-// Encodes x (already combined) with the non-finite block mask nf and the block scales into a
-// CASQ packet body.
-template <uint32_t BITS, int ET>
-void casq_encode_bits(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      const float* scales, uint8_t* out) {
-  constexpr uint32_t K = 1u << BITS;  // compile-time: the code search and packing unroll
-  const CasqLayout L = casq_layout(BITS, n);
-  const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
-  const uint32_t S = uint32_t(std::min<size_t>(n, kCasqSample));
-  // The fit's scratch, kept per thread: allocating it per slice costs more.
-  thread_local std::unique_ptr<CasqFitScratch> scratch(new CasqFitScratch);
-  thread_local std::unique_ptr<CasqPartials> partials(new CasqPartials);
-  CasqFitScratch* f = scratch.get();
-  for (uint32_t k = 0; k < S; ++k) {
-    const size_t i = casq_sample_index(key, n, S, k);
-    f->sample[k] = casq_unit(load_elem<ET>(x, i), scales[i / kBlock]);  // 0 if not finite
-  }
-  CasqHostExec ex{partials.get()};
-  casq_fit(ex, S, BITS, key, f);
-  float lvl[K], inv[K];
-  for (uint32_t c = 0; c < K; ++c) {
-    lvl[c] = f->centers[c];
-    inv[c] = f->inv[c];
-    const uint32_t one = 1;
-    memcpy(out + L.sizes_off + 4 * c, &one, 4);
-  }
-  memcpy(out + L.table_off, lvl, 4 * K);
-  if (n > 0) {  // an empty slice has no mask and no scales (null pointers)
-    memcpy(out + L.nf_off, nf, nf_words(n) * 8);
-    memcpy(out + L.scales_off, scales, div_up(n, kBlock) * 4);
-  }
-  uint8_t* codes = out + L.codes_off;
-  // Per block: the codes in a flat loop over its values (vectorisable: selects, a 32-bit hash,
-  // one division), then packed by groups of 8.
-  for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
-    uint8_t* bc = codes + base / kGroup * BITS;
-    if (bit_get(nf, blk)) {
-      memset(bc, 0, div_up(cnt, kGroup) * BITS);
-      continue;
-    }
-    const uint32_t bkey = casq_block_key(key, blk);
-    const float sc = scales[blk];
-    const bool nearest = p.casq_nearest;
-    uint8_t c[kBlock];
-    if constexpr (ET != 0) {
-      casq_block_codes<K, ET>(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-    } else if constexpr (K == 4) {
-      casq_block_codes_f32_4(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-    } else if constexpr (K == 8) {
-      casq_block_codes_f32_8(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-    } else {
-      casq_block_codes_f32_16(x, base, cnt, sc, lvl, inv, bkey, nearest, c);
-    }
-    for (uint32_t j = cnt; j < div_up(cnt, kGroup) * kGroup; ++j)
-      c[j] = 0;
-    for (uint32_t g = 0; g * kGroup < cnt; ++g)
-      store_le<BITS>(bc + g * BITS, casq_pack<BITS>(c + g * kGroup));
-  }
-}
-
-// The encode of the codec's bits, from the table.
-template <int ET>
-void casq_encode_body(const CodecParams& p, const void* x, size_t n, const uint64_t* nf,
-                      const float* scales, uint8_t* out) {
+// The codec's CASQ width, from the table.
+void casq_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
   with_codec(p.codec, [&](auto codec) {
     constexpr CodecInfo c = decltype(codec)::info;
-    if constexpr (c.family == CodecFamily::kCasq)
-      casq_encode_bits<c.bits, ET>(p, x, n, nf, scales, out);
+    if constexpr (c.family == CodecFamily::kCasq) casq_run<c.bits, ET>(p, in, x, n, out);
   });
 }
 
-// Values of one block (cnt of them, padded to a group) from its codes: unpacked by groups, then
-// a flat loop of selects among the K levels times the scale (vectorised; the value is
-// casq_group_values's: lvl[code] * s, NaN in a non-finite block).
-template <uint32_t BITS>
-__attribute__((always_inline)) inline void casq_block_values(const uint8_t* bc, uint32_t cnt,
-                                                             bool nan_block, float s,
-                                                             const float* lvl, float* out) {
-  constexpr uint32_t K = 1u << BITS;
-  const uint32_t padded = div_up(cnt, kGroup) * kGroup;
-  if (nan_block) {
-    for (uint32_t j = 0; j < padded; ++j)
-      out[j] = qnan();
-    return;
-  }
-  float l[K];
-  for (uint32_t k = 0; k < K; ++k)
-    l[k] = lvl[k];
-  uint8_t c[kBlock];
-  for (uint32_t g = 0; g * kGroup < padded; ++g) {
-    const uint64_t w = load_le<BITS>(bc + g * BITS);
-    for (uint32_t k = 0; k < kGroup; ++k)
-      c[g * kGroup + k] = uint8_t((w >> (k * BITS)) & (K - 1));
-  }
-  for (uint32_t j = 0; j < padded; ++j) {
-    float v = l[0];
-    if constexpr (K >= 8) {
-      v = l[c[j]];  // a lookup: K - 1 selects cost more
-    } else {
-      for (uint32_t k = 1; k < K; ++k)
-        v = c[j] == k ? l[k] : v;
-    }
-    out[j] = v * s;
-  }
+template <int ET>
+uint64_t casq_decode_dispatch(const CodecParams& p, const uint8_t* pkt, size_t n, void* y,
+                              float scale) {
+  uint64_t nz = 0;
+  with_codec(p.codec, [&](auto codec) {
+    constexpr CodecInfo c = decltype(codec)::info;
+    if constexpr (c.family == CodecFamily::kCasq)
+      nz = casq_decode_run<c.bits, ET>(p, pkt, n, y, scale);
+  });
+  return nz;
 }
-SCCL_CASQ_CLONES void casq_block_values_2(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
-                                          const float* lvl, float* out) {
-  casq_block_values<2>(bc, cnt, nan_block, s, lvl, out);
-}
-SCCL_CASQ_CLONES void casq_block_values_3(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
-                                          const float* lvl, float* out) {
-  casq_block_values<3>(bc, cnt, nan_block, s, lvl, out);
-}
-SCCL_CASQ_CLONES void casq_block_values_4(const uint8_t* bc, uint32_t cnt, bool nan_block, float s,
-                                          const float* lvl, float* out) {
-  casq_block_values<4>(bc, cnt, nan_block, s, lvl, out);
-}
-
-// Reads a validated CASQ packet.
-struct CasqReader {
-  const float* table;
-  const float* scales;
-  const uint64_t* nf;
-  const uint8_t* codes;
-  uint32_t bits;
-  CasqReader(const CodecParams& p, const uint8_t* pkt, size_t n) {
-    bits = codec_bits(p.codec);
-    CasqLayout L = casq_layout(bits, n);
-    table = reinterpret_cast<const float*>(pkt + L.table_off);
-    scales = reinterpret_cast<const float*>(pkt + L.scales_off);
-    nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
-    codes = pkt + L.codes_off;
-  }
-  // Values of group g (elements 8g ..) into v.
-  void group(size_t g, float v[kGroup]) const {
-    const size_t blk = g * kGroup / kBlock;
-    const bool nan_block = bit_get(nf, blk);
-    const float s = scales[blk];
-    switch (bits) {
-      case 2:
-        casq_group_values<2>(load_le<2>(codes + g * 2), nan_block, s, table, v);
-        break;
-      case 3:
-        casq_group_values<3>(load_le<3>(codes + g * 3), nan_block, s, table, v);
-        break;
-      default:
-        casq_group_values<4>(load_le<4>(codes + g * 4), nan_block, s, table, v);
-        break;
-    }
-  }
-  // Values of block blk (cnt elements, padded to a group) into out.
-  void block(size_t blk, uint32_t cnt, float* out) const {
-    const uint8_t* bc = codes + blk * kBlock / kGroup * bits;
-    const bool nan_block = bit_get(nf, blk);
-    if (bits == 2) {
-      casq_block_values_2(bc, cnt, nan_block, scales[blk], table, out);
-    } else if (bits == 3) {
-      casq_block_values_3(bc, cnt, nan_block, scales[blk], table, out);
-    } else {
-      casq_block_values_4(bc, cnt, nan_block, scales[blk], table, out);
-    }
-  }
-  // All n values into out.
-  void decode_all(size_t n, float* out) const {
-    for (size_t g = 0; g * kGroup < n; ++g) {
-      float v[kGroup];
-      group(g, v);
-      store8<0>(out, g * kGroup, uint32_t(std::min<size_t>(kGroup, n - g * kGroup)), v);
-    }
-  }
-};
 
 // ---- s2 --------------------------------------------------------------------------------------
 
@@ -559,21 +448,36 @@ void s2_accumulate(const CodecParams& p, const void* x, size_t n, uint8_t* out) 
   uint64_t* nf = reinterpret_cast<uint64_t*>(out + L.nf_off);
   double* sk = reinterpret_cast<double*>(out + L.sketch_off);
   for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-    size_t cnt = std::min(kBlock, n - base);
-    bool fin = true;
-    for (size_t j = 0; j < cnt; ++j)
-      fin &= is_finite(load_elem<ET>(x, base + j));
-    if (!fin) nf[blk >> 6] |= 1ull << (blk & 63);
-    if (bit_get(nf, blk)) continue;  // decodes as NaN anyway (also when an earlier rank set it)
+    const size_t cnt = std::min(kBlock, n - base);
+    uint32_t m = 0;  // the largest |v| as bits: non-finite at or above Inf's
     for (size_t j = 0; j < cnt; ++j) {
-      float v = load_elem<ET>(x, base + j);
-      if (v == 0.0f) continue;
-      size_t i = base + j;
-      bm[i >> 6] |= 1ull << (i & 63);
-      for (uint32_t r = 0; r < L.rows; ++r) {
-        bool neg;
-        uint32_t b = s2_bucket(salt, r, i, L.counters, &neg);
-        sk[size_t(r) * L.counters + b] += neg ? -double(v) : double(v);
+      const uint32_t b = f2u(load_elem<ET>(x, base + j)) & 0x7fffffffu;
+      m = b > m ? b : m;
+    }
+    if (m >= 0x7f800000u) nf[blk >> 6] |= 1ull << (blk & 63);
+    if (bit_get(nf, blk)) continue;  // decodes as NaN anyway (also when an earlier rank set it)
+    // The non-zeros by words of 64 (the path's compares for whole fp32 words), in order.
+    uint64_t words[kBlock / 64];
+    const size_t nw = div_up(cnt, 64);
+    if (ET == int(ElemType::kF32) && cnt == kBlock) {
+      cpu_nonzero_words(static_cast<const float*>(x) + base, nw, words);
+    } else {
+      for (size_t w = 0; w < nw; ++w) {
+        words[w] = 0;
+        for (size_t j = 64 * w; j < std::min(cnt, 64 * w + 64); ++j)
+          words[w] |= uint64_t(load_elem<ET>(x, base + j) != 0.0f) << (j - 64 * w);
+      }
+    }
+    for (size_t w = 0; w < nw; ++w) {
+      for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        const size_t i = base + 64 * w + size_t(__builtin_ctzll(bits));
+        const float v = load_elem<ET>(x, i);
+        bm[i >> 6] |= 1ull << (i & 63);
+        for (uint32_t r = 0; r < L.rows; ++r) {
+          bool neg;
+          uint32_t b = s2_bucket(salt, r, i, L.counters, &neg);
+          sk[size_t(r) * L.counters + b] += neg ? -double(v) : double(v);
+        }
       }
     }
   }
@@ -637,10 +541,7 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
         }
         break;
       case CodecFamily::kCasq: {
-        std::vector<uint64_t> nf(nf_words(n), 0);
-        std::vector<float> scales(div_up(n, kBlock));
-        casq_mark<ET>(x, n, nf.data(), scales.data());
-        casq_encode_body<ET>(p, x, n, nf.data(), scales.data(), out);
+        casq_dispatch<ET>(p, nullptr, x, n, out);
         break;
       }
       case CodecFamily::kS2:
@@ -660,37 +561,15 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
   const uint8_t* ib = static_cast<const uint8_t*>(in);
   uint8_t* ob = static_cast<uint8_t*>(out);
   if (codec_family(p.codec) == CodecFamily::kCasq) {
-    // Not linear: decode, add, refit, re-encode (in may alias out: decode first). One pass
-    // forms the sum, its non-finite blocks (a NaN block decodes as NaN, so the sum's blocks are
-    // the union of both masks and of overflows) and its block scales.
-    // Per-thread scratch, kept between calls: a fresh 1 MiB buffer per step costs page faults.
-    thread_local std::vector<float> sum, scales;
-    if (sum.size() < div_up(n, kGroup) * kGroup) sum.resize(div_up(n, kGroup) * kGroup);
-    if (scales.size() < div_up(n, kBlock)) scales.resize(div_up(n, kBlock));
-    std::vector<uint64_t> nf(nf_words(n), 0);
-    CasqReader rd(p, ib, n);
-    float* ps = sum.data();
-    Status st = by_type(t, [&](auto et) {
-      constexpr int ET = decltype(et)::value;
-      for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
-        const uint32_t cnt = uint32_t(std::min(kBlock, n - base));
-        rd.block(blk, cnt, ps + base);  // the decoded incoming values (padding: a spare)
-        uint32_t m = 0;
-        for (uint32_t j = 0; j < cnt; ++j) {
-          const float v = ps[base + j] + load_elem<ET>(x, base + j);
-          ps[base + j] = v;
-          const uint32_t b = casq_abs_bits(v);
-          m = b > m ? b : m;
-        }
-        if (!casq_bits_finite(m)) nf[blk >> 6] |= 1ull << (blk & 63);
-        scales[blk] = casq_scale(m);
-      }
-    });
-    SCCL_RETURN_IF_ERROR(st);
-    memset(ob, 0, need);
-    put_header(p, n, ob);
-    casq_encode_body<0>(p, ps, n, nf.data(), scales.data(), ob);
-    return Status::Ok();
+    // Not linear: decode, add, refit, re-encode. casq_run reads each part of `in` before it
+    // writes that part of `out`, so in == out works; a partial overlap goes through a copy.
+    thread_local std::vector<uint64_t> copy;
+    if (ob != ib && ob < ib + need && ib < ob + need) {
+      copy.resize(need / 8);
+      memcpy(copy.data(), ib, need);
+      ib = reinterpret_cast<const uint8_t*>(copy.data());
+    }
+    return by_type(t, [&](auto et) { casq_dispatch<decltype(et)::value>(p, ib, x, n, ob); });
   }
   // q* rewrites every record (reading each before writing it, so in may alias out); the casts
   // leave the padding after the last element, which must come along.
@@ -723,19 +602,7 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
     if (is_quant(p.codec)) {
       st->nonzeros = q_decode_any<ET>(p, body, n, y, scale);
     } else if (is_casq(p.codec)) {
-      CasqReader rd(p, b, n);
-      uint64_t nz = 0;
-      for (size_t g = 0; g * kGroup < n; ++g) {
-        float v[kGroup];
-        rd.group(g, v);
-        const uint32_t c = uint32_t(std::min<size_t>(kGroup, n - g * kGroup));
-        for (uint32_t k = 0; k < c; ++k) {
-          v[k] *= scale;
-          nz += v[k] != 0.0f;
-        }
-        store8<ET>(y, g * kGroup, c, v);
-      }
-      st->nonzeros = nz;
+      st->nonzeros = casq_decode_dispatch<ET>(p, b, n, y, scale);
     } else if (codec_family(p.codec) == CodecFamily::kS2) {
       // Peeling in rounds over exact fixed-point residuals (kernels/s2_peel.h), as on the GPU.
       thread_local S2HostDecode d;
@@ -746,7 +613,8 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       const float zero = canon_nan(0.0f * scale);
       for (size_t blk = 0, base = 0; base < n; ++blk, base += kBlock) {
         const float v = bit_get(nf, blk) ? qnan() : zero;
-        for (size_t i = base; i < std::min(n, base + kBlock); ++i)
+        const size_t end = std::min(n, base + kBlock);  // a local bound: the loop vectorizes
+        for (size_t i = base; i < end; ++i)
           store_elem<ET>(y, i, v);
       }
       for (size_t k = 0; k < d.pos.size(); ++k)

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/codec_common.h"
+#include "kernels/host/cpu_simd.h"
 
 namespace sketchccl::kernels {
 
@@ -35,7 +36,12 @@ size_t bitmap_bytes(size_t n) {
 void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits) {
   by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
-    for (size_t w = 0; w < bitmap_words(n); ++w) {
+    size_t w = 0;
+    if constexpr (ET == int(ElemType::kF32)) {  // whole words by the CPU path's compares
+      w = n / 64;
+      detail::cpu_nonzero_words(static_cast<const float*>(x), w, bits);
+    }
+    for (; w < bitmap_words(n); ++w) {
       uint64_t v = 0;
       size_t base = w * 64, cnt = n - base < 64 ? n - base : 64;
       for (size_t j = 0; j < cnt; ++j)
@@ -77,7 +83,12 @@ size_t sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float s
   size_t k = 0;
   by_type(t, [&](auto et) {
     constexpr int ET = decltype(et)::value;
-    for (size_t w = 0; w < bitmap_words(n); ++w) {
+    size_t w = 0;
+    if constexpr (ET == int(ElemType::kF32)) {  // whole words by the CPU path's expands
+      w = n / 64;
+      k = detail::cpu_scatter_words(bits, w, vals, scale, static_cast<float*>(y));
+    }
+    for (; w < bitmap_words(n); ++w) {
       uint64_t v = word(bits, n, w);
       size_t base = w * 64, cnt = n - base < 64 ? n - base : 64;
       for (size_t j = 0; j < cnt; ++j) {

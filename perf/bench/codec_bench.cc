@@ -1,8 +1,12 @@
 // sketchccl-codec-bench: per-codec encode / step / decode throughput on one core (GB/s of fp32
 // input) next to a memcpy baseline, wire bytes per input byte, and NMSE on four generated inputs
-// (Gaussian, Laplace, 1%- and 10%-dense sparse). The NMSE table is printed first, as markdown;
-// `--nmse_only` stops there. Other flags are Google Benchmark's (e.g. --benchmark_filter=q8).
+// (Gaussian, Laplace, 1%- and 10%-dense sparse). Each benchmark also times a memcpy of the same
+// 1 MiB on its thread right after its own loop and reports its speed over memcpy's
+// (`x_memcpy`): the ratio the goals are stated in, side by side even when the machine's load
+// changes during a run. The NMSE table is printed first, as markdown; `--nmse_only` stops
+// there. Other flags are Google Benchmark's (e.g. --benchmark_filter=q8).
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <cmath>
 #include <cstdio>
@@ -163,41 +167,65 @@ struct Fixture {
   }
 };
 
-void finish(benchmark::State& st, const Fixture& f) {
+double thread_ns() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+}
+
+// CPU ns of one memcpy of the slice (x into y), over about 20 ms of them.
+double memcpy_ns(Fixture& f) {
+  const double t0 = thread_ns();
+  int reps = 0;
+  do {
+    std::memcpy(f.y.data(), f.x.data(), kN * 4);
+    benchmark::ClobberMemory();
+    ++reps;
+  } while (thread_ns() - t0 < 2e7);
+  return (thread_ns() - t0) / reps;
+}
+
+// t0: thread_ns() before the benchmark's loop.
+void finish(benchmark::State& st, Fixture& f, double t0) {
+  const double op_ns = (thread_ns() - t0) / double(st.iterations());
   st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(kN * 4));
   st.counters["wire/in"] = double(f.bytes) / (4.0 * kN);
+  st.counters["x_memcpy"] = memcpy_ns(f) / op_ns;
 }
 
 void BM_encode(benchmark::State& st, sk::CodecId c) {
   Fixture f(c);
+  const double t0 = thread_ns();
   for (auto _ : st) {
     benchmark::DoNotOptimize(
         sk::encode(f.p, f.x.data(), sk::ElemType::kF32, kN, f.b.data(), f.bytes).ok());
     benchmark::ClobberMemory();
   }
-  finish(st, f);
+  finish(st, f, t0);
 }
 
 void BM_step(benchmark::State& st, sk::CodecId c) {
   Fixture f(c);
+  const double t0 = thread_ns();
   for (auto _ : st) {
     benchmark::DoNotOptimize(
         sk::step(f.p, f.a.data(), f.bytes, f.x.data(), sk::ElemType::kF32, kN, f.b.data(), f.bytes)
             .ok());
     benchmark::ClobberMemory();
   }
-  finish(st, f);
+  finish(st, f, t0);
 }
 
 void BM_decode(benchmark::State& st, sk::CodecId c) {
   Fixture f(c);
+  const double t0 = thread_ns();
   for (auto _ : st) {
     benchmark::DoNotOptimize(
         sk::decode(f.p, f.a.data(), f.bytes, f.y.data(), sk::ElemType::kF32, kN, 1.0f, nullptr)
             .ok());
     benchmark::ClobberMemory();
   }
-  finish(st, f);
+  finish(st, f, t0);
 }
 
 void BM_memcpy(benchmark::State& st) {

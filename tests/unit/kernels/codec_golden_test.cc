@@ -1,9 +1,10 @@
-// Pins the bytes of the casts' and q*'s packets and decodes: any change of bits (a faster loop
-// that rounds differently, another CPU's vector path) fails here, since other ranks and the CUDA
-// build must keep agreeing with these bytes. The element conversions are checked against plain
+// Pins the bytes of the casts', q*'s and CASQ's packets and decodes: any change of bits (a faster
+// loop that rounds differently, another CPU's vector path) fails here, since other ranks and the
+// CUDA build must keep agreeing with these bytes. The element conversions are checked against plain
 // reference versions over a wide sample of all 32-bit (and every 16-bit) patterns.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -60,8 +61,8 @@ std::vector<uint16_t> to_half_bits(const std::vector<float>& v, ElemType t) {
 }
 
 // Hash of encode, one step and the decode of the step's packet, for one codec and element type.
-// The hashes were recorded under packet format 1; format 2 changed CASQ's layout only, so the
-// header's version byte is hashed as recorded and every other byte is pinned.
+// The casts' hashes were recorded under packet format 1, whose layouts of the casts and q* are
+// format 2's: the header's version byte is hashed as recorded and every other byte is pinned.
 std::vector<uint64_t> version_as_recorded(std::vector<uint64_t> pkt) {
   reinterpret_cast<uint8_t*>(pkt.data())[4] = 1;
   return pkt;
@@ -104,15 +105,17 @@ struct Golden {
   uint64_t hash;
 };
 
-// Recorded from the scalar code before the CPU loops were vectorized (docs/codecs.md).
+// The casts recorded from the scalar code before the CPU loops were vectorized; q* and CASQ from
+// the generic CPU loops of their current rounding (every CPU path writes the same bytes:
+// codec_paths_test.cc), docs/codecs.md.
 const Golden kGolden[] = {
 #include "tests/unit/kernels/codec_golden_hashes.inc"
 };
 
 const char* enum_name(CodecId c) {
-  const char* const names[] = {"None", "Bf16", "Fp16", "Q8", "Q4", "Q2"};
+  const char* const names[] = {"None", "Bf16", "Fp16", "Q8", "Q4", "Q2", "Casq2", "Casq3", "Casq4"};
   const int i = int(c);
-  return i < 6 ? names[i] : "?";
+  return i < 9 ? names[i] : "?";
 }
 
 TEST(CodecGolden, PacketsKeepTheirBytes) {
@@ -194,16 +197,20 @@ TEST(CodecGolden, ConversionsMatchTheReference) {
   }
 }
 
-// q_code as first written (float selects), the reference for its clamp on the bits.
+// q_code's definition in doubles, the reference for its clamp on the floats and its fixed point:
+// u = (v - min) * inv clamped to [0, L] (NaN to 0), then floor(u) plus one when the draw's top S
+// bits reach 2^S - frac(u) * 2^S (truncated): probability frac(u) to within 2^-S.
 template <uint32_t BITS>
-int32_t ref_q_code(float v, uint32_t j, uint32_t k32, const detail::QScale& s) {
-  constexpr uint32_t L = (1u << BITS) - 1u;
+uint32_t ref_q_code(float v, uint32_t r, const detail::QScale& s) {
+  constexpr uint32_t S = detail::kQShift<BITS>;
+  const float L = float((1u << BITS) - 1u);
   float u = (v - s.mn) * s.inv;
-  u = u > 0.0f ? u : 0.0f;
-  u = u < float(L) ? u : float(L);
-  const int32_t fl = int32_t(u);
-  const int32_t c = fl + int32_t(detail::uniform24(k32, j) < u - float(fl));
-  return c > int32_t(L) ? int32_t(L) : c;
+  if (!(u > 0.0f)) u = 0.0f;
+  if (u > L) u = L;
+  const double fl = std::floor(double(u));
+  const double frac = std::floor((double(u) - fl) * double(1u << S));
+  const double draw = double(r >> (32 - S));
+  return uint32_t(fl) + (draw >= double(1u << S) - frac ? 1u : 0u);
 }
 
 TEST(CodecGolden, QCodeMatchesTheReference) {
@@ -220,10 +227,10 @@ TEST(CodecGolden, QCodeMatchesTheReference) {
       st = detail::mix64(st);
       float v = detail::u2f(uint32_t(st));  // every kind of float, NaNs and Infs included
       if (k % 3 == 0) v = s.mn + float(int32_t(st >> 40) % 600 - 20) * s.sc * 0.5f;
-      const uint32_t j = uint32_t(k) & 255u, k32 = uint32_t(st >> 32);
-      ASSERT_EQ(detail::q_code<8>(v, j, k32, s), ref_q_code<8>(v, j, k32, s)) << v;
-      ASSERT_EQ(detail::q_code<4>(v, j, k32, s), ref_q_code<4>(v, j, k32, s)) << v;
-      ASSERT_EQ(detail::q_code<2>(v, j, k32, s), ref_q_code<2>(v, j, k32, s)) << v;
+      const uint32_t r = uint32_t(st >> 32);
+      ASSERT_EQ(detail::q_code<8>(v, r, s), ref_q_code<8>(v, r, s)) << v;
+      ASSERT_EQ(detail::q_code<4>(v, r, s), ref_q_code<4>(v, r, s)) << v;
+      ASSERT_EQ(detail::q_code<2>(v, r, s), ref_q_code<2>(v, r, s)) << v;
     }
   }
 }
