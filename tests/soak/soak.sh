@@ -6,7 +6,7 @@
 #   tests/soak/soak.sh [BUILD_DIR] [sketchccl-soak options]
 #     --calls N (10000)  --seconds S  --seed N ($SKETCHCCL_SOAK_SEED, else random)
 #     --max-ranks P (8)  --kill-every K (4)  --timeout S (SKETCHCCL_TIMEOUT of the ranks, 20)
-# The 2-minute version is the Meson test `soak` (suite soak): --seconds 100 with a fixed seed.
+# The 30-second version is the Meson test `soak` (suite soak): --seconds 30 with a fixed seed.
 set -euo pipefail
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift

@@ -44,7 +44,7 @@ struct Options {
   std::string worker;
   int only = -1;      // --run N: that run of the seed alone (to reproduce a failure)
   bool keep = false;  // --keep-logs 1: keep every run's rank logs, not only the failing ones'
-  // --transports socket: every run on sockets (the 2-minute soak of ./run test: UCX 1.13's
+  // --transports socket: every run on sockets (the short soak of ./run test: UCX 1.13's
   // shared memory fails an endpoint now and then under load, tests/soak/README.md). Default: half
   // the runs on sockets, half on `auto` (UCX where it loads).
   std::string transports = "socket,auto";
