@@ -3,7 +3,7 @@
 #
 # torchrun gives every worker the same environment plus RANK, LOCAL_RANK and WORLD_SIZE; ranks
 # that share one GPU must differ in NCCL_HOSTID (NCCL refuses two ranks of one host on one GPU)
-# and, for SketchCCL's nodes, in SKETCHCCL_HOSTID. So torchrun runs this (--no-python), which
+# and, for SketchCCL's nodes, in SKETCHCCL_HOSTID. So torchrun runs this (--no-python bash), which
 # sets, for every word VAR=v0,v1,... of DDP_RANK_ENV, VAR to the value of index RANK, sets
 # LD_PRELOAD to DDP_PRELOAD when that is set (only the workers load SketchCCL, not torchrun),
 # and then runs COMMAND. perf/gpu/torch_ddp_check.py builds both variables.

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# perf/gpu/gpu_check.sh [--prepare | --dry-run | --rehearse] [OUTDIR] -- the GPU machine's one run
-# (docs/cuda.md, "The device run").
+# perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dry-run] [OUTDIR] -- the GPU machine's
+# one run (docs/cuda.md, "The GPU check").
 #
 #   --prepare         here, before the run: copies GoogleTest's sources (GTEST_SRC, default
 #                     Debian's /usr/src/googletest) into .gpu_deps/googletest, which travels
 #                     with the run (the device tool's `carry`); the GPU machine has none.
-#   --dry-run OUTDIR  prints the plan (sections, their timeouts and estimates) and the run's
+#   --plan OUTDIR     prints the plan (sections, their timeouts and estimates) and the run's
 #                     time estimate, which must fit the deadline; builds nothing, needs no GPU.
-#   --rehearse OUTDIR the real run without a GPU: the same tools, GoogleTest from .gpu_deps,
-#                     configure and build with the device run's flags, then every section up to
-#                     its first GPU call (which skips here: exit 77). perf/gpu/rehearse.sh runs
-#                     it in a mount namespace shaped like the GPU machine. On success it saves
-#                     the device run's binaries in .gpu_deps/prebuilt, for the run to reuse.
+#   --rehearse OUTDIR the real run without a GPU (--dry-run is the same): the plan and its
+#                     estimate, the same tools, GoogleTest from .gpu_deps, configure and build
+#                     with the device run's flags, then every section up to its first GPU call
+#                     (which skips here: exit 77). perf/gpu/rehearse.sh runs it in a mount
+#                     namespace shaped like the GPU machine. On success it saves the device
+#                     run's binaries in .gpu_deps/prebuilt, for the run to reuse.
 #   OUTDIR            the run, on the GPU machine (e.g. "$OUT").
 #
 # The run: a build (reused from .gpu_deps/prebuilt when it was made from these sources by the
@@ -36,12 +37,16 @@ set -euo pipefail
 
 MODE=run
 case "${1:-}" in
-  --prepare | --dry-run | --rehearse)
+  --prepare | --plan | --rehearse)
     MODE=${1#--}
     shift
     ;;
+  --dry-run)
+    MODE=rehearse
+    shift
+    ;;
   -*)
-    echo "usage: perf/gpu/gpu_check.sh [--prepare | --dry-run | --rehearse] [OUTDIR]" >&2
+    echo "usage: perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dry-run] [OUTDIR]" >&2
     exit 2
     ;;
 esac
@@ -64,7 +69,7 @@ if [ "$MODE" = prepare ]; then
   exit 0
 fi
 
-OUTDIR=${1:?usage: perf/gpu/gpu_check.sh [--prepare | --dry-run | --rehearse] OUTDIR}
+OUTDIR=${1:?usage: perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dry-run] OUTDIR}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 BUILD=${GPU_CHECK_BUILD:-/tmp/sketchccl-gpu-build}
@@ -118,7 +123,7 @@ done
 
 declare -A STATUS NOTE SECS
 log() { echo "[gpu_check +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
-detail() { echo "$*" | tee -a "$LOG" >>"$DETAILS"; }
+detail() { echo "$*" | tee -a "$LOG" "$DETAILS"; }
 elapsed() { echo $((SECONDS - START)); }
 
 # summary.txt: the result and the sections' states first, then the details; rewritten after
@@ -152,6 +157,33 @@ write_summary() {
   mv "$SUMMARY.tmp" "$SUMMARY"
 }
 
+# ---- tools, the prebuilt binaries' stamp -----------------------------------------------------------
+export PATH="$PATH:/usr/local/cuda/bin"
+# pip's meson and ninja live next to the python3 that holds them.
+PYBIN=$(dirname "$(readlink -f "$(command -v python3)")")
+[ -d "$PYBIN" ] && export PATH="$PATH:$PYBIN:$(dirname "$(command -v python3)")"
+TARGET_PATHS="tests/unit/unit_kernels_codec_gpu tests/gpu/gpu_backend_test tests/gpu/gpu_worker
+  tests/gpu/gpu_api_test tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
+  perf/bench/sketchccl-gpu-codec-bench perf/gpu/sketchccl-stream-stress"
+# What the prebuilt binaries must have been made from: every file the build reads.
+sources_hash() {
+  (cd "$REPO" && find meson.build meson_options.txt meson include src kernels transport compat \
+    tests tools perf -type f ! -name '*.md' ! -name '*.py' ! -name '*.sh' \
+    ! -path '*/__pycache__/*' -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum |
+    cut -c1-16)
+}
+nvcc_release() { nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'; }
+stamp() { echo "sources=$(sources_hash) nvcc=$(nvcc_release) arch=$(uname -m)"; }
+PREBUILT=$DEPS/prebuilt
+# The run reuses the prebuilt binaries when their stamp is this tree's and this machine's.
+PREBUILT_MATCH=0
+[ "$MODE" != rehearse ] && [ -f "$PREBUILT/gpucheck.stamp" ] &&
+  [ "$(cat "$PREBUILT/gpucheck.stamp")" = "$(stamp)" ] && PREBUILT_MATCH=1
+if [ "$PREBUILT_MATCH" -eq 1 ]; then
+  P_EST[build]=10
+  P_WHAT[build]+=" (here: .gpu_deps/prebuilt, made from this tree by this nvcc release)"
+fi
+
 # ---- the plan and its estimate (every mode) -----------------------------------------------------
 print_plan() {
   local s est=0 est_pre=0
@@ -161,7 +193,7 @@ print_plan() {
     detail "plan: $(printf '%-15s timeout %3ss, estimate %3ss: %s' "$s" "${P_TIMEOUT[$s]}" "${P_EST[$s]}" "${P_WHAT[$s]}")"
     [ -n "${P_DEPENDS[$s]:-}" ] && detail "plan:                 depends on: ${P_DEPENDS[$s]}"
   done
-  detail "plan: estimate $est s with the build on the GPU machine, $est_pre s reusing .gpu_deps/prebuilt; deadline $DEADLINE s"
+  detail "plan: estimate $est s $([ "$PREBUILT_MATCH" -eq 1 ] && echo "reusing .gpu_deps/prebuilt" || echo "with the build on the GPU machine, $((est_pre + 10)) s where .gpu_deps/prebuilt is reused"); deadline $DEADLINE s"
   EST_TOTAL=$est
 }
 print_plan
@@ -171,17 +203,12 @@ if [ "$EST_TOTAL" -gt "$DEADLINE" ]; then
   write_summary "plan does not fit"
   exit 1
 fi
-if [ "$MODE" = dry-run ]; then
-  write_summary "dry run: plan fits ($EST_TOTAL s of $DEADLINE s)"
-  cat "$SUMMARY"
+if [ "$MODE" = plan ]; then
+  write_summary "plan fits ($EST_TOTAL s of $DEADLINE s)"
   exit 0
 fi
 
 # ---- environment -----------------------------------------------------------------------------------
-export PATH="$PATH:/usr/local/cuda/bin"
-# pip's meson and ninja live next to the python3 that holds them.
-PYBIN=$(dirname "$(readlink -f "$(command -v python3)")")
-[ -d "$PYBIN" ] && export PATH="$PATH:$PYBIN:$(dirname "$(command -v python3)")"
 {
   echo "date: $(date -u)"
   echo "host: $(uname -a)"
@@ -207,18 +234,6 @@ else
 fi
 
 # ---- the build -------------------------------------------------------------------------------------
-TARGET_PATHS="tests/unit/unit_kernels_codec_gpu tests/gpu/gpu_backend_test tests/gpu/gpu_worker
-  tests/gpu/gpu_api_test tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
-  perf/bench/sketchccl-gpu-codec-bench perf/gpu/sketchccl-stream-stress"
-# What the prebuilt binaries must have been made from: every file the build reads.
-sources_hash() {
-  (cd "$REPO" && find meson.build meson_options.txt meson include src kernels transport compat \
-    tests tools perf -type f ! -name '*.md' ! -name '*.py' ! -name '*.sh' \
-    ! -path '*/__pycache__/*' -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum |
-    cut -c1-16)
-}
-nvcc_release() { nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'; }
-stamp() { echo "sources=$(sources_hash) nvcc=$(nvcc_release) arch=$(uname -m)"; }
 missing_libs() { # FILE...: the first that does not load (a library it needs is not found)
   local f
   [ -f "$1" ] || { echo "$1 (absent)"; return; }
@@ -234,11 +249,14 @@ missing_libs() { # FILE...: the first that does not load (a library it needs is 
 }
 
 build_section() {
-  local t0=$SECONDS MESON=meson lib targets pre=$DEPS/prebuilt miss
+  local t0=$SECONDS MESON=meson lib targets pre=$PREBUILT miss
   if [ "$MODE" = run ] && [ -f "$pre/gpucheck.stamp" ]; then
-    if [ "$(cat "$pre/gpucheck.stamp")" != "$(stamp)" ]; then
+    if [ "$PREBUILT_MATCH" -eq 0 ]; then
       detail "build: .gpu_deps/prebuilt not reused: made from $(cat "$pre/gpucheck.stamp"), here $(stamp)"
     else
+      # A copy of the tree may have lost the files' modes.
+      # shellcheck disable=SC2086
+      (cd "$pre" && for t in $TARGET_PATHS; do [ -f "$t" ] && chmod +x "$t"; done) || true
       # shellcheck disable=SC2086
       miss=$(cd "$pre" && missing_libs libsketchccl.so $TARGET_PATHS)
       if [ -z "$miss" ]; then

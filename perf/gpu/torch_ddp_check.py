@@ -5,8 +5,8 @@
     perf/gpu/torch_ddp_check.py --rehearse --lib ...   # the launch plumbing only, no torch needed
     perf/gpu/torch_ddp_check.py --plan                 # prints the runs and their environments
 
-Every run is `torchrun --standalone --nproc-per-node N --no-python perf/gpu/ddp_rank.sh python3
-torch_ddp_check.py --worker ...`: ddp_rank.sh gives each rank its own NCCL_HOSTID (NCCL's
+Every run is `torchrun --standalone --nproc-per-node N --no-python bash perf/gpu/ddp_rank.sh
+python3 torch_ddp_check.py --worker ...`: ddp_rank.sh gives each rank its own NCCL_HOSTID (NCCL's
 duplicate-GPU check compares host hash and bus id, and NCCL_HOSTID replaces the host string the
 hash is made of, so ranks on one GPU pass as ranks of different hosts) and, for SketchCCL's runs,
 LD_PRELOAD. The runs, in order:
@@ -28,6 +28,7 @@ import glob
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +38,8 @@ import time
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANK_SH = os.path.join(HERE, "ddp_rank.sh")
+# Started through bash, so that a copy of the tree that lost its modes still runs it.
+BASH = shutil.which("bash") or "/bin/bash"
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 # ---- the training job (the same code for every run) ---------------------------------------------
@@ -120,7 +123,7 @@ def run_env(run, tmp):
 
 def torchrun_cmd(run, steps, out):
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(run["world"]), "--no-python", RANK_SH,
+            "--nproc-per-node", str(run["world"]), "--no-python", BASH, RANK_SH,
             sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(steps),
             "--out", out]
 
@@ -164,7 +167,7 @@ def rehearse(lib, tmp):
         print(("plumbing PASS " if cond else "plumbing FAIL ") + what)
         ok = ok and cond
 
-    check(os.access(RANK_SH, os.X_OK), f"{RANK_SH} is executable")
+    check(os.access(RANK_SH, os.R_OK) and os.access(BASH, os.X_OK), f"{BASH} {RANK_SH} can run")
     check(bool(lib) and os.path.exists(lib), f"the library exists: {lib}")
     wheel = subprocess.run([sys.executable, os.path.join(REPO, "tools", "find_pip_nvidia.py")],
                            capture_output=True, text=True)
@@ -177,7 +180,7 @@ def rehearse(lib, tmp):
         for r in range(run["world"]):
             env = run_env(run, tmp)
             env.update({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(run["world"])})
-            p = subprocess.run([RANK_SH, sys.executable, "-c",
+            p = subprocess.run([BASH, RANK_SH, sys.executable, "-c",
                                 "import json, os; print(json.dumps(dict(os.environ)))"],
                                env=env, capture_output=True, text=True)
             if p.returncode != 0:

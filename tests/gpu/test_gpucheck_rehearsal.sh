@@ -2,7 +2,7 @@
 # tests/gpu/test_gpucheck_rehearsal.sh SOURCE_ROOT BUILD_ROOT -- the GPU machine's run, rehearsed.
 #
 # Fills a GoogleTest folder from this machine's sources (gpu_check.sh --prepare), checks that the
-# plan fits its deadline (--dry-run), then runs perf/gpu/rehearse.sh: in a mount namespace where
+# plan fits its deadline (--plan), then runs perf/gpu/rehearse.sh: in a mount namespace where
 # NCCL is only a pip wheel and GoogleTest only that folder, the device run's configure and build
 # (its flags, its targets) and every section up to its first GPU call. Everything lives in
 # BUILD_ROOT/gpucheck; a second run rebuilds only what changed. Exit 77 (skipped) where the
@@ -20,7 +20,7 @@ if [ ! -f "$GPU_CHECK_DEPS/googletest/googletest/src/gtest-all.cc" ]; then
   "$SRC/perf/gpu/gpu_check.sh" --prepare || rc=$?
   [ "$rc" -eq 0 ] || { echo "skipped: no GoogleTest sources to prepare from"; exit 77; }
 fi
-"$SRC/perf/gpu/gpu_check.sh" --dry-run "$WORK/dry" >/dev/null
+"$SRC/perf/gpu/gpu_check.sh" --plan "$WORK/dry" >/dev/null
 head -1 "$WORK/dry/summary.txt"
 grep '^plan: estimate' "$WORK/dry/summary.txt"
 rm -rf "$WORK/out"
