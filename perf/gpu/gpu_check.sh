@@ -339,10 +339,14 @@ build_section() {
       detail "build: no target $t in this tree (its section will say so)"
     fi
   done
-  log "ninja -j$JOBS $targets"
+  local t
+  t=$(limit "${P_TIMEOUT[build]}")
+  # This machine builds far slower than the GPU machine: a rehearsal's build is not timed.
+  [ "$MODE" = rehearse ] && t=3600
+  log "ninja -j$JOBS $targets (timeout ${t}s)"
   # shellcheck disable=SC2086
-  if ! ninja -C "$BUILD" -j "$JOBS" $targets >>"$LOG" 2>&1; then
-    detail "FAIL build: ninja (gpu_check.log):"
+  if ! timeout -k 5 "$t" ninja -C "$BUILD" -j "$JOBS" $targets >>"$LOG" 2>&1; then
+    detail "FAIL build: ninja, after $((SECONDS - t0)) s of at most ${t} s (gpu_check.log):"
     grep -E '^FAILED|error' "$LOG" | head -8 >>"$DETAILS"
     return 2
   fi
@@ -434,8 +438,10 @@ section_backend() {
   local r1=0 r2=0
   gtest_step backend "$(limit 50)" -- "$(B tests/gpu/gpu_backend_test)" || r1=$?
   detail "backend: $LAST"
+  # Every codec end to end and the stream order; error feedback end to end is left out for time
+  # (gpu_backend_test checks it against the host backend bit for bit).
   gtest_step api "$(limit 70)" SKETCHCCL_NCCL_LIB=none -- "$(B tests/gpu/gpu_api_test)" \
-    "$(B tests/gpu/gpu_worker)" || r2=$?
+    "$(B tests/gpu/gpu_worker)" --gtest_filter='GpuApi.*:*EveryRankGetsTheSameResult*' || r2=$?
   detail "backend: $LAST"
   fold "$r1" "$r2"
 }
@@ -510,7 +516,7 @@ section_stream_stress() {
     echo "=== CUDA_DEVICE_MAX_CONNECTIONS=$c (timeout ${t}s)" >>"$out"
     rc=0
     CUDA_DEVICE_MAX_CONNECTIONS=$c SKETCHCCL_TIMEOUT=10 SKETCHCCL_NCCL_LIB=none \
-      SKETCHCCL_TRANSPORT=socket timeout -k 5 "$t" "$x" >>"$out" 2>&1 || rc=$?
+      SKETCHCCL_TRANSPORT=socket SKETCHCCL_CODEC=none timeout -k 5 "$t" "$x" >>"$out" 2>&1 || rc=$?
     detail "stream_stress: CUDA_DEVICE_MAX_CONNECTIONS=$c: exit $rc $(grep -m1 '^RESULT' "$out" | tail -1)"
     r+=("$rc")
   done
