@@ -128,6 +128,19 @@ def torchrun_cmd(run, steps, out):
             "--out", out]
 
 
+RUNNING = []  # the torchrun in flight: its own session, so killed by group
+
+
+def stop_running(signum, _frame):
+    """A timeout from outside ends the torchrun too (it is in a session of its own)."""
+    for p in RUNNING:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(128 + signum)
+
+
 def launch(run, steps, tmp, timeout_s):
     """Runs one torchrun; returns (records per rank or None, seconds, output tail)."""
     out = os.path.join(tmp, run["name"])
@@ -135,12 +148,14 @@ def launch(run, steps, tmp, timeout_s):
     p = subprocess.Popen(torchrun_cmd(run, steps, out), env=run_env(run, tmp),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
+    RUNNING[:] = [p]
     try:
         text, _ = p.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         text, _ = p.communicate()
         text += f"\n(killed after {timeout_s:.0f} s)"
+    RUNNING.clear()
     records = []
     for r in range(run["world"]):
         path = f"{out}.{r}.json"
@@ -253,6 +268,8 @@ def main():
         print("SKIP torch part: --rehearse")
         return SKIP
     print(f"torch {torch.__version__}, NCCL {torch.cuda.nccl.version()}")
+    signal.signal(signal.SIGTERM, stop_running)
+    signal.signal(signal.SIGINT, stop_running)
     ok = True
 
     def check(cond, what):
