@@ -4,7 +4,8 @@
 # Fills a GoogleTest folder from this machine's sources (gpu_check.sh --prepare), checks that the
 # plan fits its deadline (--plan), then runs perf/gpu/rehearse.sh: in a mount namespace where
 # NCCL is only a pip wheel and GoogleTest only that folder, the device run's configure and build
-# (its flags, its targets) and every section up to its first GPU call. Everything lives in
+# (its flags, its targets) and every section up to its first GPU call; then the run itself
+# without a GPU, which must reuse the binaries the rehearsal saved. Everything lives in
 # BUILD_ROOT/gpucheck; a second run rebuilds only what changed. Exit 77 (skipped) where the
 # rehearsal cannot run: not root, no unshare or overlayfs, no nvcc, no GoogleTest sources.
 set -euo pipefail
@@ -12,7 +13,7 @@ SRC=${1:?usage: test_gpucheck_rehearsal.sh SOURCE_ROOT BUILD_ROOT}
 WORK=${2:?}/gpucheck
 export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null || { echo "skipped: no nvcc"; exit 77; }
-export GPU_CHECK_DEPS=$WORK/deps GPU_CHECK_BUILD=$WORK/build GPU_CHECK_SAVE_PREBUILT=0
+export GPU_CHECK_DEPS=$WORK/deps GPU_CHECK_BUILD=$WORK/build
 export JOBS=${JOBS:-2}
 mkdir -p "$WORK"
 if [ ! -f "$GPU_CHECK_DEPS/googletest/googletest/src/gtest-all.cc" ]; then
@@ -36,5 +37,13 @@ if [ "$rc" -eq 0 ]; then
     echo "FAIL: the rehearsal passed without reaching every section"
     exit 1
   fi
+  # The run itself, without a GPU: it must take the binaries the rehearsal saved, not build.
+  rc=0
+  GPU_CHECK_SECTIONS=kernels "$SRC/perf/gpu/gpu_check.sh" "$WORK/run" >/dev/null || rc=$?
+  head -3 "$WORK/run/summary.txt"
+  grep -q '^build: reused .gpu_deps/prebuilt' "$WORK/run/summary.txt" ||
+    { echo "FAIL: the run did not reuse the rehearsal's binaries"; exit 1; }
+  [ "$rc" -eq 3 ] || { echo "FAIL: the run without a GPU exited $rc, not 3"; exit 1; }
+  rc=0
 fi
 exit "$rc"
