@@ -1,384 +1,626 @@
 #!/usr/bin/env bash
-# perf/gpu/gpu_check.sh [--dry-run] OUTDIR -- the GPU checks of the CUDA backend in one run
-# (docs/cuda.md).
+# perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dry-run] [OUTDIR] -- the GPU machine's
+# one run (docs/cuda.md, "The GPU check").
 #
-# For a machine with a GPU, nvcc, meson and ninja but no UCX and no Debian packages (e.g. an
-# H200 with CUDA 13 and PyTorch). Within about 5 minutes it configures a build (-Ducx=disabled
-# -Dsm_archs=90), builds only the targets it needs, then runs its sections in order:
-#   gpu_tests    `meson test --suite gpu` (the CUDA backend against the host backend, the stream
-#                gate, the whole AllReduce with 2 and 4 processes on one GPU, bit identity across
-#                ranks for every codec, and the first-contact tests: the first call of every codec
-#                under a held stream, a second stream under CUDA_DEVICE_MAX_CONNECTIONS=1, a graph
-#                captured on another thread, two communicators on two streams, abort while gated)
-#                and the codec kernels' own GPU test (tests/unit/unit_kernels_codec_gpu);
-#   codec_bench  the GPU codec benchmark (GB/s per codec for encode / in-place step / decode, and
-#                each as a fraction of a device-to-device copy of the same run);
-#   perf         a 2-rank and a 4-rank sweep of sketchccl-perf on device buffers, standalone;
-#   nccl_tests   nccl-tests (NCCL_TESTS_DIR, an MPI build: perf/gpu/gpu_check_nccl_tests.sh), 2 ranks
-#                on one GPU through SketchCCL standalone;
-#   torch_ddp    PyTorch DDP, 2 ranks on one GPU (perf/gpu/torch_ddp_check.py), when torch imports.
-#   The last two run only with at least 60 s of GPU_CHECK_BUDGET left; raise it for them.
-# A section is a function section_NAME plus its build targets in SECTION_TARGETS; to add one,
-# define both and append NAME to SECTIONS (GPU_CHECK_SECTIONS overrides the list).
+#   --prepare         here, before the run: copies GoogleTest's sources (GTEST_SRC, default
+#                     Debian's /usr/src/googletest) into .gpu_deps/googletest, which travels
+#                     with the run (the device tool's `carry`); the GPU machine has none.
+#   --plan OUTDIR     prints the plan (sections, their timeouts and estimates) and the run's
+#                     time estimate, which must fit the deadline; builds nothing, needs no GPU.
+#   --rehearse OUTDIR the real run without a GPU (--dry-run is the same): the plan and its
+#                     estimate, the same tools, GoogleTest from .gpu_deps, configure and build
+#                     with the device run's flags, then every section up to its first GPU call
+#                     (which skips here: exit 77). perf/gpu/rehearse.sh runs it in a mount
+#                     namespace shaped like the GPU machine. On success it saves the device
+#                     run's binaries in .gpu_deps/prebuilt, for the run to reuse.
+#   OUTDIR            the run, on the GPU machine (e.g. "$OUT").
 #
-# It writes every result into OUTDIR, at most 8 files (the device tool brings back 8):
-#   summary.txt  gpu_check.log  env.txt  gpu_tests.log  codec_bench.txt  codec_bench.json
-#   perf.txt  perf_json.tar.gz
+# The run: a build (reused from .gpu_deps/prebuilt when it was made from these sources by the
+# same nvcc release and its binaries load here, else configured and built here with
+# -Dnccl_home=python -Dwerror=false -Dsm_archs=90), then the sections in order of importance,
+# each under its own timeout and all under one deadline (GPU_CHECK_DEADLINE, 480 s): a section
+# that would start too late is "cut by time". The plan table below is the one list of sections.
 #
-# --dry-run (for a machine without a GPU, well under 3 minutes): the environment and tool checks,
-# configure if needed, `ninja -n` over every target (they must all exist), each section's plan,
-# and, where the test binaries are already built, the GPU suite itself (it skips: exit 77).
+# At most 8 result files in OUTDIR: summary.txt (its first lines: the result, and which sections
+# ran, passed, failed, were skipped or cut), env.txt, gpu_check.log (the build and everything
+# else), tests.log (the GoogleTest sections), ddp.txt, stress.txt, codec_bench.txt,
+# codec_bench.json.
 #
-# Exit status: 0 everything ran and the GPU tests passed (dry run: the plan is consistent); 1 a
-# GPU test or benchmark failed; 2 the build could not be configured or built (missing tool,
-# GoogleTest, nccl.h: see summary); 3 no GPU here: built as far as possible, GPU tests skipped,
-# nothing measured ("no GPU").
+# Exit status: 0 every section passed (rehearsal: built, every step ran up to its GPU call, the
+# plan fits); 1 a section failed or was cut; 2 the build could not be configured or built (a
+# missing tool, GoogleTest, nccl.h: see summary.txt); 3 no GPU in a real run (built, nothing ran).
 #
-# Environment: GPU_CHECK_BUILD (build dir, default /tmp/sketchccl-gpu-build; an existing one is
-# reused), GPU_CHECK_BUDGET (seconds, default 290: later steps are skipped past it),
-# GPU_CHECK_SECTIONS (default "gpu_tests codec_bench perf"), GTEST_SRC (GoogleTest sources, e.g.
-# a copy of Debian's /usr/src/googletest carried along; default: .gpu_deps/googletest in the
-# repository), JOBS (default: all cores).
-set -u
-DRY=0
-if [ "${1:-}" = "--dry-run" ]; then
-  DRY=1
-  shift
-fi
-OUT=${1:?usage: perf/gpu/gpu_check.sh [--dry-run] OUTDIR}
-mkdir -p "$OUT" || exit 2
-OUT=$(cd "$OUT" && pwd)
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${GPU_CHECK_BUILD:-/tmp/sketchccl-gpu-build}
-BUDGET=${GPU_CHECK_BUDGET:-290}
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-LOG="$OUT/gpu_check.log"
-SUMMARY="$OUT/summary.txt"
-: >"$LOG"
-: >"$SUMMARY"
-START=$SECONDS
-STATUS=0
+# Environment: GPU_CHECK_BUILD (build folder, default /tmp/sketchccl-gpu-build), GPU_CHECK_DEPS
+# (default .gpu_deps in the repository), GPU_CHECK_DEADLINE (seconds, default 480),
+# GPU_CHECK_SECTIONS (a subset of the plan, in plan order), GTEST_SRC (--prepare), JOBS.
+set -euo pipefail
 
+MODE=run
+case "${1:-}" in
+  --prepare | --plan | --rehearse)
+    MODE=${1#--}
+    shift
+    ;;
+  --dry-run)
+    MODE=rehearse
+    shift
+    ;;
+  -*)
+    echo "usage: perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dry-run] [OUTDIR]" >&2
+    exit 2
+    ;;
+esac
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+DEPS=${GPU_CHECK_DEPS:-$REPO/.gpu_deps}
+
+if [ "$MODE" = prepare ]; then
+  SRC=${GTEST_SRC:-/usr/src/googletest}
+  if [ ! -f "$SRC/googletest/src/gtest-all.cc" ]; then
+    echo "gpu_check --prepare: no GoogleTest sources in $SRC (Debian: apt-get install googletest;" \
+      "or set GTEST_SRC)" >&2
+    exit 2
+  fi
+  mkdir -p "$DEPS"
+  rm -rf "$DEPS/googletest.new"
+  cp -rL "$SRC" "$DEPS/googletest.new"
+  rm -rf "$DEPS/googletest"
+  mv "$DEPS/googletest.new" "$DEPS/googletest"
+  echo "gpu_check --prepare: GoogleTest sources in $DEPS/googletest ($(du -sh "$DEPS/googletest" | cut -f1))"
+  exit 0
+fi
+
+OUTDIR=${1:?usage: perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dry-run] OUTDIR}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+BUILD=${GPU_CHECK_BUILD:-/tmp/sketchccl-gpu-build}
+DEADLINE=${GPU_CHECK_DEADLINE:-480}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+LOG=$OUTDIR/gpu_check.log
+TESTS=$OUTDIR/tests.log
+SUMMARY=$OUTDIR/summary.txt
+DETAILS=$(mktemp)
+trap 'rm -f "$DETAILS"' EXIT
+START=$SECONDS
+: >"$LOG"
+: >"$TESTS"
+
+# ---- the plan -------------------------------------------------------------------------------------
+# name timeout_s estimate_s: what a pass proves. The estimates are for the H200 machine (16 cores);
+# the build's is for building there, 0 when the prebuilt binaries are reused.
+PLAN=(
+  "build 270 150 the library and the run's test binaries build with the machine's compilers"
+  "kernels 60 15 every codec kernel gives the CPU reference's bits (unit_kernels_codec_gpu)"
+  "backend 120 50 the CUDA backend matches the host backend, and the AllReduce on device buffers agrees on 2 and 4 processes, standalone"
+  "first_contact 170 75 first calls under a held stream, two communicators, a capture on another thread, growing buckets, abort, one hardware queue"
+  "launch_blocking 25 25 CUDA_LAUNCH_BLOCKING=1 does not deadlock a held first call"
+  "ddp_nccl 180 100 PyTorch DDP in front of the wheel's NCCL: 2 ranks flat and 2 nodes x 2, q8 really compressing, loss against the exact run"
+  "stream_stress 75 30 the spin gate under CUDA_DEVICE_MAX_CONNECTIONS=2,4,8 with 64 streams and host functions behind it"
+  "codec_bench 40 15 GB/s per codec at 2^25 elements"
+)
+# What a section's pass depends on that is being fixed elsewhere; until then it reports it.
+declare -A P_DEPENDS=(
+  [first_contact]="one_queue passes once standalone under one hardware queue runs without the gate (else it fails after SKETCHCCL_TIMEOUT=10)"
+  [launch_blocking]="the launch-blocking mode that runs without the gate (until then: timed out, reported as not yet fixed)"
+  [ddp_nccl]="q8_4 needs the hierarchy in front of NCCL (ReduceScatter's ncclInProgress, the AllGather after a failed rail)"
+  [stream_stress]="the one-stream-set-per-device and CUDA_DEVICE_MAX_CONNECTIONS mitigations: a hang under 2, 4 or 8 queues is the finding it looks for"
+)
+declare -A P_TIMEOUT P_EST P_WHAT
+ORDER=()
+for row in "${PLAN[@]}"; do
+  read -r name t e what <<<"$row"
+  ORDER+=("$name")
+  P_TIMEOUT[$name]=$t
+  P_EST[$name]=$e
+  P_WHAT[$name]=$what
+done
+SECTIONS=${GPU_CHECK_SECTIONS:-${ORDER[*]:1}}
+for s in $SECTIONS; do
+  [ -n "${P_TIMEOUT[$s]:-}" ] && [ "$s" != build ] || {
+    echo "gpu_check: unknown section $s (the plan: ${ORDER[*]:1})" >&2
+    exit 2
+  }
+done
+
+declare -A STATUS NOTE SECS
 log() { echo "[gpu_check +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
-note() { echo "$*" | tee -a "$SUMMARY" >>"$LOG"; }
-left() { echo $((BUDGET - (SECONDS - START))); }
-finish() {
-  note "elapsed: $((SECONDS - START)) s; exit status $1"
-  exit "$1"
+detail() { echo "$*" | tee -a "$LOG" "$DETAILS"; }
+elapsed() { echo $((SECONDS - START)); }
+
+# summary.txt: the result and the sections' states first, then the details; rewritten after
+# every section, so that a run killed from outside still leaves one.
+write_summary() {
+  local final=${1:-running} s st ran="" passed="" failed="" skipped="" cut="" notfixed="" notrun=""
+  for s in build $SECTIONS; do
+    st=${STATUS[$s]:-}
+    case $st in
+      pass) passed+=" $s" ;;
+      fail) failed+=" $s" ;;
+      skip) skipped+=" $s" ;;
+      cut) cut+=" $s" ;;
+      notfixed) notfixed+=" $s" ;;
+      "") notrun+=" $s" ;;
+    esac
+    case $st in pass | fail | notfixed) ran+=" $s(${SECS[$s]:-0}s)" ;; esac
+  done
+  {
+    echo "RESULT: $final -- $MODE, $(elapsed) s of a $DEADLINE s deadline"
+    echo "ran:${ran:- none}"
+    echo "passed:${passed:- none}"
+    echo "failed:${failed:- none}"
+    echo "skipped:${skipped:- none}"
+    echo "cut by time:${cut:- none}"
+    echo "not yet fixed:${notfixed:- none}"
+    [ -n "$notrun" ] && echo "not reached:$notrun"
+    echo "---"
+    cat "$DETAILS"
+  } >"$SUMMARY.tmp"
+  mv "$SUMMARY.tmp" "$SUMMARY"
 }
 
-# ---- environment ------------------------------------------------------------------------------
+# ---- tools, the prebuilt binaries' stamp -----------------------------------------------------------
 export PATH="$PATH:/usr/local/cuda/bin"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+# pip's meson and ninja live next to the python3 that holds them.
+PYBIN=$(dirname "$(readlink -f "$(command -v python3)")")
+[ -d "$PYBIN" ] && export PATH="$PATH:$PYBIN:$(dirname "$(command -v python3)")"
+TARGET_PATHS="tests/unit/unit_kernels_codec_gpu tests/gpu/gpu_backend_test tests/gpu/gpu_worker
+  tests/gpu/gpu_api_test tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
+  perf/bench/sketchccl-gpu-codec-bench perf/gpu/sketchccl-stream-stress"
+# What the prebuilt binaries must have been made from: every file the build reads.
+sources_hash() {
+  (cd "$REPO" && find meson.build meson_options.txt meson include src kernels transport compat \
+    tests tools perf -type f ! -name '*.md' ! -name '*.py' ! -name '*.sh' \
+    ! -path '*/__pycache__/*' -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum |
+    cut -c1-16)
+}
+nvcc_release() { nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'; }
+stamp() { echo "sources=$(sources_hash) nvcc=$(nvcc_release) arch=$(uname -m)"; }
+PREBUILT=$DEPS/prebuilt
+# The run reuses the prebuilt binaries when their stamp is this tree's and this machine's.
+PREBUILT_MATCH=0
+[ "$MODE" != rehearse ] && [ -f "$PREBUILT/gpucheck.stamp" ] &&
+  [ "$(cat "$PREBUILT/gpucheck.stamp")" = "$(stamp)" ] && PREBUILT_MATCH=1
+if [ "$PREBUILT_MATCH" -eq 1 ]; then
+  P_EST[build]=10
+  P_WHAT[build]+=" (here: .gpu_deps/prebuilt, made from this tree by this nvcc release)"
+fi
+
+# ---- the plan and its estimate (every mode) -----------------------------------------------------
+print_plan() {
+  local s est=0 est_pre=0
+  for s in build $SECTIONS; do
+    est=$((est + P_EST[$s]))
+    [ "$s" != build ] && est_pre=$((est_pre + P_EST[$s]))
+    detail "plan: $(printf '%-15s timeout %3ss, estimate %3ss: %s' "$s" "${P_TIMEOUT[$s]}" "${P_EST[$s]}" "${P_WHAT[$s]}")"
+    [ -n "${P_DEPENDS[$s]:-}" ] && detail "plan:                 depends on: ${P_DEPENDS[$s]}"
+  done
+  detail "plan: estimate $est s $([ "$PREBUILT_MATCH" -eq 1 ] && echo "reusing .gpu_deps/prebuilt" || echo "with the build on the GPU machine, $((est_pre + 10)) s where .gpu_deps/prebuilt is reused"); deadline $DEADLINE s"
+  EST_TOTAL=$est
+}
+print_plan
+if [ "$EST_TOTAL" -gt "$DEADLINE" ]; then
+  detail "FAIL: the plan's estimate ($EST_TOTAL s) does not fit the deadline ($DEADLINE s)"
+  STATUS[build]=fail
+  write_summary "plan does not fit"
+  exit 1
+fi
+if [ "$MODE" = plan ]; then
+  write_summary "plan fits ($EST_TOTAL s of $DEADLINE s)"
+  exit 0
+fi
+
+# ---- environment -----------------------------------------------------------------------------------
 {
   echo "date: $(date -u)"
   echo "host: $(uname -a)"
   echo "repo: $REPO ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo no git))"
-  echo "nvcc: $(command -v nvcc || echo missing)"; nvcc --version 2>&1 | tail -2
-  echo "meson: $(command -v meson || echo missing) $(meson --version 2>/dev/null)"
-  echo "ninja: $(command -v ninja || echo missing) $(ninja --version 2>/dev/null)"
+  echo "nvcc: $(command -v nvcc || echo missing)"
+  nvcc --version 2>&1 | tail -2
   echo "c++: $(c++ --version 2>&1 | head -1)"
-  echo "cmake: $(cmake --version 2>/dev/null | head -1)"
-  echo "pkg-config: $(command -v pkg-config || echo missing)"
-  echo "--- nvidia-smi"; nvidia-smi 2>&1 || echo "nvidia-smi: not available"
-} >"$OUT/env.txt" 2>&1
-
+  echo "python3: $(command -v python3) $(python3 --version 2>&1)"
+  echo "meson: $(command -v meson || echo missing) $(meson --version 2>/dev/null || true)"
+  echo "ninja: $(command -v ninja || echo missing) $(ninja --version 2>/dev/null || true)"
+  echo "nccl wheel: $(python3 "$REPO/tools/find_pip_nvidia.py" 2>&1 | tr '\n' ' ')"
+  echo "torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())' 2>&1 | tail -1)"
+  echo "rehearsal namespace: ${GPU_CHECK_REHEARSAL_NS:-none}"
+  echo "--- nvidia-smi"
+  nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+} >"$OUTDIR/env.txt" 2>&1
 HAVE_GPU=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   HAVE_GPU=1
-  note "GPU: $(nvidia-smi -L | head -1)"
+  detail "GPU: $(nvidia-smi -L | head -1)"
 else
-  note "no GPU: nvidia-smi finds none (the build still runs; GPU tests will skip)"
+  detail "no GPU (nvidia-smi lists none): every section stops at its first GPU call"
 fi
 
-# ---- tools ------------------------------------------------------------------------------------
-if ! command -v nvcc >/dev/null; then
-  note "FAIL: nvcc not found (PATH and /usr/local/cuda/bin)"
-  finish 2
-fi
-MESON="meson"
-if ! command -v meson >/dev/null; then
-  if python3 -c 'import mesonbuild' 2>/dev/null; then
-    MESON="python3 -m mesonbuild.mesonmain"
-  else
-    [ "$DRY" -eq 1 ] && { note "FAIL: meson missing"; finish 2; }
-    log "meson missing: trying pip (only works where a package index is reachable)"
-    timeout 60 python3 -m pip install --user -q meson ninja >>"$LOG" 2>&1 || true
-    export PATH="$PATH:$HOME/.local/bin"
-    if ! command -v meson >/dev/null; then
-      note "FAIL: meson is not installed and pip could not install it"
-      finish 2
+# ---- the build -------------------------------------------------------------------------------------
+missing_libs() { # FILE...: the first that does not load (a library it needs is not found)
+  local f
+  [ -f "$1" ] || { echo "$1 (absent)"; return; }
+  command -v ldd >/dev/null || return 0
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    if LD_LIBRARY_PATH="$(dirname "$f")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>&1 |
+      grep -q 'not found'; then
+      echo "$f ($(ldd "$f" 2>&1 | grep 'not found' | head -1 | xargs))"
+      return
     fi
-  fi
-fi
-if ! command -v ninja >/dev/null; then
-  # The pip package's binary, when its bin folder is not on PATH.
-  NB=$(python3 -c 'import ninja, os; print(getattr(ninja, "BIN_DIR", ""))' 2>/dev/null)
-  [ -n "$NB" ] && [ -x "$NB/ninja" ] && export PATH="$PATH:$NB"
-fi
-if ! command -v ninja >/dev/null; then
-  note "FAIL: ninja not found (pip install ninja, or carry a binary)"
-  finish 2
-fi
-
-# nccl.h: /usr/local/cuda/include or /usr/include (meson.build), else PyTorch's wheel.
-if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
-  NCCL_INC=$(python3 - <<'PY' 2>/dev/null
-import os, importlib.util
-for name in ("nvidia.nccl", "nvidia.cu13", "nvidia"):
-    try:
-        spec = importlib.util.find_spec(name)
-    except Exception:
-        continue
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        for root, dirs, files in os.walk(base):
-            if "nccl.h" in files:
-                print(root); raise SystemExit
-PY
-)
-  if [ -n "${NCCL_INC:-}" ]; then
-    export CPATH="$NCCL_INC${CPATH:+:$CPATH}"
-    note "nccl.h: $NCCL_INC (from the Python packages, through CPATH)"
-  else
-    note "FAIL: nccl.h not found (/usr/local/cuda/include, /usr/include, Python nvidia.nccl)"
-    finish 2
-  fi
-fi
-
-# GoogleTest: meson finds a prebuilt one, or the sources in /usr/src/googletest.
-have_gtest() {
-  [ -f /usr/src/googletest/googletest/src/gtest-all.cc ] || [ -f /usr/src/gtest/src/gtest-all.cc ] ||
-    { command -v pkg-config >/dev/null && pkg-config --exists gtest; } ||
-    ls /usr/lib/x86_64-linux-gnu/libgtest.* /usr/lib/libgtest.* /usr/local/lib/libgtest.* >/dev/null 2>&1
+  done
 }
-if ! have_gtest; then
-  SRC=${GTEST_SRC:-$REPO/.gpu_deps/googletest}
-  if [ -f "$SRC/googletest/src/gtest-all.cc" ]; then
-    if mkdir -p /usr/src 2>/dev/null && cp -r "$SRC" /usr/src/googletest 2>/dev/null; then
-      note "GoogleTest: sources copied from $SRC to /usr/src/googletest (meson builds them)"
-    elif command -v cmake >/dev/null; then
-      PREFIX=$BUILD-gtest
-      log "building GoogleTest from $SRC into $PREFIX"
-      cmake -S "$SRC" -B "$PREFIX/build" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
-        -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 &&
-        cmake --build "$PREFIX/build" -j "$JOBS" >>"$LOG" 2>&1 &&
-        cmake --install "$PREFIX/build" >>"$LOG" 2>&1
-      export LIBRARY_PATH="$PREFIX/lib:$PREFIX/lib64${LIBRARY_PATH:+:$LIBRARY_PATH}"
-      export CPATH="$PREFIX/include${CPATH:+:$CPATH}"
-      export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig:$PREFIX/lib64/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-      note "GoogleTest: built from $SRC into $PREFIX"
+
+build_section() {
+  local t0=$SECONDS MESON=meson lib targets pre=$PREBUILT miss
+  if [ "$MODE" = run ] && [ -f "$pre/gpucheck.stamp" ]; then
+    if [ "$PREBUILT_MATCH" -eq 0 ]; then
+      detail "build: .gpu_deps/prebuilt not reused: made from $(cat "$pre/gpucheck.stamp"), here $(stamp)"
+    else
+      # A copy of the tree may have lost the files' modes.
+      # shellcheck disable=SC2086
+      (cd "$pre" && for t in $TARGET_PATHS; do [ -f "$t" ] && chmod +x "$t"; done) || true
+      # shellcheck disable=SC2086
+      miss=$(cd "$pre" && missing_libs libsketchccl.so $TARGET_PATHS)
+      if [ -z "$miss" ]; then
+        BUILD=$pre
+        detail "build: reused .gpu_deps/prebuilt ($(stamp))"
+        return 0
+      fi
+      detail "build: .gpu_deps/prebuilt not reused: $miss"
+    fi
+  fi
+  command -v nvcc >/dev/null || { detail "FAIL build: nvcc not found"; return 2; }
+  if ! command -v meson >/dev/null; then
+    python3 -c 'import mesonbuild' 2>/dev/null || { detail "FAIL build: no meson"; return 2; }
+    MESON="python3 -m mesonbuild.mesonmain"
+  fi
+  if ! command -v ninja >/dev/null; then
+    local nb
+    nb=$(python3 -c 'import ninja; print(ninja.BIN_DIR)' 2>/dev/null || true)
+    [ -x "$nb/ninja" ] && export PATH="$PATH:$nb"
+    command -v ninja >/dev/null || { detail "FAIL build: no ninja"; return 2; }
+  fi
+  # GoogleTest: the carried sources, built once into a prefix that the compiler's own search
+  # paths reach (Meson then finds it as a system library); else one the system has.
+  if [ -f "$DEPS/googletest/googletest/src/gtest-all.cc" ]; then
+    local gp=$BUILD-gtest g=$DEPS/googletest/googletest
+    if [ ! -f "$gp/lib/libgtest_main.a" ]; then
+      log "GoogleTest from $DEPS/googletest into $gp"
+      mkdir -p "$gp/obj" "$gp/lib"
+      (c++ -std=c++17 -O2 -fPIC -pthread -I"$g/include" -I"$g" -c "$g/src/gtest-all.cc" \
+        -o "$gp/obj/gtest-all.o" && ar rcs "$gp/lib/libgtest.a" "$gp/obj/gtest-all.o") >>"$LOG" 2>&1 &
+      local p1=$!
+      (c++ -std=c++17 -O2 -fPIC -pthread -I"$g/include" -I"$g" -c "$g/src/gtest_main.cc" \
+        -o "$gp/obj/gtest_main.o" && ar rcs "$gp/lib/libgtest_main.a" "$gp/obj/gtest_main.o") >>"$LOG" 2>&1
+      wait "$p1" || { detail "FAIL build: GoogleTest did not compile (gpu_check.log)"; return 2; }
+    fi
+    export LIBRARY_PATH="$gp/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    export CPLUS_INCLUDE_PATH="$g/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+    detail "GoogleTest: $DEPS/googletest, built in $gp"
+  elif [ -f /usr/include/gtest/gtest.h ] || [ -f /usr/src/googletest/googletest/src/gtest-all.cc ]; then
+    detail "GoogleTest: the system's"
+  else
+    detail "FAIL build: no GoogleTest: run perf/gpu/gpu_check.sh --prepare here and carry .gpu_deps"
+    return 2
+  fi
+  # A reused folder whose nccl.h has gone (another wheel, another rehearsal's path) is
+  # configured again, so that it looks for it where it is now.
+  local setup=() was
+  if [ -f "$BUILD/build.ninja" ]; then
+    was=$(sed -n 's/^Message: nccl.h: \([^ ]*\) (.*/\1/p' "$BUILD/meson-logs/meson-log.txt" 2>/dev/null | tail -1)
+    if [ -z "$was" ] || [ ! -f "$was/nccl.h" ]; then
+      setup=(--reconfigure)
+      detail "build: the configured nccl.h (${was:-unknown}) has gone: configuring again"
+    fi
+  fi
+  if [ ! -f "$BUILD/build.ninja" ] || [ ${#setup[@]} -gt 0 ]; then
+    log "meson setup ${setup[*]} $BUILD"
+    if ! $MESON setup "${setup[@]}" "$BUILD" "$REPO" -Dcuda=enabled -Ducx=disabled -Dsm_archs=90 -Ddebug=false \
+        -Dwerror=false -Dfuzzers=disabled -Dnccl_home=python -Dtests=enabled >>"$LOG" 2>&1; then
+      detail "FAIL build: meson setup (gpu_check.log):"
+      grep -E 'ERROR|error' "$LOG" | tail -5 >>"$DETAILS"
+      return 2
     fi
   else
-    note "FAIL: GoogleTest not found. Carry its sources: cp -r /usr/src/googletest .gpu_deps/ on a"
-    note "      Debian machine, name .gpu_deps in the device tool's carry, or set GTEST_SRC"
-    finish 2
-  fi
-fi
-
-# ---- configure and build ----------------------------------------------------------------------
-if [ ! -f "$BUILD/build.ninja" ]; then
-  log "meson setup $BUILD"
-  if ! $MESON setup "$BUILD" "$REPO" -Dcuda=enabled -Ducx=disabled \
-      -Dsm_archs=90 -Dfuzzers=disabled >>"$LOG" 2>&1; then
-    note "FAIL: meson setup (see gpu_check.log)"
-    tail -30 "$LOG" >>"$SUMMARY"
-    finish 2
-  fi
-else
-  # A reused build: Meson 1.0's nvcc rules track no headers, so rebuild every CUDA source.
-  [ "$DRY" -eq 0 ] &&
-    find "$REPO/kernels" "$REPO/src" "$REPO/tests/gpu" "$REPO/perf" -name '*.cu' -exec touch {} +
-fi
-# The library's ninja target is its versioned file (libsketchccl.so.X.Y.Z); the .so is a link.
-LIB_TARGET=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\(libsketchccl\.so[.0-9]*\): .*/\1/p' | head -1)
-SECTIONS=${GPU_CHECK_SECTIONS:-"gpu_tests codec_bench perf nccl_tests torch_ddp"}
-declare -A SECTION_TARGETS=(
-  [gpu_tests]="tests/gpu/gpu_backend_test tests/gpu/gpu_nodevice_test tests/gpu/gpu_worker
-    tests/gpu/gpu_api_test tests/gpu/reduce_scatter_gpu_worker tests/gpu/gpu_reduce_scatter_test
-    tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
-    tests/unit/unit_kernels_codec_gpu tests/gpu/collectives_gpu_worker tests/gpu/gpu_collectives_test
-    tests/api/coll_worker"
-  [codec_bench]="perf/bench/sketchccl-gpu-codec-bench"
-  [perf]="perf/bench/sketchccl-perf"
-  [nccl_tests]=""
-  [torch_ddp]=""
-)
-TARGETS="${LIB_TARGET:-libsketchccl.so} perf/bench/sketchccl-gpu-codec-bench"
-for S in $SECTIONS; do
-  if ! declare -F "section_$S" >/dev/null 2>&1 && ! grep -q "^section_$S()" "$0"; then
-    note "FAIL: unknown section $S"
-    finish 2
-  fi
-  TARGETS="$TARGETS ${SECTION_TARGETS[$S]:-}"
-done
-if [ "$DRY" -eq 1 ]; then
-  log "ninja -n (dry run; targets: $(echo $TARGETS))"
-  if ! ninja -C "$BUILD" -n $TARGETS >>"$LOG" 2>&1; then
-    note "FAIL: a target is unknown to the build (see gpu_check.log)"
-    grep -E "unknown target|error" "$LOG" | head -10 >>"$SUMMARY"
-    finish 2
-  fi
-  note "build (dry run): every target known: $(echo $TARGETS)"
-else
-  log "ninja -j$JOBS (targets: $(echo $TARGETS))"
-  if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >>"$LOG" 2>&1; then
-    note "FAIL: build (see gpu_check.log)"
-    grep -E "error|FAILED" "$LOG" | head -20 >>"$SUMMARY"
-    finish 2
-  fi
-  note "build: ok after $((SECONDS - START)) s ($BUILD)"
-fi
-# The CUDA runtime's own answer, in case nvidia-smi is missing or says otherwise.
-PROBE="no GPU: benchmark not built (dry run)"
-[ -x "$BUILD/perf/bench/sketchccl-gpu-codec-bench" ] &&
-  PROBE=$("$BUILD/perf/bench/sketchccl-gpu-codec-bench" --elems 256 --iters 1 --codecs none 2>&1 | head -1)
-if [ "$HAVE_GPU" -eq 0 ] && ! echo "$PROBE" | grep -q '^no GPU'; then
-  HAVE_GPU=1
-  note "GPU (CUDA runtime): $PROBE"
-elif [ "$HAVE_GPU" -eq 1 ] && echo "$PROBE" | grep -q '^no GPU'; then
-  HAVE_GPU=0
-  note "nvidia-smi lists a GPU but the CUDA runtime says: $PROBE"
-fi
-[ -x "$BUILD/tools/sketchccl-info" ] && "$BUILD/tools/sketchccl-info" 2>&1 |
-  sed -n '/^CUDA:/,/^[A-Z]/p' | sed '$d' >>"$OUT/env.txt"
-
-# ---- sections ---------------------------------------------------------------------------------
-section_gpu_tests() {
-  local T rc
-  T=$(left)
-  [ "$T" -lt 60 ] && T=60
-  if [ "$DRY" -eq 1 ]; then
-    note "plan gpu_tests: meson test --suite gpu (timeout ${T}s), then unit_kernels_codec_gpu"
-    if [ ! -x "$BUILD/tests/gpu/gpu_first_contact_test" ]; then
-      note "  (test binaries not built: plan only)"
-      return 0
+    # Meson 1.0 tracks no headers for nvcc: in a reused folder, a header newer than the oldest
+    # CUDA object recompiles every CUDA source.
+    local oldest
+    oldest=$(find "$BUILD" -name '*.cu.o' -printf '%T@ %p\n' 2>/dev/null | sort -n | head -1 | cut -d' ' -f2-)
+    if [ -n "$oldest" ] && [ -n "$(find "$REPO/kernels" "$REPO/src" "$REPO/tests/gpu" "$REPO/perf" \
+        \( -name '*.h' -o -name '*.cuh' \) -newer "$oldest" 2>/dev/null | head -1)" ]; then
+      find "$REPO/kernels" "$REPO/src" "$REPO/tests/gpu" "$REPO/perf" -name '*.cu' -exec touch {} +
     fi
   fi
-  log "meson test --suite gpu (timeout ${T}s)"
-  timeout "$T" $MESON test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs \
-    >"$OUT/gpu_tests.log" 2>&1
-  rc=$?
-  cat "$BUILD/meson-logs/testlog.txt" >>"$OUT/gpu_tests.log" 2>/dev/null
-  grep -E '^ *[0-9]+/[0-9]+ ' "$OUT/gpu_tests.log" | head -20 >>"$SUMMARY"
-  # The codec kernels' own GPU-against-CPU test (suite unit, not gpu): run it here too.
-  echo "=== tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log"
-  if [ -x "$BUILD/tests/unit/unit_kernels_codec_gpu" ]; then
-    timeout 120 "$BUILD/tests/unit/unit_kernels_codec_gpu" >>"$OUT/gpu_tests.log" 2>&1
-    local urc=$?
-    [ "$urc" -ne 0 ] && [ "$urc" -ne 77 ] && rc=1
+  detail "build: $(grep -m1 'nccl.h:' "$BUILD/meson-logs/meson-log.txt" 2>/dev/null || echo 'nccl.h: see gpu_check.log')"
+  lib=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\(libsketchccl\.so[.0-9]*\): .*/\1/p' | head -1)
+  targets="${lib:-libsketchccl.so}"
+  for t in $TARGET_PATHS; do
+    if ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1; then
+      targets+=" $t"
+    else
+      detail "build: no target $t in this tree (its section will say so)"
+    fi
+  done
+  local t
+  t=$(limit "${P_TIMEOUT[build]}")
+  # This machine builds far slower than the GPU machine: a rehearsal's build is not timed.
+  [ "$MODE" = rehearse ] && t=3600
+  log "ninja -j$JOBS $targets (timeout ${t}s)"
+  # shellcheck disable=SC2086
+  if ! timeout -k 5 "$t" ninja -C "$BUILD" -j "$JOBS" $targets >>"$LOG" 2>&1; then
+    detail "FAIL build: ninja, after $((SECONDS - t0)) s of at most ${t} s (gpu_check.log):"
+    grep -E '^FAILED|error' "$LOG" | head -8 >>"$DETAILS"
+    return 2
   fi
-  local SKIPS PASSES FAILS
-  SKIPS=$(grep -c '\[  SKIPPED \]' "$OUT/gpu_tests.log" || true)
-  PASSES=$(grep -c '\[       OK \]' "$OUT/gpu_tests.log" || true)
-  FAILS=$(grep -c '\[  FAILED  \]' "$OUT/gpu_tests.log" || true)
-  note "gpu tests: meson rc=$rc, gtest cases ok=$PASSES skipped=$SKIPS failed=$FAILS"
-  note "first contact: $(grep -E 'FirstC(all|ontact)' "$OUT/gpu_tests.log" | grep -cE '\[       OK \]' || true) ok, $(grep -E 'FirstC(all|ontact)' "$OUT/gpu_tests.log" | grep -cE '\[  FAILED  \]' || true) failed"
-  grep '\[  FAILED  \]' "$OUT/gpu_tests.log" | sort -u | head -40 >>"$SUMMARY"
-  [ "$rc" -ne 0 ] && STATUS=1
-  return 0
+  stamp >"$BUILD/gpucheck.stamp"
+  detail "build: ok in $((SECONDS - t0)) s ($BUILD, -Dnccl_home=python -Dwerror=false -Dsm_archs=90 -Ddebug=false)"
+}
+
+# ---- helpers for the sections ------------------------------------------------------------------
+# The seconds a step may take: its own limit, capped by what the deadline leaves (minus a margin
+# for the summary). 0: it would start too late.
+# A rehearsal's clock starts after its build: this machine builds far slower than the GPU
+# machine, and its sections stop at their first GPU call.
+CLOCK0=$START
+limit() {
+  local own=$1 left
+  left=$((DEADLINE - (SECONDS - CLOCK0) - 10))
+  [ "$left" -lt 10 ] && { echo 0; return; }
+  [ "$own" -gt "$left" ] && own=$left
+  echo "$own"
+}
+
+# Runs a GoogleTest binary's cases under a timeout: RC (0 passed, 77 skipped: no GPU, 124 timed
+# out, else failed) and a one-line tally in LAST. Fails when the filter matched nothing.
+LAST=""
+gtest_step() { # LABEL TIMEOUT_S ENV... -- BINARY ARGS...
+  local label=$1 t=$2 rc n envs=()
+  shift 2
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  if [ ! -x "$1" ]; then
+    LAST="$label: not built"
+    return 2
+  fi
+  if [ "$t" -eq 0 ]; then
+    LAST="$label: cut by time"
+    return 124
+  fi
+  n=$("$@" --gtest_list_tests 2>/dev/null | grep -c '^  ' || true)
+  if [ "$n" -eq 0 ]; then
+    LAST="$label: no test matches the filter"
+    return 2
+  fi
+  echo "=== $label ($n cases, timeout ${t}s${envs:+, ${envs[*]}})" >>"$TESTS"
+  rc=0
+  env "${envs[@]}" timeout -k 5 "$t" "$@" >>"$TESTS" 2>&1 || rc=$?
+  # One line per case ran, "(N ms)" at its end; the lists at the end repeat the names without.
+  local ok fail skip
+  ok=$(sed -n '/^=== '"$label"' /,$p' "$TESTS" | grep -cE '^\[       OK \] .*\([0-9]+ ms\)$' || true)
+  fail=$(sed -n '/^=== '"$label"' /,$p' "$TESTS" | grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' || true)
+  skip=$(sed -n '/^=== '"$label"' /,$p' "$TESTS" | grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' || true)
+  # A binary that skipped every case but exits 0 has not run either.
+  [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ] && [ "$skip" -gt 0 ] && rc=77
+  LAST="$label: exit $rc, $n cases: $ok ok, $fail failed, $skip skipped"
+  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && LAST+=" (timed out after ${t}s)"
+  sed -n '/^=== '"$label"' /,$p' "$TESTS" | grep -E '^\[  FAILED  \] .*\([0-9]+ ms\)$' |
+    head -12 | sed 's/^/    /' >>"$DETAILS"
+  return "$rc"
+}
+
+# A section's state (SEC_RESULT) from its steps' exit codes: any failure fails it, all 77 (no
+# GPU) skip it.
+SEC_RESULT=""
+fold() { # RC...
+  local rc any=0 all77=1
+  for rc in "$@"; do
+    [ "$rc" -ne 77 ] && all77=0
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && any=1
+  done
+  if [ "$any" -eq 1 ]; then
+    SEC_RESULT=fail
+  elif [ "$all77" -eq 1 ]; then
+    SEC_RESULT=skip
+  else
+    SEC_RESULT=pass
+  fi
+}
+
+B() { echo "$BUILD/$1"; }
+
+# ---- the sections ----------------------------------------------------------------------------------
+section_kernels() {
+  local rc=0
+  gtest_step kernels "$(limit 60)" -- "$(B tests/unit/unit_kernels_codec_gpu)" || rc=$?
+  detail "kernels: $LAST"
+  fold "$rc"
+}
+
+section_backend() {
+  local r1=0 r2=0
+  gtest_step backend "$(limit 50)" -- "$(B tests/gpu/gpu_backend_test)" || r1=$?
+  detail "backend: $LAST"
+  # Every codec end to end and the stream order; error feedback end to end is left out for time
+  # (gpu_backend_test checks it against the host backend bit for bit).
+  gtest_step api "$(limit 70)" SKETCHCCL_NCCL_LIB=none -- "$(B tests/gpu/gpu_api_test)" \
+    "$(B tests/gpu/gpu_worker)" --gtest_filter='GpuApi.*:*EveryRankGetsTheSameResult*' || r2=$?
+  detail "backend: $LAST"
+  fold "$r1" "$r2"
+}
+
+# The launcher puts the inherited environment before a test's own and getenv takes the first, so
+# a variable exported here overrides the test's: SKETCHCCL_CODEC=none only where the test checks
+# exact sums, never for FirstCall (every codec would silently run none).
+section_first_contact() {
+  local fc w r=() rc
+  fc=$(B tests/gpu/gpu_first_contact_test)
+  w=$(B tests/gpu/first_contact_worker)
+  rc=0; gtest_step first_call "$(limit 60)" -- "$fc" "$w" --gtest_filter='*FirstCall*' || rc=$?
+  r+=("$rc"); detail "first_contact: $LAST"
+  rc=0; gtest_step exact_sums "$(limit 35)" SKETCHCCL_CODEC=none -- "$fc" "$w" \
+    --gtest_filter='*TwoCommunicators*:*GraphCaptured*' || rc=$?
+  r+=("$rc"); detail "first_contact: $LAST"
+  rc=0; gtest_step buckets_abort "$(limit 35)" -- "$fc" "$w" \
+    --gtest_filter='*LargerBuckets*:*AbortDuring*' || rc=$?
+  r+=("$rc"); detail "first_contact: $LAST"
+  # Last: the one hardware queue case waits for SKETCHCCL_TIMEOUT where it deadlocks.
+  rc=0; gtest_step one_queue "$(limit 40)" SKETCHCCL_TIMEOUT=10 -- "$fc" "$w" \
+    --gtest_filter='*SecondStream*' || rc=$?
+  r+=("$rc"); detail "first_contact: $LAST"
+  fold "${r[@]}"
+}
+
+# Kernel launches that wait for the kernel: the spin gate must not be launched before its work is
+# queued. Until the launch-blocking fix lands this times out: "not yet fixed".
+section_launch_blocking() {
+  local fc w name rc=0
+  fc=$(B tests/gpu/gpu_first_contact_test)
+  w=$(B tests/gpu/first_contact_worker)
+  name=$("$fc" "$w" --gtest_list_tests 2>/dev/null | awk '/^[^ ]/{s=$1} /^  /{print s $1}' |
+    grep -m1 'FirstCall.*\(/3\|q8\)' || true)
+  if [ -z "$name" ]; then
+    detail "launch_blocking: no FirstCall case for q8 in $fc"
+    SEC_RESULT=fail
+    return
+  fi
+  gtest_step launch_blocking "$(limit 25)" CUDA_LAUNCH_BLOCKING=1 -- "$fc" "$w" \
+    --gtest_filter="$name" || rc=$?
+  detail "launch_blocking: $LAST"
+  case $rc in
+    124 | 137) detail "launch_blocking: not yet fixed: the held first call deadlocks under CUDA_LAUNCH_BLOCKING=1"; SEC_RESULT=notfixed ;;
+    *) fold "$rc" ;;
+  esac
+}
+
+section_ddp_nccl() {
+  local t rc=0 mode=()
+  t=$(limit 180)
+  [ "$MODE" = rehearse ] && mode=(--rehearse)
+  echo "=== torch_ddp_check.py ${mode[*]} (timeout ${t}s)" >>"$OUTDIR/ddp.txt"
+  PYTHONUNBUFFERED=1 timeout -k 5 "$t" python3 "$REPO/perf/gpu/torch_ddp_check.py" "${mode[@]}" \
+    --lib "$BUILD/libsketchccl.so" --timeout "$((t / 4 - 3))" >>"$OUTDIR/ddp.txt" 2>&1 || rc=$?
+  grep -E '^(PASS|FAIL|SKIP|RESULT|step time|plumbing)' "$OUTDIR/ddp.txt" | sed 's/^/    /' >>"$DETAILS"
+  detail "ddp_nccl: exit $rc$([ "$rc" -eq 124 ] && echo " (timed out after ${t}s)")"
+  fold "$rc"
+}
+
+section_stream_stress() {
+  local x c t rc r=() out=$OUTDIR/stress.txt
+  x=$(B perf/gpu/sketchccl-stream-stress)
+  if [ ! -x "$x" ]; then
+    detail "stream_stress: not built (perf/gpu/sketchccl-stream-stress is not in this tree yet)"
+    SEC_RESULT=fail
+    return
+  fi
+  for c in 2 4 8; do
+    t=$(limit 25)
+    [ "$t" -eq 0 ] && { detail "stream_stress: CUDA_DEVICE_MAX_CONNECTIONS=$c cut by time"; r+=(124); continue; }
+    echo "=== CUDA_DEVICE_MAX_CONNECTIONS=$c (timeout ${t}s)" >>"$out"
+    rc=0
+    CUDA_DEVICE_MAX_CONNECTIONS=$c SKETCHCCL_TIMEOUT=10 SKETCHCCL_NCCL_LIB=none \
+      SKETCHCCL_TRANSPORT=socket SKETCHCCL_CODEC=none timeout -k 5 "$t" "$x" >>"$out" 2>&1 || rc=$?
+    detail "stream_stress: CUDA_DEVICE_MAX_CONNECTIONS=$c: exit $rc $(grep -m1 '^RESULT' "$out" | tail -1)"
+    r+=("$rc")
+  done
+  fold "${r[@]}"
 }
 
 section_codec_bench() {
-  local T
-  T=$(left)
-  if [ "$DRY" -eq 1 ]; then
-    note "plan codec_bench: sketchccl-gpu-codec-bench --json codec_bench.json (timeout ${T}s)"
-    return 0
+  local x t rc=0
+  x=$(B perf/bench/sketchccl-gpu-codec-bench)
+  [ -x "$x" ] || { detail "codec_bench: not built"; SEC_RESULT=fail; return; }
+  t=$(limit 40)
+  timeout -k 5 "$t" "$x" --elems 33554432 --iters 10 --json "$OUTDIR/codec_bench.json" \
+    >"$OUTDIR/codec_bench.txt" 2>&1 || rc=$?
+  if grep -q '^no GPU' "$OUTDIR/codec_bench.txt"; then
+    rm -f "$OUTDIR/codec_bench.json"
+    detail "codec_bench: $(head -1 "$OUTDIR/codec_bench.txt")"
+    SEC_RESULT=skip
+    return
   fi
-  if [ "$T" -gt 20 ]; then
-    log "codec benchmark (timeout ${T}s)"
-    timeout "$T" "$BUILD/perf/bench/sketchccl-gpu-codec-bench" --json "$OUT/codec_bench.json" \
-      >"$OUT/codec_bench.txt" 2>&1 || { note "codec benchmark: FAILED or timed out"; STATUS=1; }
-    cat "$OUT/codec_bench.txt" >>"$SUMMARY"
-  else
-    note "codec benchmark: skipped (time budget)"
-  fi
+  sed 's/^/    /' "$OUTDIR/codec_bench.txt" | head -14 >>"$DETAILS"
+  detail "codec_bench: exit $rc"
+  fold "$rc"
 }
 
-section_perf() {
-  local P C T rc
-  if [ "$DRY" -eq 1 ]; then
-    note "plan perf: sketchccl-perf --standalone --memory device, 2 and 4 ranks, none q8 q4 casq3 s2 sparse, 1M-64M"
-    return 0
-  fi
-  mkdir -p "$OUT/perf_json"
-  : >"$OUT/perf.txt"
-  for P in 2 4; do
-    for C in none q8 q4 casq3 s2 sparse; do
-      T=$(left)
-      if [ "$T" -lt 15 ]; then
-        note "perf: ${P} ranks $C skipped (time budget)"
-        continue
-      fi
-      [ "$T" -gt 60 ] && T=60
-      echo "=== $P ranks, codec $C" >>"$OUT/perf.txt"
-      SKETCHCCL_TRANSPORT=socket SKETCHCCL_TIMEOUT=60 timeout "$T" \
-        "$BUILD/perf/bench/sketchccl-perf" --standalone --memory device --lib "$BUILD/libsketchccl.so" \
-        --nranks "$P" --codec "$C" -b 1M -e 64M -f 4 -n 5 -w 2 -c 1 --wire 0 \
-        -J "$OUT/perf_json/perf_${P}r_${C}.json" >>"$OUT/perf.txt" 2>&1
-      rc=$?
-      echo "(exit $rc)" >>"$OUT/perf.txt"
-      [ "$rc" -ne 0 ] && { note "perf: ${P} ranks $C exit $rc"; STATUS=1; }
-    done
+# The run's binaries, in the build's layout (their RUNPATH is $ORIGIN-relative), for the GPU
+# machine to reuse (.gpu_deps travels with the run).
+save_prebuilt() {
+  local new=$DEPS/prebuilt.new f t
+  rm -rf "$new"
+  mkdir -p "$new"
+  for f in "$BUILD"/libsketchccl.so*; do
+    [ -d "$f" ] || cp -P "$f" "$new/" || return 1
   done
-  tar -czf "$OUT/perf_json.tar.gz" -C "$OUT" perf_json 2>/dev/null && rm -rf "$OUT/perf_json"
-  grep -v '^#' "$OUT/perf.txt" | tail -60 >>"$SUMMARY"
+  for t in $TARGET_PATHS; do
+    [ -f "$BUILD/$t" ] || continue
+    mkdir -p "$new/$(dirname "$t")"
+    cp "$BUILD/$t" "$new/$t" || return 1
+  done
+  find "$new" -type f -exec strip --strip-debug {} + 2>/dev/null || true
+  cp "$BUILD/gpucheck.stamp" "$new/" || return 1
+  rm -rf "$DEPS/prebuilt"
+  mv "$new" "$DEPS/prebuilt"
+  detail "saved the run's binaries in $DEPS/prebuilt ($(du -sh "$DEPS/prebuilt" | cut -f1), $(cat "$DEPS/prebuilt/gpucheck.stamp"))"
 }
 
-# Real clients: nccl-tests and PyTorch DDP, 2 ranks on one GPU, standalone (their output goes to
-# gpu_check.log, their RESULT lines to summary.txt; exit 77 from either: skipped, says why).
-run_client_part() {
-  local part=$1 T rc
-  T=$(left)
-  if [ "$DRY" -eq 1 ]; then
-    note "plan $part: $([ "$part" = nccl_tests ] && echo 'perf/gpu/gpu_check_nccl_tests.sh (NCCL_TESTS_DIR)' || echo 'perf/gpu/torch_ddp_check.py') if >= 60 s are left"
-    return 0
-  fi
-  if [ "$T" -lt 60 ]; then
-    note "$part: skipped (time budget; raise GPU_CHECK_BUDGET)"
-    return 0
-  fi
-  if [ "$part" = nccl_tests ]; then
-    RUN_TIMEOUT=$((T / 10 > 30 ? T / 10 : 30)) timeout "$T" \
-      "$REPO/perf/gpu/gpu_check_nccl_tests.sh" "$BUILD/libsketchccl.so" >"$OUT/part.txt" 2>&1
-  else
-    timeout "$T" python3 "$REPO/perf/gpu/torch_ddp_check.py" --lib "$BUILD/libsketchccl.so" \
-      --timeout "$((T / 2))" >"$OUT/part.txt" 2>&1
-  fi
-  rc=$?
-  cat "$OUT/part.txt" >>"$LOG"
-  grep -E '^(RESULT|PASS|FAIL|step time|nccl-tests: skipped|torch_ddp_check: skipped)' \
-    "$OUT/part.txt" >>"$SUMMARY"
-  rm -f "$OUT/part.txt"
-  case $rc in
-    0) note "$part: ok" ;;
-    77) note "$part: skipped" ;;
-    *) note "$part: FAILED (exit $rc)"; STATUS=1 ;;
-  esac
-}
-section_nccl_tests() { run_client_part nccl_tests; }
-section_torch_ddp() { run_client_part torch_ddp; }
-
-# ---- run the sections -----------------------------------------------------------------------------
-if [ "$HAVE_GPU" -eq 0 ] && [ "$DRY" -eq 0 ]; then
-  section_gpu_tests
-  [ -x "$BUILD/perf/bench/sketchccl-gpu-codec-bench" ] &&
-    "$BUILD/perf/bench/sketchccl-gpu-codec-bench" >"$OUT/codec_bench.txt" 2>&1
-  note "codec benchmark: $(head -1 "$OUT/codec_bench.txt" 2>/dev/null)"
-  note "perf sweep: skipped (no GPU)"
-  note "nccl-tests, torch DDP: skipped (no GPU)"
-  note "RESULT: no GPU -- built, GPU tests skipped, nothing measured"
-  finish 3
+# ---- run -------------------------------------------------------------------------------------------
+write_summary
+log "build"
+rc=0
+build_section || rc=$?
+SECS[build]=$(elapsed)
+if [ "$rc" -ne 0 ]; then
+  STATUS[build]=fail
+  write_summary "build FAILED"
+  exit 2
 fi
-for S in $SECTIONS; do
-  log "section $S"
-  "section_$S"
+STATUS[build]=pass
+[ "$MODE" = rehearse ] && CLOCK0=$SECONDS
+write_summary
+for s in $SECTIONS; do
+  if [ "$(limit "${P_TIMEOUT[$s]}")" -lt "$((P_EST[$s] / 2 > 10 ? P_EST[$s] / 2 : 10))" ]; then
+    STATUS[$s]=cut
+    detail "$s: cut by time ($((SECONDS - CLOCK0)) s of $DEADLINE s gone)"
+    write_summary
+    continue
+  fi
+  log "section $s"
+  t0=$SECONDS
+  SEC_RESULT=fail
+  # Called in a list, so that an unexpected failure inside ends the section, not the run.
+  "section_$s" || true
+  SECS[$s]=$((SECONDS - t0))
+  # In a rehearsal a step that reaches its GPU call skips: that is what it must do there. On a
+  # GPU machine a skip means a step did not find the GPU: a failure.
+  if [ "$MODE" = run ] && [ "$HAVE_GPU" -eq 1 ] && [ "$SEC_RESULT" = skip ]; then
+    detail "$s: skipped although nvidia-smi lists a GPU"
+    SEC_RESULT=fail
+  fi
+  STATUS[$s]=$SEC_RESULT
+  write_summary
 done
-if [ "$DRY" -eq 1 ]; then
-  note "RESULT: dry run $([ $STATUS -eq 0 ] && echo ok || echo 'with failures, see above')"
-  finish "$STATUS"
+
+failed=0
+for s in $SECTIONS; do
+  case ${STATUS[$s]} in fail | cut) failed=1 ;; esac
+done
+if [ "$MODE" = rehearse ]; then
+  if [ "$failed" -eq 0 ]; then
+    if [ "$BUILD" != "$DEPS/prebuilt" ] && [ "${GPU_CHECK_SAVE_PREBUILT:-1}" = 1 ]; then
+      save_prebuilt || detail "could not save $DEPS/prebuilt"
+    fi
+    write_summary "rehearsal ok: built, every section reached its GPU call"
+    exit 0
+  fi
+  write_summary "rehearsal FAILED"
+  exit 1
 fi
-note "RESULT: $([ $STATUS -eq 0 ] && echo ok || echo failures, see above)"
-finish "$STATUS"
+if [ "$HAVE_GPU" -eq 0 ]; then
+  write_summary "no GPU: built, nothing measured"
+  exit 3
+fi
+if [ "$failed" -eq 0 ]; then
+  write_summary ok
+  exit 0
+fi
+write_summary FAILED
+exit 1
