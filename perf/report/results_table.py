@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The demo's current results: one markdown table (per codec: AllReduce busbw and gain over the
 exact ring, ReduceScatter gain, wire bytes, NMSE, training accuracy) from demo_report.py's JSON
-summaries and the convergence summary line, headed by one line naming the date and the machine.
+summaries and the convergence summary line, headed by one line naming the date and the machine,
+then the time-to-accuracy lines of `ddp-train` runs (--tta).
 With --splice FILE NAME it also replaces what lies between FILE's `<!-- NAME:begin -->` and
 `<!-- NAME:end -->` markers with a file's text (the README's table, docs/perf.md's report).
 Only what the tools printed is used; a missing figure is shown as `-`."""
@@ -42,6 +43,18 @@ def accuracies(path):
     return m.group(1), acc
 
 
+def tta_lines(paths):
+    """The `  time-to-accuracy TASK CONFIG: ...` lines of ddp-train outputs, in order."""
+    out = []
+    for p in paths or []:
+        try:
+            text = open(p).read()
+        except OSError:
+            continue
+        out += [l for l in text.splitlines() if re.match(r"^  time-to-accuracy \S+ \S+: ", l)]
+    return out
+
+
 def machine():
     model = "unknown CPU"
     try:
@@ -75,7 +88,7 @@ def cpu_share(line):
         if m else ""
 
 
-def table(ar, rs, conv_path, mode, cpu=""):
+def table(ar, rs, conv_path, mode, cpu="", tta=None):
     conv_what, acc = accuracies(conv_path) if conv_path else (None, {})
     when = datetime.date.today().isoformat()
     net = ("4 ranks in network namespaces, 1 Gbit/s `tc tbf` links, UCX over TCP" if mode == "netem"
@@ -110,6 +123,13 @@ def table(ar, rs, conv_path, mode, cpu=""):
     out += ["", f"× exact ring: the median over {rng} of the busbw ratio against SketchCCL's exact "
             "fp32 ring (`none`) in the same run; wire bytes and NMSE at the largest size. "
             "Full report: [docs/perf.md](docs/perf.md#current-results)."]
+    lines = tta_lines(tta)
+    if lines:
+        out += ["", "Time to accuracy (`ddp-train`: DDP's buckets, each AllReduce overlapped with the "
+                "rest of the backward pass, over the same network): training wall-clock time until "
+                "the test accuracy first reaches the exact fp32 run's final accuracy less 0.5 points, "
+                "and the speed-up over exact fp32 and bf16 on the wire "
+                "([method](docs/perf.md#time-to-accuracy)).", "", "```"] + lines + ["```"]
     return "\n".join(out) + "\n"
 
 
@@ -130,6 +150,8 @@ def main():
     ap.add_argument("--allreduce", help="demo_report.py --json of the AllReduce sweep")
     ap.add_argument("--reduce-scatter", help="demo_report.py --json of the ReduceScatter sweep")
     ap.add_argument("--convergence", help="a convergence --short output (its summary line)")
+    ap.add_argument("--tta", nargs="*", default=[],
+                    help="ddp-train outputs (their time-to-accuracy lines); NAME.txt or NAME")
     ap.add_argument("--mode", default="netem")
     ap.add_argument("--cpu", default="", help="demo.sh's CPU line (how busy the machine was)")
     ap.add_argument("--out", help="write the table here")
@@ -146,7 +168,8 @@ def main():
         if not ar:
             print("results_table: no AllReduce summary", file=sys.stderr)
             return 1
-        text = table(ar, rs, a.convergence, a.mode, a.cpu)
+        tta = [t if t.endswith(".txt") else t + ".txt" for t in a.tta]
+        text = table(ar, rs, a.convergence, a.mode, a.cpu, tta)
         if a.out:
             with open(a.out, "w") as f:
                 f.write(text)

@@ -15,7 +15,8 @@
 // first reaches the exact run's final accuracy less 0.5 points (same seed).
 //
 //   ddp-train --task digits-wide|digits-deep|text [--digits FILE] [--configs LIST] [--seeds LIST]
-//             [--epochs N] [--eval-every N] [--nranks N] [--netns PREFIX] [--bucket-mb M]
+//             [--epochs N] [--steps N] [--eval-every N] [--nranks N] [--netns PREFIX] [--bucket-mb
+//             M]
 //             [--first-bucket-mb M] [--csv FILE] [--label TEXT]
 // Every configuration of a seed trains the same model: the initial parameters and the batches
 // depend on the seed only, and each run prints their hash, which the launcher checks.
@@ -59,7 +60,7 @@ using convergence::Task;
 struct Options {
   std::string task = "digits-wide", digits, configs, seeds = "1", csv, netns, label, id_file,
               result;
-  long epochs = 0, eval_every = 0, nranks = 4, seed = 1, rank = -1;
+  long epochs = 0, eval_every = 0, nranks = 4, seed = 1, rank = -1, max_steps = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
 };
 
@@ -135,7 +136,8 @@ int train_rank(const Options& o) {
     shard.push_back(s);
   Rng rng(static_cast<uint64_t>(o.seed) * 1000 + static_cast<uint64_t>(rank));
   const size_t B = static_cast<size_t>(task->batch());
-  const size_t steps = task->ntrain() / static_cast<size_t>(P) / B;  // every rank the same
+  size_t steps = task->ntrain() / static_cast<size_t>(P) / B;  // every rank the same
+  if (o.max_steps > 0) steps = std::min(steps, static_cast<size_t>(o.max_steps));
   const long eval_every = o.eval_every ? o.eval_every : default_eval_every(*task, P);
 
   const std::vector<ddp::Bucket> buckets = ddp::make_buckets(
@@ -298,6 +300,8 @@ int main(int argc, char** argv) {
       if (!perfutil::parse_int(val(), 1, 1000, &o.epochs)) die("--epochs: 1..1000");
     } else if (a == "--eval-every") {
       if (!perfutil::parse_int(val(), 1, 1000000, &o.eval_every)) die("--eval-every: 1..1000000");
+    } else if (a == "--steps") {
+      if (!perfutil::parse_int(val(), 1, 1000000, &o.max_steps)) die("--steps: 1..1000000");
     } else if (a == "--nranks") {
       if (!perfutil::parse_int(val(), 1, 64, &o.nranks)) die("--nranks: 1..64");
     } else if (a == "--netns") {
@@ -323,13 +327,15 @@ int main(int argc, char** argv) {
       std::printf(
           "Usage: ddp-train --task digits-wide|digits-deep|text [--digits digits.csv]\n"
           "                 [--configs fp32,bf16,q8,q4,q4+ef,casq2+ef,auto] [--seeds 1,2,3]\n"
-          "                 [--epochs N] [--eval-every STEPS] [--nranks N] [--netns PREFIX]\n"
+          "                 [--epochs N] [--steps N] [--eval-every STEPS] [--nranks N]\n"
+          "                 [--netns PREFIX]\n"
           "                 [--bucket-mb 25] [--first-bucket-mb 1] [--csv FILE] [--label TEXT]\n"
           "  DDP-style training (buckets in reverse layer order, each AllReduce issued when its\n"
           "  bucket is final, overlapped with the rest of the backward pass), per configuration;\n"
           "  prints per-step times and one time-to-accuracy line per configuration. --netns:\n"
           "  rank i runs in namespace PREFIX<i> (perf/demo/netem.sh --exec makes them), UCX\n"
-          "  over tcp on eth0. --csv: task,config,seed,time_s,test_acc per evaluation.\n");
+          "  over tcp on eth0. --steps: at most N steps per epoch. --csv: task,config,seed,\n"
+          "  time_s,test_acc per evaluation.\n");
       return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
@@ -421,6 +427,10 @@ int main(int argc, char** argv) {
                                      std::string("--first-bucket-mb"),
                                      std::to_string(o.first_bucket_mb)})
           v.push_back(x);
+        if (o.max_steps) {
+          v.push_back("--steps");
+          v.push_back(std::to_string(o.max_steps));
+        }
         if (o.eval_every) {
           v.push_back("--eval-every");
           v.push_back(std::to_string(o.eval_every));
