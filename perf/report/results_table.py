@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The demo's current results: one markdown table (per codec: AllReduce busbw and gain over the
 exact ring, ReduceScatter gain, wire bytes, NMSE, training accuracy) from demo_report.py's JSON
-summaries and the convergence summary line, headed by one line naming the date and the machine,
+summaries and the convergence summary line (or a ddp-train run's final accuracies), headed by one line naming the date and the machine,
 then the time-to-accuracy lines of `ddp-train` runs (--tta).
 With --splice FILE NAME it also replaces what lies between FILE's `<!-- NAME:begin -->` and
 `<!-- NAME:end -->` markers with a file's text (the README's table, docs/perf.md's report).
@@ -55,6 +55,22 @@ def tta_lines(paths):
     return out
 
 
+def tta_accuracies(path):
+    """(what, {codec: accuracy %}) from a ddp-train output: its header (task, epochs) and the
+    final accuracy of each configuration's first seed; fp32 is the codec `none`."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return None, {}
+    head = re.search(r"^== ddp-train (\S+): .*?, (\d+) epochs", text, re.M)
+    acc = {}
+    for m in re.finditer(r"^  (\S+) +seed \d+: final ([0-9.]+%)", text, re.M):
+        acc.setdefault("none" if m.group(1) == "fp32" else m.group(1), m.group(2))
+    if not head:
+        return None, acc
+    return f"{head.group(1)}, ddp-train, {head.group(2)} epochs", acc
+
+
 def machine():
     model = "unknown CPU"
     try:
@@ -88,16 +104,21 @@ def cpu_share(line):
         if m else ""
 
 
-def table(ar, rs, conv_path, mode, cpu="", tta=None):
+def table(ar, rs, conv_path, mode, cpu="", tta=None, acc_from=None):
     conv_what, acc = accuracies(conv_path) if conv_path else (None, {})
+    if acc_from:
+        conv_what, acc = tta_accuracies(acc_from)
     when = datetime.date.today().isoformat()
     net = ("4 ranks in network namespaces, 1 Gbit/s `tc tbf` links, UCX over TCP" if mode == "netem"
            else "4 ranks on loopback (not a slow network)")
     lo, hi = (ar or {}).get("judge", [4 << 20, 64 << 20])
     big = (ar or {}).get("largest", 64 << 20)
     rng = f"{lo >> 20}-{hi >> 20} MiB"
-    acc_head = f"test accuracy ({conv_what.split(',')[0]}, {conv_what.split(',')[2].strip()})" \
-        if conv_what else "test accuracy"
+    acc_head = "test accuracy"
+    if conv_what and acc_from:
+        acc_head = f"test accuracy ({conv_what})"
+    elif conv_what:
+        acc_head = f"test accuracy ({conv_what.split(',')[0]}, {conv_what.split(',')[2].strip()})"
     out = [f"`./run demo`, {when}: {machine()}; {net}{cpu_share(cpu)}.", "",
            f"| codec | data | AllReduce busbw at {big >> 20} MiB | AllReduce × exact ring | "
            f"ReduceScatter × exact ring | AllReduce wire bytes per input byte | AllReduce NMSE | "
@@ -152,6 +173,8 @@ def main():
     ap.add_argument("--convergence", help="a convergence --short output (its summary line)")
     ap.add_argument("--tta", nargs="*", default=[],
                     help="ddp-train outputs (their time-to-accuracy lines); NAME.txt or NAME")
+    ap.add_argument("--accuracy-from", help="a ddp-train output: the accuracy column from its "
+                    "final accuracies (instead of --convergence)")
     ap.add_argument("--mode", default="netem")
     ap.add_argument("--cpu", default="", help="demo.sh's CPU line (how busy the machine was)")
     ap.add_argument("--out", help="write the table here")
@@ -169,7 +192,7 @@ def main():
             print("results_table: no AllReduce summary", file=sys.stderr)
             return 1
         tta = [t if t.endswith(".txt") else t + ".txt" for t in a.tta]
-        text = table(ar, rs, a.convergence, a.mode, a.cpu, tta)
+        text = table(ar, rs, a.convergence, a.mode, a.cpu, tta, a.accuracy_from)
         if a.out:
             with open(a.out, "w") as f:
                 f.write(text)
