@@ -17,7 +17,7 @@
 //   ddp-train --task digits-wide|digits-deep|text [--digits FILE] [--configs LIST] [--seeds LIST]
 //             [--epochs N] [--steps N] [--eval-every N] [--nranks N] [--netns PREFIX] [--bucket-mb
 //             M]
-//             [--first-bucket-mb M] [--csv FILE] [--label TEXT]
+//             [--first-bucket-mb M] [--lr X] [--csv FILE] [--label TEXT]
 // Every configuration of a seed trains the same model: the initial parameters and the batches
 // depend on the seed only, and each run prints their hash, which the launcher checks.
 #include <nccl.h>
@@ -61,7 +61,7 @@ struct Options {
   std::string task = "digits-wide", digits, configs, seeds = "1", csv, netns, label, id_file,
               result;
   long epochs = 0, eval_every = 0, nranks = 4, seed = 1, rank = -1, max_steps = 0;
-  double bucket_mb = 25, first_bucket_mb = 1;
+  double bucket_mb = 25, first_bucket_mb = 1, lr = 0;  // lr 0: the task's
 };
 
 std::unique_ptr<Task> make_task(const std::string& name, const std::string& digits, uint64_t seed) {
@@ -179,7 +179,7 @@ int train_rank(const Options& o) {
       const double t1 = now_s();
       NCCLCHECK(ncclGroupEnd());
       const double t2 = now_s();
-      const float lr = task->lr();
+      const float lr = o.lr > 0 ? static_cast<float>(o.lr) : task->lr();
       for (size_t i = 0; i < w.size(); ++i) {
         mom[i] = 0.9f * mom[i] + g[i];
         w[i] -= lr * mom[i];
@@ -306,12 +306,13 @@ int main(int argc, char** argv) {
       if (!perfutil::parse_int(val(), 1, 64, &o.nranks)) die("--nranks: 1..64");
     } else if (a == "--netns") {
       o.netns = val();
-    } else if (a == "--bucket-mb" || a == "--first-bucket-mb") {
+    } else if (a == "--bucket-mb" || a == "--first-bucket-mb" || a == "--lr") {
       const std::string v = val();
       char* end = nullptr;
-      const double mb = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(mb > 0) || mb > 4096) die(a + ": a size in MiB");
-      (a == "--bucket-mb" ? o.bucket_mb : o.first_bucket_mb) = mb;
+      const double x = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(x > 0) || x > 4096)
+        die(a + (a == "--lr" ? ": a learning rate > 0" : ": a size in MiB"));
+      (a == "--bucket-mb" ? o.bucket_mb : a == "--lr" ? o.lr : o.first_bucket_mb) = x;
     } else if (a == "--csv") {
       o.csv = val();
     } else if (a == "--label") {
@@ -329,7 +330,8 @@ int main(int argc, char** argv) {
           "                 [--configs fp32,bf16,q8,q4,q4+ef,casq2+ef,auto] [--seeds 1,2,3]\n"
           "                 [--epochs N] [--steps N] [--eval-every STEPS] [--nranks N]\n"
           "                 [--netns PREFIX]\n"
-          "                 [--bucket-mb 25] [--first-bucket-mb 1] [--csv FILE] [--label TEXT]\n"
+          "                 [--bucket-mb 25] [--first-bucket-mb 1] [--lr X] [--csv FILE]\n"
+          "                 [--label TEXT]\n"
           "  DDP-style training (buckets in reverse layer order, each AllReduce issued when its\n"
           "  bucket is final, overlapped with the rest of the backward pass), per configuration;\n"
           "  prints per-step times and one time-to-accuracy line per configuration. --netns:\n"
@@ -427,6 +429,12 @@ int main(int argc, char** argv) {
                                      std::string("--first-bucket-mb"),
                                      std::to_string(o.first_bucket_mb)})
           v.push_back(x);
+        if (o.lr > 0) {
+          char lr[32];
+          std::snprintf(lr, sizeof lr, "%.9g", o.lr);
+          v.push_back("--lr");
+          v.push_back(lr);
+        }
         if (o.max_steps) {
           v.push_back("--steps");
           v.push_back(std::to_string(o.max_steps));
