@@ -61,6 +61,7 @@ struct Options {
   std::string task = "digits-wide", digits, configs, seeds = "1", csv, netns, label, id_file,
               result;
   long epochs = 0, eval_every = 0, nranks = 4, seed = 1, rank = -1, max_steps = 0;
+  bool overlap_check = false;
   double bucket_mb = 25, first_bucket_mb = 1, lr = 0;  // lr 0: the task's
 };
 
@@ -208,6 +209,63 @@ int train_rank(const Options& o) {
   return 0;
 }
 
+// --overlap-check, one rank: what the training loop's overlap rests on. An AllReduce issued
+// inside a group must progress while the caller does other work before ncclGroupEnd: the time
+// left to wait at ncclGroupEnd after other work as long as the AllReduce alone must be well
+// below the AllReduce's own time. Rank 0 prints both; exit status 1 when it does not hold.
+int overlap_rank(const Options& o) {
+  const int rank = static_cast<int>(o.rank), P = static_cast<int>(o.nranks);
+  ncclUniqueId id;
+  std::string err, hex;
+  if (rank == 0) {
+    NCCLCHECK(ncclGetUniqueId(&id));
+    if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err)) die(err);
+  } else {
+    if (!perfutil::read_id_file(o.id_file, sizeof id, 60, &hex, &err)) die(err);
+    perfutil::from_hex(hex, &id, sizeof id);
+  }
+  ncclComm_t comm;
+  NCCLCHECK(ncclCommInitRank(&comm, P, id, rank));
+  std::vector<float> buf(size_t{4} << 20, 1.0f);  // 16 MiB
+  auto allreduce = [&] {
+    NCCLCHECK(
+        ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclAvg, comm, nullptr));
+  };
+  allreduce();  // connections and buffers
+  double alone = 0;
+  for (int k = 0; k < 3; ++k) {
+    const double t0 = now_s();
+    allreduce();
+    alone = std::max(alone, now_s() - t0);
+  }
+  int held = 0;
+  double left = 0;
+  for (int k = 0; k < 3; ++k) {
+    NCCLCHECK(ncclGroupStart());
+    allreduce();
+    // other work as long as the AllReduce alone (a sleep: no CPU taken from the proxy thread)
+    usleep(static_cast<useconds_t>(1.5e6 * alone));
+    const double t1 = now_s();
+    NCCLCHECK(ncclGroupEnd());
+    left = now_s() - t1;
+    if (left < 0.5 * alone) ++held;
+  }
+  // every rank's verdict: the other ranks' waits are summed into rank 0's answer
+  int32_t bad = held >= 2 ? 0 : 1;
+  NCCLCHECK(ncclAllReduce(&bad, &bad, 1, ncclInt32, ncclSum, comm, nullptr));
+  NCCLCHECK(ncclCommDestroy(comm));
+  if (rank == 0) {
+    std::printf(
+        "overlap: a 16 MiB AllReduce alone %.1f ms; issued inside a group, %.1f ms left "
+        "at ncclGroupEnd after %.1f ms of other work (last of 3); %s\n",
+        1e3 * alone, 1e3 * left, 1.5e3 * alone,
+        bad == 0 ? "it progresses before ncclGroupEnd"
+                 : "NOT overlapped: the work waits for ncclGroupEnd");
+    unlink(o.id_file.c_str());
+  }
+  return bad == 0 ? 0 : 1;
+}
+
 // A configuration: its label ("fp32", "bf16", "q4+ef"), the codec and error feedback.
 struct Config {
   std::string label, codec;
@@ -313,6 +371,8 @@ int main(int argc, char** argv) {
       if (end == v.c_str() || *end != '\0' || !(x > 0) || x > 4096)
         die(a + (a == "--lr" ? ": a learning rate > 0" : ": a size in MiB"));
       (a == "--bucket-mb" ? o.bucket_mb : a == "--lr" ? o.lr : o.first_bucket_mb) = x;
+    } else if (a == "--overlap-check") {
+      o.overlap_check = true;
     } else if (a == "--csv") {
       o.csv = val();
     } else if (a == "--label") {
@@ -337,7 +397,8 @@ int main(int argc, char** argv) {
           "  prints per-step times and one time-to-accuracy line per configuration. --netns:\n"
           "  rank i runs in namespace PREFIX<i> (perf/demo/netem.sh --exec makes them), UCX\n"
           "  over tcp on eth0. --steps: at most N steps per epoch. --csv: task,config,seed,\n"
-          "  time_s,test_acc per evaluation.\n");
+          "  time_s,test_acc per evaluation. --overlap-check: checks that an AllReduce issued\n"
+          "  inside a group progresses before ncclGroupEnd (what the overlap rests on).\n");
       return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
@@ -348,7 +409,21 @@ int main(int argc, char** argv) {
   if (o.task != "text" && o.digits.empty())
     die("--digits FILE is needed for the " + o.task + " task");
   setenv("SKETCHCCL_NCCL_LIB", "none", 0);
-  if (o.rank >= 0) return train_rank(o);
+  if (o.rank >= 0) return o.overlap_check ? overlap_rank(o) : train_rank(o);
+  if (o.overlap_check) {
+    char tmpl[] = "/tmp/sccl-ddp.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) die("mkdtemp failed");
+    const std::string dir = tmpl, exe = perfutil::self_exe();
+    std::vector<std::vector<std::string>> argvs;
+    for (int r = 0; r < o.nranks; ++r)
+      argvs.push_back({exe, "--overlap-check", "--task", o.task, "--digits",
+                       o.digits.empty() ? "-" : o.digits, "--nranks", std::to_string(o.nranks),
+                       "--rank", std::to_string(r), "--id-file", dir + "/id"});
+    const int r = perfutil::run_local_ranks(static_cast<int>(o.nranks), argvs);
+    const std::string cmd = "rm -rf '" + dir + "'";
+    if (std::system(cmd.c_str()) != 0) return 1;
+    return r;
+  }
 
   if (o.epochs == 0) o.epochs = default_epochs(o.task);
   std::vector<Config> configs;

@@ -3,7 +3,8 @@
 # configuration. Every configuration trains the same model (the hash of the initial parameters
 # and first batch agrees), the per-step times are there and positive, the DDP bucket is the whole
 # embedding-bag gradient, every configuration gets one time-to-accuracy line in the demo's form,
-# the exact run reaches its own target, the CSV has a row per evaluation; bad input fails clearly.
+# the exact run reaches its own target, the CSV has a row per evaluation; an AllReduce issued inside
+# a group progresses before ncclGroupEnd (what the overlap rests on); bad input fails clearly.
 set -u
 ddp=$1
 fails=0
@@ -31,6 +32,11 @@ check "four time-to-accuracy lines in the demo's form" test "$(grep -cE "$form" 
 check "exact fp32 reaches its own target at 1.00x" grep -qE '^  time-to-accuracy text fp32: [0-9.]+ s to [0-9.]+% \(1\.00x exact fp32' "$tmp/out"
 check "CSV: a header and 4 evaluations per configuration (steps 0, 2, 4, 6)" \
   test "$(wc -l <"$tmp/tta.csv")" -eq 17
+
+timeout 60 "$ddp" --overlap-check --task text --nranks 2 >"$tmp/overlap" 2>&1; rc=$?
+cat "$tmp/overlap"
+check "overlap: a group's AllReduce progresses before ncclGroupEnd" \
+  test "$rc" -eq 0 -a "$(grep -c 'progresses before ncclGroupEnd' "$tmp/overlap")" -eq 1
 
 timeout 30 "$ddp" --task text --configs q8,bf16 --nranks 2 >"$tmp/bad" 2>&1; rc=$?
 check "without fp32: refused, with the reason" test "$rc" -ne 0 -a "$(grep -c 'fp32 is needed' "$tmp/bad")" -eq 1
