@@ -533,7 +533,7 @@ class DigitsWide : public Task {
 };
 
 // digits-deep: the digits through a deeper, wider MLP, 64-2048-2048-2048-2048-10 (ReLU,
-// 12,750,858 parameters, a 48.6 MiB gradient): a model whose gradient takes longer to reduce
+// 12,742,666 parameters, a 48.6 MiB gradient): a model whose gradient takes longer to reduce
 // over 1 Gbit/s than its backward pass takes to compute, as on real clusters, and whose hidden
 // layers are separate 16 MiB DDP buckets (the first reduced while the layers below compute).
 class DigitsDeep : public Task {
