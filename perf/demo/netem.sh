@@ -32,7 +32,7 @@
 set -euo pipefail
 
 NRANKS=4 RPN=1 TOPO=bridge RATE=1gbit BUILD=build CODECS=none,q8 DATA=gauss SPARSE_DATA=sparse:0.01
-TRANSPORTS=ucx,socket MPI=ring,default OUT= LOOPBACK=0 TIMEOUT=300 EXEC=0
+TRANSPORTS=ucx,socket MPI=ring,default OUT= LOOPBACK=0 TIMEOUT=300 EXEC=0 GIVEN=0
 SWEEP=(-b 1M -e 64M -f 2 -n 3 -w 1)
 PREFIX=scclns BRNS=scclbr
 
@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
     --loopback) LOOPBACK=1; shift ;;
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
     --exec) EXEC=1; shift ;;
-    --) shift; SWEEP=("$@"); break ;;
+    --) shift; SWEEP=("$@"); GIVEN=1; break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -261,7 +261,7 @@ else
 fi
 
 if [ "$EXEC" = 1 ]; then
-  [ ${#SWEEP[@]} -gt 0 ] || die "--exec needs a command after --"
+  [ "$GIVEN" = 1 ] && [ ${#SWEEP[@]} -gt 0 ] || die "--exec needs a command after --"
   timeout "$TIMEOUT" "${SWEEP[@]}" &
   PIDS=($!)
   st=0
