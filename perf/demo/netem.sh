@@ -60,6 +60,7 @@ while [ $# -gt 0 ]; do
 done
 [[ "$NRANKS" =~ ^[0-9]+$ ]] && [ "$NRANKS" -ge 2 ] && [ "$NRANKS" -le 64 ] || die "--nranks: 2..64"
 [ "$TOPO" = bridge ] || [ "$TOPO" = ring ] || die "--topology: bridge | ring"
+[ "$EXEC" = 0 ] || { [ "$GIVEN" = 1 ] && [ ${#SWEEP[@]} -gt 0 ]; } || die "--exec needs a command after --"
 [[ "$RPN" =~ ^[0-9]+$ ]] && [ "$RPN" -ge 1 ] && [ $((NRANKS % RPN)) -eq 0 ] ||
   die "--ranks-per-node: a divisor of --nranks"
 [ "$RPN" = 1 ] || [ "$TOPO" = bridge ] || die "--ranks-per-node needs --topology bridge"
