@@ -461,11 +461,12 @@ int main(int argc, char** argv) {
   {
     const std::unique_ptr<Task> t = make_task(o.task, o.digits, static_cast<uint64_t>(seeds[0]));
     std::printf(
-        "== ddp-train %s: %zu parameters, %ld ranks%s, batch %d per rank, %ld epochs, "
+        "== ddp-train %s: %zu parameters, %ld ranks%s, batch %d per rank, lr %g, %ld epochs, "
         "seeds %s; DDP buckets %.0f MiB (first %.0f MiB)\n",
         o.task.c_str(), t->nparams(), o.nranks,
-        o.label.empty() ? "" : (" (" + o.label + ")").c_str(), t->batch(), o.epochs,
-        o.seeds.c_str(), o.bucket_mb, o.first_bucket_mb);
+        o.label.empty() ? "" : (" (" + o.label + ")").c_str(), t->batch(),
+        o.lr > 0 ? o.lr : static_cast<double>(t->lr()), o.epochs, o.seeds.c_str(), o.bucket_mb,
+        o.first_bucket_mb);
   }
   std::fflush(stdout);
   std::map<std::string, std::vector<Run>> runs;  // per config label, per seed
