@@ -5,8 +5,9 @@
 # table and plot, in OUT/reduce_scatter); the topology section (2 namespaces as 2 nodes of 2
 # ranks: hierarchical q8 and q4 next to the flat q8 ring, the exact ring and Open MPI, with the
 # bytes each node's link carried; OUT/topology); the clustered-sparse sweep (embedding-style rows,
-# s2, sparse and auto; OUT/clustered); and the convergence summary lines (digits, digits sharded,
-# text, and the 1.1M-parameter digits-wide MLP). Last, the current results: one table (OUT/results.md)
+# s2, sparse and auto; OUT/clustered); the convergence summary lines (digits, digits sharded,
+# text); and the time-to-accuracy lines of DDP-style training (digits-wide, digits-deep, text) with
+# their plot (OUT/tta.png). Last, the current results: one table (OUT/results.md)
 # and the whole report (OUT/report.md), which a full run on the emulated network also writes into
 # the README (between its demo-results markers) and docs/perf.md (demo-report markers).
 #
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 CODECS=none,bf16,q8,q4,casq2,s2,sparse
-SWEEP=(-b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 1)
+SWEEP=(-b 1M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 # Embedding-style gradients (perf/bench/perf_inputs.h `clustered`): rows of 64 non-zeros, 1% of
 # the rows per rank, half of them from a pool shared across ranks; 4, 16 and 64 MiB.
 CLUSTER_CODECS=s2,sparse,auto CLUSTER_DATA=clustered:0.01
@@ -145,10 +146,6 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/convergence" ]; then
     convergence convergence --task digits --digits "$digits"
     # Sharded data parallelism: gradients through ncclReduceScatter, exact all-gather.
     convergence convergence-sharded --task digits --digits "$digits" --sharded
-    # The 1.1M-parameter MLP (a 4.3 MiB gradient per step). s2 is left out here: on this
-    # 70%-dense gradient it sends more than the exact ring and costs ~1 CPU-minute.
-    convergence convergence-wide --task digits-wide --digits "$digits" \
-      --configs none,q8,q4,casq2,casq2+ef,sparse
   else
     echo "demo: digits convergence skipped: the digits data set is not available ($(cat "$OUT/digits.err"))"
   fi
@@ -157,21 +154,65 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/convergence" ]; then
   echo "(convergence: $(($(date +%s) - conv_start)) s; per-configuration times in $OUT/convergence*.txt)"
 fi
 
+# Time to accuracy (perf/train/ddp-train): DDP-style training, gradients bucketed in reverse layer
+# order and each bucket's AllReduce overlapped with the rest of the backward pass, over the same
+# network (namespaces, or loopback); one line per configuration, and the accuracy-time plot.
+TTA_TASKS=()
+if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/ddp-train" ]; then
+  echo
+  tta_start=$(date +%s)
+  if [ "$MODE" = netem ]; then
+    TTA_RUN=("$HERE/netem.sh" --nranks 4 --topology bridge --rate 1gbit --build "$BUILD" --timeout 900 --exec --
+             "$BUILD/perf/train/ddp-train" --netns scclns --label "1 Gbit/s tc tbf, UCX over tcp")
+  else
+    TTA_RUN=("$HERE/netem.sh" --nranks 4 --loopback --build "$BUILD" --timeout 900 --exec --
+             "$BUILD/perf/train/ddp-train" --label "LOOPBACK, not a slow network")
+  fi
+  echo "Time to accuracy: DDP-style data-parallel training over $([ "$MODE" = netem ] && echo "the emulated 1 Gbit/s network" || echo "LOOPBACK (not a slow network)"),"
+  echo "wall-clock training time until the test accuracy reaches the exact run's final accuracy - 0.5 points:"
+  # tta NAME ARGS...: one ddp-train run; its summary lines printed, its log and curves kept in OUT.
+  tta() {
+    local name=$1
+    shift
+    rm -f "$OUT/tta-$name.csv"
+    "${TTA_RUN[@]}" --csv "$OUT/tta-$name.csv" "$@" >"$OUT/tta-$name.txt" 2>"$OUT/tta-$name.err" ||
+      { echo "demo: time-to-accuracy $name failed:" >&2; tail -5 "$OUT/tta-$name.err" >&2; }
+    grep '^  time-to-accuracy' "$OUT/tta-$name.txt" || true
+    TTA_TASKS+=("$name")
+  }
+  if digits=$("$PERF/train/get_digits.sh" "$BUILD/data" 2>"$OUT/digits.err"); then
+    tta digits-wide --task digits-wide --digits "$digits" --epochs 3
+    tta digits-deep --task digits-deep --digits "$digits" --epochs 1 --steps 22 --eval-every 5 \
+      --configs fp32,bf16,q8,q4+ef
+  fi
+  # lr 2 (the convergence benchmark trains it at 0.5 for 6 epochs): near its plateau in 1 epoch
+  tta text --task text --epochs 1 --lr 2 --configs fp32,bf16,sparse,s2
+  if command -v gnuplot >/dev/null; then
+    csvs=()
+    for t in "${TTA_TASKS[@]}"; do [ -s "$OUT/tta-$t.csv" ] && csvs+=("$OUT/tta-$t.csv"); done
+    [ ${#csvs[@]} -gt 0 ] && "$PERF/report/plot_tta.sh" "$OUT/tta.png" "${csvs[@]}" >/dev/null
+  fi
+  echo "(time to accuracy: $(($(date +%s) - tta_start)) s; per-step compute, exposed communication and library CPU in $OUT/tta-*.txt; plot $OUT/tta.png)"
+fi
+
 # The current results: the table and the whole report, and (a full run on the emulated network
 # only) the same in the README and docs/perf.md.
 REPO=$(dirname "$PERF")
 python3 "$PERF/report/results_table.py" --allreduce "$OUT/allreduce.json" \
-  --reduce-scatter "$OUT/reduce_scatter.json" --convergence "$OUT/convergence-wide.txt" \
-  --mode "$MODE" --cpu "$cpu_line" --out "$OUT/results.md" || echo "demo: no results table" >&2
+  --reduce-scatter "$OUT/reduce_scatter.json" --accuracy-from "$OUT/tta-digits-wide.txt" \
+  --mode "$MODE" --cpu "$cpu_line" --tta "${TTA_TASKS[@]/#/$OUT/tta-}" \
+  --out "$OUT/results.md" || echo "demo: no results table" >&2
 {
   head -1 "$OUT/results.md" 2>/dev/null
   for part in "AllReduce|table.md" "ReduceScatter|reduce_scatter/table.md" \
               "Topology: 2 nodes x 2 ranks|topology/table.md"; do
     if [ -f "$OUT/${part#*|}" ]; then printf '\n#### %s\n\n' "${part%%|*}"; cat "$OUT/${part#*|}"; fi
   done
-  conv=$(cd "$OUT" && cat convergence.txt convergence-sharded.txt convergence-wide.txt \
-    convergence-text.txt 2>/dev/null | grep '^convergence' || true)
+  conv=$(cd "$OUT" && cat convergence.txt convergence-sharded.txt convergence-text.txt \
+    2>/dev/null | grep '^convergence' || true)
   if [ -n "$conv" ]; then printf '\n#### Convergence\n\n```\n%s\n```\n' "$conv"; fi
+  tta_lines=$(cd "$OUT" && cat tta-*.txt 2>/dev/null | grep -E '^(==|  )' || true)
+  if [ -n "$tta_lines" ]; then printf '\n#### Time to accuracy\n\n```\n%s\n```\n' "$tta_lines"; fi
 } >"$OUT/report.md"
 echo
 if [ "$DOCS" = 1 ] && [ "$MODE" = netem ] && [ "$MAXB" = 64M ] && [ "$CONV" = 1 ] && [ $rc -eq 0 ] &&
@@ -180,7 +221,8 @@ if [ "$DOCS" = 1 ] && [ "$MODE" = netem ] && [ "$MAXB" = 64M ] && [ "$CONV" = 1 
     --text "$OUT/results.md" || rc=1
   python3 "$PERF/report/results_table.py" --splice "$REPO/docs/perf.md" demo-report \
     --text "$OUT/report.md" || rc=1
-  for png in busbw:demo-busbw reduce_scatter/busbw:reduce-scatter-busbw topology/busbw:topology-busbw; do
+  for png in busbw:demo-busbw reduce_scatter/busbw:reduce-scatter-busbw topology/busbw:topology-busbw \
+             tta:time-to-accuracy; do
     if [ -f "$OUT/${png%%:*}.png" ]; then cp "$OUT/${png%%:*}.png" "$REPO/docs/img/${png#*:}.png"; fi
   done
   echo "demo: results written into README.md and docs/perf.md, the plots into docs/img/"

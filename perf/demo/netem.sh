@@ -24,11 +24,15 @@
 #   --out DIR             keep every run's table in DIR/<transport>-<codec>.txt (default: a temp dir)
 #   --loopback            no namespaces: all ranks on loopback (not a slow network)
 #   --timeout S           per-run limit in seconds (default 300)
+#   --exec                instead of the sweeps, run the words after -- as one command in the
+#                         root namespace while the network exists (its ranks enter the
+#                         namespaces scclns0.. themselves, e.g. ddp-train --netns scclns);
+#                         exits with its status (under --timeout)
 # Namespaces are named scclns0.. and scclbr; addresses are 10.88.0.0/24 inside them only.
 set -euo pipefail
 
 NRANKS=4 RPN=1 TOPO=bridge RATE=1gbit BUILD=build CODECS=none,q8 DATA=gauss SPARSE_DATA=sparse:0.01
-TRANSPORTS=ucx,socket MPI=ring,default OUT= LOOPBACK=0 TIMEOUT=300
+TRANSPORTS=ucx,socket MPI=ring,default OUT= LOOPBACK=0 TIMEOUT=300 EXEC=0 GIVEN=0
 SWEEP=(-b 1M -e 64M -f 2 -n 3 -w 1)
 PREFIX=scclns BRNS=scclbr
 
@@ -48,13 +52,15 @@ while [ $# -gt 0 ]; do
     --out) OUT=${2:?}; shift 2 ;;
     --loopback) LOOPBACK=1; shift ;;
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
-    --) shift; SWEEP=("$@"); break ;;
+    --exec) EXEC=1; shift ;;
+    --) shift; SWEEP=("$@"); GIVEN=1; break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 [[ "$NRANKS" =~ ^[0-9]+$ ]] && [ "$NRANKS" -ge 2 ] && [ "$NRANKS" -le 64 ] || die "--nranks: 2..64"
 [ "$TOPO" = bridge ] || [ "$TOPO" = ring ] || die "--topology: bridge | ring"
+[ "$EXEC" = 0 ] || { [ "$GIVEN" = 1 ] && [ ${#SWEEP[@]} -gt 0 ]; } || die "--exec needs a command after --"
 [[ "$RPN" =~ ^[0-9]+$ ]] && [ "$RPN" -ge 1 ] && [ $((NRANKS % RPN)) -eq 0 ] ||
   die "--ranks-per-node: a divisor of --nranks"
 [ "$RPN" = 1 ] || [ "$TOPO" = bridge ] || die "--ranks-per-node needs --topology bridge"
@@ -253,6 +259,16 @@ if [ "$LOOPBACK" = 0 ]; then
   fi
 else
   echo "# netem: --loopback: $NRANKS ranks on loopback (not a slow network)"
+fi
+
+if [ "$EXEC" = 1 ]; then
+  [ "$GIVEN" = 1 ] && [ ${#SWEEP[@]} -gt 0 ] || die "--exec needs a command after --"
+  timeout "$TIMEOUT" "${SWEEP[@]}" &
+  PIDS=($!)
+  st=0
+  wait "${PIDS[0]}" || st=$?
+  PIDS=()
+  exit $st
 fi
 
 # The sweep flags without sketchccl-perf-only ones, for the MPI baseline.

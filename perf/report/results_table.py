@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The demo's current results: one markdown table (per codec: AllReduce busbw and gain over the
 exact ring, ReduceScatter gain, wire bytes, NMSE, training accuracy) from demo_report.py's JSON
-summaries and the convergence summary line, headed by one line naming the date and the machine.
+summaries and the convergence summary line (or a ddp-train run's final accuracies), headed by one line naming the date and the machine,
+then the time-to-accuracy lines of `ddp-train` runs (--tta).
 With --splice FILE NAME it also replaces what lies between FILE's `<!-- NAME:begin -->` and
 `<!-- NAME:end -->` markers with a file's text (the README's table, docs/perf.md's report).
 Only what the tools printed is used; a missing figure is shown as `-`."""
@@ -42,6 +43,34 @@ def accuracies(path):
     return m.group(1), acc
 
 
+def tta_lines(paths):
+    """The `  time-to-accuracy TASK CONFIG: ...` lines of ddp-train outputs, in order."""
+    out = []
+    for p in paths or []:
+        try:
+            text = open(p).read()
+        except OSError:
+            continue
+        out += [l for l in text.splitlines() if re.match(r"^  time-to-accuracy \S+ \S+: ", l)]
+    return out
+
+
+def tta_accuracies(path):
+    """(what, {codec: accuracy %}) from a ddp-train output: its header (task, epochs) and the
+    final accuracy of each configuration's first seed; fp32 is the codec `none`."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return None, {}
+    head = re.search(r"^== ddp-train (\S+): .*?, (\d+) epochs", text, re.M)
+    acc = {}
+    for m in re.finditer(r"^  (\S+) +seed \d+: final ([0-9.]+%)", text, re.M):
+        acc.setdefault("none" if m.group(1) == "fp32" else m.group(1), m.group(2))
+    if not head:
+        return None, acc
+    return f"{head.group(1)}, ddp-train, {head.group(2)} epochs", acc
+
+
 def machine():
     model = "unknown CPU"
     try:
@@ -75,16 +104,21 @@ def cpu_share(line):
         if m else ""
 
 
-def table(ar, rs, conv_path, mode, cpu=""):
+def table(ar, rs, conv_path, mode, cpu="", tta=None, acc_from=None):
     conv_what, acc = accuracies(conv_path) if conv_path else (None, {})
+    if acc_from:
+        conv_what, acc = tta_accuracies(acc_from)
     when = datetime.date.today().isoformat()
     net = ("4 ranks in network namespaces, 1 Gbit/s `tc tbf` links, UCX over TCP" if mode == "netem"
            else "4 ranks on loopback (not a slow network)")
     lo, hi = (ar or {}).get("judge", [4 << 20, 64 << 20])
     big = (ar or {}).get("largest", 64 << 20)
     rng = f"{lo >> 20}-{hi >> 20} MiB"
-    acc_head = f"test accuracy ({conv_what.split(',')[0]}, {conv_what.split(',')[2].strip()})" \
-        if conv_what else "test accuracy"
+    acc_head = "test accuracy"
+    if conv_what and acc_from:
+        acc_head = f"test accuracy ({conv_what})"
+    elif conv_what:
+        acc_head = f"test accuracy ({conv_what.split(',')[0]}, {conv_what.split(',')[2].strip()})"
     out = [f"`./run demo`, {when}: {machine()}; {net}{cpu_share(cpu)}.", "",
            f"| codec | data | AllReduce busbw at {big >> 20} MiB | AllReduce × exact ring | "
            f"ReduceScatter × exact ring | AllReduce wire bytes per input byte | AllReduce NMSE | "
@@ -110,6 +144,13 @@ def table(ar, rs, conv_path, mode, cpu=""):
     out += ["", f"× exact ring: the median over {rng} of the busbw ratio against SketchCCL's exact "
             "fp32 ring (`none`) in the same run; wire bytes and NMSE at the largest size. "
             "Full report: [docs/perf.md](docs/perf.md#current-results)."]
+    lines = tta_lines(tta)
+    if lines:
+        out += ["", "Time to accuracy (`ddp-train`: DDP's buckets, each AllReduce overlapped with the "
+                "rest of the backward pass, over the same network): training wall-clock time until "
+                "the test accuracy first reaches the exact fp32 run's final accuracy less 0.5 points, "
+                "and the speed-up over exact fp32 and bf16 on the wire "
+                "([method](docs/perf.md#time-to-accuracy)).", "", "```"] + lines + ["```"]
     return "\n".join(out) + "\n"
 
 
@@ -130,6 +171,10 @@ def main():
     ap.add_argument("--allreduce", help="demo_report.py --json of the AllReduce sweep")
     ap.add_argument("--reduce-scatter", help="demo_report.py --json of the ReduceScatter sweep")
     ap.add_argument("--convergence", help="a convergence --short output (its summary line)")
+    ap.add_argument("--tta", nargs="*", default=[],
+                    help="ddp-train outputs (their time-to-accuracy lines); NAME.txt or NAME")
+    ap.add_argument("--accuracy-from", help="a ddp-train output: the accuracy column from its "
+                    "final accuracies (instead of --convergence)")
     ap.add_argument("--mode", default="netem")
     ap.add_argument("--cpu", default="", help="demo.sh's CPU line (how busy the machine was)")
     ap.add_argument("--out", help="write the table here")
@@ -146,7 +191,8 @@ def main():
         if not ar:
             print("results_table: no AllReduce summary", file=sys.stderr)
             return 1
-        text = table(ar, rs, a.convergence, a.mode, a.cpu)
+        tta = [t if t.endswith(".txt") else t + ".txt" for t in a.tta]
+        text = table(ar, rs, a.convergence, a.mode, a.cpu, tta, a.accuracy_from)
         if a.out:
             with open(a.out, "w") as f:
                 f.write(text)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,6 +82,167 @@ class Task {
   virtual float lr() const = 0;
   virtual int batch() const = 0;
   virtual const char* name() const = 0;
+
+  // The parameter tensors' sizes, in the order of the flat vector (DDP's buckets follow them).
+  virtual std::vector<size_t> tensor_sizes() const { return {nparams()}; }
+  // Called with [begin, end) of the flat vector once that part of the gradient is final.
+  using Ready = std::function<void(size_t begin, size_t end)>;
+  // The gradient on idx, as a backward pass computes it: whole tensors become final last layer
+  // first, and ready() is called for each as soon as it is (the hook DDP's buckets listen to).
+  // Default: the gradient, then the whole vector at once.
+  virtual void backward(const std::vector<float>& w, const std::vector<size_t>& idx,
+                        std::vector<float>* grad, const Ready& ready) const {
+    gradient(w, idx, grad);
+    ready(0, nparams());
+  }
+  // The test samples, and how many of [begin, end) the parameters w classify correctly (ranks
+  // evaluate their share of the test set).
+  virtual size_t ntest() const = 0;
+  virtual size_t test_correct(const std::vector<float>& w, size_t begin, size_t end) const = 0;
+};
+
+// Vector helpers the MLPs share: y += a * x, and a dot product with eight partial sums (the
+// compiler vectorises it without -ffast-math).
+inline void axpy(float a, const float* x, float* y, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    y[k] += a * x[k];
+}
+inline float dot(const float* a, const float* b, size_t n) {
+  float acc[8] = {};
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (size_t l = 0; l < 8; ++l)
+      acc[l] += a[k + l] * b[k + l];
+  }
+  for (; k < n; ++k)
+    acc[k % 8] += a[k] * b[k];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+// A ReLU MLP's parameters laid out layer by layer: each layer's weights input-major (fan_in rows
+// of fan_out, so that the passes are row updates that skip the inputs ReLU zeroed), then its
+// biases. Batched forward and backward passes over it, layer by layer, so that a layer's
+// gradient is final (and handed to ready()) before the layers below it are computed.
+class Mlp {
+ public:
+  explicit Mlp(std::vector<size_t> dims) : dims_(std::move(dims)) {
+    size_t at = 0;
+    for (size_t l = 0; l + 1 < dims_.size(); ++l) {
+      w_.push_back(at);
+      at += dims_[l] * dims_[l + 1];
+      b_.push_back(at);
+      at += dims_[l + 1];
+    }
+    n_ = at;
+  }
+  size_t layers() const { return w_.size(); }
+  size_t in(size_t l) const { return dims_[l]; }
+  size_t out(size_t l) const { return dims_[l + 1]; }
+  size_t weights(size_t l) const { return w_[l]; }
+  size_t biases(size_t l) const { return b_[l]; }
+  size_t nparams() const { return n_; }
+  std::vector<size_t> tensor_sizes() const {
+    std::vector<size_t> t;
+    for (size_t l = 0; l < layers(); ++l) {
+      t.push_back(in(l)*out(l));
+      t.push_back(out(l));
+    }
+    return t;
+  }
+  // He initialisation of the weights in layer order, zero biases.
+  void init(std::vector<float>* w, Rng* rng) const {
+    w->assign(n_, 0.0f);
+    for (size_t l = 0; l < layers(); ++l) {
+      const float sd = std::sqrt(2.0f / static_cast<float>(in(l)));
+      for (size_t i = 0; i < in(l)*out(l); ++i)
+        (*w)[w_[l] + i] = rng->normal() * sd;
+    }
+  }
+  // acts[0] = the B inputs x (B rows of dims[0]); acts[l + 1] = layer l's output (ReLU but the
+  // last layer: logits).
+  void forward(const float* w, const float* x, size_t B,
+               std::vector<std::vector<float>>* acts) const {
+    acts->resize(layers() + 1);
+    (*acts)[0].assign(x, x + B * dims_[0]);
+    for (size_t l = 0; l < layers(); ++l) {
+      const std::vector<float>& a = (*acts)[l];
+      std::vector<float>& z = (*acts)[l + 1];
+      const size_t I = in(l), O = out(l);
+      z.resize(B * O);
+      for (size_t s = 0; s < B; ++s)
+        std::copy(w + b_[l], w + b_[l] + O, z.begin() + static_cast<long>(s * O));
+      for (size_t i = 0; i < I; ++i) {
+        const float* row = w + w_[l] + i * O;
+        for (size_t s = 0; s < B; ++s) {
+          const float v = a[s * I + i];
+          if (v != 0) axpy(v, row, &z[s * O], O);
+        }
+      }
+      if (l + 1 < layers()) {
+        for (float& v : z)
+          v = v > 0 ? v : 0;
+      }
+    }
+  }
+  // The mean softmax cross-entropy gradient over the B samples of acts (from forward()) into g
+  // (zeroed first, same size kept), layer by layer from the last; ready() gets each layer's
+  // [weights, biases) range as soon as both are final.
+  void backward(const float* w, const std::vector<std::vector<float>>& acts, const int* labels,
+                size_t B, std::vector<float>* g, const Task::Ready& ready) const {
+    std::fill(g->begin(), g->end(), 0.0f);
+    const size_t L = layers(), C = out(L - 1);
+    std::vector<float> delta(B * C), below;
+    for (size_t s = 0; s < B; ++s) {
+      softmax_xent(&acts[L][s * C], static_cast<int>(C), labels[s], &delta[s * C], nullptr);
+      for (size_t c = 0; c < C; ++c)
+        delta[s * C + c] /= static_cast<float>(B);
+    }
+    for (size_t l = L; l-- > 0;) {
+      const std::vector<float>& a = acts[l];
+      const size_t I = in(l), O = out(l);
+      float* G = g->data();
+      for (size_t i = 0; i < I; ++i) {
+        float* grow = G + w_[l] + i * O;
+        for (size_t s = 0; s < B; ++s) {
+          const float v = a[s * I + i];
+          if (v != 0) axpy(v, &delta[s * O], grow, O);
+        }
+      }
+      for (size_t s = 0; s < B; ++s)
+        axpy(1.0f, &delta[s * O], G + b_[l], O);
+      if (l > 0) {
+        below.assign(B * I, 0.0f);
+        for (size_t i = 0; i < I; ++i) {
+          const float* row = w + w_[l] + i * O;
+          for (size_t s = 0; s < B; ++s) {
+            if (a[s * I + i] > 0) below[s * I + i] = dot(row, &delta[s * O], O);
+          }
+        }
+      }
+      // after the layer's input gradient too: a backward node hands over its gradients at its end
+      ready(w_[l], b_[l] + O);
+      delta.swap(below);
+    }
+  }
+  // Correct predictions on the n samples x (rows of dims[0]) with labels y, in batches.
+  size_t correct(const float* w, const float* x, const int* y, size_t n) const {
+    std::vector<std::vector<float>> acts;
+    const size_t C = out(layers() - 1);
+    size_t ok = 0;
+    for (size_t at = 0; at < n; at += 32) {
+      const size_t B = std::min<size_t>(32, n - at);
+      forward(w, x + at * dims_[0], B, &acts);
+      for (size_t s = 0; s < B; ++s) {
+        const float* z = &acts.back()[s * C];
+        ok += static_cast<size_t>(std::max_element(z, z + C) - z) == static_cast<size_t>(y[at + s]);
+      }
+    }
+    return ok;
+  }
+
+ private:
+  std::vector<size_t> dims_, w_, b_;
+  size_t n_ = 0;
 };
 
 // The sklearn digits CSV: 8x8 images, features 0..16 scaled to [0, 1], split 80/20 by seed.
@@ -122,6 +284,22 @@ struct DigitsData {
     }
   }
 };
+
+// DDP's backward on the digits data: the batch's rows through m's batched passes.
+inline void batch_backward(const Mlp& m, const DigitsData& data, const std::vector<float>& w,
+                           const std::vector<size_t>& idx, std::vector<float>* g,
+                           const Task::Ready& ready) {
+  std::vector<float> x;
+  std::vector<int> y;
+  for (size_t s : idx) {
+    x.insert(x.end(), &data.xtr[s * DigitsData::D], &data.xtr[(s + 1) * DigitsData::D]);
+    y.push_back(data.ytr[s]);
+  }
+  std::vector<std::vector<float>> acts;
+  m.forward(w.data(), x.data(), idx.size(), &acts);
+  if (g->size() != m.nparams()) g->assign(m.nparams(), 0.0f);
+  m.backward(w.data(), acts, y.data(), idx.size(), g, ready);
+}
 
 // digits: MLP 64-H-10.
 class Digits : public Task {
@@ -172,6 +350,16 @@ class Digits : public Task {
     }
     (void)b2;
   }
+  size_t ntest() const override { return data_.yte.size(); }
+  size_t test_correct(const std::vector<float>& w, size_t begin, size_t end) const override {
+    size_t ok = 0;
+    for (size_t s = begin; s < end; ++s) {
+      float h[H], z[C];
+      forward(w, &data_.xte[s * D], h, z);
+      ok += static_cast<int>(std::max_element(z, z + C) - z) == data_.yte[s];
+    }
+    return ok;
+  }
   Eval evaluate(const std::vector<float>& w, bool test) const override {
     const auto& X = test ? data_.xte : data_.xtr;
     const auto& Y = test ? data_.yte : data_.ytr;
@@ -218,6 +406,16 @@ class DigitsWide : public Task {
   static constexpr size_t kW1 = 0, kB1 = kW1 + D * H1, kW2 = kB1 + H1, kB2 = kW2 + H1 * H2,
                           kW3 = kB2 + H2, kB3 = kW3 + H2 * C, kParams = kB3 + C;
   DigitsWide(const std::string& csv, uint64_t seed) : data_(csv, seed) {}
+  std::vector<size_t> tensor_sizes() const override { return mlp_.tensor_sizes(); }
+  // The same gradient batched layer by layer (Mlp's layout is this class's).
+  void backward(const std::vector<float>& w, const std::vector<size_t>& idx, std::vector<float>* g,
+                const Ready& ready) const override {
+    batch_backward(mlp_, data_, w, idx, g, ready);
+  }
+  size_t ntest() const override { return data_.yte.size(); }
+  size_t test_correct(const std::vector<float>& w, size_t begin, size_t end) const override {
+    return mlp_.correct(w.data(), &data_.xte[begin * D], &data_.yte[begin], end - begin);
+  }
   size_t nparams() const override { return kParams; }
   size_t ntrain() const override { return data_.ytr.size(); }
   float lr() const override { return 0.05f; }
@@ -331,6 +529,51 @@ class DigitsWide : public Task {
     }
   }
   DigitsData data_;
+  Mlp mlp_{{D, H1, H2, C}};
+};
+
+// digits-deep: the digits through a deeper, wider MLP, 64-2048-2048-2048-2048-10 (ReLU,
+// 12,742,666 parameters, a 48.6 MiB gradient): a model whose gradient takes longer to reduce
+// over 1 Gbit/s than its backward pass takes to compute, as on real clusters, and whose hidden
+// layers are separate 16 MiB DDP buckets (the first reduced while the layers below compute).
+class DigitsDeep : public Task {
+ public:
+  static constexpr size_t D = 64, H = 2048, C = 10;
+  DigitsDeep(const std::string& csv, uint64_t seed) : data_(csv, seed) {}
+  size_t nparams() const override { return mlp_.nparams(); }
+  size_t ntrain() const override { return data_.ytr.size(); }
+  float lr() const override { return 0.02f; }
+  int batch() const override { return 8; }
+  const char* name() const override { return "digits-deep"; }
+  std::vector<size_t> tensor_sizes() const override { return mlp_.tensor_sizes(); }
+  void init(std::vector<float>* w, uint64_t seed) const override {
+    Rng rng(seed ^ 0xdee9ull);
+    mlp_.init(w, &rng);
+  }
+  void gradient(const std::vector<float>& w, const std::vector<size_t>& idx,
+                std::vector<float>* g) const override {
+    backward(w, idx, g, [](size_t, size_t) {});
+  }
+  void backward(const std::vector<float>& w, const std::vector<size_t>& idx, std::vector<float>* g,
+                const Ready& ready) const override {
+    batch_backward(mlp_, data_, w, idx, g, ready);
+  }
+  size_t ntest() const override { return data_.yte.size(); }
+  size_t test_correct(const std::vector<float>& w, size_t begin, size_t end) const override {
+    return mlp_.correct(w.data(), &data_.xte[begin * D], &data_.yte[begin], end - begin);
+  }
+  Eval evaluate(const std::vector<float>& w, bool test) const override {
+    Eval e;  // the accuracy only (the loss is left 0): what the time-to-accuracy run reads
+    const auto& X = test ? data_.xte : data_.xtr;
+    const auto& Y = test ? data_.yte : data_.ytr;
+    e.acc = static_cast<double>(mlp_.correct(w.data(), X.data(), Y.data(), Y.size())) /
+            static_cast<double>(Y.size());
+    return e;
+  }
+
+ private:
+  DigitsData data_;
+  Mlp mlp_{{D, H, H, H, H, C}};
 };
 
 // text: a synthetic corpus. Vocabulary V words with Zipfian frequencies (s = 1.1). Each of C
@@ -428,6 +671,57 @@ class Text : public Task {
           row[j] += dm[j] * per;
       }
     }
+  }
+  std::vector<size_t> tensor_sizes() const override {
+    return {static_cast<size_t>(V) * E, static_cast<size_t>(C) * E, static_cast<size_t>(C)};
+  }
+  // gradient()'s sums in its order (the same bits), the classifier's first: it is final before
+  // the embedding rows are scattered.
+  void backward(const std::vector<float>& w, const std::vector<size_t>& idx, std::vector<float>* g,
+                const Ready& ready) const override {
+    if (g->size() != nparams()) g->assign(nparams(), 0.0f);
+    std::fill(g->begin(), g->end(), 0.0f);
+    const float* Wc = w.data() + static_cast<size_t>(V) * E;
+    float* Ge = g->data();
+    float *Gc = Ge + static_cast<size_t>(V) * E, *gb = Gc + C * E;
+    const float inv = 1.0f / static_cast<float>(idx.size());
+    std::vector<float> dms(idx.size() * E, 0.0f);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const size_t s = idx[k];
+      float m[E], z[C], dz[C];
+      const int b = otr_[s], e = otr_[s + 1];
+      forward(w, &ttr_[static_cast<size_t>(b)], e - b, m, z);
+      softmax_xent(z, C, ytr_[s], dz, nullptr);
+      float* dm = &dms[k * E];
+      for (int c = 0; c < C; ++c) {
+        gb[c] += dz[c] * inv;
+        for (int j = 0; j < E; ++j) {
+          Gc[c * E + j] += dz[c] * m[j] * inv;
+          dm[j] += Wc[c * E + j] * dz[c];
+        }
+      }
+    }
+    ready(static_cast<size_t>(V) * E, nparams());
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const int b = otr_[idx[k]], e = otr_[idx[k] + 1];
+      const float per = inv / static_cast<float>(e - b);
+      for (int t = b; t < e; ++t) {
+        float* row = Ge + static_cast<size_t>(ttr_[static_cast<size_t>(t)]) * E;
+        for (int j = 0; j < E; ++j)
+          row[j] += dms[k * E + static_cast<size_t>(j)] * per;
+      }
+    }
+    ready(0, static_cast<size_t>(V) * E);
+  }
+  size_t ntest() const override { return yte_.size(); }
+  size_t test_correct(const std::vector<float>& w, size_t begin, size_t end) const override {
+    size_t ok = 0;
+    for (size_t s = begin; s < end; ++s) {
+      float m[E], z[C];
+      forward(w, &tte_[static_cast<size_t>(ote_[s])], ote_[s + 1] - ote_[s], m, z);
+      ok += static_cast<int>(std::max_element(z, z + C) - z) == yte_[s];
+    }
+    return ok;
   }
   Eval evaluate(const std::vector<float>& w, bool test) const override {
     const auto& off = test ? ote_ : otr_;
