@@ -44,8 +44,9 @@ StreamMode stream_mode(const StreamEnv& env, std::string* why) {
   if (env.launch_blocking) {
     reason = "CUDA_LAUNCH_BLOCKING=1 (a launch returns only when its kernel ends)";
   } else if (env.injection_tool) {
-    reason = "a CUDA injection tool is loaded (CUDA_INJECTION64_PATH: compute-sanitizer, ncu, "
-             "nsys), which may serialize launches";
+    reason =
+        "a CUDA injection tool is loaded (CUDA_INJECTION64_PATH: compute-sanitizer, ncu, "
+        "nsys), which may serialize launches";
   } else if (env.max_connections <= 1) {
     reason = "CUDA_DEVICE_MAX_CONNECTIONS<=1 (every stream shares one hardware queue)";
   }

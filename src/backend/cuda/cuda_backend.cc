@@ -126,6 +126,21 @@ void relax_capture_mode_once() {
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
 }
 
+// Devices this process warmed up: modules load once per device and process, so later
+// communicators' backends on the same device skip the warm-up's round trips.
+std::mutex g_warm_mu;
+std::vector<int> g_warmed;
+bool warmed_up(int device) {
+  std::lock_guard<std::mutex> lock(g_warm_mu);
+  return std::find(g_warmed.begin(), g_warmed.end(), device) != g_warmed.end();
+}
+void mark_warmed_up(int device) {
+  std::lock_guard<std::mutex> lock(g_warm_mu);
+  if (std::find(g_warmed.begin(), g_warmed.end(), device) == g_warmed.end()) {
+    g_warmed.push_back(device);
+  }
+}
+
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(int device) : dev_(device) {}
@@ -206,7 +221,10 @@ class CudaBackendImpl final : public CudaBackend {
       sl->stats = reinterpret_cast<kernels::DecodeStats*>(small_.p + kSlotBytes * i + 8);
       slots_.push_back(std::move(sl));
     }
-    return warm_up();
+    if (warmed_up(dev_)) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(warm_up());
+    mark_warmed_up(dev_);
+    return Status::Ok();
   }
 
   // Every codec, the sparse helpers and error feedback once (backend/warm_up.h): whatever kernel

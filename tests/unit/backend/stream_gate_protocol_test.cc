@@ -15,9 +15,9 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <ostream>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,8 +119,7 @@ class ModelGate final : public StreamGate {
     // The spin kernel's body: runs on the stream's hardware queue until `seq` is released.
     bool spin(uint32_t seq, double hang_s) {
       std::unique_lock<std::mutex> lock(mu);
-      return cv.wait_for(lock, std::chrono::duration<double>(hang_s),
-                         [&] { return value >= seq; });
+      return cv.wait_for(lock, std::chrono::duration<double>(hang_s), [&] { return value >= seq; });
     }
   };
   explicit ModelGate(ModelDevice* dev) : dev_(dev) {}
@@ -182,8 +181,9 @@ class ModelDevice final : public DeviceRuntime {
   Status make_gate(int, std::unique_ptr<StreamGate>* out) override {
     gate_attempts_++;
     if (opt_.fail_gate) {
-      return Status(Code::kUnhandledCudaError, "cudaHostRegister of the stream-gate flags: "
-                                               "operation not supported (model)");
+      return Status(Code::kUnhandledCudaError,
+                    "cudaHostRegister of the stream-gate flags: "
+                    "operation not supported (model)");
     }
     gates_made_++;
     *out = std::make_unique<ModelGate>(this);
