@@ -362,7 +362,7 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   backend::RelaxedCaptureScope relaxed;
   backend::DeviceRuntime& rt = backend::device_runtime();
   const int device = cuda_device_ < 0 ? 0 : cuda_device_;
-  std::lock_guard<std::mutex> glock(gate_mu_);
+  std::unique_lock<std::mutex> glock(gate_mu_);
   SCCL_RETURN_IF_ERROR(build_device_path_locked(args.mem));
   const bool gated = gate_ != nullptr;  // the device runtime's mode when the path was built
   // Pinned packet memory grows here, on the caller's thread, also while streams are gated (under
@@ -376,7 +376,15 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   if (!gated) {
     // No gate (device_runtime.h): the work queued before the call on the stream finishes first,
     // then the operation runs; it is done, its output written, when the caller's wait returns.
-    SCCL_RETURN_IF_ERROR(rt.synchronize(device, stream, settings_.timeout_s));
+    glock.unlock();
+    Status st = rt.synchronize(device, stream, settings_.timeout_s);
+    if (!st.ok()) {
+      // The other ranks run this operation without us: later ones could not line up.
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(args.kind),
+                st.to_string().c_str());
+      fail(st);
+      return st;
+    }
     auto w = submit_allreduce(args);
     if (synchronous != nullptr) {
       *synchronous = std::move(w);

@@ -37,7 +37,7 @@ struct Options {
   StreamEnv env;                 // what the mode is decided from
   bool force_gated = false;      // the gate whatever env says (to test its ordering alone)
   bool fail_gate = false;        // make_gate fails, as cudaHostRegister does in some containers
-  double hang_s = 3;             // a wait this long could never end on a device: counted, given up
+  double hang_s = 10;            // a wait this long could never end on a device: counted, given up
 };
 
 // One completion, waited for with a bound.
@@ -392,8 +392,10 @@ std::vector<RankResult> run_two_ranks(ModelDevice& model, int calls, size_t n,
       for (int k = 0; k < calls; ++k) {
         auto input_written = std::make_shared<std::atomic<bool>>(false);
         float* xp = x[static_cast<size_t>(k)].data();
+        // The first input comes late enough that a gated call surely returns before it.
+        const int delay_ms = k == 0 ? 300 : 20;
         model.launch(stream, [=] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(30));
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
           for (size_t i = 0; i < n; ++i)
             xp[i] = static_cast<float>((r + 1) * (k + 1)) + static_cast<float>(i % 5);
           input_written->store(true);
@@ -503,10 +505,10 @@ TEST_P(Ungated, RunsSynchronouslyWithoutAGate) {
   o.queues = GetParam().queues;
   o.launch_blocking = GetParam().launch_blocking;
   o.env = GetParam().env;
-  o.hang_s = 2;
+  o.hang_s = 5;
   ModelDevice model(o);
   Installed in(&model);
-  auto res = run_two_ranks(model, 2, kN, /*timeout_s=*/5);
+  auto res = run_two_ranks(model, 2, kN, /*timeout_s=*/10);
   EXPECT_TRUE(model.hangs().empty()) << model.hangs().front();
   expect_sums(res, 2, kN);
   EXPECT_EQ(model.gates_made(), 0);
