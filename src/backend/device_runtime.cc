@@ -74,7 +74,9 @@ RelaxedCaptureScope::~RelaxedCaptureScope() {
 
 #else
 
-RelaxedCaptureScope::RelaxedCaptureScope() = default;
+RelaxedCaptureScope::RelaxedCaptureScope() {
+  (void)prev_;  // no capture modes without CUDA
+}
 RelaxedCaptureScope::~RelaxedCaptureScope() = default;
 
 #endif
