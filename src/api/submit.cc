@@ -24,8 +24,17 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run) {
   if (args.mem == backend::MemoryType::kDevice) {
     // Device buffers (docs/cuda.md): enqueued on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
+    // Without a gate (CUDA_LAUNCH_BLOCKING, an injection tool, one hardware queue) the work
+    // comes back to be waited for like a host call's.
     if (call.count == 0) return Status::Ok();
-    return comm.submit_allreduce_stream(args, call.stream);
+    std::shared_ptr<coll::Work> synchronous;
+    SCCL_RETURN_IF_ERROR(comm.submit_allreduce_stream(args, call.stream, &synchronous));
+    if (!synchronous) return Status::Ok();
+    if (group::active()) {
+      group::defer(synchronous, false);
+      return Status::Ok();
+    }
+    return synchronous->wait();
   }
   auto work = comm.submit_allreduce(args);
   if (group::active()) {

@@ -5,7 +5,7 @@
 #include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
 #include "src/backend/backend.h"
-#include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/device_runtime.h"
 
 namespace sketchccl::backend {
 namespace {
@@ -92,10 +92,7 @@ Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out) {
     *out = make_host_backend();
     return Status::Ok();
   }
-  std::unique_ptr<CudaBackend> cuda;
-  SCCL_RETURN_IF_ERROR(make_cuda_backend(device, &cuda));
-  *out = std::move(cuda);
-  return Status::Ok();
+  return device_runtime().make_backend(device, out);
 }
 
 }  // namespace sketchccl::backend

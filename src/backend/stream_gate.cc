@@ -3,12 +3,19 @@
 #include <chrono>
 
 #include "src/backend/cuda/stream_gate.h"
+#include "src/backend/device_runtime.h"
 
 namespace sketchccl::backend {
 
 void GateMarker::fire() {
   std::lock_guard<std::mutex> lock(mu_);
   fired_ = true;
+  cv_.notify_all();
+}
+
+void GateMarker::cancel(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_.ok()) cancelled_ = why.ok() ? Status(Code::kInternalError, "cancelled") : why;
   cv_.notify_all();
 }
 
@@ -20,7 +27,9 @@ bool GateMarker::fired() const {
 Status GateMarker::wait(double timeout_s, const std::atomic<bool>* abort) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   std::unique_lock<std::mutex> lock(mu_);
-  while (!fired_) {
+  for (;;) {
+    if (!cancelled_.ok()) return cancelled_;
+    if (fired_) break;
     if (abort != nullptr && abort->load()) {
       return Status(Code::kRemoteError, "aborted while waiting for the caller's stream");
     }
@@ -39,10 +48,7 @@ Status make_stream_gate(MemoryType mem, int device, std::unique_ptr<StreamGate>*
   if (mem != MemoryType::kDevice) {
     return Status(Code::kInvalidUsage, "stream gate: host memory has no streams");
   }
-  std::unique_ptr<CudaStreamGate> gate;
-  SCCL_RETURN_IF_ERROR(CudaStreamGate::create(device, CudaStreamGate::Mechanism::kAuto, &gate));
-  *out = std::move(gate);
-  return Status::Ok();
+  return device_runtime().make_gate(device, out);
 }
 
 bool any_stream_gate_holding() {

@@ -22,7 +22,10 @@ namespace sketchccl::backend {
 class GateMarker {
  public:
   void fire();
-  // Ok once fired; kRemoteError past timeout_s or when *abort becomes true.
+  // The marker or the wait could not be enqueued: the stream is not held, so the operation must
+  // not run; wait() returns `why` whether or not the marker fires later.
+  void cancel(const Status& why);
+  // Ok once fired; kRemoteError past timeout_s or when *abort becomes true; the cancel's status.
   Status wait(double timeout_s, const std::atomic<bool>* abort);
   bool fired() const;
 
@@ -30,6 +33,7 @@ class GateMarker {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool fired_ = false;
+  Status cancelled_;
 };
 
 struct GateTicket {
@@ -40,10 +44,15 @@ struct GateTicket {
 class StreamGate {
  public:
   virtual ~StreamGate() = default;
-  // Caller's thread: enqueues the marker and the wait on `stream` (the memory type's stream
-  // handle; nullptr is its default stream). Callers serialize enqueue with the order in which
-  // the proxy runs the tickets.
-  virtual Status enqueue(void* stream, GateTicket* ticket) = 0;
+  // Caller's thread, in two steps around queueing the operation on the proxy: reserve takes the
+  // next sequence number and a marker and touches no device; enqueue then puts the marker and the
+  // wait on `stream` (the memory type's stream handle; nullptr is its default stream). The
+  // operation is queued in between, because a launch may not return until its kernel ends
+  // (CUDA_LAUNCH_BLOCKING, compute-sanitizer): the wait must be releasable before it is launched.
+  // A failed enqueue cancels the ticket's marker and releases its sequence number. Callers
+  // serialize reserve..enqueue with the order in which the proxy runs the tickets.
+  virtual void reserve(GateTicket* ticket) = 0;
+  virtual Status enqueue(void* stream, const GateTicket& ticket) = 0;
   // Any thread: lets every wait for seq' <= seq (cyclically) through. Idempotent.
   virtual void release(uint32_t seq) = 0;
   // Releases everything ever enqueued (abort, destruction).
@@ -52,8 +61,9 @@ class StreamGate {
   virtual bool holding() const = 0;
 };
 
-// The gate for streams of `mem` memory on `device`: kDevice, the CUDA gate (kUnhandledCudaError
-// without CUDA or the device); kHost, kInvalidUsage (host memory has no streams).
+// The gate for streams of `mem` memory on `device`: kDevice, the device runtime's (the CUDA gate,
+// kUnhandledCudaError without CUDA or the device; device_runtime.h); kHost, kInvalidUsage (host
+// memory has no streams).
 Status make_stream_gate(MemoryType mem, int device, std::unique_ptr<StreamGate>* out);
 
 // Whether any gate of this process holds a stream now: then nothing may allocate pinned memory

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "src/backend/device_runtime.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/coll/hierarchy.h"
 #include "src/coll/oom.h"
@@ -316,24 +317,54 @@ std::shared_ptr<Work> Communicator::submit_exact(std::function<Status(const Peer
   });
 }
 
-Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream) {
+bool Communicator::device_path_usable(backend::MemoryType mem) {
+  if (mem != backend::MemoryType::kDevice) return true;
+  backend::RelaxedCaptureScope relaxed;
+  std::lock_guard<std::mutex> glock(gate_mu_);
+  return build_device_path_locked(mem).ok();
+}
+
+Status Communicator::build_device_path_locked(backend::MemoryType mem) {
+  if (device_ready_) return Status::Ok();
+  if (!device_path_error_.ok()) return device_path_error_;
+  backend::DeviceRuntime& rt = backend::device_runtime();
+  const bool gated = rt.mode(nullptr) == backend::StreamMode::kGated;
+  // No device work is queued yet, so the proxy does not touch the engine's backend for this
+  // memory concurrently; the queue's mutex publishes it to the proxy.
+  Status st = gated ? rt.make_gate(cuda_device_ < 0 ? 0 : cuda_device_, &gate_) : Status::Ok();
+  if (st.ok() && hier_) st = hier_->rail().prepare_backend(mem);
+  if (st.ok()) st = engine_.prepare_backend(mem);
+  if (st.ok()) {
+    device_ready_ = true;
+    return st;
+  }
+  gate_.reset();
+  // Once per communicator: every later device call gets the same answer without retrying.
+  device_path_error_ = Status(st.code(), "the device path could not be built: " + st.message());
+  if (standalone_) {
+    SCCL_WARN(kLogColl, "rank %d: %s; AllReduces on device buffers fail on this communicator",
+              rank_, device_path_error_.message().c_str());
+  } else {
+    SCCL_WARN(kLogColl, "rank %d: %s; AllReduces on device buffers go to NCCL from now on", rank_,
+              device_path_error_.message().c_str());
+  }
+  return device_path_error_;
+}
+
+Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream,
+                                             std::shared_ptr<Work>* synchronous) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
   }
-  std::lock_guard<std::mutex> glock(gate_mu_);
-  if (!gate_) {
-    SCCL_RETURN_IF_ERROR(
-        backend::make_stream_gate(args.mem, cuda_device_ < 0 ? 0 : cuda_device_, &gate_));
-    // No such work is queued yet, so the proxy does not touch the engine's backend for this
-    // memory concurrently; the queue's mutex publishes it to the proxy.
-    Status st = hier_ ? hier_->rail().prepare_backend(args.mem) : Status::Ok();
-    if (st.ok()) st = engine_.prepare_backend(args.mem);
-    if (!st.ok()) {
-      gate_.reset();
-      return st;
-    }
-  }
+  // This thread's CUDA calls below (pinned allocations, the warm-up's event queries) must not
+  // invalidate a graph that another thread of the application captures in global mode.
+  backend::RelaxedCaptureScope relaxed;
+  backend::DeviceRuntime& rt = backend::device_runtime();
+  const int device = cuda_device_ < 0 ? 0 : cuda_device_;
+  std::unique_lock<std::mutex> glock(gate_mu_);
+  SCCL_RETURN_IF_ERROR(build_device_path_locked(args.mem));
+  const bool gated = gate_ != nullptr;  // the device runtime's mode when the path was built
   // Pinned packet memory grows here, on the caller's thread, also while streams are gated (under
   // DDP one always is; docs/cuda.md); if it fails, this operation's packets beyond the current
   // reservation use plain memory.
@@ -342,8 +373,27 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
     if (r.ok()) r = engine_.reserve_packets(args.mem, args.count);
     if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
   }
+  if (!gated) {
+    // No gate (device_runtime.h): the work queued before the call on the stream finishes first,
+    // then the operation runs; it is done, its output written, when the caller's wait returns.
+    glock.unlock();
+    Status st = rt.synchronize(device, stream, settings_.timeout_s);
+    if (!st.ok()) {
+      // The other ranks run this operation without us: later ones could not line up.
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(args.kind),
+                st.to_string().c_str());
+      fail(st);
+      return st;
+    }
+    auto w = submit_allreduce(args);
+    if (synchronous != nullptr) {
+      *synchronous = std::move(w);
+      return Status::Ok();
+    }
+    return w->wait();
+  }
   backend::GateTicket ticket;
-  SCCL_RETURN_IF_ERROR(gate_->enqueue(stream, &ticket));
+  gate_->reserve(&ticket);
   auto w = std::make_shared<Work>([this, args, ticket] {
     RingLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
@@ -362,8 +412,10 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   });
   // However the work ends (done, failed, dropped by abort), the caller's stream goes on.
   w->set_on_complete([gate = gate_.get(), seq = ticket.seq] { gate->release(seq); });
+  // Queued before the wait is launched: a launch may return only once its kernel ends
+  // (CUDA_LAUNCH_BLOCKING, compute-sanitizer), and only this work releases that kernel.
   enqueue_work(w);
-  return Status::Ok();
+  return gate_->enqueue(stream, ticket);
 }
 
 Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) {

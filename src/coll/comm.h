@@ -77,11 +77,19 @@ class Communicator {
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
-  // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): enqueues the
-  // stream gate (marker + wait) on `stream` (a cudaStream_t) and the work on the proxy, and returns
-  // at once without blocking. The proxy waits for the marker, runs the ring on the communicator's
-  // device and releases the stream -- also on failure, which becomes the async error.
-  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
+  // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): queues the
+  // work on the proxy, then the stream gate (marker + wait) on `stream` (a cudaStream_t), and
+  // returns at once without blocking. The proxy waits for the marker, runs the ring on the
+  // communicator's device and releases the stream -- also on failure, which becomes the async
+  // error. Where the device runtime says synchronous (CUDA_LAUNCH_BLOCKING, an injection tool,
+  // one hardware queue; device_runtime.h) there is no gate: the stream is drained, the work
+  // queued, and *synchronous gets it for the caller to wait on (nullptr: waited for here).
+  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream,
+                                 std::shared_ptr<Work>* synchronous = nullptr);
+  // Whether device AllReduces can run here: builds the gate and the device backends on the first
+  // ask (the caller's thread); a failure is kept, WARNed once, and answered on every later ask.
+  // In front of a real NCCL the take-over forwards the call when false.
+  bool device_path_usable(backend::MemoryType mem);
   // Queues an exact collective or a group's sends and receives (src/standalone/exact_collectives.h)
   // on the proxy. `collective`: every rank runs it, so it takes the next operation number.
   std::shared_ptr<Work> submit_exact(std::function<Status(const PeerLink&)> fn, bool collective);
@@ -132,6 +140,9 @@ class Communicator {
   void abandon_join(const Status& why);
   // On the proxy: a taken-over reduction, by its kind.
   Status reduce(const RingLink& l, const AllReduceArgs& args);
+  // Under gate_mu_: the gate (gated mode) and the device backends, once; the first failure is
+  // kept in device_path_error_.
+  Status build_device_path_locked(backend::MemoryType mem);
   // On the proxy, after the engine ran: copies its statistics for stats() on other threads.
   void publish_stats();
 
@@ -174,6 +185,8 @@ class Communicator {
   // sequence numbers in the proxy queue's order.
   std::mutex gate_mu_;
   std::unique_ptr<backend::StreamGate> gate_;
+  bool device_ready_ = false;  // under gate_mu_
+  Status device_path_error_;   // under gate_mu_: why the device path could not be built
   std::thread proxy_;
 };
 

@@ -44,6 +44,12 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     log("refused: invalid arguments");
     return api::report(st, call.api);
   }
+  if (!c->device_path_usable(call.mem.type)) {
+    // The gate or the CUDA backend could not be built (WARNed once): NCCL runs the call.
+    log("forwarded: SketchCCL's device path could not be built");
+    c->count_forwarded();
+    return forward_call(call);
+  }
   if (takes_nccl_phases(*c, call)) {
     log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)");
     return run_nccl_phases(real_, *c, call);

@@ -480,7 +480,8 @@ TEST_P(Gate, OrdersTheCallersStreamWithoutBlockingOthers) {
   ASSERT_EQ(gputest::fill_after_delay(x.as<float>(), n, 5.0f, 200, s1_), cudaSuccess);
   GateTicket t;
   auto t0 = std::chrono::steady_clock::now();
-  Status st = gate_->enqueue(s1_, &t);
+  gate_->reserve(&t);
+  Status st = gate_->enqueue(s1_, t);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(gputest::sum_to(y.as<float>(), n, sum.as<double>(), s1_), cudaSuccess);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100))
@@ -521,7 +522,8 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
     ASSERT_EQ(gputest::spin_ms(20, s1_), cudaSuccess);
     GateTicket t;
     EXPECT_FALSE(gate_->holding());
-    ASSERT_TRUE(gate_->enqueue(s1_, &t).ok());
+    gate_->reserve(&t);
+    ASSERT_TRUE(gate_->enqueue(s1_, t).ok());
     // Held until released: the arena must not grow meanwhile (docs/cuda.md).
     EXPECT_TRUE(gate_->holding());
     EXPECT_TRUE(CudaStreamGate::any_holding());
@@ -533,7 +535,8 @@ TEST_P(Gate, EarlyReleaseNeverBlocksAndSequencesContinue) {
   }
   // The legacy default stream (nullptr) works too.
   GateTicket t;
-  ASSERT_TRUE(gate_->enqueue(nullptr, &t).ok());
+  gate_->reserve(&t);
+  ASSERT_TRUE(gate_->enqueue(nullptr, t).ok());
   ASSERT_TRUE(t.marker->wait(10, nullptr).ok());
   gate_->release_all();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);

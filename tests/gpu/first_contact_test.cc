@@ -1,9 +1,9 @@
 // The GPU path's first contact (docs/cuda.md): the first call of every codec on
-// a held stream, work on a second stream under CUDA_DEVICE_MAX_CONNECTIONS=1, a graph captured
-// on another thread during a taken-over call, two communicators on two streams, abort during a
-// gated operation. Standalone, 2 processes on device 0 (suite 'gpu'; every case skips without a
-// device, and the binary then exits 77). Bit identity across ranks for every codec, s2 included,
-// is api_test.cc's GpuAllReduce (identical output bytes on every rank).
+// a held stream, CUDA_LAUNCH_BLOCKING=1 and CUDA_DEVICE_MAX_CONNECTIONS=1 (no gate: synchronous
+// calls), a graph captured on another thread during taken-over calls, two communicators on two
+// streams, abort during a gated operation. Standalone, 2 processes on device 0 (suite 'gpu'; every
+// case skips without a device, and the binary then exits 77). Bit identity across ranks for every
+// codec, s2 included, is api_test.cc's GpuAllReduce (identical output bytes on every rank).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -67,23 +67,33 @@ INSTANTIATE_TEST_SUITE_P(Codecs, FirstCall,
                          ::testing::Values("none", "bf16", "fp16", "q8", "q4", "q2", "casq2",
                                            "casq3", "casq4", "s2", "sparse"));
 
-// One hardware queue for every stream (Megatron, NeMo): standalone cannot forward, so the gate
-// itself must not deadlock against the backend's work queued on the same hardware queue.
-TEST_F(FirstContact, SecondStreamWorksUnderOneHardwareQueue) {
-  expect_agreement(run("second_stream", 2, {"CUDA_DEVICE_MAX_CONNECTIONS=1"}, {"200000"}));
+// Launches that return only when their kernel ended (also what compute-sanitizer and ncu do):
+// the call runs without the gate, whose wait kernel would never end.
+TEST_F(FirstContact, LaunchBlockingRunsWithoutTheGate) {
+  expect_agreement(
+      run("held_first", 2, {"CUDA_LAUNCH_BLOCKING=1", "SKETCHCCL_CODEC=q8"}, {"300007"}));
 }
 
+// One hardware queue for every stream (Megatron, NeMo): standalone cannot forward, so the call
+// runs without the gate, synchronously on the caller's thread.
+TEST_F(FirstContact, OneHardwareQueueRunsSynchronously) {
+  expect_agreement(run("second_stream", 2,
+                       {"CUDA_DEVICE_MAX_CONNECTIONS=1", "SKETCHCCL_CODEC=none"}, {"200000"}));
+}
+
+// The cases below check exact sums: SKETCHCCL_CODEC=none (auto picks lossy codecs from a
+// buffer's second call on).
 TEST_F(FirstContact, GraphCapturedOnAnotherThreadDuringATakenOverCall) {
-  expect_agreement(run("capture_thread", 2, {}, {"200000"}));
+  expect_agreement(run("capture_thread", 2, {"SKETCHCCL_CODEC=none"}, {"200000"}));
 }
 
 // Pinned packet memory grows while a gate holds the stream (DDP queues bucket N+1 behind N).
 TEST_F(FirstContact, LargerBucketsQueuedBehindAHeldStream) {
-  expect_agreement(run("growing_buckets", 2, {}, {"6250000"}));
+  expect_agreement(run("growing_buckets", 2, {"SKETCHCCL_CODEC=none"}, {"6250000"}));
 }
 
 TEST_F(FirstContact, TwoCommunicatorsOnTwoStreams) {
-  expect_agreement(run("two_comms", 2, {}, {"100000", new_id_hex()}));
+  expect_agreement(run("two_comms", 2, {"SKETCHCCL_CODEC=none"}, {"100000", new_id_hex()}));
 }
 
 TEST_F(FirstContact, AbortDuringAGatedOperationReleasesTheStream) {

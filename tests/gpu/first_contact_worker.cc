@@ -4,9 +4,10 @@
 //   first_contact_worker SCENARIO RANK NRANKS ID_HEX [COUNT [ID2_HEX]]
 //
 // Scenarios: held_first (the process's first AllReduce, of SKETCHCCL_CODEC, on a stream held by
-// a slow kernel), second_stream (work queued after the AllReduce and on a second stream; run
-// under CUDA_DEVICE_MAX_CONNECTIONS=1), capture_thread (another thread captures a graph in global
-// mode during a taken-over call), growing_buckets (larger AllReduces queued while earlier ones
+// a slow kernel; also run under CUDA_LAUNCH_BLOCKING=1), second_stream (under
+// CUDA_DEVICE_MAX_CONNECTIONS=1: the call runs synchronously, work after it and on a second
+// stream completes), capture_thread (another thread captures a graph in global mode during the
+// first two taken-over calls), growing_buckets (larger AllReduces queued while earlier ones
 // hold the stream), two_comms (two communicators on two streams), abort_gated
 // (ncclCommAbort while the caller's stream is held). Prints rank_report.h's CASE lines.
 #include <cuda_runtime_api.h>
@@ -97,8 +98,10 @@ void held_first(ncclComm_t comm, const std::string& codec, size_t count) {
   cudaStreamDestroy(s);
 }
 
-// Work queued after the AllReduce on its stream, and a second stream's work, both complete:
-// under CUDA_DEVICE_MAX_CONNECTIONS=1 every stream shares one hardware queue.
+// Under CUDA_DEVICE_MAX_CONNECTIONS=1 every stream shares one hardware queue, where a held stream
+// would block the backend's own work: the AllReduce runs without the gate, on the caller's
+// thread (its stream drained first, nothing of the call left on it when it returns). Work queued
+// after it on its stream, and a second stream's work, both complete.
 void second_stream(ncclComm_t comm, size_t count) {
   cudaStream_t s1, s2;
   CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -109,9 +112,11 @@ void second_stream(ncclComm_t comm, size_t count) {
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dsum), sizeof(double)));
   CUDA_OK(sketchccl::gputest::fill_after_delay(x, count, static_cast<float>(g_rank), 100, s1));
   NCCL_OK(ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s1));
+  const bool synchronous = cudaStreamQuery(s1) == cudaSuccess;
   CUDA_OK(sketchccl::gputest::sum_to(x, count, dsum, s1));  // dependent work after the gate
   CUDA_OK(sketchccl::gputest::spin_ms(5, s2));
-  std::string verdict = "OK";
+  std::string verdict =
+      synchronous ? "OK" : "FAIL the AllReduce left work on its stream (it was gated)";
   if (!finishes(s2, 30)) verdict = "FAIL the second stream did not complete";
   if (!finishes(s1, 90)) verdict = "FAIL the AllReduce's stream did not complete (hang)";
   double got = 0, want = 0;
@@ -127,27 +132,26 @@ void second_stream(ncclComm_t comm, size_t count) {
   cudaStreamDestroy(s2);
 }
 
-// Another thread captures a graph in global mode (PyTorch's default) while a taken-over
-// AllReduce runs: the proxy's CUDA calls must not invalidate that capture.
+// Another thread captures a graph in global mode (PyTorch's default) while this thread, in
+// global mode too, makes its first taken-over AllReduce (the backend is built and warmed up
+// then) and a second one: neither SketchCCL's calls on this thread nor the proxy's may
+// invalidate that capture. The test's own polling runs relaxed, so only SketchCCL's calls count.
 void capture_thread(ncclComm_t comm, size_t count) {
-  // The application's own thread polls its stream: relaxed, so that only SketchCCL's calls
-  // could break the other thread's capture.
-  cudaStreamCaptureMode mine = cudaStreamCaptureModeRelaxed;
-  CUDA_OK(cudaThreadExchangeStreamCaptureMode(&mine));
+  auto set_mode = [](cudaStreamCaptureMode m) { CUDA_OK(cudaThreadExchangeStreamCaptureMode(&m)); };
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::vector<float> in = inputs("int", count), out(count);
   float* x = nullptr;
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&x), count * sizeof(float)));
   CUDA_OK(cudaMemcpy(x, in.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-  NCCL_OK(ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s));  // backend made here
-  if (!finishes(s, 90)) report_case("capture_thread", nullptr, 0, "FAIL warm-up AllReduce hung");
-  CUDA_OK(cudaMemcpy(x, in.data(), count * sizeof(float), cudaMemcpyHostToDevice));
   std::atomic<int> phase{0};
   cudaError_t capture_end = cudaErrorUnknown, capture_run = cudaErrorUnknown;
   std::thread capturer([&] {
     cudaStream_t cs;
-    if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess) return;
+    if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess) {
+      phase = 3;
+      return;
+    }
     if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal) == cudaSuccess) {
       (void)sketchccl::gputest::spin_ms(1, cs);
       phase = 1;
@@ -169,13 +173,21 @@ void capture_thread(ncclComm_t comm, size_t count) {
   });
   while (phase.load() == 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  NCCL_OK(ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s));
-  const bool done = finishes(s, 90);
+  bool done = phase.load() == 1;
+  for (int call = 0; call < 2 && done; ++call) {
+    set_mode(cudaStreamCaptureModeGlobal);
+    const ncclResult_t r = ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s);
+    set_mode(cudaStreamCaptureModeRelaxed);
+    done = r == ncclSuccess && finishes(s, 90);
+    if (done && call == 0) {
+      CUDA_OK(cudaMemcpy(x, in.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    }
+  }
   phase = 2;
   capturer.join();
   CUDA_OK(cudaMemcpy(out.data(), x, count * sizeof(float), cudaMemcpyDeviceToHost));
   std::string verdict =
-      !done ? "FAIL the AllReduce never completed"
+      !done ? "FAIL an AllReduce failed or never completed"
       : capture_end != cudaSuccess
           ? std::string("FAIL the other thread's capture broke: ") + cudaGetErrorString(capture_end)
       : capture_run != cudaSuccess

@@ -142,6 +142,26 @@ TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
   f.join();
 }
 
+// A marker whose wait could not be enqueued: the proxy's wait gives the enqueue's error at once,
+// whether the marker fired before or fires later (the stream is not held: the ring must not run).
+TEST(GateMarker, CancelledWaitReturnsTheEnqueueErrorEvenWhenFired) {
+  GateMarker m;
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    m.cancel(Status(Code::kUnhandledCudaError, "wait kernel launch failed"));
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = m.wait(30, nullptr);
+  t.join();
+  EXPECT_EQ(st.code(), Code::kUnhandledCudaError);
+  EXPECT_EQ(st.message(), "wait kernel launch failed");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  GateMarker fired;
+  fired.fire();
+  fired.cancel(Status(Code::kUnhandledCudaError, "late"));
+  EXPECT_EQ(fired.wait(30, nullptr).code(), Code::kUnhandledCudaError);
+}
+
 // ---- the device-path rule and the preload ---------------------------------------------------
 
 TEST(DevicePath, OneHardwareQueueForwardsDeviceBuffers) {

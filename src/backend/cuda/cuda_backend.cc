@@ -42,9 +42,13 @@ Status cuda_status(cudaError_t e, const char* what) {
     if (sccl_e_ != cudaSuccess) return cuda_status(sccl_e_, what); \
   } while (0)
 
-// Device memory that grows, stream-ordered (cudaMallocAsync/cudaFreeAsync on the backend's
-// stream): unlike cudaMalloc/cudaFree these never synchronize the device, which matters because
-// the caller's stream may be held by the stream gate while the proxy allocates.
+// Device memory that grows, stream-ordered (cudaMallocFromPoolAsync/cudaFreeAsync on the
+// backend's stream): unlike cudaMalloc/cudaFree these never synchronize the device, which matters
+// because the caller's stream may be held by the stream gate while the proxy allocates. From the
+// backend's own pool, never the device's default one: with the application on that pool
+// (PyTorch's cudaMallocAsync allocator, CuPy), its internal dependencies could make a lane
+// stream wait for an application stream the gate holds, and its release threshold of 0 gives the
+// memory back at every synchronization of the application.
 struct DevBuf {
   void* base = nullptr;
   uint8_t* p = nullptr;  // 256-aligned
@@ -98,6 +102,11 @@ constexpr size_t kSmallPinned = kVerdictOffset + 64;
 // Largest arena block; an operation needing more gets plain memory for the rest (correct, but a
 // copy to or from plain memory makes the proxy wait for the device's earlier work).
 constexpr size_t kArenaCap = size_t(256) << 20;
+// Pinned bounce buffer for copies to and from host memory that is not pinned (bitmaps, sparse
+// values, s2's unresolved bits, packets beyond the arena): a copy from or to pageable memory may
+// block the calling thread in the driver until the device reaches it, where neither
+// SKETCHCCL_TIMEOUT nor ncclCommAbort can end the wait; through this buffer every wait polls.
+constexpr size_t kBounceBytes = size_t(4) << 20;
 
 // A stream with its own device packet buffer and workspace: work on it runs in stream order, so
 // each slot's packet leaves the device before the next slot's arrives.
@@ -115,6 +124,21 @@ void relax_capture_mode_once() {
   done = true;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+}
+
+// Devices this process warmed up: modules load once per device and process, so later
+// communicators' backends on the same device skip the warm-up's round trips.
+std::mutex g_warm_mu;
+std::vector<int> g_warmed;
+bool warmed_up(int device) {
+  std::lock_guard<std::mutex> lock(g_warm_mu);
+  return std::find(g_warmed.begin(), g_warmed.end(), device) != g_warmed.end();
+}
+void mark_warmed_up(int device) {
+  std::lock_guard<std::mutex> lock(g_warm_mu);
+  if (std::find(g_warmed.begin(), g_warmed.end(), device) == g_warmed.end()) {
+    g_warmed.push_back(device);
+  }
 }
 
 class CudaBackendImpl final : public CudaBackend {
@@ -151,7 +175,8 @@ class CudaBackendImpl final : public CudaBackend {
     if (sync_ev_ != nullptr) cudaEventDestroy(sync_ev_);
     if (main_ev_ != nullptr) cudaEventDestroy(main_ev_);
     cudaStreamDestroy(stream_);
-    for (PinBuf* b : {&small_, &arena_.block}) {
+    if (pool_ != nullptr) cudaMemPoolDestroy(pool_);  // released once its frees completed
+    for (PinBuf* b : {&small_, &bounce_, &arena_.block}) {
       if (b->p != nullptr) old_pinned_.push_back(b->p);
     }
     for (const PinBuf& r : retired_)
@@ -185,7 +210,9 @@ class CudaBackendImpl final : public CudaBackend {
                      "cudaEventCreateWithFlags");
     SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&main_ev_, cudaEventDisableTiming),
                      "cudaEventCreateWithFlags");
+    SCCL_RETURN_IF_ERROR(make_pool());
     SCCL_RETURN_IF_ERROR(pin(&small_, kSmallPinned));
+    SCCL_RETURN_IF_ERROR(pin(&bounce_, kBounceBytes));
     for (int i = 0; i < kSlots; ++i) {
       auto sl = std::make_unique<Slot>();
       SCCL_CUDA_RETURN(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming),
@@ -194,7 +221,10 @@ class CudaBackendImpl final : public CudaBackend {
       sl->stats = reinterpret_cast<kernels::DecodeStats*>(small_.p + kSlotBytes * i + 8);
       slots_.push_back(std::move(sl));
     }
-    return warm_up();
+    if (warmed_up(dev_)) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(warm_up());
+    mark_warmed_up(dev_);
+    return Status::Ok();
   }
 
   // Every codec, the sparse helpers and error feedback once (backend/warm_up.h): whatever kernel
@@ -268,8 +298,7 @@ class CudaBackendImpl final : public CudaBackend {
     Lane* ln = nullptr;
     SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl, &ln));
     SCCL_RETURN_IF_ERROR(kc::encode(p, x, t, n, ln->pkt.p, need, ln->ws.p, ln->ws.cap, ln->stream));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt, ln->pkt.p, need, cudaMemcpyDeviceToHost, ln->stream),
-                     "packet to host");
+    SCCL_RETURN_IF_ERROR(to_host(pkt, ln->pkt.p, need, ln->stream, "packet to host"));
     return finish(sl, ln->stream, false, ticket);
   }
 
@@ -289,10 +318,10 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(begin(p, n, cap, &sl, &ln));
     const cudaStream_t s = ln->stream;
     uint8_t* dp = ln->pkt.p;
-    // From pageable memory the copy returns once the driver has staged it; from the arena at once.
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(dp, in, need, cudaMemcpyHostToDevice, s), "packet to device");
+    // From the arena queued at once; from other memory through the bounce buffer (to_device).
+    SCCL_RETURN_IF_ERROR(to_device(dp, in, need, s, "packet to device"));
     SCCL_RETURN_IF_ERROR(kc::step(p, dp, need, x, t, n, dp, need, ln->ws.p, ln->ws.cap, s));
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(out, dp, need, cudaMemcpyDeviceToHost, s), "packet to host");
+    SCCL_RETURN_IF_ERROR(to_host(out, dp, need, s, "packet to host"));
     SCCL_CUDA_RETURN(cudaMemcpyAsync(sl->verdict, ln->ws.p, sizeof(int), cudaMemcpyDeviceToHost, s),
                      "verdict to host");
     return finish(sl, s, true, ticket);
@@ -416,9 +445,8 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_CUDA_RETURN(cudaMemcpyAsync(verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
                      "verdict to host");
     if (unres_host != nullptr && p.codec == kernels::CodecId::kS2) {
-      SCCL_CUDA_RETURN(
-          cudaMemcpyAsync(unres_host, unres_.p, unres_bytes, cudaMemcpyDeviceToHost, stream_),
-          "s2 unresolved positions to host");
+      SCCL_RETURN_IF_ERROR(
+          to_host(unres_host, unres_.p, unres_bytes, stream_, "s2 unresolved positions to host"));
     }
     SCCL_RETURN_IF_ERROR(sync(stream_, "decode"));
     SCCL_RETURN_IF_ERROR(kc::verdict_status(*verdict));
@@ -465,8 +493,7 @@ class CudaBackendImpl final : public CudaBackend {
     kc::bitmap_build(x, t, n, reinterpret_cast<uint64_t*>(bits_.p), stream_);
     SCCL_CUDA_RETURN(cudaGetLastError(), "bitmap_build launch");
     // Words covering the first n elements: bitmap_build writes exactly these on the host too.
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(bits, bits_.p, bytes, cudaMemcpyDeviceToHost, stream_),
-                     "bitmap copy");
+    SCCL_RETURN_IF_ERROR(to_host(bits, bits_.p, bytes, stream_, "bitmap copy"));
     SCCL_RETURN_IF_ERROR(sync(stream_, "bitmap_build"));
     return Status::Ok();
   }
@@ -489,11 +516,8 @@ class CudaBackendImpl final : public CudaBackend {
     kc::sparse_compact(reinterpret_cast<const uint64_t*>(bits_.p), n, x, t,
                        reinterpret_cast<float*>(vals_.p), ws_.p, stream_);
     SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_compact launch");
-    if (m > 0) {
-      SCCL_CUDA_RETURN(
-          cudaMemcpyAsync(out, vals_.p, m * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "sparse values to host");
-    }
+    SCCL_RETURN_IF_ERROR(
+        to_host(out, vals_.p, m * sizeof(float), stream_, "sparse values to host"));
     SCCL_RETURN_IF_ERROR(sync(stream_, "sparse_compact"));
     if (count != nullptr) *count = m;
     return Status::Ok();
@@ -506,11 +530,8 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(to_device_bits(bits, n));
     SCCL_RETURN_IF_ERROR(ensure(vals_, m * sizeof(float) + 4));
     SCCL_RETURN_IF_ERROR(ensure_ws(kc::sparse_workspace_bytes(n)));
-    if (m > 0) {
-      SCCL_CUDA_RETURN(
-          cudaMemcpyAsync(vals_.p, vals, m * sizeof(float), cudaMemcpyHostToDevice, stream_),
-          "sparse values to device");
-    }
+    SCCL_RETURN_IF_ERROR(
+        to_device(vals_.p, vals, m * sizeof(float), stream_, "sparse values to device"));
     kc::sparse_scatter(reinterpret_cast<const uint64_t*>(bits_.p), n,
                        reinterpret_cast<const float*>(vals_.p), scale, y, t, ws_.p, stream_);
     SCCL_CUDA_RETURN(cudaGetLastError(), "sparse_scatter launch");
@@ -542,8 +563,7 @@ class CudaBackendImpl final : public CudaBackend {
     SCCL_RETURN_IF_ERROR(ensure(pkt_, need));
     SCCL_RETURN_IF_ERROR(ensure(stats_, sizeof(kernels::DecodeStats)));
     main_dirty_ = true;  // writes `y`, which a later lane's work may read
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(pkt_.p, pkt, need, cudaMemcpyHostToDevice, stream_),
-                     "packet to device");
+    SCCL_RETURN_IF_ERROR(to_device(pkt_.p, pkt, need, stream_, "packet to device"));
     auto* dstats = reinterpret_cast<kernels::DecodeStats*>(stats_.p);
     SCCL_RETURN_IF_ERROR(kc::decode(p, pkt_.p, need, y, t, n, scale,
                                     stats_host != nullptr ? dstats : nullptr, ws_.p, ws_.cap,
@@ -669,13 +689,92 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
+  // The backend's own memory pool (see DevBuf): no internal dependencies across streams, and
+  // memory kept until the backend goes. Without memory pools (some vGPU and MIG setups) the device
+  // path cannot be built, and the caller forwards.
+  Status make_pool() {
+    int supported = 0;
+    SCCL_CUDA_RETURN(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev_),
+                     "cudaDeviceGetAttribute(MemoryPoolsSupported)");
+    if (supported == 0) {
+      return errorf(Code::kUnhandledCudaError,
+                    "CUDA backend: device %d does not support memory pools (cudaMallocAsync)",
+                    dev_);
+    }
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev_;
+    SCCL_CUDA_RETURN(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+    int off = 0;
+    SCCL_CUDA_RETURN(
+        cudaMemPoolSetAttribute(pool_, cudaMemPoolReuseAllowInternalDependencies, &off),
+        "cudaMemPoolSetAttribute(ReuseAllowInternalDependencies)");
+    uint64_t keep = UINT64_MAX;
+    SCCL_CUDA_RETURN(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+                     "cudaMemPoolSetAttribute(ReleaseThreshold)");
+    return Status::Ok();
+  }
+
+  // Whether [p, p+bytes) is pinned memory of this backend (the arena, a retired block, the small
+  // and bounce buffers): copies to and from it are queued without the host waiting.
+  bool pinned(const void* p, size_t bytes) {
+    const uint8_t* q = static_cast<const uint8_t*>(p);
+    auto within = [&](const PinBuf& b) {
+      return b.p != nullptr && q >= b.p && q + bytes <= b.p + b.cap;
+    };
+    if (within(small_) || within(bounce_)) return true;
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    if (within(arena_.block)) return true;
+    for (const PinBuf& r : retired_) {
+      if (within(r)) return true;
+    }
+    return false;
+  }
+  // Device -> host on `s`. Into pinned memory: queued, valid once `s` reaches it. Into other
+  // memory: a chunk at a time through the bounce buffer, each chunk waited for with the bounded
+  // poll, so the bytes are in place on return.
+  Status to_host(void* dst, const void* src, size_t bytes, cudaStream_t s, const char* what) {
+    if (bytes == 0) return Status::Ok();
+    if (pinned(dst, bytes)) {
+      SCCL_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), what);
+      return Status::Ok();
+    }
+    for (size_t off = 0; off < bytes; off += kBounceBytes) {
+      const size_t len = std::min(kBounceBytes, bytes - off);
+      SCCL_CUDA_RETURN(cudaMemcpyAsync(bounce_.p, static_cast<const uint8_t*>(src) + off, len,
+                                       cudaMemcpyDeviceToHost, s),
+                       what);
+      SCCL_RETURN_IF_ERROR(sync(s, what));
+      std::memcpy(static_cast<uint8_t*>(dst) + off, bounce_.p, len);
+    }
+    return Status::Ok();
+  }
+  // Host -> device on `s`. From pinned memory: queued (the source must stay until `s` reaches
+  // it). From other memory: through the bounce buffer, each chunk waited for, so the source may
+  // change on return.
+  Status to_device(void* dst, const void* src, size_t bytes, cudaStream_t s, const char* what) {
+    if (bytes == 0) return Status::Ok();
+    if (pinned(src, bytes)) {
+      SCCL_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), what);
+      return Status::Ok();
+    }
+    for (size_t off = 0; off < bytes; off += kBounceBytes) {
+      const size_t len = std::min(kBounceBytes, bytes - off);
+      std::memcpy(bounce_.p, static_cast<const uint8_t*>(src) + off, len);
+      SCCL_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, bounce_.p, len,
+                                       cudaMemcpyHostToDevice, s),
+                       what);
+      SCCL_RETURN_IF_ERROR(sync(s, what));
+    }
+    return Status::Ok();
+  }
+
   Status to_device_bits(const uint64_t* bits, size_t n) {
     const size_t bytes = kernels::bitmap_bytes(n);
     SCCL_RETURN_IF_ERROR(ensure(bits_, bytes));
-    // Pageable source: the copy returns once the bytes are staged by the driver.
-    SCCL_CUDA_RETURN(cudaMemcpyAsync(bits_.p, bits, bytes, cudaMemcpyHostToDevice, stream_),
-                     "bitmap to device");
-    return Status::Ok();
+    return to_device(bits_.p, bits, bytes, stream_, "bitmap to device");
   }
 
   Status ensure(DevBuf& b, size_t bytes) { return ensure(b, bytes, stream_); }
@@ -690,7 +789,8 @@ class CudaBackendImpl final : public CudaBackend {
       b = DevBuf{};
     }
     void* base = nullptr;
-    SCCL_CUDA_RETURN(cudaMallocAsync(&base, cap + 256, stream), "cudaMallocAsync");
+    SCCL_CUDA_RETURN(cudaMallocFromPoolAsync(&base, cap + 256, pool_, stream),
+                     "cudaMallocFromPoolAsync");
     b.base = base;
     b.p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + 255) & ~uintptr_t(255));
     b.cap = cap;
@@ -707,6 +807,8 @@ class CudaBackendImpl final : public CudaBackend {
   double timeout_s_ = 300;
   DevBuf ws_, pkt_, stats_, bits_, vals_, ef_sums_, unres_;  // unres_: s2's unresolved bitmap
   PinBuf small_;                                             // slot verdicts and decode statistics
+  PinBuf bounce_;  // copies to and from host memory that is not pinned (to_host, to_device)
+  cudaMemPool_t pool_ = nullptr;  // every DevBuf and alloc_f32 array
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t next_ticket_ = 1;
   std::mutex arena_mu_;  // the arena is sized on the caller's thread, used on the proxy's
@@ -732,12 +834,14 @@ class DevF32Array final : public F32Array {
   void* base_;
 };
 
-// Stream-ordered like the backend's own buffers (cudaMallocAsync never synchronizes the device,
+// Stream-ordered like the backend's own buffers (from the backend's pool: never synchronizes the
+// device,
 // which a gated stream may be waiting on), zeroed on the stream.
 Status CudaBackendImpl::alloc_f32(size_t n, std::unique_ptr<F32Array>* out) {
   void* base = nullptr;
   if (n > 0) {
-    SCCL_CUDA_RETURN(cudaMallocAsync(&base, n * sizeof(float), stream_), "cudaMallocAsync");
+    SCCL_CUDA_RETURN(cudaMallocFromPoolAsync(&base, n * sizeof(float), pool_, stream_),
+                     "cudaMallocFromPoolAsync");
     main_dirty_ = true;
     const cudaError_t e = cudaMemsetAsync(base, 0, n * sizeof(float), stream_);
     if (e != cudaSuccess) {

@@ -263,22 +263,32 @@ bool CudaStreamGate::any_holding() {
   return false;
 }
 
-Status CudaStreamGate::enqueue(void* stream, GateTicket* ticket) {
+void CudaStreamGate::reserve(GateTicket* ticket) {
+  // From here holding() is true until the release: nothing allocates pinned memory meanwhile.
+  ticket->seq = next_seq_.fetch_add(1) + 1;
+  ticket->marker = std::make_shared<GateMarker>();
+}
+
+Status CudaStreamGate::enqueue(void* stream, const GateTicket& ticket) {
+  const uint32_t seq = ticket.seq;
+  // Nothing holds the stream on a failure below: the operation must not run (the stream would
+  // race with it), and the sequence number is released so the slot stays consistent. A marker
+  // that already fired may have let the proxy start; the caller has the error either way.
+  auto fail = [&](const Status& st) {
+    ticket.marker->cancel(st);
+    release(seq);
+    return st;
+  };
   DeviceScope scope(device_);
-  if (scope.error() != cudaSuccess) return cuda_status(scope.error(), "cudaSetDevice");
+  if (scope.error() != cudaSuccess) return fail(cuda_status(scope.error(), "cudaSetDevice"));
   auto s = static_cast<cudaStream_t>(stream);
-  const uint32_t seq = next_seq_.load() + 1;
-  auto marker = std::make_shared<GateMarker>();
-  auto* arg = new std::shared_ptr<GateMarker>(marker);
+  auto* arg = new std::shared_ptr<GateMarker>(ticket.marker);
   cudaError_t e = cudaLaunchHostFunc(s, marker_fn, arg);
   if (e != cudaSuccess) {
     delete arg;
     cudaGetLastError();
-    return cuda_status(e, "cudaLaunchHostFunc (stream-gate marker)");
+    return fail(cuda_status(e, "cudaLaunchHostFunc (stream-gate marker)"));
   }
-  // From here the marker will run: the sequence number is taken even if the wait fails, and a
-  // later release covers it.
-  next_seq_.store(seq);
   bool waiting = false;
   if (mech_ == Mechanism::kStreamWaitValue) {
     CUresult r =
@@ -295,16 +305,11 @@ Status CudaStreamGate::enqueue(void* stream, GateTicket* ticket) {
     }
   }
   if (!waiting) {
+    // Under CUDA_LAUNCH_BLOCKING this returns only once the proxy released `seq`: the operation
+    // is already queued (reserve, stream_gate.h).
     e = cuda_detail::launch_gate_spin(static_cast<const volatile uint32_t*>(flag_dev_), seq, s);
-    if (e != cudaSuccess) {
-      // The marker is queued but nothing holds the stream: the proxy must not run this
-      // AllReduce (the stream would race with it). Release it so the slot stays consistent.
-      release(seq);
-      return cuda_status(e, "stream-gate wait kernel launch");
-    }
+    if (e != cudaSuccess) return fail(cuda_status(e, "stream-gate wait kernel launch"));
   }
-  ticket->marker = std::move(marker);
-  ticket->seq = seq;
   return Status::Ok();
 }
 
@@ -335,8 +340,14 @@ CudaStreamGate::~CudaStreamGate() {
   (void)flag_dev_;
   (void)next_seq_;
 }
-Status CudaStreamGate::enqueue(void*, GateTicket*) {
-  return Status(Code::kUnhandledCudaError, "built without CUDA: no stream gate");
+void CudaStreamGate::reserve(GateTicket* ticket) {
+  ticket->seq = 0;
+  ticket->marker = std::make_shared<GateMarker>();
+}
+Status CudaStreamGate::enqueue(void*, const GateTicket& ticket) {
+  Status st(Code::kUnhandledCudaError, "built without CUDA: no stream gate");
+  ticket.marker->cancel(st);
+  return st;
 }
 void CudaStreamGate::release(uint32_t) {}
 void CudaStreamGate::release_all() {}

@@ -39,10 +39,11 @@ class CudaStreamGate final : public StreamGate {
   CudaStreamGate(const CudaStreamGate&) = delete;
   CudaStreamGate& operator=(const CudaStreamGate&) = delete;
 
-  // Caller's thread: enqueues marker + wait on `stream` (a cudaStream_t; nullptr is the legacy
-  // default stream of the communicator's device). The caller's current device is restored.
-  // Callers serialize enqueue with the order in which the proxy runs the tickets.
-  Status enqueue(void* stream, GateTicket* ticket) override;
+  // Caller's thread, reserve then enqueue around queueing the operation (stream_gate.h): enqueue
+  // puts marker + wait on `stream` (a cudaStream_t; nullptr is the legacy default stream of the
+  // communicator's device). The caller's current device is restored.
+  void reserve(GateTicket* ticket) override;
+  Status enqueue(void* stream, const GateTicket& ticket) override;
   // Any thread: lets every wait for seq' <= seq (cyclically) through. Idempotent.
   void release(uint32_t seq) override;
   // Releases everything ever enqueued (abort, destruction).
