@@ -99,8 +99,6 @@ PLAN=(
 )
 # What a section's pass depends on that is being fixed elsewhere; until then it reports it.
 declare -A P_DEPENDS=(
-  [first_contact]="one_queue passes once standalone under one hardware queue runs without the gate (else it fails after SKETCHCCL_TIMEOUT=10)"
-  [launch_blocking]="the launch-blocking mode that runs without the gate (until then: timed out, reported as not yet fixed)"
   [ddp_nccl]="q8_4 needs the hierarchy in front of NCCL (ReduceScatter's ncclInProgress, the AllGather after a failed rail)"
   [stream_stress]="the one-stream-set-per-device and CUDA_DEVICE_MAX_CONNECTIONS mitigations: a hang under 2, 4 or 8 queues is the finding it looks for"
 )
@@ -461,15 +459,15 @@ section_first_contact() {
   rc=0; gtest_step buckets_abort "$(limit 35)" -- "$fc" "$w" \
     --gtest_filter='*LargerBuckets*:*AbortDuring*' || rc=$?
   r+=("$rc"); detail "first_contact: $LAST"
-  # Last: the one hardware queue case waits for SKETCHCCL_TIMEOUT where it deadlocks.
+  # Last: one hardware queue runs without the gate; a deadlock would wait for SKETCHCCL_TIMEOUT.
   rc=0; gtest_step one_queue "$(limit 40)" SKETCHCCL_TIMEOUT=10 -- "$fc" "$w" \
-    --gtest_filter='*SecondStream*' || rc=$?
+    --gtest_filter='*OneHardwareQueue*' || rc=$?
   r+=("$rc"); detail "first_contact: $LAST"
   fold "${r[@]}"
 }
 
-# Kernel launches that wait for the kernel: the spin gate must not be launched before its work is
-# queued. Until the launch-blocking fix lands this times out: "not yet fixed".
+# Kernel launches that wait for the kernel: the call runs without the gate (its own test), and a
+# held first call of q8 completes; a timeout means the gate was launched before its work.
 section_launch_blocking() {
   local fc w name rc=0
   fc=$(B tests/gpu/gpu_first_contact_test)
@@ -482,10 +480,10 @@ section_launch_blocking() {
     return
   fi
   gtest_step launch_blocking "$(limit 25)" CUDA_LAUNCH_BLOCKING=1 -- "$fc" "$w" \
-    --gtest_filter="$name" || rc=$?
+    --gtest_filter="$name:*LaunchBlockingRunsWithoutTheGate*" || rc=$?
   detail "launch_blocking: $LAST"
   case $rc in
-    124 | 137) detail "launch_blocking: not yet fixed: the held first call deadlocks under CUDA_LAUNCH_BLOCKING=1"; SEC_RESULT=notfixed ;;
+    124 | 137) detail "launch_blocking: timed out: the held first call deadlocks under CUDA_LAUNCH_BLOCKING=1"; SEC_RESULT=fail ;;
     *) fold "$rc" ;;
   esac
 }
