@@ -120,7 +120,7 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   // The schedule from agreed numbers: the codec, P, the count, the settings (and the memory
   // type's backend, which every rank of a call is expected to share).
   const Schedule schedule =
-      st.ok() ? choose_schedule(settings_, codec, link.nranks, args.count, be->sums())
+      st.ok() ? choose_schedule(settings_, codec, link.nranks, args.count, be->sums(), args.kind)
               : Schedule::kRing;
   const RingShape& shape = *ring_shape(args.kind, schedule);
   if (st.ok()) {

@@ -272,9 +272,9 @@ class TwoShotRun {
         size_t got = 0;
         Status st = link_.transport->test(pd.id, &done, &got);
         if (!st.ok()) {
-          return annotate(st, pd.slice,
-                          pd.recv ? "receive in the two-shot schedule"
-                                  : "send in the two-shot schedule");
+          return annotate(
+              st, pd.slice,
+              pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
         }
         if (!done) {
           ++i;
@@ -341,8 +341,8 @@ class TwoShotRun {
       return errorf(Code::kRemoteError,
                     "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s rank %d "
                     "(slice %d of the two-shot schedule)",
-                    link_.rank, link_.timeout_s, pd.recv ? "a packet from" : "the send to",
-                    pd.peer, pd.slice);
+                    link_.rank, link_.timeout_s, pd.recv ? "a packet from" : "the send to", pd.peer,
+                    pd.slice);
     }
     return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
   }

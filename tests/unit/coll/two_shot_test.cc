@@ -79,7 +79,7 @@ struct Outcome {
 // One AllReduce (or ReduceScatter) of Laplace inputs at P ranks; the NMSE over every rank's
 // output, after checking that an AllReduce's ranks hold the same bits.
 Outcome reduce_once(CodecId codec, Settings::Algo algo, int p, size_t count, bool scatter,
-                bool in_place = false) {
+                    bool in_place = false) {
   EngineRanks ranks(p, settings_for(codec, algo), 60);
   std::vector<std::vector<float>> x = inputs(p, count);
   const size_t out = scatter ? count / static_cast<size_t>(p) : count;
@@ -147,7 +147,8 @@ TEST(TwoShot, InPlaceAndOutOfPlaceAgree) {
     for (int p : {2, 4}) {
       const size_t count = static_cast<size_t>(p) * 3001;
       const Outcome out = reduce_once(CodecId::kQ4, Settings::Algo::kTwoShot, p, count, scatter);
-      const Outcome in = reduce_once(CodecId::kQ4, Settings::Algo::kTwoShot, p, count, scatter, true);
+      const Outcome in =
+          reduce_once(CodecId::kQ4, Settings::Algo::kTwoShot, p, count, scatter, true);
       EXPECT_EQ(in.two_shot_calls, static_cast<uint64_t>(p));
       // The packets depend only on the inputs: the same result either way.
       EXPECT_DOUBLE_EQ(in.nmse, out.nmse);
@@ -278,8 +279,7 @@ TEST(TwoShot, RanksThatDisagreeOnTheCountFailInsteadOfHanging) {
     a.count = r == 0 ? count + 640 : count;
     return engines[r]->run(link, a);
   });
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, timeout / 2) << "the mismatch was not noticed before the timeout";
   bool named = false;
   for (int r = 0; r < p; ++r) {
@@ -317,8 +317,7 @@ TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
     a.count = count;
     return engines[r]->run(link, a);
   });
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 3 * timeout);
   for (int r = 0; r < p - 1; ++r) {
     EXPECT_EQ(st[r].code(), Code::kRemoteError) << "rank " << r << ": " << st[r].to_string();
@@ -341,6 +340,54 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
   s.algo = Settings::Algo::kTwoShot;
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true), Schedule::kTwoShot);
   EXPECT_EQ(choose_schedule(s, CodecId::kS2, 4, 1 << 20, true), Schedule::kRing);
+}
+
+// The error model's fit recovers the parameters it was made from; its two-shot errors stay flat
+// while the ring's grow.
+TEST(ScaleModel, TheFitRecoversItsParametersAndTwoShotStaysFlat) {
+  const NmseFit made{0.04, 0.3};
+  const double n2 = predict_nmse(made, CallKind::kAllReduce, Schedule::kRing, 2);
+  const double n4 = predict_nmse(made, CallKind::kAllReduce, Schedule::kRing, 4);
+  const NmseFit fit = fit_nmse(n2, n4);
+  EXPECT_NEAR(fit.eps, made.eps, 1e-6);
+  EXPECT_NEAR(fit.gamma, made.gamma, 1e-6);
+  for (CallKind kind : {CallKind::kAllReduce, CallKind::kReduceScatter}) {
+    const double two2 = predict_nmse(fit, kind, Schedule::kTwoShot, 2);
+    for (int p = 4; p <= 1024; p *= 2) {
+      EXPECT_LE(predict_nmse(fit, kind, Schedule::kTwoShot, p), 1.5 * two2) << p;
+      EXPECT_GT(predict_nmse(fit, kind, Schedule::kRing, p),
+                predict_nmse(fit, kind, Schedule::kRing, p / 2))
+          << p;
+      if (p >= 16) {
+        EXPECT_GT(predict_nmse(fit, kind, Schedule::kRing, p), 2 * two2) << p;
+      }
+    }
+  }
+  EXPECT_NEAR(predict_nmse(fit, CallKind::kReduceScatter, Schedule::kTwoShot, 64), fit.eps, 1e-9);
+}
+
+// The time model: the same bytes, so two-shot's fewer rounds win at every P; busbw of a large
+// call approaches the link's (the ring's) for both; the hierarchy keeps busbw above the flat
+// schedule's at 1,024 ranks.
+TEST(ScaleModel, TwoShotNeedsFewerRoundsAndTheSameBytes) {
+  ModelCall c;
+  c.codec.wire = codec_wire_ratio(CodecId::kQ8, 262144);
+  c.bytes = 256.0 * 1024 * 1024;
+  for (int p = 2; p <= 1024; p *= 2) {
+    c.nranks = p;
+    const double ring = predict_time(c, Schedule::kRing).seconds;
+    const double two = predict_time(c, Schedule::kTwoShot).seconds;
+    EXPECT_LE(two, ring) << p;
+    if (p <= 16) {
+      EXPECT_GT(two, 0.9 * ring) << p;  // bandwidth-bound: the same bytes
+    }
+  }
+  c.bytes = 25.0 * 1024 * 1024;
+  c.nranks = 1024;
+  const double flat = predict_time(c, Schedule::kTwoShot).busbw;
+  c.ranks_per_node = 8;
+  EXPECT_GT(predict_time(c, Schedule::kTwoShot).busbw, flat);
+  EXPECT_NEAR(codec_wire_ratio(CodecId::kNone, 262144), 1.0, 1e-3);
 }
 
 Config config_with(const char* algo) {
