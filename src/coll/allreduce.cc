@@ -15,6 +15,7 @@
 #include "src/coll/ring_phase.h"
 #include "src/coll/s2_repair.h"
 #include "src/coll/schedule_choice.h"
+#include "src/coll/two_shot.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {
@@ -65,7 +66,8 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
   std::vector<Decision> all(static_cast<size_t>(link.nranks));
   RingLink l = link;
   l.phase = kPhaseDecision;
-  SCCL_RETURN_IF_ERROR(ring_allgather_small(l, &mine, sizeof mine, all.data()));
+  // One message round (each rank's inputs straight to every other), not P - 1 ring steps.
+  SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data()));
   *agreed = true;
   for (const Decision& d : all) {
     if (std::memcmp(&d, &all.front(), sizeof d) != 0) *agreed = false;
@@ -226,6 +228,11 @@ Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args
   SCCL_RETURN_IF_ERROR(plan->before(c));
   RingJob job;
   SCCL_RETURN_IF_ERROR(plan->ring(c, &job));
+  // A two-shot AllReduce carries the sample's exact sums in its own messages: no side ring.
+  if (sample.taken() && shape.schedule() == Schedule::kTwoShot && shape.whole_result() &&
+      job.stage == Stage::kData && (job.bounds == nullptr || job.bounds->empty())) {
+    job.side = sample.ride(c);
+  }
   std::optional<FeedbackSliceOps> compensated;
   if (c.residual != nullptr && plan->feedback_target() != nullptr) {
     compensated.emplace(*plan->feedback_target(), c.residual, feedback, &cs);
