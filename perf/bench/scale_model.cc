@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
       base.bytes = bytes_of(val());
     } else if (a == "--kind") {
       const std::string k = val();
-      if (k != "allreduce" && k != "reduce_scatter") die("--kind: allreduce|reduce_scatter, not ", k.c_str());
+      if (k != "allreduce" && k != "reduce_scatter")
+        die("--kind: allreduce|reduce_scatter, not ", k.c_str());
       base.kind = k == "allreduce" ? CallKind::kAllReduce : CallKind::kReduceScatter;
     } else if (a == "--ranks") {
       ranks = numbers(val());
@@ -139,9 +140,8 @@ int main(int argc, char** argv) {
         c.nranks = p;
         c.ranks_per_node = hier ? per_node : 1;
         const auto t = sketchccl::coll::predict_time(c, s);
-        const double nmse = nmse2 > 0 ? sketchccl::coll::predict_nmse(fit, c.kind, s, p,
-                                                                       c.ranks_per_node)
-                                      : 0;
+        const double nmse =
+            nmse2 > 0 ? sketchccl::coll::predict_nmse(fit, c.kind, s, p, c.ranks_per_node) : 0;
         std::printf("%d,%s,%s,%.6g,%.6g,%.6g\n", p, hier ? "hier" : "flat",
                     sketchccl::coll::schedule_name(s), t.seconds, t.busbw / 1e9, nmse);
       }

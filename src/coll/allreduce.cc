@@ -228,11 +228,6 @@ Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args
   SCCL_RETURN_IF_ERROR(plan->before(c));
   RingJob job;
   SCCL_RETURN_IF_ERROR(plan->ring(c, &job));
-  // A two-shot AllReduce carries the sample's exact sums in its own messages: no side ring.
-  if (sample.taken() && shape.schedule() == Schedule::kTwoShot && shape.whole_result() &&
-      job.stage == Stage::kData && (job.bounds == nullptr || job.bounds->empty())) {
-    job.side = sample.ride(c);
-  }
   std::optional<FeedbackSliceOps> compensated;
   if (c.residual != nullptr && plan->feedback_target() != nullptr) {
     compensated.emplace(*plan->feedback_target(), c.residual, feedback, &cs);

@@ -23,24 +23,6 @@ Status CallSample::take(const PlanCall& c) {
   return Status::Ok();
 }
 
-SideSums* CallSample::ride(const PlanCall& c) {
-  const size_t count = c.args.count;
-  const RingPlan cut(count, c.link.nranks, c.settings.slice_elems, kRingChunkAlign);
-  auto sampled = [this](size_t i) { return (bits_[i / 64] >> (i % 64)) & 1u; };
-  side_.bounds.assign(static_cast<size_t>(c.link.nranks) + 1, 0);
-  size_t set = 0;
-  for (int ch = 0; ch < c.link.nranks; ++ch) {
-    side_.bounds[static_cast<size_t>(ch)] = set;
-    for (size_t i = cut.chunk_offset(ch); i < cut.chunk_offset(ch + 1); ++i)
-      set += sampled(i);
-  }
-  side_.bounds.back() = set;
-  side_.mine = own_.data();
-  side_.done = false;
-  side_.bytes_sent = 0;
-  return set == own_.size() ? &side_ : nullptr;
-}
-
 Status CallSample::output_samples(const PlanCall& c, float* out) const {
   const size_t rc = c.shape.out_count(c.args.count, c.link);
   const size_t first = c.shape.out_first(c.args.count, c.link);
@@ -70,18 +52,11 @@ Status CallSample::estimate(PlanCall& c) {
     side_in.resize(2 * m, 0.0f);
     SCCL_RETURN_IF_ERROR(output_samples(c, side_in.data() + m));
   }
-  if (whole && side_.done && side_.sums.size() == m) {
-    // The exact sums rode in the call's own messages.
-    sums = side_.sums;
-    c.cs.sample_bytes_sent += side_.bytes_sent;
-    c.cs.sample_in_data_calls++;
-  } else {
-    RingStats rs;
-    Status st = exact_sum_ring(c.link, kPhaseAccuracySample, c.host, c.settings, side_in.data(),
-                               sums.data(), side_in.size(), &rs);
-    c.cs.sample_bytes_sent += rs.bytes_sent;
-    SCCL_RETURN_IF_ERROR(st);
-  }
+  RingStats rs;
+  Status st = exact_sum_ring(c.link, kPhaseAccuracySample, c.host, c.settings, side_in.data(),
+                             sums.data(), side_in.size(), &rs);
+  c.cs.sample_bytes_sent += rs.bytes_sent;
+  SCCL_RETURN_IF_ERROR(st);
   std::vector<float> exact(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(m));
   if (!whole) decoded.assign(sums.begin() + static_cast<std::ptrdiff_t>(m), sums.end());
   if (c.args.avg) {

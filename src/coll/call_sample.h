@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "src/coll/codec_plan.h"
-#include "src/coll/two_shot.h"
 
 namespace sketchccl::coll {
 
@@ -17,9 +16,6 @@ class CallSample {
   // Reads this rank's input at the sample of call `c`.
   Status take(const PlanCall& c);
   bool taken() const { return taken_; }
-  // The sample's values cut by the AllReduce's chunks, to ride in a two-shot call's messages
-  // (two_shot.h): then estimate() needs no side ring.
-  SideSums* ride(const PlanCall& c);
   // After the plan: the decoded values at the sample against their exact sum; the statistics,
   // an INFO line, and the guard's step up when the estimate exceeds SKETCHCCL_MAX_NMSE.
   Status estimate(PlanCall& c);
@@ -30,7 +26,6 @@ class CallSample {
   Status output_samples(const PlanCall& c, float* out) const;
 
   bool taken_ = false;
-  SideSums side_;
   std::vector<uint64_t> bits_;
   std::vector<float> own_;
 };

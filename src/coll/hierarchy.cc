@@ -105,7 +105,6 @@ void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
   to->estimated_nmse_worst = std::max(to->estimated_nmse_worst, from.estimated_nmse_worst);
   to->estimated_maxrel_worst = std::max(to->estimated_maxrel_worst, from.estimated_maxrel_worst);
   to->sample_bytes_sent += from.sample_bytes_sent;
-  to->sample_in_data_calls += from.sample_in_data_calls;
   to->guard_steps += from.guard_steps;
   for (size_t e = 0; e < 3; ++e)
     to->support_calls[e] += from.support_calls[e];

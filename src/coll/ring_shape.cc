@@ -109,7 +109,7 @@ class TwoShotAllReduceShape : public AllReduceShape {
       return AllReduceShape::run(link, job, slice_elems, depth, stats);
     }
     return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
-                              slice_elems, *job.ops, stats, job.side);
+                              slice_elems, *job.ops, stats);
   }
 };
 

@@ -18,8 +18,6 @@
 
 namespace sketchccl::coll {
 
-struct SideSums;  // two_shot.h
-
 // One ring of a codec plan: `count` elements of the stage's element space through `ops`.
 struct RingJob {
   Stage stage = Stage::kData;
@@ -28,9 +26,6 @@ struct RingJob {
   // shape's own cut of `count` elements.
   const std::vector<size_t>* bounds = nullptr;
   SliceOps* ops = nullptr;
-  // Values that may ride in the data's messages (the accuracy sample); a shape that does not
-  // carry them leaves side->done false.
-  SideSums* side = nullptr;
 };
 
 // A ring over the set positions of a bitmap of the input (the `sparse` values): how to cut it so

@@ -74,12 +74,11 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                     ", \"estimated_nmse\": {\"mean\": %.6g, \"worst\": %.6g}, "
                     "\"estimated_maxrel\": {\"mean\": %.6g, \"worst\": %.6g}, "
                     "\"estimated_calls\": %llu, \"sample_bytes_sent\": %llu, "
-                    "\"guard_steps\": %llu, \"sample_in_data_calls\": %llu",
+                    "\"guard_steps\": %llu",
                     c.estimated_nmse_sum / n, c.estimated_nmse_worst, c.estimated_maxrel_sum / n,
                     c.estimated_maxrel_worst, static_cast<unsigned long long>(c.estimated_calls),
                     static_cast<unsigned long long>(c.sample_bytes_sent),
-                    static_cast<unsigned long long>(c.guard_steps),
-                    static_cast<unsigned long long>(c.sample_in_data_calls));
+                    static_cast<unsigned long long>(c.guard_steps));
       out += buf;
     }
     out += "}";

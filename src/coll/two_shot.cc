@@ -46,9 +46,8 @@ class Packets {
 class TwoShotRun {
  public:
   TwoShotRun(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-             uint8_t gather_phase, SliceOps& ops, RingStats* stats, SideSums* side)
-      : side_(gather ? side : nullptr),
-        link_(link),
+             uint8_t gather_phase, SliceOps& ops, RingStats* stats)
+      : link_(link),
         plan_(std::move(plan)),
         gather_(gather),
         scatter_phase_(scatter_phase),
@@ -96,7 +95,6 @@ class TwoShotRun {
         SCCL_RETURN_IF_ERROR(link_.transport->progress());
       }
     }
-    SCCL_RETURN_IF_ERROR(post_side());
     missing_.assign(static_cast<size_t>(s_), 0);
     for (int j = 0; j < s_; ++j) {
       size_t off = 0, n = 0;
@@ -104,13 +102,11 @@ class TwoShotRun {
       missing_[static_cast<size_t>(j)] = n == 0 ? -1 : p_ - 1;
     }
     SCCL_RETURN_IF_ERROR(drive());
-    SCCL_RETURN_IF_ERROR(flush());
-    if (side_ != nullptr) side_->done = true;
-    return Status::Ok();
+    return flush();
   }
 
  private:
-  enum class Kind { kContribution, kReduced, kSideValues, kSideSums };
+  enum class Kind { kContribution, kReduced };
   struct Pending {
     RequestId id = 0;
     int peer = 0;
@@ -199,85 +195,14 @@ class TwoShotRun {
     return Status::Ok();
   }
 
-  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes, int step = 0) {
+  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes) {
     Pending pd;
     pd.peer = peer;
     pd.slice = j;
     SCCL_RETURN_IF_ERROR(
-        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, step, j), pkt, bytes, &pd.id));
+        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes, &pd.id));
     pending_.push_back(pd);
-    if (step == kSideStep) {
-      side_->bytes_sent += bytes;
-    } else if (stats_ != nullptr) {
-      stats_->bytes_sent += bytes;
-    }
-    return Status::Ok();
-  }
-
-  // The side values (tag step kSideStep, slice 0): the others' values in this rank's chunk, the
-  // other chunks' sums, and this rank's values to each chunk's owner.
-  static constexpr int kSideStep = 1;
-  size_t side_len(int c) const {
-    return side_->bounds[static_cast<size_t>(c) + 1] - side_->bounds[static_cast<size_t>(c)];
-  }
-  Status post_side() {
-    if (side_ == nullptr) return Status::Ok();
-    const int r = link_.rank;
-    if (side_->bounds.size() != static_cast<size_t>(p_) + 1) {
-      return Status(Code::kInternalError, "two-shot: side values cut for another rank count");
-    }
-    side_->sums.assign(side_->bounds.back(), 0.0f);
-    const size_t mine = side_len(r);
-    side_in_.assign(static_cast<size_t>(p_) * mine, 0.0f);
-    side_missing_ = mine == 0 ? -1 : p_ - 1;
-    for (int q = 0; q < p_; ++q) {
-      if (q == r) continue;
-      if (mine > 0) {
-        SCCL_RETURN_IF_ERROR(post_raw_recv(Kind::kSideValues, q, scatter_phase_,
-                                           side_in_.data() + static_cast<size_t>(q) * mine,
-                                           mine * sizeof(float)));
-      }
-      if (side_len(q) > 0) {
-        SCCL_RETURN_IF_ERROR(
-            post_raw_recv(Kind::kSideSums, q, gather_phase_,
-                          side_->sums.data() + side_->bounds[static_cast<size_t>(q)],
-                          side_len(q) * sizeof(float)));
-        SCCL_RETURN_IF_ERROR(post_send(
-            q, scatter_phase_, 0,
-            reinterpret_cast<const uint8_t*>(side_->mine + side_->bounds[static_cast<size_t>(q)]),
-            side_len(q) * sizeof(float), kSideStep));
-      }
-    }
-    if (p_ == 1) side_missing_ = 0;
-    return Status::Ok();
-  }
-  Status post_raw_recv(Kind kind, int peer, uint8_t phase, void* buf, size_t bytes) {
-    Pending pd;
-    pd.peer = peer;
-    pd.recv = true;
-    pd.kind = kind;
-    pd.expect = bytes;
-    SCCL_RETURN_IF_ERROR(link_.transport->irecv(peer, ring_tag(link_.op_seq, phase, kSideStep, 0),
-                                                buf, bytes, &pd.id));
-    pending_.push_back(pd);
-    return Status::Ok();
-  }
-  // Every rank's values in this rank's chunk are in: their fp32 sums in rank order, to every rank.
-  Status sum_side() {
-    const int r = link_.rank;
-    const size_t mine = side_len(r), first = side_->bounds[static_cast<size_t>(r)];
-    float* sums = side_->sums.data() + first;
-    for (size_t i = 0; i < mine; ++i) {
-      float acc = 0;
-      for (int q = 0; q < p_; ++q)
-        acc += q == r ? side_->mine[first + i] : side_in_[static_cast<size_t>(q) * mine + i];
-      sums[i] = acc;
-    }
-    for (int d = 1; d < p_; ++d) {
-      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, 0,
-                                     reinterpret_cast<const uint8_t*>(sums), mine * sizeof(float),
-                                     kSideStep));
-    }
+    if (stats_ != nullptr) stats_->bytes_sent += bytes;
     return Status::Ok();
   }
 
@@ -337,11 +262,6 @@ class TwoShotRun {
           moved = true;
         }
       }
-      if (side_ != nullptr && side_missing_ == 0) {
-        side_missing_ = -1;
-        SCCL_RETURN_IF_ERROR(sum_side());
-        moved = true;
-      }
       if (pending_.empty()) return Status::Ok();
       if (link_.abort != nullptr && link_.abort->load()) {
         return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
@@ -366,8 +286,7 @@ class TwoShotRun {
         pending_[i] = pending_.back();
         pending_.pop_back();
         if (!d.recv) continue;
-        const bool side = d.kind == Kind::kSideValues || d.kind == Kind::kSideSums;
-        if (stats_ != nullptr && !side) stats_->bytes_received += got;
+        if (stats_ != nullptr) stats_->bytes_received += got;
         if (got != d.expect) {
           return errorf(Code::kInvalidUsage,
                         "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
@@ -377,10 +296,8 @@ class TwoShotRun {
         }
         if (d.kind == Kind::kContribution) {
           missing_[static_cast<size_t>(d.slice)]--;
-        } else if (d.kind == Kind::kReduced) {
+        } else {
           SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
-        } else if (d.kind == Kind::kSideValues) {
-          side_missing_--;
         }
       }
       if (moved) {
@@ -437,9 +354,6 @@ class TwoShotRun {
                                  std::to_string(j) + ")");
   }
 
-  SideSums* side_;
-  std::vector<float> side_in_;  // the others' side values in this rank's chunk, by rank
-  int side_missing_ = -1;       // ranks whose side values are still due; -1: summed or none
   const RingLink& link_;
   RingPlan plan_;
   bool gather_;
@@ -465,15 +379,14 @@ Status check_link(const RingLink& link) {
 }
 
 Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-                    uint8_t gather_phase, SliceOps& ops, RingStats* stats,
-                    SideSums* side = nullptr) {
+                    uint8_t gather_phase, SliceOps& ops, RingStats* stats) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (!ops.sums()) {
     return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
   }
   Status st;
   {
-    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats, side);
+    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats);
     st = run.run();
     // A failure leaves receives posted into the packets about to go, and the ranks out of step:
     // close the transport first (it cancels them), as the ring does.
@@ -570,12 +483,11 @@ Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, vo
 }
 
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
-                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
-                          SideSums* side) {
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
   return run_two_shot(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), true,
-                      scatter_phase, gather_phase, ops, stats, side);
+                      scatter_phase, gather_phase, ops, stats);
 }
 
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,

@@ -27,24 +27,11 @@ constexpr int two_shot_contribution_step(int rank) {
 }
 constexpr int kTwoShotSumStep = 0;
 
-// Values that ride in an AllReduce's two-shot messages (the accuracy estimate's sample,
-// call_sample.h), so that they cost no round of their own: this rank's values at positions in
-// each chunk go with its contributions to the chunk's owner, which sums them in fp32 in rank
-// order and sends the sums with its reduced packet; every rank gets the same bits.
-struct SideSums {
-  std::vector<size_t> bounds;  // P + 1 offsets into `mine` and `sums`, by chunk
-  const float* mine = nullptr;
-  std::vector<float> sums;  // every chunk's sums, once `done`
-  bool done = false;
-  uint64_t bytes_sent = 0;
-};
-
 // `ops` must keep sums (SliceOps::sums). An AllReduce cuts like ring_allreduce (kRingChunkAlign);
 // a ReduceScatter like ring_reduce_scatter (the even cut, or `bounds`), rank r's chunk r its
 // output. Tags: `scatter_phase` for 1, `gather_phase` for 2.
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
-                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
-                          SideSums* side = nullptr);
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats);
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds = nullptr);
