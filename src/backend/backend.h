@@ -122,6 +122,24 @@ class Backend {
   virtual Status ef_update(const float* comp, const float* in, const float* out, size_t n,
                            float* residual, kernels::EfSums* sums) = 0;
 
+  // The two-shot scheme's fp32 sums (kernels/sum.h) in host memory; a backend without them
+  // (sums() false) has its calls run the ring. sum[n] = float(x[n]); sum[n] += decode(pkt);
+  // y[n] = T(sum[n] * scale).
+  virtual bool sums() const { return false; }
+  virtual Status load_sum(const void* x, kernels::ElemType t, size_t n, float* sum) {
+    (void)x, (void)t, (void)n, (void)sum;
+    return Status(Code::kInternalError, "this backend keeps no fp32 sums");
+  }
+  virtual Status decode_add(const kernels::CodecParams& p, const void* pkt, size_t bytes,
+                            float* sum, size_t n) {
+    (void)p, (void)pkt, (void)bytes, (void)sum, (void)n;
+    return Status(Code::kInternalError, "this backend keeps no fp32 sums");
+  }
+  virtual Status store_sum(const float* sum, size_t n, float scale, void* y, kernels::ElemType t) {
+    (void)sum, (void)n, (void)scale, (void)y, (void)t;
+    return Status(Code::kInternalError, "this backend keeps no fp32 sums");
+  }
+
   // The lossless sparse codec's phases (kernels/sparse.h). Counts come back through `*count`
   // (popcount: required; compact / scatter: the values read or written, optional).
   virtual Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) = 0;

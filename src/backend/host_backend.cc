@@ -2,8 +2,10 @@
 // make_backend, which picks the backend for a memory type.
 #include <vector>
 
+#include "kernels/convert.h"
 #include "kernels/error_feedback.h"
 #include "kernels/sparse.h"
+#include "kernels/sum.h"
 #include "src/backend/backend.h"
 #include "src/backend/device_runtime.h"
 
@@ -53,6 +55,19 @@ class HostBackend final : public Backend {
   Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
                    kernels::EfSums* sums) override {
     kernels::ef_update(comp, in, out, n, residual, sums);
+    return Status::Ok();
+  }
+  bool sums() const override { return true; }
+  Status load_sum(const void* x, kernels::ElemType t, size_t n, float* sum) override {
+    kernels::load_f32(x, t, n, sum);
+    return Status::Ok();
+  }
+  Status decode_add(const kernels::CodecParams& p, const void* pkt, size_t bytes, float* sum,
+                    size_t n) override {
+    return kernels::decode_add(p, pkt, bytes, sum, n);
+  }
+  Status store_sum(const float* sum, size_t n, float scale, void* y, kernels::ElemType t) override {
+    kernels::store_f32(sum, n, scale, t, y);
     return Status::Ok();
   }
   Status bitmap_build(const void* x, kernels::ElemType t, size_t n, uint64_t* bits) override {

@@ -14,6 +14,8 @@
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/s2_repair.h"
+#include "src/coll/schedule_choice.h"
+#include "src/coll/two_shot.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {
@@ -64,7 +66,8 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
   std::vector<Decision> all(static_cast<size_t>(link.nranks));
   RingLink l = link;
   l.phase = kPhaseDecision;
-  SCCL_RETURN_IF_ERROR(ring_allgather_small(l, &mine, sizeof mine, all.data()));
+  // One message round (each rank's inputs straight to every other), not P - 1 ring steps.
+  SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data()));
   *agreed = true;
   for (const Decision& d : all) {
     if (std::memcmp(&d, &all.front(), sizeof d) != 0) *agreed = false;
@@ -73,12 +76,12 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
 }
 
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
-  const RingShape* shape_ptr = ring_shape(args.kind);
-  if (shape_ptr == nullptr) {
+  const RingShape* ring_ptr = ring_shape(args.kind);
+  if (ring_ptr == nullptr) {
     return errorf(Code::kInternalError, "a %s on a flat ring (the hierarchy runs it)",
                   call_kind_name(args.kind));
   }
-  const RingShape& shape = *shape_ptr;
+  const RingShape& ring = *ring_ptr;
   const auto t0 = std::chrono::steady_clock::now();
   BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.kind};
   BufferState* state_ptr = &buffers_.get(key);
@@ -104,7 +107,7 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
                   "%s #%u of %zu elements: the ranks hold different histories for this buffer "
                   "(an address reused by another tensor on some rank); this call runs exact and "
                   "the buffer starts afresh on every rank (said once)",
-                  shape.name(), link.op_seq, args.count);
+                  ring.name(), link.op_seq, args.count);
       }
       state_ptr = &buffers_.renew(key);
       codec = CodecId::kNone;
@@ -116,6 +119,12 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
   const uint64_t sent_before = cs.bytes_sent;
+  // The schedule from agreed numbers: the codec, P, the count, the settings (and the memory
+  // type's backend, which every rank of a call is expected to share).
+  const Schedule schedule =
+      st.ok() ? choose_schedule(settings_, codec, link.nranks, args.count, be->sums(), args.kind)
+              : Schedule::kRing;
+  const RingShape& shape = *ring_shape(args.kind, schedule);
   if (st.ok()) {
     // The operation boundary: whatever it throws (std::bad_alloc) fails this call, not the process.
     char what[96];
@@ -123,11 +132,25 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
                   shape.name(), args.count * kernels::elem_size(args.type));
     st = run_caught(what, [&] { return run_on(link, args, shape, codec, state, cs, *be); });
   }
-  // The flat ring sends to its right neighbour only: on this node or on another.
-  const size_t right = static_cast<size_t>((link.rank + 1) % link.nranks);
-  const bool right_here =
-      right >= topology_.node_of.size() || topology_.node_of[right] == topology_.node;
-  (right_here ? cs.intra_node_bytes_sent : cs.inter_node_bytes_sent) += cs.bytes_sent - sent_before;
+  // The flat ring sends to its right neighbour only: on this node or on another. Two-shot sends
+  // to every rank alike, so its bytes split by the share of the other ranks on this node.
+  const uint64_t sent = cs.bytes_sent - sent_before;
+  if (schedule == Schedule::kTwoShot && link.nranks > 1 &&
+      topology_.node_of.size() == static_cast<size_t>(link.nranks)) {
+    uint64_t here = 0;
+    for (int q = 0; q < link.nranks; ++q) {
+      if (q != link.rank && topology_.node_of[static_cast<size_t>(q)] == topology_.node) ++here;
+    }
+    const uint64_t intra = sent * here / static_cast<uint64_t>(link.nranks - 1);
+    cs.intra_node_bytes_sent += intra;
+    cs.inter_node_bytes_sent += sent - intra;
+  } else {
+    const size_t right = static_cast<size_t>((link.rank + 1) % link.nranks);
+    const bool right_here =
+        right >= topology_.node_of.size() || topology_.node_of[right] == topology_.node;
+    (right_here ? cs.intra_node_bytes_sent : cs.inter_node_bytes_sent) += sent;
+  }
+  if (schedule == Schedule::kTwoShot) cs.two_shot_calls++;
   cs.calls++;
   cs.bytes_in += args.count * kernels::elem_size(args.type);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

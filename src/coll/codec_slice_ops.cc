@@ -79,6 +79,25 @@ Status CodecSliceOps::decode_start(size_t offset, size_t n, const void* pkt, siz
   return st;
 }
 
+Status CodecSliceOps::load_own(size_t offset, size_t n, float* sum) {
+  return be_.load_sum(input(offset), type_, n, sum);
+}
+
+Status CodecSliceOps::decode_add(size_t offset, size_t n, int ring_step, const void* pkt,
+                                 size_t bytes, float* sum) {
+  return be_.decode_add(params(offset, n, static_cast<uint32_t>(ring_step)), pkt, bytes, sum, n);
+}
+
+Status CodecSliceOps::encode_sum(size_t offset, size_t n, int ring_step, const float* sum,
+                                 void* pkt, size_t cap) {
+  return be_.encode(params(offset, n, static_cast<uint32_t>(ring_step)), sum,
+                    kernels::ElemType::kF32, n, pkt, cap);
+}
+
+Status CodecSliceOps::store_sum(size_t offset, size_t n, const float* sum) {
+  return be_.store_sum(sum, n, scale_, recv_ + (offset - recv_first_) * esz_, type_);
+}
+
 Status CodecSliceOps::flush(bool* done) {
   Status st = reap();
   *done = decodes_.empty();

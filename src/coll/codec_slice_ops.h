@@ -53,6 +53,15 @@ class CodecSliceOps : public SliceOps {
   void* alloc_packets(size_t bytes) override { return be_.alloc_packets(bytes); }
   void free_packets(void* p) override { be_.free_packets(p); }
 
+  // The two-shot scheme's sums, where the backend keeps them (host memory).
+  bool sums() const override { return be_.sums(); }
+  Status load_own(size_t offset, size_t n, float* sum) override;
+  Status decode_add(size_t offset, size_t n, int ring_step, const void* pkt, size_t bytes,
+                    float* sum) override;
+  Status encode_sum(size_t offset, size_t n, int ring_step, const float* sum, void* pkt,
+                    size_t cap) override;
+  Status store_sum(size_t offset, size_t n, const float* sum) override;
+
   // What the decodes learned, once flushed.
   const kernels::DecodeStats& decode_stats() const { return stats_; }
 

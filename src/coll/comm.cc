@@ -261,6 +261,7 @@ RingLink Communicator::link(uint8_t phase) {
   l.abort = &abort_;
   l.op_seq = op_seq_;
   l.phase = phase;
+  l.addresses = &addresses_;
   return l;
 }
 

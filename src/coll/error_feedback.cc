@@ -1,5 +1,6 @@
 #include "src/coll/error_feedback.h"
 
+#include <cstring>
 #include <utility>
 
 namespace sketchccl::coll {
@@ -47,6 +48,27 @@ Status FeedbackSliceOps::step(size_t offset, size_t n, int ring_step, const void
       be_.decode(pin, in, in_bytes, tmp_in_->data(), ElemType::kF32, n, 1.0f, nullptr));
   SCCL_RETURN_IF_ERROR(be_.decode(p, out, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
   return keep_residual(offset, n, x, tmp_->data(), tmp_in_->data());
+}
+
+Status FeedbackSliceOps::load_own(size_t offset, size_t n, float* sum) {
+  float* x = nullptr;
+  SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
+  std::memcpy(sum, x, n * sizeof(float));  // sums live in host memory (SliceOps::sums)
+  // Summed exact: nothing of it is lost, so the residual is spent (x - x, and 0 for NaN/Inf).
+  kernels::EfSums sums;
+  SCCL_RETURN_IF_ERROR(be_.ef_update(x, nullptr, x, n, residual_ + offset, &sums));
+  cs_->ef_input_sq += sums.input_sq;
+  return Status::Ok();
+}
+
+Status FeedbackSliceOps::encode_sum(size_t offset, size_t n, int ring_step, const float* sum,
+                                    void* pkt, size_t cap) {
+  SCCL_RETURN_IF_ERROR(inner_.encode_sum(offset, n, ring_step, sum, pkt, cap));
+  // residual = sum - decode(encode(sum)): the requantization's error, this rank's to put back.
+  const CodecParams p = inner_.params(offset, n, static_cast<uint32_t>(ring_step));
+  SCCL_RETURN_IF_ERROR(scratch(&tmp_, n));
+  SCCL_RETURN_IF_ERROR(be_.decode(p, pkt, cap, tmp_->data(), ElemType::kF32, n, 1.0f, nullptr));
+  return keep_residual(offset, n, sum, tmp_->data(), nullptr);
 }
 
 Status FeedbackSliceOps::scratch(std::unique_ptr<backend::F32Array>* a, size_t n) {

@@ -47,6 +47,21 @@ class FeedbackSliceOps : public SliceOps {
   void* alloc_packets(size_t bytes) override { return inner_.alloc_packets(bytes); }
   void free_packets(void* p) override { inner_.free_packets(p); }
 
+  // Two-shot: encode (above) keeps what this rank's contribution lost; the owner's own
+  // contribution is summed exact (its residual is spent), and its one requantization of the sum
+  // is kept in its residual, so the next call's sum puts it back.
+  bool sums() const override { return inner_.sums(); }
+  Status load_own(size_t offset, size_t n, float* sum) override;
+  Status decode_add(size_t offset, size_t n, int ring_step, const void* pkt, size_t bytes,
+                    float* sum) override {
+    return inner_.decode_add(offset, n, ring_step, pkt, bytes, sum);
+  }
+  Status encode_sum(size_t offset, size_t n, int ring_step, const float* sum, void* pkt,
+                    size_t cap) override;
+  Status store_sum(size_t offset, size_t n, const float* sum) override {
+    return inner_.store_sum(offset, n, sum);
+  }
+
  private:
   // Error feedback's arrays are the backend's memory (device memory for the CUDA backend): the
   // slices, residuals and decoded values never leave it.

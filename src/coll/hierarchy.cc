@@ -89,6 +89,7 @@ struct Segment {
 
 void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
   if (count_calls) to->calls += from.calls;
+  to->two_shot_calls += from.two_shot_calls;
   to->bytes_sent += from.bytes_sent;
   to->bytes_received += from.bytes_received;
   to->s2_nonzeros += from.s2_nonzeros;
@@ -119,11 +120,22 @@ HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Top
     : settings_(settings), topo_(topo), rail_(settings, topo.nodes, cuda_device) {}
 
 RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
-                                          transport::Transport* rail_transport) const {
+                                          transport::Transport* rail_transport) {
   RingLink rail = link;
   rail.transport = rail_transport;
   rail.rank = topo_.node;
   rail.nranks = topo_.nodes;
+  rail.addresses = nullptr;
+  if (link.addresses != nullptr) {
+    if (rail_addresses_.empty()) {
+      for (int g : topo_.rail_ranks) {
+        if (static_cast<size_t>(g) < link.addresses->size()) {
+          rail_addresses_.push_back((*link.addresses)[static_cast<size_t>(g)]);
+        }
+      }
+    }
+    if (rail_addresses_.size() == topo_.rail_ranks.size()) rail.addresses = &rail_addresses_;
+  }
   return rail;
 }
 

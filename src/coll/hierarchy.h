@@ -69,7 +69,9 @@ class HierarchicalAllReduce {
  private:
   Settings settings_;
   Topology topo_;
-  RingLink rail_link(const RingLink& link, transport::Transport* rail_transport) const;
+  RingLink rail_link(const RingLink& link, transport::Transport* rail_transport);
+  // The rail's ranks' addresses in rail order (a two-shot rail connects to every one).
+  std::vector<transport::Blob> rail_addresses_;
   // Adds the rail engine's statistics since the last call to `stats` (as inter-node bytes) and
   // returns the codec the rail used.
   // count_calls: the rail's calls count as calls (else the caller counts one per user call).

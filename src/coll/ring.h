@@ -97,6 +97,35 @@ class SliceOps {
     return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
   }
   virtual void free_packets(void* p) { std::free(p); }
+
+  // The two-shot scheme's operations (two_shot.h) on fp32 sums in host memory: where every
+  // contribution is quantized once and summed at full precision. The defaults refuse, so a
+  // SliceOps without them runs the ring (sums() is false).
+  virtual bool sums() const { return false; }
+  // sum[n] = this rank's own slice of the input, in fp32 (the owner's contribution, exact).
+  virtual Status load_own(size_t offset, size_t n, float* sum) {
+    (void)offset, (void)n, (void)sum;
+    return Status(Code::kInternalError, "two-shot: these slice operations keep no sums");
+  }
+  // sum[n] += the decoded packet `pkt` of another rank's contribution, made by encode at
+  // `ring_step`.
+  virtual Status decode_add(size_t offset, size_t n, int ring_step, const void* pkt, size_t bytes,
+                            float* sum) {
+    (void)offset, (void)n, (void)ring_step, (void)pkt, (void)bytes, (void)sum;
+    return Status(Code::kInternalError, "two-shot: these slice operations keep no sums");
+  }
+  // The reduced slice's packet: the codec over sum[n] (the owner's one requantization).
+  virtual Status encode_sum(size_t offset, size_t n, int ring_step, const float* sum, void* pkt,
+                            size_t cap) {
+    (void)offset, (void)n, (void)ring_step, (void)sum, (void)pkt, (void)cap;
+    return Status(Code::kInternalError, "two-shot: these slice operations keep no sums");
+  }
+  // This rank's output at the slice = sum[n] (scaled, in the output's type): a ReduceScatter's
+  // chunk, never quantized again.
+  virtual Status store_sum(size_t offset, size_t n, const float* sum) {
+    (void)offset, (void)n, (void)sum;
+    return Status(Code::kInternalError, "two-shot: these slice operations keep no sums");
+  }
 };
 
 // The ring neighbours and the rules of waiting.
@@ -108,6 +137,9 @@ struct RingLink {
   const std::atomic<bool>* abort = nullptr;  // set by ncclCommAbort from another thread
   uint32_t op_seq = 0;                       // distinguishes the tags of successive operations
   uint8_t phase = 0;                         // distinguishes rings inside one operation
+  // Every rank's transport address (ring ranks' order), for the schedules that talk to any rank
+  // (two_shot.h), which connect on first use; null: the transport already reaches every rank.
+  const std::vector<transport::Blob>* addresses = nullptr;
 };
 
 struct RingStats {

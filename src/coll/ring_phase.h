@@ -37,13 +37,28 @@ enum RingPhase : uint8_t {
   kPhaseS2RepairPos = 14,    // s2 without the whole result: the positions themselves
   kPhaseMembership = 15,     // Communicator's small all-gathers (split)
   kPhaseSparseIndices = 16,  // `sparse` 1 as index lists (support_encoding.h)
+  // The two-shot schedule's data (two_shot.h): an AllReduce's all-to-all of contributions and
+  // its all-gather of the reduced packets; a ReduceScatter's all-to-all.
+  kPhaseTwoShotScatter = 17,
+  kPhaseTwoShotGather = 18,
+  kPhaseTwoShotScatterRs = 19,
 };
 
 namespace detail {
-inline constexpr uint8_t kSharedPhases[] = {
-    kPhaseAccuracySample, kPhaseHierScatter, kPhaseHierGather,  kPhaseExactColl,   kPhaseP2P,
-    kPhaseDecision,       kPhaseS2Repair,    kPhaseS2RepairCnt, kPhaseS2RepairPos, kPhaseMembership,
-    kPhaseSparseIndices};
+inline constexpr uint8_t kSharedPhases[] = {kPhaseAccuracySample,
+                                            kPhaseHierScatter,
+                                            kPhaseHierGather,
+                                            kPhaseExactColl,
+                                            kPhaseP2P,
+                                            kPhaseDecision,
+                                            kPhaseS2Repair,
+                                            kPhaseS2RepairCnt,
+                                            kPhaseS2RepairPos,
+                                            kPhaseMembership,
+                                            kPhaseSparseIndices,
+                                            kPhaseTwoShotScatter,
+                                            kPhaseTwoShotGather,
+                                            kPhaseTwoShotScatterRs};
 constexpr bool phases_distinct() {
   uint32_t seen = 0;  // the tag's phase field has 5 bits
   auto take = [&seen](uint8_t p) {

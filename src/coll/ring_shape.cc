@@ -1,6 +1,7 @@
 #include "src/coll/ring_shape.h"
 
 #include "src/coll/accuracy.h"
+#include "src/coll/two_shot.h"
 
 namespace sketchccl::coll {
 namespace {
@@ -98,16 +99,52 @@ class ReduceScatterShape : public RingShape {
   size_t sample_stride() const override { return kScatterSampleStride; }
 };
 
+// The AllReduce with its data stage two-shot: the ring's cut, output and other stages.
+class TwoShotAllReduceShape : public AllReduceShape {
+ public:
+  Schedule schedule() const override { return Schedule::kTwoShot; }
+  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+             RingStats* stats) const override {
+    if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
+      return AllReduceShape::run(link, job, slice_elems, depth, stats);
+    }
+    return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
+                              slice_elems, *job.ops, stats);
+  }
+};
+
+// The ReduceScatter with its data stage an all-to-all into fp32 sums.
+class TwoShotReduceScatterShape : public ReduceScatterShape {
+ public:
+  Schedule schedule() const override { return Schedule::kTwoShot; }
+  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+             RingStats* stats) const override {
+    if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
+      return ReduceScatterShape::run(link, job, slice_elems, depth, stats);
+    }
+    const bool cut = job.bounds != nullptr && !job.bounds->empty();
+    return two_shot_reduce_scatter(link, kPhaseTwoShotScatterRs, job.count, slice_elems, *job.ops,
+                                   stats, cut ? job.bounds : nullptr);
+  }
+};
+
 }  // namespace
 
-const RingShape* ring_shape(CallKind kind) {
+const char* schedule_name(Schedule s) {
+  return s == Schedule::kTwoShot ? "twoshot" : "ring";
+}
+
+const RingShape* ring_shape(CallKind kind, Schedule schedule) {
   static const AllReduceShape all_reduce;
   static const ReduceScatterShape reduce_scatter;
+  static const TwoShotAllReduceShape two_shot_all_reduce;
+  static const TwoShotReduceScatterShape two_shot_reduce_scatter;
+  const bool two = schedule == Schedule::kTwoShot;
   switch (kind) {
     case CallKind::kAllReduce:
-      return &all_reduce;
+      return two ? static_cast<const RingShape*>(&two_shot_all_reduce) : &all_reduce;
     case CallKind::kReduceScatter:
-      return &reduce_scatter;
+      return two ? static_cast<const RingShape*>(&two_shot_reduce_scatter) : &reduce_scatter;
     case CallKind::kRail:
       break;
   }

@@ -43,10 +43,17 @@ struct SubsetPlan {
   }
 };
 
+// How a shape schedules its data ring (SKETCHCCL_ALGO): the ring re-encodes the partial sum at
+// every hop; two-shot (two_shot.h) quantizes each contribution once and sums in fp32, where the
+// slice operations keep sums (SliceOps::sums), else it runs the ring.
+enum class Schedule : uint8_t { kRing, kTwoShot };
+const char* schedule_name(Schedule s);
+
 class RingShape {
  public:
   virtual ~RingShape() = default;
   virtual CallKind kind() const = 0;
+  virtual Schedule schedule() const { return Schedule::kRing; }
   const char* name() const { return call_kind_name(kind()); }
 
   // This rank's output: the reduced input elements [out_first, out_first + out_count), which the
@@ -71,7 +78,8 @@ class RingShape {
   virtual size_t sample_stride() const = 0;
 };
 
-// The shape of a call of `kind` on a flat ring; null for kRail (the hierarchy's).
-const RingShape* ring_shape(CallKind kind);
+// The shape of a call of `kind` on a flat ring, with its data scheduled by `schedule`; null for
+// kRail (the hierarchy's).
+const RingShape* ring_shape(CallKind kind, Schedule schedule = Schedule::kRing);
 
 }  // namespace sketchccl::coll

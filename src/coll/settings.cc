@@ -98,6 +98,10 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.max_nmse = cfg.get_double(Var::kMaxNmse);
   s.timeout_s = cfg.get_double(Var::kTimeout);
   s.hierarchy = cfg.get_string(Var::kHierarchy) == "auto";
+  const std::string& algo = cfg.get_string(Var::kAlgo);
+  s.algo = algo == "ring"      ? Settings::Algo::kRing
+           : algo == "twoshot" ? Settings::Algo::kTwoShot
+                               : Settings::Algo::kAuto;
   SCCL_RETURN_IF_ERROR(
       codec_setting(var_spec(Var::kDenseCodec), cfg.get_string(Var::kDenseCodec), &s.dense_codec));
   const std::string& codec = cfg.get_string(Var::kCodec);

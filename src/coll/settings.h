@@ -30,6 +30,8 @@ struct Settings {
   double max_nmse;  // SKETCHCCL_MAX_NMSE: the accuracy guard's bound, 0 = off
   double timeout_s;
   bool hierarchy;  // SKETCHCCL_HIERARCHY=auto: node-aware AllReduce (docs/hierarchy.md)
+  // SKETCHCCL_ALGO: the data schedule of the quantizing codecs (schedule_choice.h).
+  enum class Algo : uint8_t { kAuto, kRing, kTwoShot } algo = Algo::kAuto;
 
   // The table's defaults.
   Settings();

@@ -35,6 +35,11 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                   static_cast<unsigned long long>(c.intra_node_bytes_sent),
                   static_cast<unsigned long long>(c.inter_node_bytes_sent), wire_ratio, c.seconds);
     out += buf;
+    if (c.two_shot_calls > 0) {
+      std::snprintf(buf, sizeof buf, ", \"two_shot_calls\": %llu",
+                    static_cast<unsigned long long>(c.two_shot_calls));
+      out += buf;
+    }
     if (s2_total > 0 || c.s2_nonzeros > 0) {
       std::snprintf(buf, sizeof buf,
                     ", \"s2_nonzeros\": %llu, \"s2_peeled\": %llu, \"s2_estimated\": %llu, "

@@ -9,8 +9,9 @@ namespace sketchccl::coll {
 
 struct CodecStats {
   uint64_t calls = 0;
-  uint64_t bytes_in = 0;    // user bytes reduced (count * element size)
-  uint64_t bytes_sent = 0;  // bytes this rank put on the wire
+  uint64_t two_shot_calls = 0;  // of those, scheduled two-shot (schedule_choice.h)
+  uint64_t bytes_in = 0;        // user bytes reduced (count * element size)
+  uint64_t bytes_sent = 0;      // bytes this rank put on the wire
   uint64_t bytes_received = 0;
   // bytes_sent split by where the bytes went: to a rank of this node or of another node.
   uint64_t intra_node_bytes_sent = 0;

@@ -1,0 +1,156 @@
+#include "src/coll/schedule_choice.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sketchccl::coll {
+namespace {
+
+double stretch(const ModelCall& c, int ranks) {
+  return c.cores > 0 ? std::max(1.0, ranks / c.cores) : 1.0;
+}
+
+// One flat reduction among p ranks of `bytes` each. `crossing`: the share of a two-shot rank's
+// peers on other nodes (whose bytes take `slow`); the ring moves in lockstep, so its every step
+// waits for the slowest link it crosses (`slow` when any rank's neighbour is on another node).
+double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double bytes,
+                    const LinkFigures& fast, const LinkFigures& slow, double crossing) {
+  if (p < 2) return 0;
+  const double n = bytes, w = c.codec.wire, pm1 = p - 1.0, share = pm1 / p;
+  const bool all = kind != CallKind::kReduceScatter;
+  const double rounds_ring = all ? 2 * pm1 : pm1;
+  const double sent = (all ? 2 : 1) * share * n * w;
+  const LinkFigures& ring_link = crossing > 0 ? slow : fast;
+  double bw = 0, lat = 0, compute = 0;
+  const CodecCosts& k = c.codec;
+  if (s == Schedule::kRing) {
+    bw = sent / ring_link.bytes_per_s;
+    lat = rounds_ring * (ring_link.latency_s + ring_link.per_message_s);
+    compute = n / p * k.encode + share * n * k.step + (all ? n : n / p) * k.decode;
+  } else {
+    bw = std::max(sent * crossing / slow.bytes_per_s, sent * (1 - crossing) / fast.bytes_per_s);
+    const LinkFigures& l = crossing > 0 ? slow : fast;
+    const double phases = all ? 2 : 1;
+    lat = phases * l.latency_s + phases * pm1 * l.per_message_s;
+    compute = all ? share * n * (k.encode + k.decode_add) + n / p * k.encode + n * k.decode
+                  : n * (k.encode + k.decode_add);
+  }
+  // Ranks sharing cores (one machine): the "link" is the cores' copies too, so nothing overlaps.
+  if (c.cores > 0) return (bw + compute) * stretch(c, p) + lat;
+  return std::max(bw, compute) + lat;
+}
+
+double bus_factor(CallKind kind, int p) {
+  return kind == CallKind::kReduceScatter ? (p - 1.0) / p : 2.0 * (p - 1.0) / p;
+}
+
+double mean_pow(int from, int to, double a) {
+  double s = 0;
+  for (int k = from; k <= to; ++k)
+    s += std::pow(static_cast<double>(k), a);
+  return s;
+}
+
+}  // namespace
+
+double codec_wire_ratio(kernels::CodecId codec, size_t slice_elems) {
+  kernels::CodecParams p;
+  p.codec = codec;
+  const size_t n = std::max<size_t>(slice_elems, 64);
+  return static_cast<double>(kernels::packet_bytes(p, n)) / (4.0 * static_cast<double>(n));
+}
+
+ModelTime predict_time(const ModelCall& c, Schedule s) {
+  ModelTime t;
+  const int p = c.nranks;
+  if (p < 2 || c.bytes <= 0) return t;
+  const int L = c.ranks_per_node > 1 ? std::min(c.ranks_per_node, p) : 1;
+  const int nodes = (p + L - 1) / L;
+  if (L == 1 || nodes == 1) {
+    const LinkFigures& l = L == 1 ? c.inter : c.intra;
+    t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, l, l, 0);
+  } else if (c.kind == CallKind::kReduceScatter) {
+    // A ReduceScatter keeps the flat schedule over every rank (docs/hierarchy.md).
+    t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, c.intra, c.inter,
+                             static_cast<double>(p - L) / (p - 1));
+  } else {
+    // Exact reduce-scatter in the node (direct, fp32), the compressed rail among the nodes on a
+    // shard, the exact all-gather in the node; the node's traffic hides behind the rail's but for
+    // the first and last of at least 4 segments.
+    const double node = (L - 1.0) / L * c.bytes / c.intra.bytes_per_s + c.intra.latency_s +
+                        (L - 1.0) * c.intra.per_message_s;
+    ModelCall rail = c;
+    rail.ranks_per_node = 1;
+    const double rail_s =
+        flat_seconds(rail, CallKind::kAllReduce, s, nodes, c.bytes / L, c.inter, c.inter, 0);
+    t.seconds = std::max(rail_s, 2 * node) + 2 * node / 4;
+  }
+  t.busbw = t.seconds > 0 ? c.bytes / t.seconds * bus_factor(c.kind, p) : 0;
+  return t;
+}
+
+NmseFit fit_nmse(double ring_nmse_2, double ring_nmse_4) {
+  NmseFit f;
+  if (!(ring_nmse_2 > 0) || !(ring_nmse_4 > 0)) return f;
+  const double want = ring_nmse_4 / ring_nmse_2;
+  auto ratio = [](double a) { return (mean_pow(1, 4, a) / 4) / (mean_pow(1, 2, a) / 2); };
+  double lo = -1, hi = 2;  // a = 1 - gamma; the ratio rises with a
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (lo + hi) / 2;
+    (ratio(mid) < want ? lo : hi) = mid;
+  }
+  const double a = (lo + hi) / 2;
+  f.gamma = 1 - a;
+  f.eps = ring_nmse_2 * 2 / mean_pow(1, 2, a);
+  return f;
+}
+
+double predict_nmse(const NmseFit& f, CallKind kind, Schedule s, int p, int ranks_per_node) {
+  if (p < 2) return 0;
+  const double a = 1 - f.gamma;
+  const int L =
+      kind == CallKind::kAllReduce && ranks_per_node > 1 ? std::min(ranks_per_node, p) : 1;
+  const int n = (p + L - 1) / L;              // the ranks (node sums) the compressed phase reduces
+  if (n < 2) return 0;                        // one node: exact
+  const double l = L, unit = std::pow(l, a);  // one node sum's quantization, in eps * sigma^2
+  double err = 0;
+  if (s == Schedule::kRing) {
+    err = unit * mean_pow(1, n, a);
+  } else if (kind == CallKind::kReduceScatter) {
+    err = n * unit;
+  } else {
+    err = (n - 1) * unit + std::pow(n * l, a);
+  }
+  return f.eps * err / (n * l);
+}
+
+bool two_shot_applies(kernels::CodecId codec, bool backend_sums) {
+  const kernels::CodecInfo* ci = kernels::codec_info(codec);
+  if (ci == nullptr || !backend_sums || !ci->lossy) return false;
+  return ci->family == kernels::CodecFamily::kLinear || ci->family == kernels::CodecFamily::kCasq;
+}
+
+Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
+                         bool backend_sums, CallKind kind) {
+  if (nranks < 2 || count == 0 || !two_shot_applies(codec, backend_sums)) return Schedule::kRing;
+  switch (s.algo) {
+    case Settings::Algo::kRing:
+      return Schedule::kRing;
+    case Settings::Algo::kTwoShot:
+      return Schedule::kTwoShot;
+    case Settings::Algo::kAuto:
+      break;
+  }
+  // The same bytes, fewer message rounds; the codec's work is about the same in both, so the
+  // model weighs the wire alone, on the default link figures (every rank alike).
+  ModelCall c;
+  c.kind = kind == CallKind::kReduceScatter ? kind : CallKind::kAllReduce;
+  c.nranks = nranks;
+  c.bytes = 4.0 * static_cast<double>(count);
+  c.codec.wire = codec_wire_ratio(codec, s.slice_elems);
+  const double ring = predict_time(c, Schedule::kRing).seconds;
+  const double two = predict_time(c, Schedule::kTwoShot).seconds;
+  return two <= 1.05 * ring ? Schedule::kTwoShot : Schedule::kRing;
+}
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,84 @@
+// The data schedule of a compressed reduction (SKETCHCCL_ALGO, docs/scale.md): the ring, or
+// two-shot (two_shot.h), from numbers every rank holds alike (the settings, P, the count, the
+// codec, whether the buffers' backend keeps fp32 sums), so every rank picks the same. `auto`
+// asks the scale model below, which sketchccl-scale-model (perf/bench) prints and validates.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/codec.h"
+#include "src/coll/reduction.h"
+#include "src/coll/ring_shape.h"
+#include "src/coll/settings.h"
+
+namespace sketchccl::coll {
+
+// ---- the scale model
+// One link as a rank sees it: payload bytes per second per direction, the latency of one
+// message, and the cost of each message a rank posts and completes (what P - 1 messages of one
+// round add up to).
+struct LinkFigures {
+  double bytes_per_s = 50e9;  // a 400 Gbit/s NIC per GPU
+  double latency_s = 5e-6;
+  double per_message_s = 1e-6;
+};
+// NVLink: 450 GB/s per direction.
+constexpr LinkFigures kNvlinkFigures{450e9, 2e-6, 0.5e-6};
+constexpr LinkFigures kNicFigures{50e9, 5e-6, 1e-6};
+
+// A codec's costs on one rank, seconds per fp32 input byte (1 / throughput), and its packets'
+// bytes per fp32 input byte.
+struct CodecCosts {
+  double wire = 1.0;
+  double encode = 0, step = 0, decode = 0;
+  double decode_add = 0;  // two-shot's decode into the fp32 sum (a decode and an add)
+};
+// The codec's packet bytes per fp32 input byte for slices of `slice_elems` (kernels'
+// packet_bytes: it follows the codecs).
+double codec_wire_ratio(kernels::CodecId codec, size_t slice_elems);
+
+struct ModelCall {
+  CallKind kind = CallKind::kAllReduce;  // kAllReduce or kReduceScatter
+  int nranks = 2;
+  double bytes = 0;        // the input's fp32 bytes on each rank
+  int ranks_per_node = 1;  // > 1: hierarchical (exact inside a node, compressed between)
+  LinkFigures intra = kNvlinkFigures;
+  LinkFigures inter = kNicFigures;
+  CodecCosts codec;
+  // Ranks sharing this many cores (one machine): the link's copies and the codec's work run on
+  // the same cores, one after the other, stretched by ranks / cores; 0: a core (or a GPU) per
+  // rank, the codec's work overlapping the link's.
+  double cores = 0;
+};
+struct ModelTime {
+  double seconds = 0;
+  double busbw = 0;  // nccl-tests' bus bandwidth of the call, bytes per second
+};
+ModelTime predict_time(const ModelCall& call, Schedule schedule);
+
+// The error model: a quantization of a sum of k contributions adds eps * k^(1 - gamma) times one
+// contribution's energy (gamma: how much lighter the sum's tails are, so its block maxima fall
+// relative to its norm). The ring quantizes the partial sum at every hop, k = 1 .. P; two-shot
+// each contribution once and, for an AllReduce, the sum once more.
+struct NmseFit {
+  double eps = 0;
+  double gamma = 0;
+};
+// eps and gamma from the ring's NMSE at 2 and 4 ranks (flat).
+NmseFit fit_nmse(double ring_nmse_2, double ring_nmse_4);
+double predict_nmse(const NmseFit& fit, CallKind kind, Schedule schedule, int nranks,
+                    int ranks_per_node = 1);
+
+// ---- the policy
+// Two-shot can run the codec: a quantizing one (the linear and CASQ families, lossy) on a backend
+// with sums. Others always run the ring (exact codecs gain nothing; s2 and `sparse` have plans of
+// their own).
+bool two_shot_applies(kernels::CodecId codec, bool backend_sums);
+
+// What `auto` (and a forced schedule) gives for a call of `count` elements among `nranks`: where
+// two-shot applies, the schedule the scale model finds faster on the default link figures, and
+// two-shot on a tie within 5% (its error does not grow with P).
+Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
+                         bool backend_sums, CallKind kind = CallKind::kAllReduce);
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,510 @@
+#include "src/coll/two_shot.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace sketchccl::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::RequestId;
+// Longest single sleep in the transport while waiting (as the ring's).
+constexpr double kBlockingWaitS = 0.002;
+constexpr int kMaxSlices = (1 << 19) - 1;  // the tag's slice field
+
+// Packet memory from the SliceOps, one block for the whole call.
+class Packets {
+ public:
+  explicit Packets(SliceOps& ops) : ops_(ops) {}
+  Packets(const Packets&) = delete;
+  Packets& operator=(const Packets&) = delete;
+  ~Packets() {
+    if (p_ != nullptr) ops_.free_packets(p_);
+  }
+  Status alloc(size_t bytes) {
+    p_ = static_cast<uint8_t*>(ops_.alloc_packets(std::max<size_t>(bytes, 64)));
+    if (p_ == nullptr) {
+      return errorf(Code::kSystemError,
+                    "out of memory allocating the two-shot schedule's packets (%zu bytes)", bytes);
+    }
+    return Status::Ok();
+  }
+  uint8_t* at(size_t off) { return p_ + off; }
+
+ private:
+  SliceOps& ops_;
+  uint8_t* p_ = nullptr;
+};
+
+class TwoShotRun {
+ public:
+  TwoShotRun(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
+             uint8_t gather_phase, SliceOps& ops, RingStats* stats)
+      : link_(link),
+        plan_(std::move(plan)),
+        gather_(gather),
+        scatter_phase_(scatter_phase),
+        gather_phase_(gather_phase),
+        ops_(ops),
+        stats_(stats),
+        pk_(ops),
+        p_(link.nranks),
+        s_(plan_.max_slices()) {}
+
+  Status run() {
+    SCCL_RETURN_IF_ERROR(layout());
+    SCCL_RETURN_IF_ERROR(connect());
+    const int r = link_.rank;
+    // Every receive first: the others' contributions to this rank's chunk, then (AllReduce) every
+    // other chunk's reduced packet.
+    for (int j = 0; j < s_; ++j) {
+      for (int q = 0; q < p_; ++q) {
+        if (q == r) continue;
+        SCCL_RETURN_IF_ERROR(post_recv(Kind::kContribution, q, j, r, contrib_at(q, j)));
+      }
+    }
+    if (gather_) {
+      for (int j = 0; j < s_; ++j) {
+        for (int c = 0; c < p_; ++c) {
+          if (c != r) SCCL_RETURN_IF_ERROR(post_recv(Kind::kReduced, c, j, c, final_at(c, j)));
+        }
+      }
+    }
+    // This rank's contributions to every other chunk, each sent as soon as it is encoded; every
+    // encode reads the input before any decode writes the output (in-place calls).
+    for (int j = 0; j < s_; ++j) {
+      // A ReduceScatter quantizes its own contribution too (d = 0), below.
+      for (int d = gather_ ? 1 : 0; d < p_; ++d) {
+        const int c = (r + d) % p_;
+        size_t off = 0, n = 0;
+        plan_.slice(c, j, &off, &n);
+        if (n == 0) continue;
+        const size_t bytes = ops_.packet_bytes(off, n);
+        uint8_t* pkt = own_at(c, j);
+        Status st = ops_.encode(off, n, two_shot_contribution_step(r), pkt, bytes);
+        if (!st.ok()) return annotate(st, j, "encode of this rank's contribution");
+        if (c == r) continue;
+        SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes));
+        SCCL_RETURN_IF_ERROR(link_.transport->progress());
+      }
+    }
+    missing_.assign(static_cast<size_t>(s_), 0);
+    for (int j = 0; j < s_; ++j) {
+      size_t off = 0, n = 0;
+      plan_.slice(r, j, &off, &n);
+      missing_[static_cast<size_t>(j)] = n == 0 ? -1 : p_ - 1;
+    }
+    SCCL_RETURN_IF_ERROR(drive());
+    return flush();
+  }
+
+ private:
+  enum class Kind { kContribution, kReduced };
+  struct Pending {
+    RequestId id = 0;
+    int peer = 0;
+    int slice = 0;
+    bool recv = false;
+    Kind kind = Kind::kContribution;
+    int chunk = 0;
+    size_t expect = 0;
+    uint8_t* pkt = nullptr;
+  };
+
+  size_t bytes_of(int c, int j) const {
+    size_t off = 0, n = 0;
+    plan_.slice(c, j, &off, &n);
+    return n == 0 ? 0 : ops_.packet_bytes(off, n);
+  }
+  size_t idx(int c, int j) const {
+    return static_cast<size_t>(c) * static_cast<size_t>(s_) + static_cast<size_t>(j);
+  }
+  uint8_t* own_at(int c, int j) { return pk_.at(own_off_[idx(c, j)]); }
+  uint8_t* contrib_at(int q, int j) { return pk_.at(contrib_off_[idx(q, j)]); }
+  uint8_t* final_at(int c, int j) { return pk_.at(final_off_[idx(c, j)]); }
+
+  // One block: this rank's encoded contributions (every chunk), the others' contributions to
+  // its chunk, and every chunk's reduced packet (the AllReduce's).
+  Status layout() {
+    if (s_ > kMaxSlices) {
+      return errorf(Code::kInvalidUsage,
+                    "two-shot: %d slices per chunk exceed 2^19 - 1; raise SKETCHCCL_SLICE_BYTES",
+                    s_);
+    }
+    if (p_ > 1 && link_.transport->properties().tag_bits < kRingTagBits) {
+      return errorf(Code::kInvalidUsage,
+                    "two-shot: its tags need %d bits but the %s transport carries only %d",
+                    kRingTagBits, link_.transport->name(), link_.transport->properties().tag_bits);
+    }
+    const size_t cells = static_cast<size_t>(p_) * static_cast<size_t>(s_);
+    own_off_.assign(cells, 0);
+    contrib_off_.assign(cells, 0);
+    final_off_.assign(cells, 0);
+    size_t total = 0;
+    auto place = [&total](size_t bytes) {
+      const size_t at = total;
+      total += (bytes + 63) & ~size_t(63);
+      return at;
+    };
+    for (int c = 0; c < p_; ++c) {
+      for (int j = 0; j < s_; ++j) {
+        if (c != link_.rank || !gather_) own_off_[idx(c, j)] = place(bytes_of(c, j));
+        if (c != link_.rank) contrib_off_[idx(c, j)] = place(bytes_of(link_.rank, j));
+        if (gather_ || c == link_.rank) final_off_[idx(c, j)] = place(bytes_of(c, j));
+      }
+    }
+    return pk_.alloc(total);
+  }
+
+  // Every peer once; the ring connected only the neighbours.
+  Status connect() {
+    if (link_.addresses == nullptr) return Status::Ok();
+    for (int q = 0; q < p_; ++q) {
+      if (q == link_.rank) continue;
+      if (static_cast<size_t>(q) >= link_.addresses->size()) {
+        return errorf(Code::kInternalError, "two-shot: rank %d has no address for rank %d",
+                      link_.rank, q);
+      }
+      SCCL_RETURN_IF_ERROR(link_.transport->connect(q, (*link_.addresses)[static_cast<size_t>(q)]));
+    }
+    return Status::Ok();
+  }
+
+  Status post_recv(Kind kind, int peer, int j, int chunk, uint8_t* pkt) {
+    const size_t bytes = bytes_of(chunk, j);
+    if (bytes == 0) return Status::Ok();
+    const uint8_t phase = kind == Kind::kContribution ? scatter_phase_ : gather_phase_;
+    Pending pd;
+    pd.peer = peer;
+    pd.slice = j;
+    pd.recv = true;
+    pd.kind = kind;
+    pd.chunk = chunk;
+    pd.expect = bytes;
+    pd.pkt = pkt;
+    SCCL_RETURN_IF_ERROR(
+        link_.transport->irecv(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes, &pd.id));
+    pending_.push_back(pd);
+    return Status::Ok();
+  }
+
+  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes) {
+    Pending pd;
+    pd.peer = peer;
+    pd.slice = j;
+    SCCL_RETURN_IF_ERROR(
+        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes, &pd.id));
+    pending_.push_back(pd);
+    if (stats_ != nullptr) stats_->bytes_sent += bytes;
+    return Status::Ok();
+  }
+
+  // Slice j of this rank's chunk has every contribution: their fp32 sum in rank order, then its
+  // packet to every rank (AllReduce) or the output (ReduceScatter). An AllReduce takes the
+  // owner's own contribution exact (the sum is quantized once more anyway); a ReduceScatter's
+  // output is the sum itself, so it quantizes the owner's too: P contributions each quantized
+  // once, the same error per element at every P.
+  Status reduce(int j) {
+    const int r = link_.rank;
+    size_t off = 0, n = 0;
+    plan_.slice(r, j, &off, &n);
+    if (sum_.size() < n) sum_.resize(n);
+    Status st;
+    if (gather_) {
+      st = ops_.load_own(off, n, sum_.data());
+    } else {
+      std::fill(sum_.begin(), sum_.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
+    }
+    for (int q = 0; q < p_ && st.ok(); ++q) {
+      if (q == r && gather_) continue;
+      st = ops_.decode_add(off, n, two_shot_contribution_step(q),
+                           q == r ? own_at(r, j) : contrib_at(q, j), bytes_of(r, j), sum_.data());
+    }
+    if (!st.ok()) return annotate(st, j, "sum of the contributions to this rank's chunk");
+    if (!gather_) {
+      st = ops_.store_sum(off, n, sum_.data());
+      return st.ok() ? st : annotate(st, j, "store of this rank's reduced chunk");
+    }
+    const size_t bytes = bytes_of(r, j);
+    uint8_t* pkt = final_at(r, j);
+    st = ops_.encode_sum(off, n, kTwoShotSumStep, sum_.data(), pkt, bytes);
+    if (!st.ok()) return annotate(st, j, "encode of this rank's reduced chunk");
+    for (int d = 1; d < p_; ++d)
+      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, j, pkt, bytes));
+    return decode(r, j);
+  }
+
+  Status decode(int c, int j) {
+    size_t off = 0, n = 0;
+    plan_.slice(c, j, &off, &n);
+    Status st = ops_.decode_start(off, n, final_at(c, j), bytes_of(c, j));
+    return st.ok() ? st : annotate(st, j, "decode of a reduced packet");
+  }
+
+  // Completes every transfer, reducing each slice of this rank's chunk once its contributions are
+  // in and decoding each reduced packet as it arrives.
+  Status drive() {
+    auto last = Clock::now();
+    int idle = 0;
+    for (;;) {
+      bool moved = false;
+      for (size_t j = 0; j < missing_.size(); ++j) {
+        if (missing_[j] == 0) {
+          missing_[j] = -1;
+          SCCL_RETURN_IF_ERROR(reduce(static_cast<int>(j)));
+          moved = true;
+        }
+      }
+      if (pending_.empty()) return Status::Ok();
+      if (link_.abort != nullptr && link_.abort->load()) {
+        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      }
+      SCCL_RETURN_IF_ERROR(link_.transport->progress());
+      for (size_t i = 0; i < pending_.size();) {
+        Pending& pd = pending_[i];
+        bool done = false;
+        size_t got = 0;
+        Status st = link_.transport->test(pd.id, &done, &got);
+        if (!st.ok()) {
+          return annotate(
+              st, pd.slice,
+              pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
+        }
+        if (!done) {
+          ++i;
+          continue;
+        }
+        moved = true;
+        const Pending d = pd;
+        pending_[i] = pending_.back();
+        pending_.pop_back();
+        if (!d.recv) continue;
+        if (stats_ != nullptr) stats_->bytes_received += got;
+        if (got != d.expect) {
+          return errorf(Code::kInvalidUsage,
+                        "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
+                        "schedule, expected %zu: the ranks disagree on the count, type or codec "
+                        "of this call",
+                        link_.rank, got, d.peer, d.slice, d.expect);
+        }
+        if (d.kind == Kind::kContribution) {
+          missing_[static_cast<size_t>(d.slice)]--;
+        } else {
+          SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
+        }
+      }
+      if (moved) {
+        last = Clock::now();
+        idle = 0;
+        continue;
+      }
+      if (std::chrono::duration<double>(Clock::now() - last).count() > link_.timeout_s) {
+        return timeout_error();
+      }
+      if (link_.transport->can_block()) {
+        SCCL_RETURN_IF_ERROR(link_.transport->wait_for_events(kBlockingWaitS));
+      } else if (++idle > 4096) {
+        usleep(50);
+      } else if (idle > 256) {
+        sched_yield();
+      }
+    }
+  }
+
+  Status flush() {
+    const auto t0 = Clock::now();
+    for (;;) {
+      bool done = false;
+      SCCL_RETURN_IF_ERROR(ops_.flush(&done));
+      if (done) return Status::Ok();
+      if (link_.abort != nullptr && link_.abort->load()) {
+        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      }
+      if (std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s) {
+        return errorf(Code::kRemoteError,
+                      "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
+                      "decodes",
+                      link_.rank, link_.timeout_s);
+      }
+      usleep(20);
+    }
+  }
+
+  Status timeout_error() const {
+    for (const Pending& pd : pending_) {
+      return errorf(Code::kRemoteError,
+                    "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s rank %d "
+                    "(slice %d of the two-shot schedule)",
+                    link_.rank, link_.timeout_s, pd.recv ? "a packet from" : "the send to", pd.peer,
+                    pd.slice);
+    }
+    return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
+  }
+
+  Status annotate(const Status& st, int j, const char* what) const {
+    return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
+                                 std::to_string(link_.nranks) + ", " + what + ", slice " +
+                                 std::to_string(j) + ")");
+  }
+
+  const RingLink& link_;
+  RingPlan plan_;
+  bool gather_;
+  uint8_t scatter_phase_, gather_phase_;
+  SliceOps& ops_;
+  RingStats* stats_;
+  Packets pk_;
+  int p_, s_;
+  std::vector<size_t> own_off_, contrib_off_, final_off_;
+  std::vector<Pending> pending_;
+  std::vector<int> missing_;  // per slice of this rank's chunk: contributions still due; -1 done
+  std::vector<float> sum_;
+};
+
+Status check_link(const RingLink& link) {
+  if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
+    return errorf(Code::kInternalError, "two-shot: rank %d of %d", link.rank, link.nranks);
+  }
+  if (link.nranks > 1 && link.transport == nullptr) {
+    return Status(Code::kInternalError, "two-shot: no transport");
+  }
+  return Status::Ok();
+}
+
+Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
+                    uint8_t gather_phase, SliceOps& ops, RingStats* stats) {
+  SCCL_RETURN_IF_ERROR(check_link(link));
+  if (!ops.sums()) {
+    return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
+  }
+  Status st;
+  {
+    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats);
+    st = run.run();
+    // A failure leaves receives posted into the packets about to go, and the ranks out of step:
+    // close the transport first (it cancels them), as the ring does.
+    if (!st.ok() && link.transport != nullptr) link.transport->close();
+  }
+  return st;
+}
+
+}  // namespace
+
+Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all) {
+  SCCL_RETURN_IF_ERROR(check_link(link));
+  auto* out = static_cast<uint8_t*>(all);
+  const int p = link.nranks, r = link.rank;
+  std::memcpy(out + static_cast<size_t>(r) * bytes, mine, bytes);
+  if (p == 1 || bytes == 0) return Status::Ok();
+  if (link.addresses != nullptr) {
+    for (int q = 0; q < p; ++q) {
+      if (q == r) continue;
+      if (static_cast<size_t>(q) >= link.addresses->size()) {
+        return errorf(Code::kInternalError, "rank %d has no address for rank %d", r, q);
+      }
+      SCCL_RETURN_IF_ERROR(link.transport->connect(q, (*link.addresses)[static_cast<size_t>(q)]));
+    }
+  }
+  const uint64_t tag = ring_tag(link.op_seq, link.phase, 0, 0);
+  struct Req {
+    RequestId id;
+    int peer;
+    bool recv;
+  };
+  std::vector<Req> reqs;
+  Status st;
+  for (int d = 1; d < p && st.ok(); ++d) {
+    const int q = (r + p - d) % p;
+    Req rq{0, q, true};
+    st = link.transport->irecv(q, tag, out + static_cast<size_t>(q) * bytes, bytes, &rq.id);
+    if (st.ok()) reqs.push_back(rq);
+  }
+  for (int d = 1; d < p && st.ok(); ++d) {
+    const int q = (r + d) % p;
+    Req rq{0, q, false};
+    st = link.transport->isend(q, tag, mine, bytes, &rq.id);
+    if (st.ok()) reqs.push_back(rq);
+  }
+  auto last = Clock::now();
+  while (st.ok() && !reqs.empty()) {
+    if (link.abort != nullptr && link.abort->load()) {
+      st = Status(Code::kRemoteError, "communicator aborted");
+      break;
+    }
+    st = link.transport->progress();
+    bool moved = false;
+    for (size_t i = 0; st.ok() && i < reqs.size();) {
+      bool done = false;
+      size_t got = 0;
+      st = link.transport->test(reqs[i].id, &done, &got);
+      if (!st.ok() || !done) {
+        ++i;
+        continue;
+      }
+      if (reqs[i].recv && got != bytes) {
+        st = errorf(Code::kInvalidUsage,
+                    "rank %d received %zu bytes from rank %d in a small exchange (phase %d), "
+                    "expected %zu",
+                    r, got, reqs[i].peer, static_cast<int>(link.phase), bytes);
+        break;
+      }
+      reqs[i] = reqs.back();
+      reqs.pop_back();
+      moved = true;
+    }
+    if (!st.ok() || reqs.empty()) break;
+    if (moved) {
+      last = Clock::now();
+      continue;
+    }
+    if (std::chrono::duration<double>(Clock::now() - last).count() > link.timeout_s) {
+      st = errorf(Code::kRemoteError,
+                  "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) in a small exchange (phase "
+                  "%d) waiting for rank %d",
+                  r, link.timeout_s, static_cast<int>(link.phase), reqs.front().peer);
+      break;
+    }
+    if (link.transport->can_block()) {
+      st = link.transport->wait_for_events(kBlockingWaitS);
+    } else {
+      sched_yield();
+    }
+  }
+  // Receives still posted into the caller's memory: the transport must not write there later.
+  if (!st.ok()) link.transport->close();
+  return st;
+}
+
+Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats) {
+  if (count == 0) return Status::Ok();
+  SCCL_RETURN_IF_ERROR(check_link(link));
+  return run_two_shot(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), true,
+                      scatter_phase, gather_phase, ops, stats);
+}
+
+Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
+                               size_t slice_elems, SliceOps& ops, RingStats* stats,
+                               const std::vector<size_t>* bounds) {
+  if (count == 0) return Status::Ok();
+  SCCL_RETURN_IF_ERROR(check_link(link));
+  if (bounds == nullptr || bounds->empty()) {
+    return run_two_shot(link, RingPlan(count, link.nranks, slice_elems), false, scatter_phase,
+                        scatter_phase, ops, stats);
+  }
+  if (bounds->size() != static_cast<size_t>(link.nranks) + 1 || bounds->front() != 0 ||
+      bounds->back() != count || !std::is_sorted(bounds->begin(), bounds->end())) {
+    return Status(Code::kInternalError, "two-shot: chunk bounds do not cut the count");
+  }
+  return run_two_shot(link, RingPlan(*bounds, slice_elems), false, scatter_phase, scatter_phase,
+                      ops, stats);
+}
+
+}  // namespace sketchccl::coll

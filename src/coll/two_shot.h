@@ -1,0 +1,44 @@
+// The two-shot schedule of a compressed reduction (docs/engine.md): every contribution is
+// quantized once and summed at full precision, so the error does not grow with the ranks.
+//   1. reduce-scatter by all-to-all: rank r encodes its slice of chunk c and sends it straight to
+//      rank c, which decodes the P - 1 packets of its chunk into an fp32 sum (in rank order) onto
+//      its own contribution (an AllReduce's taken exact, a ReduceScatter's quantized like the
+//      others, so that its error is the same at every P);
+//   2. AllReduce: the owner encodes the sum once and sends that packet to every rank, which
+//      forwards nothing and decodes every chunk's packet (every rank decodes the same packets,
+//      the owner its own too, so every rank's result is the same bits). A ReduceScatter stops
+//      after 1 and writes the sum, never quantized again.
+// The same bytes on the wire as the ring; P - 1 messages per rank per phase, posted together.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "src/coll/ring.h"
+#include "src/core/status.h"
+
+namespace sketchccl::coll {
+
+// The codec parameters' ring step of each packet (their random streams): rank q's contribution,
+// and the owner's sum.
+constexpr int two_shot_contribution_step(int rank) {
+  return 1 + rank;
+}
+constexpr int kTwoShotSumStep = 0;
+
+// `ops` must keep sums (SliceOps::sums). An AllReduce cuts like ring_allreduce (kRingChunkAlign);
+// a ReduceScatter like ring_reduce_scatter (the even cut, or `bounds`), rank r's chunk r its
+// output. Tags: `scatter_phase` for 1, `gather_phase` for 2.
+Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats);
+Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
+                               size_t slice_elems, SliceOps& ops, RingStats* stats,
+                               const std::vector<size_t>* bounds = nullptr);
+
+// All-gather of `bytes` per rank in one message round: every rank sends its block straight to
+// every other (tags of link.op_seq and link.phase); `all` gets rank r's block at r * bytes. For
+// the per-call agreement exchanges, whose latency a ring of P - 1 steps would multiply by P - 1.
+Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all);
+
+}  // namespace sketchccl::coll

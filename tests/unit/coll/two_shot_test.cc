@@ -1,0 +1,414 @@
+// The two-shot schedule (coll/two_shot.h), the engine end to end with ranks as threads over
+// loopback sockets: every quantizing codec at 2, 4 and 8 ranks gives the same bits on every rank
+// with an error that does not grow with the ranks (the ring's does); every element type, sum and
+// avg, odd counts, counts below P, in and out of place, AllReduce and ReduceScatter; error
+// feedback puts back what each rank quantized; ranks that disagree on the count, or a rank that
+// is gone, fail with an error instead of hanging; the policy (SKETCHCCL_ALGO).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kernels/codec_common.h"
+#include "kernels/convert.h"
+#include "src/coll/allreduce.h"
+#include "src/coll/schedule_choice.h"
+#include "tests/unit/coll/engine_ranks.h"
+
+namespace sketchccl::coll {
+namespace {
+
+using kernels::CodecId;
+using kernels::ElemType;
+using testutil::EngineRanks;
+
+Settings settings_for(CodecId codec, Settings::Algo algo, bool feedback = false) {
+  Settings s;
+  s.auto_codec = false;
+  s.codec = codec;
+  s.algo = algo;
+  s.error_feedback = feedback;
+  return s;
+}
+
+// Rank r's input: Laplace values (the heavy tails of gradients), independent per rank and call.
+std::vector<std::vector<float>> inputs(int p, size_t count, int call = 0) {
+  std::vector<std::vector<float>> x(static_cast<size_t>(p), std::vector<float>(count));
+  for (int r = 0; r < p; ++r) {
+    std::mt19937_64 g(7919u * static_cast<unsigned>(r) + 104729u * static_cast<unsigned>(call) + 1);
+    std::exponential_distribution<float> e(1.0f);
+    std::bernoulli_distribution sign(0.5);
+    for (float& v : x[static_cast<size_t>(r)])
+      v = sign(g) ? e(g) : -e(g);
+  }
+  return x;
+}
+
+// NMSE of y (elements [first, first + n) of the reduction) against the exact sum of xs.
+double nmse(const std::vector<std::vector<float>>& xs, const float* y, size_t first, size_t n,
+            double scale = 1.0) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (const auto& x : xs)
+      s += x[first + i];
+    s *= scale;
+    err += (y[i] - s) * (y[i] - s);
+    ref += s * s;
+  }
+  return ref > 0 ? err / ref : err;
+}
+
+void expect_same_bits(const std::vector<std::vector<float>>& y) {
+  for (size_t r = 1; r < y.size(); ++r) {
+    EXPECT_EQ(std::memcmp(y[r].data(), y[0].data(), y[0].size() * sizeof(float)), 0)
+        << "rank " << r << " differs from rank 0";
+  }
+}
+
+struct Outcome {
+  double nmse = 0;
+  uint64_t two_shot_calls = 0;
+  uint64_t bytes_sent = 0;
+};
+
+// One AllReduce (or ReduceScatter) of Laplace inputs at P ranks; the NMSE over every rank's
+// output, after checking that an AllReduce's ranks hold the same bits.
+Outcome reduce_once(CodecId codec, Settings::Algo algo, int p, size_t count, bool scatter,
+                    bool in_place = false) {
+  EngineRanks ranks(p, settings_for(codec, algo), 60);
+  std::vector<std::vector<float>> x = inputs(p, count);
+  const size_t out = scatter ? count / static_cast<size_t>(p) : count;
+  std::vector<std::vector<float>> y(static_cast<size_t>(p), std::vector<float>(out));
+  std::vector<std::vector<float>> buf = x;  // in place: the input's copy is reduced into
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  for (int r = 0; r < p; ++r) {
+    auto& b = buf[static_cast<size_t>(r)];
+    send.push_back(in_place ? b.data() : x[static_cast<size_t>(r)].data());
+    recv.push_back(in_place ? b.data() + (scatter ? static_cast<size_t>(r) * out : 0)
+                            : y[static_cast<size_t>(r)].data());
+  }
+  ranks.run(1, send, recv, count, scatter);
+  Outcome res;
+  double err = 0;
+  for (int r = 0; r < p; ++r) {
+    const float* got = static_cast<const float*>(recv[static_cast<size_t>(r)]);
+    if (in_place) std::memcpy(y[static_cast<size_t>(r)].data(), got, out * sizeof(float));
+    err += nmse(x, got, scatter ? static_cast<size_t>(r) * out : 0, out);
+    res.two_shot_calls += ranks.stats(r, codec).two_shot_calls;
+    res.bytes_sent += ranks.stats(r, codec).bytes_sent;
+  }
+  if (!scatter) expect_same_bits(y);
+  res.nmse = err / p;
+  return res;
+}
+
+constexpr CodecId kQuantizing[] = {CodecId::kQ8,    CodecId::kQ4,    CodecId::kQ2,
+                                   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
+
+TEST(TwoShot, EveryQuantizingCodecsErrorDoesNotGrowWithTheRanksAndTheRingsDoes) {
+  const size_t count = 20000 + 37;  // odd: chunks and slices of unequal lengths
+  for (CodecId codec : kQuantizing) {
+    SCOPED_TRACE(kernels::codec_name(codec));
+    const Outcome two2 = reduce_once(codec, Settings::Algo::kTwoShot, 2, count, false);
+    const Outcome two8 = reduce_once(codec, Settings::Algo::kTwoShot, 8, count, false);
+    const Outcome ring8 = reduce_once(codec, Settings::Algo::kRing, 8, count, false);
+    EXPECT_EQ(two2.two_shot_calls, 2u);
+    EXPECT_EQ(two8.two_shot_calls, 8u);
+    EXPECT_EQ(ring8.two_shot_calls, 0u);
+    EXPECT_GT(two2.nmse, 0.0);
+    EXPECT_LE(two8.nmse, 1.5 * two2.nmse) << "2 ranks " << two2.nmse << ", 8 ranks " << two8.nmse;
+    EXPECT_LT(two8.nmse, ring8.nmse) << "two-shot " << two8.nmse << ", ring " << ring8.nmse;
+    // The same bytes as the ring, within the packets' headers.
+    EXPECT_LE(static_cast<double>(two8.bytes_sent), 1.05 * static_cast<double>(ring8.bytes_sent));
+  }
+}
+
+TEST(TwoShot, ReduceScatterErrorDoesNotGrowWithTheRanks) {
+  for (CodecId codec : {CodecId::kQ4, CodecId::kQ2, CodecId::kCasq2}) {
+    SCOPED_TRACE(kernels::codec_name(codec));
+    const Outcome two2 = reduce_once(codec, Settings::Algo::kTwoShot, 2, 2 * 8 * 1251, true);
+    const Outcome two8 = reduce_once(codec, Settings::Algo::kTwoShot, 8, 2 * 8 * 1251, true);
+    const Outcome ring8 = reduce_once(codec, Settings::Algo::kRing, 8, 2 * 8 * 1251, true);
+    EXPECT_EQ(two8.two_shot_calls, 8u);
+    EXPECT_LE(two8.nmse, 1.5 * two2.nmse) << "2 ranks " << two2.nmse << ", 8 ranks " << two8.nmse;
+    EXPECT_LT(two8.nmse, ring8.nmse);
+  }
+}
+
+TEST(TwoShot, InPlaceAndOutOfPlaceAgree) {
+  for (bool scatter : {false, true}) {
+    SCOPED_TRACE(scatter ? "ReduceScatter" : "AllReduce");
+    for (int p : {2, 4}) {
+      const size_t count = static_cast<size_t>(p) * 3001;
+      const Outcome out = reduce_once(CodecId::kQ4, Settings::Algo::kTwoShot, p, count, scatter);
+      const Outcome in =
+          reduce_once(CodecId::kQ4, Settings::Algo::kTwoShot, p, count, scatter, true);
+      EXPECT_EQ(in.two_shot_calls, static_cast<uint64_t>(p));
+      // The packets depend only on the inputs: the same result either way.
+      EXPECT_DOUBLE_EQ(in.nmse, out.nmse);
+    }
+  }
+}
+
+TEST(TwoShot, SmallAndOddCountsWork) {
+  for (int p : {2, 3, 4}) {
+    for (size_t count : {size_t(1), size_t(2), size_t(63), size_t(65), size_t(1000)}) {
+      SCOPED_TRACE(::testing::Message() << p << " ranks, count " << count);
+      const Outcome ar = reduce_once(CodecId::kQ8, Settings::Algo::kTwoShot, p, count, false);
+      EXPECT_LT(ar.nmse, 1e-3);
+      const size_t rs_count = count * static_cast<size_t>(p);
+      const Outcome rs = reduce_once(CodecId::kQ8, Settings::Algo::kTwoShot, p, rs_count, true);
+      EXPECT_LT(rs.nmse, 1e-3);
+    }
+  }
+}
+
+// Every element type, sum and avg, against the exact reduction of the same (rounded) inputs.
+TEST(TwoShot, EveryTypeAndOp) {
+  const int p = 4;
+  const size_t count = 4 * 2503;
+  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
+    for (bool avg : {false, true}) {
+      for (bool scatter : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "type " << int(t) << (avg ? " avg" : " sum")
+                                          << (scatter ? " ReduceScatter" : " AllReduce"));
+        EngineRanks ranks(p, settings_for(CodecId::kQ8, Settings::Algo::kTwoShot), 60);
+        const auto xf = inputs(p, count);
+        const size_t esz = kernels::elem_size(t);
+        const size_t out = scatter ? count / p : count;
+        std::vector<std::vector<uint8_t>> x(p, std::vector<uint8_t>(count * esz));
+        std::vector<std::vector<uint8_t>> y(p, std::vector<uint8_t>(out * esz));
+        std::vector<std::vector<float>> xr(p, std::vector<float>(count));
+        std::vector<const void*> send;
+        std::vector<void*> recv;
+        for (int r = 0; r < p; ++r) {
+          kernels::store_f32(xf[r].data(), count, 1.0f, t, x[r].data());
+          kernels::load_f32(x[r].data(), t, count, xr[r].data());
+          send.push_back(x[r].data());
+          recv.push_back(y[r].data());
+        }
+        ranks.run(1, send, recv, count, scatter, t, avg);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_EQ(ranks.stats(r, CodecId::kQ8).two_shot_calls, 1u);
+          std::vector<float> got(out);
+          kernels::load_f32(y[r].data(), t, out, got.data());
+          EXPECT_LT(nmse(xr, got.data(), scatter ? r * out : 0, out, avg ? 1.0 / p : 1.0), 2e-3);
+          if (!scatter && r > 0) {
+            EXPECT_EQ(std::memcmp(y[r].data(), y[0].data(), out * esz), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The same buffer reduced T times from the same inputs: with error feedback each rank puts back
+// what it quantized (and the owner its requantization of the sum), so the mean of the results
+// converges to the exact sum; without, the error of the mean only falls as the rounding's noise.
+TEST(TwoShot, ErrorFeedbackPutsBackWhatEachRankQuantized) {
+  const int p = 4, calls = 16;
+  const size_t count = 4 * 4001;
+  for (bool scatter : {false, true}) {
+    SCOPED_TRACE(scatter ? "ReduceScatter" : "AllReduce");
+    double err_of_mean[2] = {0, 0};
+    for (bool feedback : {false, true}) {
+      EngineRanks ranks(p, settings_for(CodecId::kQ2, Settings::Algo::kTwoShot, feedback), 60);
+      const auto x = inputs(p, count);
+      const size_t out = scatter ? count / p : count;
+      std::vector<std::vector<float>> y(p, std::vector<float>(out));
+      std::vector<std::vector<double>> mean(p, std::vector<double>(out, 0.0));
+      for (int call = 0; call < calls; ++call) {
+        ranks.run(static_cast<uint32_t>(call + 1), x, &y, scatter);
+        for (int r = 0; r < p; ++r) {
+          for (size_t i = 0; i < out; ++i)
+            mean[r][i] += y[r][i] / calls;
+        }
+      }
+      std::vector<float> m(out);
+      for (int r = 0; r < p; ++r) {
+        for (size_t i = 0; i < out; ++i)
+          m[i] = static_cast<float>(mean[r][i]);
+        err_of_mean[feedback ? 1 : 0] += nmse(x, m.data(), scatter ? r * out : 0, out) / p;
+        EXPECT_EQ(ranks.stats(r, CodecId::kQ2).two_shot_calls, static_cast<uint64_t>(calls));
+      }
+    }
+    EXPECT_LT(err_of_mean[1], 0.25 * err_of_mean[0])
+        << "with feedback " << err_of_mean[1] << ", without " << err_of_mean[0];
+  }
+}
+
+// Runs `fn(r)` on a thread per rank; returns each rank's status.
+template <typename Fn>
+std::vector<Status> on_ranks(int p, Fn fn) {
+  std::vector<Status> st(p);
+  std::vector<std::thread> th;
+  for (int r = 0; r < p; ++r)
+    th.emplace_back([&, r] { st[r] = fn(r); });
+  for (auto& t : th)
+    t.join();
+  return st;
+}
+
+TEST(TwoShot, RanksThatDisagreeOnTheCountFailInsteadOfHanging) {
+  const int p = 3;
+  const double timeout = 20;
+  auto t = testutil::loopback_transports(p, timeout);
+  const Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = 30000;
+  std::vector<std::vector<float>> x(p, std::vector<float>(count + 640, 1.0f)), y = x;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto st = on_ranks(p, [&](int r) {
+    RingLink link;
+    link.transport = t[r].get();
+    link.rank = r;
+    link.nranks = p;
+    link.timeout_s = timeout;
+    link.op_seq = 1;
+    AllReduceArgs a;
+    a.send = x[r].data();
+    a.recv = y[r].data();
+    a.count = r == 0 ? count + 640 : count;
+    return engines[r]->run(link, a);
+  });
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, timeout / 2) << "the mismatch was not noticed before the timeout";
+  bool named = false;
+  for (int r = 0; r < p; ++r) {
+    EXPECT_FALSE(st[r].ok()) << "rank " << r;
+    if (st[r].code() == Code::kInvalidUsage) {
+      named = true;
+      EXPECT_NE(st[r].message().find("disagree"), std::string::npos) << st[r].to_string();
+    }
+  }
+  EXPECT_TRUE(named) << "no rank named the mismatch";
+}
+
+TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
+  const int p = 4;
+  const double timeout = 3;
+  auto t = testutil::loopback_transports(p, timeout);
+  const Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = 30000;
+  std::vector<std::vector<float>> x(p, std::vector<float>(count, 1.0f)), y = x;
+  t[3]->close();  // rank 3 is gone
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto st = on_ranks(p - 1, [&](int r) {
+    RingLink link;
+    link.transport = t[r].get();
+    link.rank = r;
+    link.nranks = p;
+    link.timeout_s = timeout;
+    link.op_seq = 1;
+    AllReduceArgs a;
+    a.send = x[r].data();
+    a.recv = y[r].data();
+    a.count = count;
+    return engines[r]->run(link, a);
+  });
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 3 * timeout);
+  for (int r = 0; r < p - 1; ++r) {
+    EXPECT_EQ(st[r].code(), Code::kRemoteError) << "rank " << r << ": " << st[r].to_string();
+  }
+}
+
+TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
+  Settings s = settings_for(CodecId::kQ4, Settings::Algo::kAuto);
+  for (CodecId c : kQuantizing)
+    EXPECT_EQ(choose_schedule(s, c, 4, 1 << 20, true), Schedule::kTwoShot)
+        << kernels::codec_name(c);
+  EXPECT_EQ(choose_schedule(s, CodecId::kBf16, 4, 1 << 20, true), Schedule::kTwoShot);
+  // Exact codecs, s2 and `sparse` keep the ring; so does a backend without sums (device memory).
+  for (CodecId c : {CodecId::kNone, CodecId::kS2, CodecId::kSparse})
+    EXPECT_EQ(choose_schedule(s, c, 4, 1 << 20, true), Schedule::kRing) << kernels::codec_name(c);
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, false), Schedule::kRing);
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 1, 1 << 20, true), Schedule::kRing);
+  s.algo = Settings::Algo::kRing;
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true), Schedule::kRing);
+  s.algo = Settings::Algo::kTwoShot;
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true), Schedule::kTwoShot);
+  EXPECT_EQ(choose_schedule(s, CodecId::kS2, 4, 1 << 20, true), Schedule::kRing);
+}
+
+// The error model's fit recovers the parameters it was made from; its two-shot errors stay flat
+// while the ring's grow.
+TEST(ScaleModel, TheFitRecoversItsParametersAndTwoShotStaysFlat) {
+  const NmseFit made{0.04, 0.3};
+  const double n2 = predict_nmse(made, CallKind::kAllReduce, Schedule::kRing, 2);
+  const double n4 = predict_nmse(made, CallKind::kAllReduce, Schedule::kRing, 4);
+  const NmseFit fit = fit_nmse(n2, n4);
+  EXPECT_NEAR(fit.eps, made.eps, 1e-6);
+  EXPECT_NEAR(fit.gamma, made.gamma, 1e-6);
+  for (CallKind kind : {CallKind::kAllReduce, CallKind::kReduceScatter}) {
+    const double two2 = predict_nmse(fit, kind, Schedule::kTwoShot, 2);
+    for (int p = 4; p <= 1024; p *= 2) {
+      EXPECT_LE(predict_nmse(fit, kind, Schedule::kTwoShot, p), 1.5 * two2) << p;
+      EXPECT_GT(predict_nmse(fit, kind, Schedule::kRing, p),
+                predict_nmse(fit, kind, Schedule::kRing, p / 2))
+          << p;
+      if (p >= 16) {
+        EXPECT_GT(predict_nmse(fit, kind, Schedule::kRing, p), 2 * two2) << p;
+      }
+    }
+  }
+  EXPECT_NEAR(predict_nmse(fit, CallKind::kReduceScatter, Schedule::kTwoShot, 64), fit.eps, 1e-9);
+}
+
+// The time model: the same bytes, so two-shot's fewer rounds win at every P; busbw of a large
+// call approaches the link's (the ring's) for both; the hierarchy keeps busbw above the flat
+// schedule's at 1,024 ranks.
+TEST(ScaleModel, TwoShotNeedsFewerRoundsAndTheSameBytes) {
+  ModelCall c;
+  c.codec.wire = codec_wire_ratio(CodecId::kQ8, 262144);
+  c.bytes = 256.0 * 1024 * 1024;
+  for (int p = 2; p <= 1024; p *= 2) {
+    c.nranks = p;
+    const double ring = predict_time(c, Schedule::kRing).seconds;
+    const double two = predict_time(c, Schedule::kTwoShot).seconds;
+    EXPECT_LE(two, ring) << p;
+    if (p <= 16) {
+      EXPECT_GT(two, 0.9 * ring) << p;  // bandwidth-bound: the same bytes
+    }
+  }
+  c.bytes = 25.0 * 1024 * 1024;
+  c.nranks = 1024;
+  const double flat = predict_time(c, Schedule::kTwoShot).busbw;
+  c.ranks_per_node = 8;
+  EXPECT_GT(predict_time(c, Schedule::kTwoShot).busbw, flat);
+  EXPECT_NEAR(codec_wire_ratio(CodecId::kNone, 262144), 1.0, 1e-3);
+}
+
+Config config_with(const char* algo) {
+  ConfigSources src;
+  src.env["SKETCHCCL_ALGO"] = algo;
+  return Config::load(src);
+}
+
+TEST(SchedulePolicy, SettingsReadTheAlgorithm) {
+  for (const char* v : {"auto", "ring", "twoshot"}) {
+    const Config cfg = config_with(v);
+    ASSERT_TRUE(cfg.status().ok()) << v;
+    Settings s;
+    ASSERT_TRUE(Settings::from_config(cfg, &s).ok());
+    const Settings::Algo want = std::strcmp(v, "ring") == 0      ? Settings::Algo::kRing
+                                : std::strcmp(v, "twoshot") == 0 ? Settings::Algo::kTwoShot
+                                                                 : Settings::Algo::kAuto;
+    EXPECT_EQ(s.algo, want) << v;
+  }
+  EXPECT_FALSE(config_with("tree").status().ok());
+}
+
+}  // namespace
+}  // namespace sketchccl::coll
