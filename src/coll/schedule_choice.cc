@@ -150,7 +150,14 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
   c.codec.wire = codec_wire_ratio(codec, s.slice_elems);
   const double ring = predict_time(c, Schedule::kRing).seconds;
   const double two = predict_time(c, Schedule::kTwoShot).seconds;
-  return two <= 1.05 * ring ? Schedule::kTwoShot : Schedule::kRing;
+  if (two > 1.05 * ring) return Schedule::kRing;
+  // Two-shot where the ring's error would be at least twice its own: its all-to-all is P-1 flows
+  // into each port, which a congested or rate-limited network serves worse than the ring's one
+  // flow per link, so below that the ring's smaller extra error is the better trade.
+  const NmseFit growth = fit_nmse(1.0, kRingNmseGrowth4);
+  const double ring_err = predict_nmse(growth, c.kind, Schedule::kRing, nranks);
+  const double two_err = predict_nmse(growth, c.kind, Schedule::kTwoShot, nranks);
+  return ring_err >= 2 * two_err ? Schedule::kTwoShot : Schedule::kRing;
 }
 
 }  // namespace sketchccl::coll

@@ -75,9 +75,14 @@ double predict_nmse(const NmseFit& fit, CallKind kind, Schedule schedule, int nr
 // their own).
 bool two_shot_applies(kernels::CodecId codec, bool backend_sums);
 
+// The ring's NMSE at 4 ranks over its NMSE at 2, the mildest growth measured (q4 and q8 on
+// Laplace data, docs/scale.md): what `auto` assumes of a codec's error growth.
+inline constexpr double kRingNmseGrowth4 = 1.44;
+
 // What `auto` (and a forced schedule) gives for a call of `count` elements among `nranks`: where
-// two-shot applies, the schedule the scale model finds faster on the default link figures, and
-// two-shot on a tie within 5% (its error does not grow with P).
+// two-shot applies and the scale model does not find the ring more than 5% faster on the default
+// link figures, two-shot when the model's ring error is at least twice two-shot's (AllReduce from
+// 8 ranks, ReduceScatter from 5, at kRingNmseGrowth4), the ring otherwise.
 Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
                          bool backend_sums, CallKind kind = CallKind::kAllReduce);
 

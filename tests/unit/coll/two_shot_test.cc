@@ -327,13 +327,20 @@ TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
 TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
   Settings s = settings_for(CodecId::kQ4, Settings::Algo::kAuto);
   for (CodecId c : kQuantizing)
-    EXPECT_EQ(choose_schedule(s, c, 4, 1 << 20, true), Schedule::kTwoShot)
+    EXPECT_EQ(choose_schedule(s, c, 8, 1 << 20, true), Schedule::kTwoShot)
         << kernels::codec_name(c);
-  EXPECT_EQ(choose_schedule(s, CodecId::kBf16, 4, 1 << 20, true), Schedule::kTwoShot);
+  EXPECT_EQ(choose_schedule(s, CodecId::kBf16, 16, 1 << 20, true), Schedule::kTwoShot);
+  // Where the ring's error is less than twice two-shot's, auto keeps the ring.
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true), Schedule::kRing);
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 7, 1 << 20, true), Schedule::kRing);
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true, CallKind::kReduceScatter),
+            Schedule::kRing);
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 5, 1 << 20, true, CallKind::kReduceScatter),
+            Schedule::kTwoShot);
   // Exact codecs, s2 and `sparse` keep the ring; so does a backend without sums (device memory).
   for (CodecId c : {CodecId::kNone, CodecId::kS2, CodecId::kSparse})
-    EXPECT_EQ(choose_schedule(s, c, 4, 1 << 20, true), Schedule::kRing) << kernels::codec_name(c);
-  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, false), Schedule::kRing);
+    EXPECT_EQ(choose_schedule(s, c, 8, 1 << 20, true), Schedule::kRing) << kernels::codec_name(c);
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 8, 1 << 20, false), Schedule::kRing);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 1, 1 << 20, true), Schedule::kRing);
   s.algo = Settings::Algo::kRing;
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true), Schedule::kRing);
