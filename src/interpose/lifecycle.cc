@@ -50,7 +50,8 @@ ncclResult_t InterposedFront::ncclGetUniqueId(ncclUniqueId* uniqueId) {
 ncclResult_t InterposedFront::ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                                int rank) {
   ncclResult_t r = forward(real_.ncclCommInitRank, "ncclCommInitRank", comm, nranks, commId, rank);
-  if (started(r)) attach(real_, *comm, id_bytes(commId), rank, nranks, nonblocking_by_default());
+  if (started(r)) attach(*comm, id_bytes(commId), rank, nranks, nonblocking_by_default());
+  if (r == ncclSuccess) node_comm_at_init(real_, *comm);
   return r;
 }
 
@@ -60,8 +61,9 @@ ncclResult_t InterposedFront::ncclCommInitRankConfig(ncclComm_t* comm, int nrank
   ncclResult_t r = forward(real_.ncclCommInitRankConfig, "ncclCommInitRankConfig", comm, nranks,
                            commId, rank, config);
   if (started(r)) {
-    attach(real_, *comm, id_bytes(commId), rank, nranks, config_nonblocking(config, false));
+    attach(*comm, id_bytes(commId), rank, nranks, config_nonblocking(config, false));
   }
+  if (r == ncclSuccess) node_comm_at_init(real_, *comm);
   return r;
 }
 
@@ -73,11 +75,11 @@ ncclResult_t InterposedFront::ncclCommInitRankScalable(ncclComm_t* newcomm, int 
   // SketchCCL's rendezvous uses the first id only; the root listeners this process started
   // for the others stop now (no rank will ever come to them).
   if (started(r) && nId >= 1 && commIds != nullptr) {
-    attach(real_, *newcomm, id_bytes(commIds[0]), myrank, nranks,
-           config_nonblocking(config, false));
+    attach(*newcomm, id_bytes(commIds[0]), myrank, nranks, config_nonblocking(config, false));
     for (int i = 1; i < nId; ++i)
       bootstrap::release_root(id_bytes(commIds[i]));
   }
+  if (r == ncclSuccess && newcomm != nullptr) node_comm_at_init(real_, *newcomm);
   return r;
 }
 
@@ -96,20 +98,32 @@ ncclResult_t InterposedFront::ncclCommInitAll(ncclComm_t* comm, int ndev, const 
 ncclResult_t InterposedFront::ncclCommSplit(ncclComm_t comm, int color, int key,
                                             ncclComm_t* newcomm, ncclConfig_t* config) {
   auto parent = Runtime::get().find(comm);
-  ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
-  if (!started(r) || parent == nullptr || newcomm == nullptr) return r;
-  // A nonblocking split leaves *newcomm NULL until NCCL is done: the exchange runs on the
-  // parent's proxy without the caller waiting, and the child is adopted on the first call that
-  // names the handle NCCL wrote into *newcomm (Runtime::find), after the exchange.
-  if (config_nonblocking(config, parent->nonblocking())) {
+  // A nonblocking split leaves *newcomm NULL until NCCL is done, and NCCL writes it later from
+  // its own thread: NCCL gets SketchCCL's slot, relayed to the caller's (relay_split_slot). The
+  // exchange runs on the parent's proxy without the caller waiting, and the child is adopted on
+  // the first call that names the handle NCCL wrote (Runtime::find), after the exchange. (The
+  // parent's mode decides whether NCCL completes the split in the call; the child's, how
+  // SketchCCL runs the child.)
+  if (parent != nullptr && newcomm != nullptr && parent->nonblocking()) {
+    std::shared_ptr<ncclComm_t> slot = relay_split_slot(comm, newcomm);
+    ncclResult_t r =
+        forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, slot.get(), config);
+    publish_split_slots(comm);
+    if (!started(r)) {
+      *newcomm = *slot;  // NCCL's failure leaves NULL there
+      return r;
+    }
     auto child = std::make_shared<std::shared_ptr<Communicator>>();
-    auto work = parent->submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, true, child);
-    if (color != NCCL_SPLIT_NOCOLOR) Runtime::get().add_pending_child({comm, newcomm, work, child});
+    auto work = parent->submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key,
+                                     config_nonblocking(config, true), child);
+    if (color != NCCL_SPLIT_NOCOLOR) Runtime::get().add_pending_child({comm, slot, work, child});
     return r;
   }
+  ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
+  if (!started(r) || parent == nullptr || newcomm == nullptr) return r;
   // The decision (child or not) is the parent's proxy's, after its join: agreed on every rank,
   // whatever each rank's timing. The real child is known once the real group has ended.
-  (void)api::split_side(*parent, color, key, false,
+  (void)api::split_side(*parent, color, key, config_nonblocking(config, false),
                         [newcomm](const std::shared_ptr<Communicator>& child) {
                           if (*newcomm != nullptr) {
                             Runtime::get().add(*newcomm, child);

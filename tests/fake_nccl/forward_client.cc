@@ -5,6 +5,7 @@
 // arrive and give the sum.
 //
 //   forward_client RANK NRANKS ID_FILE MODE      MODE: full | norecord | mismatch | onenode | hier
+//                                                | hiernb
 //
 // Rank 0 makes the id and writes it to ID_FILE (norecord: with bytes 40-127 cleared).
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
@@ -401,14 +402,33 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
         got);
 }
 
-// A communicator of 2 nodes x 2 ranks (SKETCHCCL_HOSTID=node<rank / 2>, docs/hierarchy.md): a
-// taken-over AllReduce splits a node communicator once (color: node, key: local rank), then
-// enqueues ncclReduceScatter into this rank's shard of recvbuff, the compressed rail phase, and
+// Polls a nonblocking communicator until it leaves ncclInProgress, as PyTorch does after a call
+// that returned it; the last answer.
+ncclResult_t wait_ready(ncclComm_t comm) {
+  ncclResult_t async = ncclInProgress;
+  for (int i = 0; i < 5000 && async == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) return ncclInternalError;
+    if (async == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return async;
+}
+
+bool enqueued(ncclResult_t r) {
+  return r == ncclSuccess || r == ncclInProgress;
+}
+
+// A communicator of 2 nodes x 2 ranks (SKETCHCCL_HOSTID=node<rank / 2>, docs/hierarchy.md): its
+// node communicator is split once (color: node, key: local rank): in a blocking init
+// (`init_log`), else in the first taken-over AllReduce. Each such AllReduce enqueues
+// ncclReduceScatter into this rank's shard of recvbuff, the compressed rail phase, and
 // ncclAllGather, both on the node communicator and the caller's stream. The fake's
 // ReduceScatter copies the first shard of sendbuff, so each rank's shard holds its own value
 // (rank + 1) and the rail sums it over the two nodes; the fake's AllGather copies it to the
-// front of recvbuff. Returns the node communicator, as the fake logged it.
-std::string hierarchy_phases(ncclComm_t comm, int rank) {
+// front of recvbuff. `nonblocking`: the parent is (ncclInProgress counts as enqueued, and the
+// caller waits for it to be ready after each call). Returns the node communicator, as the fake
+// logged it.
+std::string hierarchy_phases(ncclComm_t comm, int rank, const std::string& init_log,
+                             bool nonblocking) {
   const int L = 2, node = rank / L, local = rank % L;
   const size_t count = 262144, shard = count / L;
   void* cp = static_cast<void*>(comm);
@@ -417,8 +437,15 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
   ncclResult_t r =
       ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, comm, fake_stream(0x70));
   std::string got = log_since(at);
-  const size_t split =
-      got.find(fmt("ncclCommSplit comm=%p color=%d key=%d config=(nil)\n", cp, node, local));
+  if (nonblocking) check("hier/parent-ready-after-the-call", wait_ready(comm) == ncclSuccess);
+  const std::string split_line =
+      fmt("ncclCommSplit comm=%p color=%d key=%d config=0x", cp, node, local);
+  const size_t split = nonblocking ? got.find(split_line) : 0;
+  check("hier/node-split-at-blocking-init-only",
+        nonblocking ? init_log.find(split_line) == std::string::npos
+                    : init_log.find(split_line) != std::string::npos &&
+                          got.find("ncclCommSplit") == std::string::npos,
+        "init log: " + init_log);
   const std::string rs = fmt(
       "ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=", static_cast<void*>(x.data()),
       static_cast<void*>(y.data() + local * shard), shard);
@@ -435,9 +462,9 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
                    shard, node_comm.c_str()));
   const float want = static_cast<float>(local + 1 + L + local + 1);  // ranks local, L + local
   check("hier/split-reducescatter-allgather-in-order",
-        r == ncclSuccess && split != std::string::npos && rs_at != std::string::npos &&
+        enqueued(r) && split != std::string::npos && rs_at != std::string::npos &&
             got.find(rs + node_comm + " stream=0x70\n") != std::string::npos &&
-            ag_at != std::string::npos && split < rs_at && rs_at < ag_at &&
+            ag_at != std::string::npos && (!nonblocking || split < rs_at) && rs_at < ag_at &&
             node_comm != fmt("%p", cp) && got.find("ncclAllReduce send=") == std::string::npos,
         got);
   check("hier/rail-sums-the-shard-over-the-nodes", std::abs(y[0] - want) <= 0.05f * want,
@@ -446,9 +473,10 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
   at = log_size();
   r = ncclAllReduce(x.data(), x.data(), count, ncclFloat32, ncclAvg, comm, fake_stream(0x71));
   got = log_since(at);
+  if (nonblocking) (void)wait_ready(comm);
   check(
       "hier/in-place-avg-no-second-split",
-      r == ncclSuccess && got.find("ncclCommSplit") == std::string::npos &&
+      enqueued(r) && got.find("ncclCommSplit") == std::string::npos &&
           got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=%d comm=%s "
                        "stream=0x71\n",
                        static_cast<void*>(x.data()), static_cast<void*>(x.data() + local * shard),
@@ -462,8 +490,9 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
   at = log_size();
   r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, comm, fake_stream(0x72));
   got = log_since(at);
+  if (nonblocking) (void)wait_ready(comm);
   check("hier/odd-count-stays-in-sketchccl",
-        r == ncclSuccess && got.find("ncclReduceScatter") == std::string::npos &&
+        enqueued(r) && got.find("ncclReduceScatter") == std::string::npos &&
             got.find("ncclAllReduce") == std::string::npos && std::abs(b[100] - 10.0f) <= 0.5f,
         fmt("b[100] = %g; log: ", b[100]) + got);
   return node_comm;
@@ -543,19 +572,33 @@ int main(int argc, char** argv) {
   fake_client::exchange_id(rank, argv[3], mode == "norecord", &id);
   ncclComm_t comm = nullptr;
   size_t at = log_size();
-  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
-  check("forward/CommInitRank",
-        r == ncclSuccess && log_since(at).find(fmt(
-                                "ncclCommInitRank nranks=%d rank=%d id0=%02x\n", nranks, rank,
-                                static_cast<unsigned char>(id.internal[0]))) != std::string::npos,
-        log_since(at));
+  const bool nonblocking = mode == "hiernb";
+  ncclResult_t r = ncclSuccess;
+  if (nonblocking) {
+    // Nonblocking (config blocking=0, or NCCL_COMM_BLOCKING=0 from the test): polled until
+    // ready, as PyTorch's waitReady does.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    check("forward/CommInitRankConfig-nonblocking",
+          r == ncclInProgress && comm != nullptr && wait_ready(comm) == ncclSuccess,
+          "result " + std::to_string(r));
+  } else {
+    r = ncclCommInitRank(&comm, nranks, id, rank);
+    check("forward/CommInitRank",
+          r == ncclSuccess && log_since(at).find(fmt(
+                                  "ncclCommInitRank nranks=%d rank=%d id0=%02x\n", nranks, rank,
+                                  static_cast<unsigned char>(id.internal[0]))) != std::string::npos,
+          log_since(at));
+  }
+  const std::string init_log = log_since(at);
   // Internal calls through the PLT reached the shim and went on to the fake (init path).
   check("plt/CommGetAsyncError-from-init",
         log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) !=
             std::string::npos);
   std::string node_comm;
-  if (mode == "hier") {
-    node_comm = hierarchy_phases(comm, rank);
+  if (mode == "hier" || mode == "hiernb") {
+    node_comm = hierarchy_phases(comm, rank, init_log, nonblocking);
   } else {
     policy_table(comm, rank, nranks, mode == "full");
     reduce_scatter_policy(comm, rank, nranks, mode == "full");
@@ -571,7 +614,7 @@ int main(int argc, char** argv) {
   check("forward/CommDestroy",
         r == ncclSuccess && log_since(at).find(fmt("ncclCommDestroy comm=%p\n",
                                                    static_cast<void*>(comm))) != std::string::npos);
-  if (mode == "hier") {
+  if (mode == "hier" || mode == "hiernb") {
     check("hier/node-communicator-destroyed-with-its-parent",
           log_since(at).find("ncclCommDestroy comm=" + node_comm + "\n") != std::string::npos,
           log_since(at));

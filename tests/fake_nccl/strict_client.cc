@@ -49,10 +49,11 @@ ncclComm_t nonblocking_init() {
   int n = -1, dev = -1;
   r = ncclCommCount(comm, &n);
   const std::string text = ncclGetLastError(comm);
-  check("use-before-ready/count-refused",
-        r == ncclInvalidArgument &&
-            text == "Attempt to use communicator before the previous operation returned ncclSuccess",
-        "result " + std::to_string(r) + ", last error '" + text + "'");
+  check(
+      "use-before-ready/count-refused",
+      r == ncclInvalidArgument &&
+          text == "Attempt to use communicator before the previous operation returned ncclSuccess",
+      "result " + std::to_string(r) + ", last error '" + text + "'");
   check("use-before-ready/device-refused", ncclCommCuDevice(comm, &dev) == ncclInvalidArgument);
   float x = 1.0f, y = 0.0f;
   check("use-before-ready/allreduce-refused",
