@@ -13,6 +13,7 @@
 #include "src/core/log.h"
 #include "src/interpose/call_policy.h"
 #include "src/interpose/forward.h"
+#include "src/interpose/front.h"
 
 namespace sketchccl::interpose {
 namespace {
@@ -182,7 +183,12 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
   // phase 2 said: the node's peers wait for it inside NCCL.
   (void)settle(real, node);
   r = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
-  if (!st.ok()) return api::report(st, call.api);
+  if (!st.ok()) {
+    // The node's result is wrong on this rank: reported; a device path that failed to set up
+    // forwards this communicator's later device calls.
+    if (call.mem.type == backend::MemoryType::kDevice) mark_device_path_failed(call.comm, st);
+    return api::report(st, call.api);
+  }
   return api::forwarded(r);
 }
 

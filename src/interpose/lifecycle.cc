@@ -165,6 +165,7 @@ ncclResult_t InterposedFront::ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t InterposedFront::ncclCommDestroy(ncclComm_t comm) {
   (void)api::destroy_side(comm);
   drop_node_comm(real_, comm, /*abort=*/false);
+  forget_device_path(comm);
   return forward(real_.ncclCommDestroy, "ncclCommDestroy", comm);
 }
 
@@ -174,6 +175,7 @@ ncclResult_t InterposedFront::ncclCommAbort(ncclComm_t comm) {
   // communicator SketchCCL split from this one (docs/hierarchy.md) is aborted with it.
   auto side = api::stop_side(comm);
   drop_node_comm(real_, comm, /*abort=*/true);
+  forget_device_path(comm);
   ncclResult_t r = forward(real_.ncclCommAbort, "ncclCommAbort", comm);
   api::join_side(std::move(side));
   return r;
