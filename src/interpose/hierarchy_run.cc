@@ -119,7 +119,13 @@ bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
   }
   ncclComm_t node = nullptr;
   if (lookup(call.comm, &node) && node == nullptr) return false;  // its split failed
-  return call.count % static_cast<size_t>(c.topology().local_ranks) == 0;
+  // The L equal shards NCCL's ReduceScatter needs: the divisible part (the tail, fewer than L
+  // elements, is NCCL's AllReduce on the parent).
+  return call.count >= static_cast<size_t>(c.topology().local_ranks);
+}
+
+size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call) {
+  return call.count % static_cast<size_t>(c.topology().local_ranks);
 }
 
 void node_comm_at_init(const RealApi& real, ncclComm_t comm) {
@@ -163,6 +169,7 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
     return api::report(api::submit(c, call, api::EngineRun::kCodec), call.api);
   }
   const size_t shard = call.count / static_cast<size_t>(topo.local_ranks);
+  const size_t tail = call.count % static_cast<size_t>(topo.local_ranks);
   const size_t esz = kernels::elem_size(call.elem);
   void* mine = static_cast<uint8_t*>(call.recv) + static_cast<size_t>(topo.local) * shard * esz;
   // 1: this rank's shard of the node's sum (ncclAvg divides by L); NCCL's in-place form when the
@@ -183,6 +190,16 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
   // phase 2 said: the node's peers wait for it inside NCCL.
   (void)settle(real, node);
   r = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
+  if (tail > 0 && real.ncclAllReduce != nullptr) {
+    // The tail, exact, by NCCL on the parent (every rank of it enqueues it, whatever happened
+    // before).
+    const size_t at = shard * static_cast<size_t>(topo.local_ranks) * esz;
+    (void)settle(real, comm);
+    const ncclResult_t t = real.ncclAllReduce(static_cast<const uint8_t*>(call.send) + at,
+                                              static_cast<uint8_t*>(call.recv) + at, tail,
+                                              call.type, call.op, comm, call.stream);
+    if (r == ncclSuccess || r == ncclInProgress) r = t;
+  }
   if (!st.ok()) {
     // The node's result is wrong on this rank: reported; a device path that failed to set up
     // forwards this communicator's later device calls.

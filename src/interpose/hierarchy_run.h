@@ -12,10 +12,12 @@
 namespace sketchccl::interpose {
 
 // Whether this call takes the NCCL-phase hierarchy: an AllReduce, the communicator is
-// hierarchical (and its node split did not fail), the count splits into L equal shards (NCCL's
-// ReduceScatter needs them), and the call is outside a group. Agreed inputs only, given the same
-// group structure on every rank.
+// hierarchical (and its node split did not fail), at least L elements, and the call is outside
+// a group. Agreed inputs only, given the same group structure on every rank.
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call);
+// The elements past the largest multiple of L (NCCL's ReduceScatter needs L equal shards): an
+// exact NCCL AllReduce on the parent, after the phases.
+size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call);
 
 // After a blocking init of `comm` returned ncclSuccess: once SketchCCL's join says the
 // communicator is hierarchical, its node communicator is split here, on the caller's thread,

@@ -86,7 +86,9 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     return forward_call(call);
   }
   if (takes_nccl_phases(*c, call)) {
-    log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)");
+    const size_t tail = nccl_phases_tail(*c, call);
+    log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)" +
+        (tail > 0 ? ", the last " + std::to_string(tail) + " elements by NCCL's AllReduce" : ""));
     return run_nccl_phases(real_, *c, call);
   }
   if (api::group::active()) {

@@ -485,16 +485,29 @@ std::string hierarchy_phases(ncclComm_t comm, int rank, const std::string& init_
                        static_cast<void*>(x.data() + local * shard), static_cast<void*>(x.data()),
                        shard, node_comm.c_str())) != std::string::npos,
       got);
-  // A count that does not split into L shards: SketchCCL's own hierarchy over its transport.
+  // A count that does not split into L shards: the divisible part through the phases, the tail
+  // (one element here) by NCCL's AllReduce on the parent, after them.
   std::vector<float> a(count + 1, static_cast<float>(rank + 1)), b(count + 1, 0.0f);
   at = log_size();
   r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, comm, fake_stream(0x72));
   got = log_since(at);
   if (nonblocking) (void)wait_ready(comm);
-  check("hier/odd-count-stays-in-sketchccl",
-        enqueued(r) && got.find("ncclReduceScatter") == std::string::npos &&
-            got.find("ncclAllReduce") == std::string::npos && std::abs(b[100] - 10.0f) <= 0.5f,
-        fmt("b[100] = %g; log: ", b[100]) + got);
+  const size_t odd_rs =
+      got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%s stream=0x72\n",
+                   static_cast<void*>(a.data()), static_cast<void*>(b.data() + local * shard),
+                   shard, node_comm.c_str()));
+  const size_t odd_ag =
+      got.find(fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%s stream=0x72\n",
+                   static_cast<void*>(b.data() + local * shard), static_cast<void*>(b.data()),
+                   shard, node_comm.c_str()));
+  const size_t odd_tail =
+      got.find(fmt("ncclAllReduce send=%p recv=%p count=1 type=7 op=0 comm=%p stream=0x72\n",
+                   static_cast<void*>(a.data() + count), static_cast<void*>(b.data() + count), cp));
+  check("hier/odd-count-phases-then-the-tail-by-nccl",
+        enqueued(r) && odd_rs != std::string::npos && odd_ag != std::string::npos &&
+            odd_tail != std::string::npos && odd_rs < odd_ag && odd_ag < odd_tail &&
+            std::abs(b[0] - want) <= 0.05f * want && b[count] == static_cast<float>(rank + 1),
+        fmt("b[0] = %g, b[count] = %g; log: ", b[0], b[count]) + got);
   return node_comm;
 }
 
