@@ -113,10 +113,7 @@ ncclComm_t node_comm_of(const RealApi& real, ncclComm_t comm, coll::Communicator
 }  // namespace
 
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
-  if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0 ||
-      api::group::active()) {
-    return false;
-  }
+  if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0) return false;
   ncclComm_t node = nullptr;
   if (lookup(call.comm, &node) && node == nullptr) return false;  // its split failed
   // The L equal shards NCCL's ReduceScatter needs: the divisible part (the tail, fewer than L
@@ -179,27 +176,37 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
   ncclResult_t r =
       real.ncclReduceScatter(call.send, mine, shard, call.type, call.op, node, call.stream);
   if (r != ncclSuccess && r != ncclInProgress) return api::forwarded(r);  // nothing enqueued
+  // 3: every shard to every rank of the node (NCCL's in-place AllGather), enqueued whatever
+  // phase 2 said: the node's peers wait for it inside NCCL. Then the tail, exact, by NCCL on the
+  // parent (every rank of it enqueues it, whatever happened before).
+  auto finish = [&real, node, comm, mine, shard, tail, esz, call, L = topo.local_ranks] {
+    (void)settle(real, node);
+    ncclResult_t done = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
+    if (tail > 0 && real.ncclAllReduce != nullptr) {
+      const size_t at = shard * static_cast<size_t>(L) * esz;
+      (void)settle(real, comm);
+      const ncclResult_t t = real.ncclAllReduce(static_cast<const uint8_t*>(call.send) + at,
+                                                static_cast<uint8_t*>(call.recv) + at, tail,
+                                                call.type, call.op, comm, call.stream);
+      if (done == ncclSuccess || done == ncclInProgress) done = t;
+    }
+    return done;
+  };
   // 2: the compressed AllReduce of the shard along the rail (ncclAvg divides by N), gated on
   // the stream behind phase 1.
   api::CollCall rail = call;
   rail.send = mine;
   rail.recv = mine;
   rail.count = shard;
-  const Status st = api::submit(c, rail, api::EngineRun::kRail);
-  // 3: every shard to every rank of the node (NCCL's in-place AllGather), enqueued whatever
-  // phase 2 said: the node's peers wait for it inside NCCL.
-  (void)settle(real, node);
-  r = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
-  if (tail > 0 && real.ncclAllReduce != nullptr) {
-    // The tail, exact, by NCCL on the parent (every rank of it enqueues it, whatever happened
-    // before).
-    const size_t at = shard * static_cast<size_t>(topo.local_ranks) * esz;
-    (void)settle(real, comm);
-    const ncclResult_t t = real.ncclAllReduce(static_cast<const uint8_t*>(call.send) + at,
-                                              static_cast<uint8_t*>(call.recv) + at, tail,
-                                              call.type, call.op, comm, call.stream);
-    if (r == ncclSuccess || r == ncclInProgress) r = t;
+  if (call.mem.type != backend::MemoryType::kDevice && api::group::active()) {
+    // Host buffers at a group's end: the rail is waited for with the group's other work (one
+    // thread may drive several ranks), and phase 3 follows it there.
+    auto work = c.submit_allreduce(api::engine_args(rail, c.nranks(), api::EngineRun::kRail));
+    api::group::defer(work, false, [finish](const Status&) { (void)finish(); });
+    return ncclSuccess;
   }
+  const Status st = api::submit(c, rail, api::EngineRun::kRail);
+  r = finish();
   if (!st.ok()) {
     // The node's result is wrong on this rank: reported; a device path that failed to set up
     // forwards this communicator's later device calls.

@@ -12,8 +12,10 @@
 namespace sketchccl::interpose {
 
 // Whether this call takes the NCCL-phase hierarchy: an AllReduce, the communicator is
-// hierarchical (and its node split did not fail), at least L elements, and the call is outside
-// a group. Agreed inputs only, given the same group structure on every rank.
+// hierarchical (and its node split did not fail), at least L elements. Inside a group the
+// phases run at its outermost end, after the real group (src/api/group.h): NCCL launches a
+// group's calls only there, and the rail must be gated behind phase 1's real kernel. Agreed
+// inputs only, given the same group structure on every rank.
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call);
 // The elements past the largest multiple of L (NCCL's ReduceScatter needs L equal shards): an
 // exact NCCL AllReduce on the parent, after the phases.

@@ -87,9 +87,21 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   }
   if (takes_nccl_phases(*c, call)) {
     const size_t tail = nccl_phases_tail(*c, call);
+    const bool grouped = api::group::active();
     log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)" +
-        (tail > 0 ? ", the last " + std::to_string(tail) + " elements by NCCL's AllReduce" : ""));
-    return run_nccl_phases(real_, *c, call);
+        (tail > 0 ? ", the last " + std::to_string(tail) + " elements by NCCL's AllReduce" : "") +
+        (grouped ? ", launched at ncclGroupEnd" : ""));
+    if (!grouped) return run_nccl_phases(real_, *c, call);
+    api::group::defer_call({[this, c, call] {
+                              const ncclResult_t r = run_nccl_phases(real_, *c, call);
+                              if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
+                              return Status(static_cast<Code>(r), api::last_error_text());
+                            },
+                            [this, c, call] {
+                              c->count_forwarded();
+                              return forward_call(call);
+                            }});
+    return ncclSuccess;
   }
   if (api::group::active()) {
     // Launched at the outermost ncclGroupEnd, as NCCL launches its own; a simulated group hands

@@ -485,6 +485,32 @@ std::string hierarchy_phases(ncclComm_t comm, int rank, const std::string& init_
                        static_cast<void*>(x.data() + local * shard), static_cast<void*>(x.data()),
                        shard, node_comm.c_str())) != std::string::npos,
       got);
+  // Inside a group (as XLA issues every collective, and PyTorch's coalesced ones): nothing runs
+  // until the group ends, then the same phases, after the real ncclGroupEnd.
+  std::vector<float> g(count, static_cast<float>(rank + 1)), h(count, 0.0f);
+  at = log_size();
+  const ncclResult_t g1 = ncclGroupStart();
+  const ncclResult_t g2 =
+      ncclAllReduce(g.data(), h.data(), count, ncclFloat32, ncclSum, comm, fake_stream(0x73));
+  const std::string in_group = log_since(at);
+  const ncclResult_t g3 = ncclGroupEnd();
+  got = log_since(at);
+  if (nonblocking) (void)wait_ready(comm);
+  const size_t end_at = got.find("ncclGroupEnd\n");
+  const size_t g_rs =
+      got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%s stream=0x73\n",
+                   static_cast<void*>(g.data()), static_cast<void*>(h.data() + local * shard),
+                   shard, node_comm.c_str()));
+  const size_t g_ag =
+      got.find(fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%s stream=0x73\n",
+                   static_cast<void*>(h.data() + local * shard), static_cast<void*>(h.data()),
+                   shard, node_comm.c_str()));
+  check("hier/grouped-phases-at-the-group-end",
+        g1 == ncclSuccess && g2 == ncclSuccess && enqueued(g3) &&
+            in_group.find("ncclReduceScatter") == std::string::npos &&
+            end_at != std::string::npos && g_rs != std::string::npos && g_ag != std::string::npos &&
+            end_at < g_rs && g_rs < g_ag && std::abs(h[0] - want) <= 0.05f * want,
+        fmt("h[0] = %g; log: ", h[0]) + got);
   // A count that does not split into L shards: the divisible part through the phases, the tail
   // (one element here) by NCCL's AllReduce on the parent, after them.
   std::vector<float> a(count + 1, static_cast<float>(rank + 1)), b(count + 1, 0.0f);

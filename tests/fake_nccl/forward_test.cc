@@ -94,7 +94,7 @@ TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 9) << r.text;
+  EXPECT_EQ(r.checks, 4 * 10) << r.text;
 }
 
 // A nonblocking parent: NCCL writes the node communicator after ncclCommSplit has returned (from
@@ -106,7 +106,7 @@ TEST(Forwarding, ANonblockingParentRunsNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+  EXPECT_EQ(r.checks, 4 * 11) << r.text;
 }
 
 TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
@@ -114,7 +114,7 @@ TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
       "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
       "NCCL_COMM_BLOCKING=0");
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+  EXPECT_EQ(r.checks, 4 * 11) << r.text;
 }
 
 }  // namespace
