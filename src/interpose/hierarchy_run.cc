@@ -56,25 +56,33 @@ ncclResult_t settle(const RealApi& real, ncclComm_t comm) {
   }
 }
 
-// Splits `comm` by node on the caller's thread and waits, bounded, until NCCL has written the
-// child: a nonblocking parent's split completes on NCCL's thread, into a heap slot that outlives
-// any wait here (leaked if NCCL never writes it). The child is blocking (one enqueue after
-// another on the caller's stream), unless NCCL_COMM_BLOCKING=0 makes it nonblocking.
-ncclComm_t split_by_node(const RealApi& real, ncclComm_t comm, const coll::Topology& topo,
-                         int rank) {
+// Starts the split of `comm` by node on the caller's thread, into a heap slot that outlives
+// any wait for it (NCCL writes a nonblocking parent's child later, from its own thread); null if
+// it failed. The child is blocking (one enqueue after another on the caller's stream), unless
+// NCCL_COMM_BLOCKING=0 makes it nonblocking.
+ncclComm_t* start_split(const RealApi& real, ncclComm_t comm, const coll::Topology& topo,
+                        int rank) {
   if (real.ncclCommSplit == nullptr) return nullptr;
   if (settle(real, comm) != ncclSuccess) return nullptr;  // NCCL refuses a parent in progress
   auto* slot = new ncclComm_t(nullptr);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   // Color: the node; key: the local index, so the node communicator's rank is the local index.
-  ncclResult_t r = real.ncclCommSplit(comm, topo.node, topo.local, slot, &config);
+  const ncclResult_t r = real.ncclCommSplit(comm, topo.node, topo.local, slot, &config);
   if (r != ncclSuccess && r != ncclInProgress) {
     SCCL_WARN(kLogInit, "rank %d: ncclCommSplit by node failed (%d): no NCCL node phases", rank,
               static_cast<int>(r));
     delete slot;  // NCCL cleared it on failure and keeps no pointer to it
     return nullptr;
   }
+  return slot;
+}
+
+// Waits, bounded, until NCCL has written the child into `slot` (the parent's async error leaves
+// ncclInProgress first, as PyTorch waits); the node communicator, or null.
+ncclComm_t finish_split(const RealApi& real, ncclComm_t comm, ncclComm_t* slot,
+                        const coll::Topology& topo, int rank) {
+  if (slot == nullptr) return nullptr;
   (void)settle(real, comm);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s());
@@ -99,15 +107,33 @@ ncclComm_t split_by_node(const RealApi& real, ncclComm_t comm, const coll::Topol
   return node;
 }
 
+void remember(ncclComm_t comm, ncclComm_t node) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  node_comms()[comm] = node;
+}
+
 // The node communicator of `comm`, split now if it has none yet (a null answer, remembered: the
 // calls keep SketchCCL's own paths).
 ncclComm_t node_comm_of(const RealApi& real, ncclComm_t comm, coll::Communicator& c) {
   ncclComm_t node = nullptr;
   if (lookup(comm, &node)) return node;
-  node = split_by_node(real, comm, c.topology(), c.rank());
-  std::lock_guard<std::mutex> lock(g_mu);
-  node_comms()[comm] = node;
+  const coll::Topology& topo = c.topology();
+  node = finish_split(real, comm, start_split(real, comm, topo, c.rank()), topo, c.rank());
+  remember(comm, node);
   return node;
+}
+
+// Whether `comm`, just initialised (blocking, outside any group now), gets a node communicator:
+// once SketchCCL's join says it is hierarchical (the same on every rank).
+std::shared_ptr<coll::Communicator> needs_node_comm(ncclComm_t comm) {
+  if (comm == nullptr || !api::Runtime::get().settings().hierarchy) return nullptr;
+  auto c = api::Runtime::get().find(comm);
+  // Several nodes of several ranks need 4 ranks at least.
+  if (c == nullptr || c->nonblocking() || c->nranks() < 4) return nullptr;
+  // The first call would wait for the join too.
+  if (wait_for_join(c.get(), timeout_s()) != CommState::kReady || !c->hierarchical())
+    return nullptr;
+  return c;
 }
 
 }  // namespace
@@ -115,7 +141,11 @@ ncclComm_t node_comm_of(const RealApi& real, ncclComm_t comm, coll::Communicator
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
   if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0) return false;
   ncclComm_t node = nullptr;
-  if (lookup(call.comm, &node) && node == nullptr) return false;  // its split failed
+  const bool known = lookup(call.comm, &node);
+  if (known && node == nullptr) return false;  // its split failed
+  // Inside a group only with a node communicator split before (at init, or at an earlier call
+  // outside a group): a split at the group's end could wait for another rank this thread drives.
+  if (!known && api::group::active()) return false;
   // The L equal shards NCCL's ReduceScatter needs: the divisible part (the tail, fewer than L
   // elements, is NCCL's AllReduce on the parent).
   return call.count >= static_cast<size_t>(c.topology().local_ranks);
@@ -126,26 +156,37 @@ size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call) 
 }
 
 void node_comm_at_init(const RealApi& real, ncclComm_t comm) {
-  const coll::Settings& s = api::Runtime::get().settings();
-  if (comm == nullptr || !s.hierarchy) return;
+  if (comm == nullptr || !api::Runtime::get().settings().hierarchy) return;
   if (api::group::active()) {
     t_grouped_inits.push_back(comm);  // NCCL runs the init at the group's end
     return;
   }
-  auto c = api::Runtime::get().find(comm);
-  // Several nodes of several ranks need 4 ranks at least.
-  if (c == nullptr || c->nonblocking() || c->nranks() < 4) return;
-  // The join's topology decides, the same on every rank; the first call would wait for it too.
-  if (wait_for_join(c.get(), timeout_s()) != CommState::kReady || !c->hierarchical()) return;
-  (void)node_comm_of(real, comm, *c);
+  if (auto c = needs_node_comm(comm)) (void)node_comm_of(real, comm, *c);
 }
 
 void node_comms_at_group_end(const RealApi& real) {
   if (api::group::active() || t_grouped_inits.empty()) return;
   std::vector<ncclComm_t> inits;
   inits.swap(t_grouped_inits);
-  for (ncclComm_t comm : inits)
-    node_comm_at_init(real, comm);
+  std::vector<std::pair<ncclComm_t, std::shared_ptr<coll::Communicator>>> todo;
+  for (ncclComm_t comm : inits) {
+    ncclComm_t known = nullptr;
+    if (lookup(comm, &known)) continue;
+    if (auto c = needs_node_comm(comm)) todo.emplace_back(comm, std::move(c));
+  }
+  if (todo.empty()) return;
+  // One thread may have initialised several ranks of one communicator in the group (nccl-tests
+  // -g N): their splits, collectives of that communicator, go in one group, as the inits did.
+  const bool grouped = todo.size() > 1 && real.ncclGroupStart != nullptr &&
+                       real.ncclGroupEnd != nullptr && real.ncclGroupStart() == ncclSuccess;
+  std::vector<ncclComm_t*> slots;
+  for (auto& [comm, c] : todo)
+    slots.push_back(start_split(real, comm, c->topology(), c->rank()));
+  if (grouped) (void)real.ncclGroupEnd();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    auto& [comm, c] = todo[i];
+    remember(comm, finish_split(real, comm, slots[i], c->topology(), c->rank()));
+  }
 }
 
 void forget_grouped_inits() {

@@ -5,7 +5,7 @@
 // arrive and give the sum.
 //
 //   forward_client RANK NRANKS ID_FILE MODE      MODE: full | norecord | mismatch | onenode | hier
-//                                                | hiernb
+//                                                | hiernb | hiergroup
 //
 // Rank 0 makes the id and writes it to ID_FILE (norecord: with bytes 40-127 cleared).
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
@@ -622,6 +622,20 @@ int main(int argc, char** argv) {
     check("forward/CommInitRankConfig-nonblocking",
           r == ncclInProgress && comm != nullptr && wait_ready(comm) == ncclSuccess,
           "result " + std::to_string(r));
+  } else if (mode == "hiergroup") {
+    // As nccl-tests makes every communicator: inside a group, which NCCL runs at its end.
+    const ncclResult_t g1 = ncclGroupStart();
+    r = ncclCommInitRank(&comm, nranks, id, rank);
+    const std::string in_group = log_since(at);
+    const ncclResult_t g2 = ncclGroupEnd();
+    const std::string got = log_since(at);
+    const size_t end_at = got.find("ncclGroupEnd\n");
+    const size_t split_at = got.find(fmt("ncclCommSplit comm=%p", static_cast<void*>(comm)));
+    check("forward/CommInitRank-in-a-group-split-after-its-end",
+          g1 == ncclSuccess && r == ncclSuccess && g2 == ncclSuccess &&
+              in_group.find("ncclCommSplit") == std::string::npos && end_at != std::string::npos &&
+              split_at != std::string::npos && end_at < split_at,
+          got);
   } else {
     r = ncclCommInitRank(&comm, nranks, id, rank);
     check("forward/CommInitRank",
@@ -636,7 +650,7 @@ int main(int argc, char** argv) {
         log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) !=
             std::string::npos);
   std::string node_comm;
-  if (mode == "hier" || mode == "hiernb") {
+  if (mode == "hier" || mode == "hiernb" || mode == "hiergroup") {
     node_comm = hierarchy_phases(comm, rank, init_log, nonblocking);
   } else {
     policy_table(comm, rank, nranks, mode == "full");
@@ -653,7 +667,7 @@ int main(int argc, char** argv) {
   check("forward/CommDestroy",
         r == ncclSuccess && log_since(at).find(fmt("ncclCommDestroy comm=%p\n",
                                                    static_cast<void*>(comm))) != std::string::npos);
-  if (mode == "hier" || mode == "hiernb") {
+  if (mode == "hier" || mode == "hiernb" || mode == "hiergroup") {
     check("hier/node-communicator-destroyed-with-its-parent",
           log_since(at).find("ncclCommDestroy comm=" + node_comm + "\n") != std::string::npos,
           log_since(at));

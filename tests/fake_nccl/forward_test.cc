@@ -97,6 +97,15 @@ TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
   EXPECT_EQ(r.checks, 4 * 10) << r.text;
 }
 
+// An init inside ncclGroupStart/End, as nccl-tests makes every communicator: NCCL runs it at the
+// group's end, so the node split comes in the outermost ncclGroupEnd, after the real one.
+TEST(Forwarding, AnInitInsideAGroupSplitsItsNodeCommunicatorAtTheGroupsEnd) {
+  Result r = run(
+      "hiergroup", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+}
+
 // A nonblocking parent: NCCL writes the node communicator after ncclCommSplit has returned (from
 // its own thread, into the slot it was given), so the split waits for it, bounded, and the
 // phases run; on a nonblocking node communicator too (NCCL_COMM_BLOCKING=0 makes every
