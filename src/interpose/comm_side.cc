@@ -118,6 +118,12 @@ std::shared_ptr<ncclComm_t> relay_split_slot(ncclComm_t parent, ncclComm_t* call
   return r->heap;
 }
 
+void drop_split_slot(const std::shared_ptr<ncclComm_t>& slot) {
+  std::lock_guard<std::mutex> lock(g_relay_mu);
+  for (auto& r : relays())
+    if (r->heap == slot) r->caller = nullptr;  // its watcher ends at its next look
+}
+
 void publish_split_slots(ncclComm_t parent) {
   std::lock_guard<std::mutex> lock(g_relay_mu);
   for (auto& r : relays())

@@ -32,6 +32,8 @@ int blocking_env();
 // NCCL has written the heap slot, by a watcher thread or by the parent's ncclCommGetAsyncError
 // (publish_split_slots), whichever comes first, and never touched after.
 std::shared_ptr<ncclComm_t> relay_split_slot(ncclComm_t parent, ncclComm_t* caller_slot);
+// A split that failed in the call: its relay stops (NCCL writes nothing later).
+void drop_split_slot(const std::shared_ptr<ncclComm_t>& slot);
 // From ncclCommGetAsyncError(parent): the children NCCL has written reach their callers' slots
 // before the caller can see the split done.
 void publish_split_slots(ncclComm_t parent);

@@ -3,6 +3,7 @@
 // communicator (side table keyed by the real handle) when the id carries a SketchCCL record.
 #include <cstring>
 
+#include "src/api/group.h"
 #include "src/api/runtime.h"
 #include "src/api/side.h"
 #include "src/bootstrap/bootstrap.h"
@@ -105,18 +106,28 @@ ncclResult_t InterposedFront::ncclCommSplit(ncclComm_t comm, int color, int key,
   // parent's mode decides whether NCCL completes the split in the call; the child's, how
   // SketchCCL runs the child.)
   if (parent != nullptr && newcomm != nullptr && parent->nonblocking()) {
+    if (color == NCCL_SPLIT_NOCOLOR) {
+      // No child: NCCL only ever writes NULL there, and SketchCCL needs no handle.
+      ncclResult_t r =
+          forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
+      if (started(r)) {
+        (void)parent->submit_split(-1, key, true,
+                                   std::make_shared<std::shared_ptr<Communicator>>());
+      }
+      return r;
+    }
     std::shared_ptr<ncclComm_t> slot = relay_split_slot(comm, newcomm);
     ncclResult_t r =
         forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, slot.get(), config);
     publish_split_slots(comm);
     if (!started(r)) {
-      *newcomm = *slot;  // NCCL's failure leaves NULL there
+      drop_split_slot(slot);  // NCCL failed at once and writes nothing later
+      *newcomm = nullptr;
       return r;
     }
     auto child = std::make_shared<std::shared_ptr<Communicator>>();
-    auto work = parent->submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key,
-                                     config_nonblocking(config, true), child);
-    if (color != NCCL_SPLIT_NOCOLOR) Runtime::get().add_pending_child({comm, slot, work, child});
+    auto work = parent->submit_split(color, key, config_nonblocking(config, true), child);
+    Runtime::get().add_pending_child({comm, slot, work, child});
     return r;
   }
   ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
@@ -131,6 +142,10 @@ ncclResult_t InterposedFront::ncclCommSplit(ncclComm_t comm, int color, int key,
                             child->abort();
                           }
                         });
+  // A blocking child outside a group is complete here: its node communicator too, as at init.
+  if (r == ncclSuccess && !api::group::active() && *newcomm != nullptr) {
+    node_comm_at_init(real_, *newcomm);
+  }
   return r;  // SketchCCL's side never changes the real result
 }
 

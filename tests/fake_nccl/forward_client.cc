@@ -656,6 +656,19 @@ int main(int argc, char** argv) {
     policy_table(comm, rank, nranks, mode == "full");
     reduce_scatter_policy(comm, rank, nranks, mode == "full");
   }
+  if (mode == "hier") {
+    // A blocking split's child (PyTorch's new_group): its node communicator comes with it.
+    ncclComm_t child = nullptr;
+    at = log_size();
+    r = ncclCommSplit(comm, 0, rank, &child, nullptr);
+    const std::string got = log_since(at);
+    check("hier/split-child-gets-its-node-communicator-in-the-split",
+          r == ncclSuccess && child != nullptr &&
+              got.find(fmt("ncclCommSplit comm=%p color=%d key=%d config=0x",
+                           static_cast<void*>(child), rank / 2, rank % 2)) != std::string::npos,
+          got);
+    ncclCommDestroy(child);
+  }
   if (mode == "full") {
     every_forwarded_function(comm, rank);
 #if SKETCHCCL_NCCL_DEVICE_API

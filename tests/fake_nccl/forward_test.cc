@@ -94,7 +94,7 @@ TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+  EXPECT_EQ(r.checks, 4 * 11) << r.text;
 }
 
 // An init inside ncclGroupStart/End, as nccl-tests makes every communicator: NCCL runs it at the
