@@ -74,7 +74,7 @@ std::shared_ptr<coll::Communicator> Runtime::adopt_pending(ncclComm_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < pending_.size(); ++i) {
       // NCCL writes the slot from its own thread once the split is done: read it atomically.
-      if (__atomic_load_n(pending_[i].slot, __ATOMIC_ACQUIRE) != handle) continue;
+      if (__atomic_load_n(pending_[i].slot.get(), __ATOMIC_ACQUIRE) != handle) continue;
       match = std::move(pending_[i]);
       pending_.erase(pending_.begin() + static_cast<long>(i));
       break;
@@ -93,7 +93,7 @@ std::shared_ptr<coll::Communicator> Runtime::remove(ncclComm_t handle) {
   // (once its exchange ends, the child, if any, is released and stops).
   for (size_t i = pending_.size(); i-- > 0;) {
     if (pending_[i].parent == handle ||
-        __atomic_load_n(pending_[i].slot, __ATOMIC_ACQUIRE) == handle) {
+        __atomic_load_n(pending_[i].slot.get(), __ATOMIC_ACQUIRE) == handle) {
       pending_.erase(pending_.begin() + static_cast<long>(i));
     }
   }

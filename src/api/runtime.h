@@ -46,10 +46,11 @@ class Runtime {
   std::shared_ptr<coll::Communicator> remove(ncclComm_t handle);
 
   // A nonblocking split's child: SketchCCL's side exists once `exchange` (on the parent's proxy)
-  // has set *child, and its handle once NCCL writes it into *slot (the caller's newcomm).
+  // has set *child, and its handle once NCCL writes it into *slot (SketchCCL's own newcomm,
+  // never the caller's).
   struct PendingChild {
     ncclComm_t parent = nullptr;
-    ncclComm_t* slot = nullptr;
+    std::shared_ptr<ncclComm_t> slot;
     std::shared_ptr<coll::Work> exchange;
     std::shared_ptr<std::shared_ptr<coll::Communicator>> child;
   };

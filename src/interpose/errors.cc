@@ -3,6 +3,7 @@
 #include "src/api/last_error.h"
 #include "src/api/result.h"
 #include "src/api/runtime.h"
+#include "src/interpose/comm_side.h"
 #include "src/interpose/forward.h"
 #include "src/interpose/front.h"
 
@@ -15,6 +16,9 @@ ncclResult_t InterposedFront::ncclCommGetAsyncError(ncclComm_t comm, ncclResult_
   if (real_.ncclCommGetAsyncError == nullptr) return missing_real("ncclCommGetAsyncError");
   // The real result as is: a failure here does not make ncclGetLastError the real one's.
   ncclResult_t r = real_.ncclCommGetAsyncError(comm, asyncError);
+  // A nonblocking split of `comm` that NCCL finished is in the caller's newcomm before the caller
+  // can see it done.
+  publish_split_slots(comm);
   // A failure of a taken-over call is this communicator's error too; a join in progress is not
   // (it is invisible to the caller until its first AllReduce).
   if (r == ncclSuccess && asyncError != nullptr && *asyncError == ncclSuccess && c != nullptr &&

@@ -4,6 +4,7 @@
 
 #include "src/api/group.h"
 #include "src/interpose/forward.h"
+#include "src/interpose/hierarchy_run.h"
 #include "src/interpose/real_nccl.h"
 
 namespace sketchccl::interpose {
@@ -24,6 +25,12 @@ ncclResult_t InterposedFront::ncclGroupEnd() {
   if (real_.ncclGroupEnd == nullptr) return missing_real("ncclGroupEnd");
   ncclResult_t real_result = forward(real_.ncclGroupEnd, "ncclGroupEnd");
   Status st = api::group::end();
+  // The group's blocking inits have run: their node communicators are split now.
+  if (real_result == ncclSuccess) {
+    node_comms_at_group_end(real_);
+  } else {
+    forget_grouped_inits();
+  }
   if (real_result != ncclSuccess && real_result != ncclInProgress) return real_result;
   if (!st.ok() && st.code() != Code::kInProgress) return api::report(st, "ncclGroupEnd");
   if (real_result == ncclInProgress || st.code() == Code::kInProgress) return ncclInProgress;

@@ -48,6 +48,13 @@ class InterposedFront final : public ForwardingFront {
   ncclResult_t take_over(api::CollCall call);
 };
 
+// A communicator whose device path failed to set up (a synchronous failure of a device-buffer
+// submission, nothing enqueued): its later device calls are forwarded (WARNed once). Forgotten
+// at destroy and abort (NCCL may reuse the handle).
+bool device_path_failed(ncclComm_t comm);
+void mark_device_path_failed(ncclComm_t comm, const Status& why);
+void forget_device_path(ncclComm_t comm);
+
 // This process's InterposedFront, in front of loaded_nccl(); created on first use and never
 // destroyed (exit handlers may call in).
 api::Front& interposed_front();

@@ -4,87 +4,256 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "src/api/group.h"
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
 #include "src/api/submit.h"
 #include "src/core/log.h"
+#include "src/interpose/call_policy.h"
 #include "src/interpose/forward.h"
+#include "src/interpose/front.h"
 
 namespace sketchccl::interpose {
 namespace {
 
-// The node communicator of each parent (NCCL handles); the lock is never held across NCCL.
+// The node communicator of each parent (NCCL handles), or a failed split (null); the lock is
+// never held across NCCL.
 std::mutex g_mu;
 std::map<ncclComm_t, ncclComm_t>& node_comms() {
   static auto* m = new std::map<ncclComm_t, ncclComm_t>;  // outlives exit-time destroys
   return *m;
 }
 
-ncclComm_t find_node_comm(ncclComm_t comm) {
+// Blocking communicators initialised inside this thread's open group: their node communicator is
+// split once the group has ended (NCCL runs their init there).
+thread_local std::vector<ncclComm_t> t_grouped_inits;
+
+bool lookup(ncclComm_t comm, ncclComm_t* node) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = node_comms().find(comm);
-  return it == node_comms().end() ? nullptr : it->second;
+  if (it == node_comms().end()) return false;
+  *node = it->second;
+  return true;
+}
+
+double timeout_s() {
+  return api::Runtime::get().settings().timeout_s;
+}
+
+// Polls `comm`'s async error while it is ncclInProgress (a nonblocking communicator's last
+// operation still launching), bounded by the timeout; returns the last answer.
+ncclResult_t settle(const RealApi& real, ncclComm_t comm) {
+  if (real.ncclCommGetAsyncError == nullptr) return ncclSuccess;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s());
+  ncclResult_t async = ncclSuccess;
+  for (;;) {
+    if (real.ncclCommGetAsyncError(comm, &async) != ncclSuccess) return ncclInternalError;
+    if (async != ncclInProgress || std::chrono::steady_clock::now() >= deadline) return async;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Starts the split of `comm` by node on the caller's thread, into a heap slot that outlives
+// any wait for it (NCCL writes a nonblocking parent's child later, from its own thread); null if
+// it failed. The child is blocking (one enqueue after another on the caller's stream), unless
+// NCCL_COMM_BLOCKING=0 makes it nonblocking.
+ncclComm_t* start_split(const RealApi& real, ncclComm_t comm, const coll::Topology& topo,
+                        int rank) {
+  if (real.ncclCommSplit == nullptr) return nullptr;
+  if (settle(real, comm) != ncclSuccess) return nullptr;  // NCCL refuses a parent in progress
+  auto* slot = new ncclComm_t(nullptr);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  // Color: the node; key: the local index, so the node communicator's rank is the local index.
+  const ncclResult_t r = real.ncclCommSplit(comm, topo.node, topo.local, slot, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    SCCL_WARN(kLogInit, "rank %d: ncclCommSplit by node failed (%d): no NCCL node phases", rank,
+              static_cast<int>(r));
+    delete slot;  // NCCL cleared it on failure and keeps no pointer to it
+    return nullptr;
+  }
+  return slot;
+}
+
+// Waits, bounded, until NCCL has written the child into `slot` (the parent's async error leaves
+// ncclInProgress first, as PyTorch waits); the node communicator, or null.
+ncclComm_t finish_split(const RealApi& real, ncclComm_t comm, ncclComm_t* slot,
+                        const coll::Topology& topo, int rank) {
+  if (slot == nullptr) return nullptr;
+  (void)settle(real, comm);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s());
+  ncclComm_t node = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  while (node == nullptr && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    node = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  }
+  if (node == nullptr) {
+    SCCL_WARN(kLogInit, "rank %d: ncclCommSplit by node wrote no communicator: no NCCL node phases",
+              rank);
+    return nullptr;  // the slot stays allocated: NCCL may still write it
+  }
+  delete slot;
+  if (settle(real, node) != ncclSuccess) {
+    SCCL_WARN(kLogInit, "rank %d: the node communicator failed: no NCCL node phases", rank);
+    if (real.ncclCommAbort != nullptr) (void)real.ncclCommAbort(node);
+    return nullptr;
+  }
+  SCCL_INFO(kLogInit, "rank %d: node communicator %p split from %p (node %d, local rank %d)", rank,
+            static_cast<void*>(node), static_cast<void*>(comm), topo.node, topo.local);
+  return node;
+}
+
+void remember(ncclComm_t comm, ncclComm_t node) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  node_comms()[comm] = node;
+}
+
+// The node communicator of `comm`, split now if it has none yet (a null answer, remembered: the
+// calls keep SketchCCL's own paths).
+ncclComm_t node_comm_of(const RealApi& real, ncclComm_t comm, coll::Communicator& c) {
+  ncclComm_t node = nullptr;
+  if (lookup(comm, &node)) return node;
+  const coll::Topology& topo = c.topology();
+  node = finish_split(real, comm, start_split(real, comm, topo, c.rank()), topo, c.rank());
+  remember(comm, node);
+  return node;
+}
+
+// Whether `comm`, just initialised (blocking, outside any group now), gets a node communicator:
+// once SketchCCL's join says it is hierarchical (the same on every rank).
+std::shared_ptr<coll::Communicator> needs_node_comm(ncclComm_t comm) {
+  if (comm == nullptr || !api::Runtime::get().settings().hierarchy) return nullptr;
+  auto c = api::Runtime::get().find(comm);
+  // Several nodes of several ranks need 4 ranks at least.
+  if (c == nullptr || c->nonblocking() || c->nranks() < 4) return nullptr;
+  // The first call would wait for the join too.
+  if (wait_for_join(c.get(), timeout_s()) != CommState::kReady || !c->hierarchical())
+    return nullptr;
+  return c;
 }
 
 }  // namespace
 
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
-  if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0 ||
-      api::group::active()) {
-    return false;
+  if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0) return false;
+  ncclComm_t node = nullptr;
+  const bool known = lookup(call.comm, &node);
+  if (known && node == nullptr) return false;  // its split failed
+  // Inside a group only with a node communicator split before (at init, or at an earlier call
+  // outside a group): a split at the group's end could wait for another rank this thread drives.
+  if (!known && api::group::active()) return false;
+  // The L equal shards NCCL's ReduceScatter needs: the divisible part (the tail, fewer than L
+  // elements, is NCCL's AllReduce on the parent).
+  return call.count >= static_cast<size_t>(c.topology().local_ranks);
+}
+
+size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call) {
+  return call.count % static_cast<size_t>(c.topology().local_ranks);
+}
+
+void node_comm_at_init(const RealApi& real, ncclComm_t comm) {
+  if (comm == nullptr || !api::Runtime::get().settings().hierarchy) return;
+  if (api::group::active()) {
+    t_grouped_inits.push_back(comm);  // NCCL runs the init at the group's end
+    return;
   }
-  return call.count % static_cast<size_t>(c.topology().local_ranks) == 0;
+  if (auto c = needs_node_comm(comm)) (void)node_comm_of(real, comm, *c);
+}
+
+void node_comms_at_group_end(const RealApi& real) {
+  if (api::group::active() || t_grouped_inits.empty()) return;
+  std::vector<ncclComm_t> inits;
+  inits.swap(t_grouped_inits);
+  std::vector<std::pair<ncclComm_t, std::shared_ptr<coll::Communicator>>> todo;
+  for (ncclComm_t comm : inits) {
+    ncclComm_t known = nullptr;
+    if (lookup(comm, &known)) continue;
+    if (auto c = needs_node_comm(comm)) todo.emplace_back(comm, std::move(c));
+  }
+  if (todo.empty()) return;
+  // One thread may have initialised several ranks of one communicator in the group (nccl-tests
+  // -g N): their splits, collectives of that communicator, go in one group, as the inits did.
+  const bool grouped = todo.size() > 1 && real.ncclGroupStart != nullptr &&
+                       real.ncclGroupEnd != nullptr && real.ncclGroupStart() == ncclSuccess;
+  std::vector<ncclComm_t*> slots;
+  for (auto& [comm, c] : todo)
+    slots.push_back(start_split(real, comm, c->topology(), c->rank()));
+  if (grouped) (void)real.ncclGroupEnd();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    auto& [comm, c] = todo[i];
+    remember(comm, finish_split(real, comm, slots[i], c->topology(), c->rank()));
+  }
+}
+
+void forget_grouped_inits() {
+  if (!api::group::active()) t_grouped_inits.clear();
 }
 
 ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
                              const api::CollCall& call) {
   ncclComm_t comm = call.comm;
-  if (real.ncclCommSplit == nullptr) return missing_real("ncclCommSplit");
   if (real.ncclReduceScatter == nullptr) return missing_real("ncclReduceScatter");
   if (real.ncclAllGather == nullptr) return missing_real("ncclAllGather");
   const coll::Topology& topo = c.topology();
-  ncclComm_t node = find_node_comm(comm);
+  // Split at init; a nonblocking parent (which NCCL lets nobody use before its caller has seen
+  // it ready) or a split's child gets it at its first such call.
+  ncclComm_t node = node_comm_of(real, comm, c);
   if (node == nullptr) {
-    // Color: the node; key: the local index, so the node communicator's rank is the local index.
-    ncclResult_t r = real.ncclCommSplit(comm, topo.node, topo.local, &node, nullptr);
-    // A non-blocking parent's split completes in the background: wait for it here, bounded.
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(api::Runtime::get().settings().timeout_s);
-    while (r == ncclInProgress && node != nullptr && real.ncclCommGetAsyncError != nullptr &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-      if (real.ncclCommGetAsyncError(node, &r) != ncclSuccess) break;
-    }
-    if (r != ncclSuccess) return api::forwarded(r);
-    if (node == nullptr) {
-      return api::report(
-          Status(Code::kInternalError, "ncclCommSplit by node returned no communicator"), call.api);
-    }
-    std::lock_guard<std::mutex> lock(g_mu);
-    node_comms()[comm] = node;
-    SCCL_INFO(kLogColl, "rank %d: node communicator %p split from %p (node %d, local rank %d)",
-              c.rank(), static_cast<void*>(node), static_cast<void*>(comm), topo.node, topo.local);
+    // Every rank's split failed alike (it is collective): SketchCCL's own path.
+    return api::report(api::submit(c, call, api::EngineRun::kCodec), call.api);
   }
   const size_t shard = call.count / static_cast<size_t>(topo.local_ranks);
+  const size_t tail = call.count % static_cast<size_t>(topo.local_ranks);
   const size_t esz = kernels::elem_size(call.elem);
   void* mine = static_cast<uint8_t*>(call.recv) + static_cast<size_t>(topo.local) * shard * esz;
   // 1: this rank's shard of the node's sum (ncclAvg divides by L); NCCL's in-place form when the
-  // call is in place.
+  // call is in place. ncclInProgress: enqueued, on a nonblocking node communicator (which NCCL
+  // lets nobody use while its previous call is still launching: settled first).
+  (void)settle(real, node);
   ncclResult_t r =
       real.ncclReduceScatter(call.send, mine, shard, call.type, call.op, node, call.stream);
-  if (r != ncclSuccess) return api::forwarded(r);
+  if (r != ncclSuccess && r != ncclInProgress) return api::forwarded(r);  // nothing enqueued
+  // 3: every shard to every rank of the node (NCCL's in-place AllGather), enqueued whatever
+  // phase 2 said: the node's peers wait for it inside NCCL. Then the tail, exact, by NCCL on the
+  // parent (every rank of it enqueues it, whatever happened before).
+  auto finish = [&real, node, comm, mine, shard, tail, esz, call, L = topo.local_ranks] {
+    (void)settle(real, node);
+    ncclResult_t done = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
+    if (tail > 0 && real.ncclAllReduce != nullptr) {
+      const size_t at = shard * static_cast<size_t>(L) * esz;
+      (void)settle(real, comm);
+      const ncclResult_t t = real.ncclAllReduce(static_cast<const uint8_t*>(call.send) + at,
+                                                static_cast<uint8_t*>(call.recv) + at, tail,
+                                                call.type, call.op, comm, call.stream);
+      if (done == ncclSuccess || done == ncclInProgress) done = t;
+    }
+    return done;
+  };
   // 2: the compressed AllReduce of the shard along the rail (ncclAvg divides by N), gated on
   // the stream behind phase 1.
   api::CollCall rail = call;
   rail.send = mine;
   rail.recv = mine;
   rail.count = shard;
-  Status st = api::submit(c, rail, api::EngineRun::kRail);
-  if (!st.ok()) return api::report(st, call.api);
-  // 3: every shard to every rank of the node (NCCL's in-place AllGather).
-  r = real.ncclAllGather(mine, call.recv, shard, call.type, node, call.stream);
+  if (call.mem.type != backend::MemoryType::kDevice && api::group::active()) {
+    // Host buffers at a group's end: the rail is waited for with the group's other work (one
+    // thread may drive several ranks), and phase 3 follows it there.
+    auto work = c.submit_allreduce(api::engine_args(rail, c.nranks(), api::EngineRun::kRail));
+    api::group::defer(work, false, [finish](const Status&) { (void)finish(); });
+    return ncclSuccess;
+  }
+  const Status st = api::submit(c, rail, api::EngineRun::kRail);
+  r = finish();
+  if (!st.ok()) {
+    // The node's result is wrong on this rank: reported; a device path that failed to set up
+    // forwards this communicator's later device calls.
+    if (call.mem.type == backend::MemoryType::kDevice) mark_device_path_failed(call.comm, st);
+    return api::report(st, call.api);
+  }
   return api::forwarded(r);
 }
 
@@ -97,6 +266,7 @@ void drop_node_comm(const RealApi& real, ncclComm_t comm, bool abort) {
     node = it->second;
     node_comms().erase(it);
   }
+  if (node == nullptr) return;
   auto fn = abort ? real.ncclCommAbort : real.ncclCommDestroy;
   if (fn != nullptr) (void)fn(node);
 }

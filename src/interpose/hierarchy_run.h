@@ -12,14 +12,29 @@
 namespace sketchccl::interpose {
 
 // Whether this call takes the NCCL-phase hierarchy: an AllReduce, the communicator is
-// hierarchical, the count splits into L equal shards (NCCL's ReduceScatter needs them), and the
-// call is outside a group (the node communicator is split on the caller's thread, which a group
-// would join). Agreed inputs only, given the same group structure on every rank.
+// hierarchical (and its node split did not fail), at least L elements. Inside a group the
+// phases run at its outermost end, after the real group (src/api/group.h): NCCL launches a
+// group's calls only there, and the rail must be gated behind phase 1's real kernel. Agreed
+// inputs only, given the same group structure on every rank.
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call);
+// The elements past the largest multiple of L (NCCL's ReduceScatter needs L equal shards): an
+// exact NCCL AllReduce on the parent, after the phases.
+size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call);
 
-// Runs a validated call: the node communicator is split from call.comm at the first such call
-// (every rank reaches it at the same point of its calls on it), then the three phases are
-// enqueued.
+// After a blocking init of `comm` returned ncclSuccess: once SketchCCL's join says the
+// communicator is hierarchical, its node communicator is split here, on the caller's thread,
+// before the init returns. Inside a group, NCCL runs the init at the group's end: the split
+// waits for node_comms_at_group_end. Nonblocking communicators get theirs at their first
+// hierarchical call (NCCL refuses any use of one before its caller has seen it ready).
+void node_comm_at_init(const RealApi& real, ncclComm_t comm);
+// The outermost ncclGroupEnd, after the real one succeeded: the node splits of the group's inits.
+void node_comms_at_group_end(const RealApi& real);
+// An ncclGroupEnd that failed: the group's inits get no node split at init.
+void forget_grouped_inits();
+
+// Runs a validated call: the three phases are enqueued (the node communicator split first if
+// the communicator has none yet). Once phase 1 is enqueued, phase 3 is enqueued whatever
+// happens to phase 2 (the node's peers wait for it), and ncclInProgress counts as enqueued.
 ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c, const api::CollCall& call);
 
 // ncclCommDestroy / ncclCommAbort of `comm`: destroys (or aborts) its node communicator.

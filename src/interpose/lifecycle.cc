@@ -3,6 +3,7 @@
 // communicator (side table keyed by the real handle) when the id carries a SketchCCL record.
 #include <cstring>
 
+#include "src/api/group.h"
 #include "src/api/runtime.h"
 #include "src/api/side.h"
 #include "src/bootstrap/bootstrap.h"
@@ -50,7 +51,8 @@ ncclResult_t InterposedFront::ncclGetUniqueId(ncclUniqueId* uniqueId) {
 ncclResult_t InterposedFront::ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                                int rank) {
   ncclResult_t r = forward(real_.ncclCommInitRank, "ncclCommInitRank", comm, nranks, commId, rank);
-  if (started(r)) attach(real_, *comm, id_bytes(commId), rank, nranks, nonblocking_by_default());
+  if (started(r)) attach(*comm, id_bytes(commId), rank, nranks, nonblocking_by_default());
+  if (r == ncclSuccess) node_comm_at_init(real_, *comm);
   return r;
 }
 
@@ -60,8 +62,9 @@ ncclResult_t InterposedFront::ncclCommInitRankConfig(ncclComm_t* comm, int nrank
   ncclResult_t r = forward(real_.ncclCommInitRankConfig, "ncclCommInitRankConfig", comm, nranks,
                            commId, rank, config);
   if (started(r)) {
-    attach(real_, *comm, id_bytes(commId), rank, nranks, config_nonblocking(config, false));
+    attach(*comm, id_bytes(commId), rank, nranks, config_nonblocking(config, false));
   }
+  if (r == ncclSuccess) node_comm_at_init(real_, *comm);
   return r;
 }
 
@@ -73,11 +76,11 @@ ncclResult_t InterposedFront::ncclCommInitRankScalable(ncclComm_t* newcomm, int 
   // SketchCCL's rendezvous uses the first id only; the root listeners this process started
   // for the others stop now (no rank will ever come to them).
   if (started(r) && nId >= 1 && commIds != nullptr) {
-    attach(real_, *newcomm, id_bytes(commIds[0]), myrank, nranks,
-           config_nonblocking(config, false));
+    attach(*newcomm, id_bytes(commIds[0]), myrank, nranks, config_nonblocking(config, false));
     for (int i = 1; i < nId; ++i)
       bootstrap::release_root(id_bytes(commIds[i]));
   }
+  if (r == ncclSuccess && newcomm != nullptr) node_comm_at_init(real_, *newcomm);
   return r;
 }
 
@@ -96,20 +99,42 @@ ncclResult_t InterposedFront::ncclCommInitAll(ncclComm_t* comm, int ndev, const 
 ncclResult_t InterposedFront::ncclCommSplit(ncclComm_t comm, int color, int key,
                                             ncclComm_t* newcomm, ncclConfig_t* config) {
   auto parent = Runtime::get().find(comm);
-  ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
-  if (!started(r) || parent == nullptr || newcomm == nullptr) return r;
-  // A nonblocking split leaves *newcomm NULL until NCCL is done: the exchange runs on the
-  // parent's proxy without the caller waiting, and the child is adopted on the first call that
-  // names the handle NCCL wrote into *newcomm (Runtime::find), after the exchange.
-  if (config_nonblocking(config, parent->nonblocking())) {
+  // A nonblocking split leaves *newcomm NULL until NCCL is done, and NCCL writes it later from
+  // its own thread: NCCL gets SketchCCL's slot, relayed to the caller's (relay_split_slot). The
+  // exchange runs on the parent's proxy without the caller waiting, and the child is adopted on
+  // the first call that names the handle NCCL wrote (Runtime::find), after the exchange. (The
+  // parent's mode decides whether NCCL completes the split in the call; the child's, how
+  // SketchCCL runs the child.)
+  if (parent != nullptr && newcomm != nullptr && parent->nonblocking()) {
+    if (color == NCCL_SPLIT_NOCOLOR) {
+      // No child: NCCL only ever writes NULL there, and SketchCCL needs no handle.
+      ncclResult_t r =
+          forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
+      if (started(r)) {
+        (void)parent->submit_split(-1, key, true,
+                                   std::make_shared<std::shared_ptr<Communicator>>());
+      }
+      return r;
+    }
+    std::shared_ptr<ncclComm_t> slot = relay_split_slot(comm, newcomm);
+    ncclResult_t r =
+        forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, slot.get(), config);
+    publish_split_slots(comm);
+    if (!started(r)) {
+      drop_split_slot(slot);  // NCCL failed at once and writes nothing later
+      *newcomm = nullptr;
+      return r;
+    }
     auto child = std::make_shared<std::shared_ptr<Communicator>>();
-    auto work = parent->submit_split(color == NCCL_SPLIT_NOCOLOR ? -1 : color, key, true, child);
-    if (color != NCCL_SPLIT_NOCOLOR) Runtime::get().add_pending_child({comm, newcomm, work, child});
+    auto work = parent->submit_split(color, key, config_nonblocking(config, true), child);
+    Runtime::get().add_pending_child({comm, slot, work, child});
     return r;
   }
+  ncclResult_t r = forward(real_.ncclCommSplit, "ncclCommSplit", comm, color, key, newcomm, config);
+  if (!started(r) || parent == nullptr || newcomm == nullptr) return r;
   // The decision (child or not) is the parent's proxy's, after its join: agreed on every rank,
   // whatever each rank's timing. The real child is known once the real group has ended.
-  (void)api::split_side(*parent, color, key, false,
+  (void)api::split_side(*parent, color, key, config_nonblocking(config, false),
                         [newcomm](const std::shared_ptr<Communicator>& child) {
                           if (*newcomm != nullptr) {
                             Runtime::get().add(*newcomm, child);
@@ -117,6 +142,10 @@ ncclResult_t InterposedFront::ncclCommSplit(ncclComm_t comm, int color, int key,
                             child->abort();
                           }
                         });
+  // A blocking child outside a group is complete here: its node communicator too, as at init.
+  if (r == ncclSuccess && !api::group::active() && *newcomm != nullptr) {
+    node_comm_at_init(real_, *newcomm);
+  }
   return r;  // SketchCCL's side never changes the real result
 }
 
@@ -151,6 +180,7 @@ ncclResult_t InterposedFront::ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t InterposedFront::ncclCommDestroy(ncclComm_t comm) {
   (void)api::destroy_side(comm);
   drop_node_comm(real_, comm, /*abort=*/false);
+  forget_device_path(comm);
   return forward(real_.ncclCommDestroy, "ncclCommDestroy", comm);
 }
 
@@ -160,6 +190,7 @@ ncclResult_t InterposedFront::ncclCommAbort(ncclComm_t comm) {
   // communicator SketchCCL split from this one (docs/hierarchy.md) is aborted with it.
   auto side = api::stop_side(comm);
   drop_node_comm(real_, comm, /*abort=*/true);
+  forget_device_path(comm);
   ncclResult_t r = forward(real_.ncclCommAbort, "ncclCommAbort", comm);
   api::join_side(std::move(side));
   return r;

@@ -1,17 +1,52 @@
 // AllReduce and ReduceScatter in front of a real NCCL, one path for both: the policy decides,
 // per call, whether SketchCCL takes it over (hierarchically on several nodes of several ranks,
 // at ncclGroupEnd inside a group) or forwards it to the real NCCL unchanged.
+#include <mutex>
+#include <set>
+
 #include "src/api/call_log.h"
 #include "src/api/group.h"
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
 #include "src/api/submit.h"
 #include "src/api/validate.h"
+#include "src/core/log.h"
 #include "src/interpose/call_policy.h"
 #include "src/interpose/front.h"
 #include "src/interpose/hierarchy_run.h"
 
 namespace sketchccl::interpose {
+namespace {
+
+// Communicators whose device path failed to set up: their device calls are forwarded.
+std::mutex g_failed_mu;
+std::set<ncclComm_t>& failed_device_paths() {
+  static auto* s = new std::set<ncclComm_t>;  // outlives exit-time calls
+  return *s;
+}
+
+}  // namespace
+
+bool device_path_failed(ncclComm_t comm) {
+  std::lock_guard<std::mutex> lock(g_failed_mu);
+  return failed_device_paths().count(comm) != 0;
+}
+
+void mark_device_path_failed(ncclComm_t comm, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(g_failed_mu);
+    if (!failed_device_paths().insert(comm).second) return;
+  }
+  SCCL_WARN(kLogColl,
+            "communicator %p: the device path could not be set up (%s): its device-buffer calls "
+            "are forwarded to NCCL uncompressed",
+            static_cast<void*>(comm), why.to_string().c_str());
+}
+
+void forget_device_path(ncclComm_t comm) {
+  std::lock_guard<std::mutex> lock(g_failed_mu);
+  failed_device_paths().erase(comm);
+}
 
 ncclResult_t InterposedFront::collective(const api::CollCall& call) {
   if (api::compressible(call.kind)) return take_over(call);
@@ -50,15 +85,47 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     c->count_forwarded();
     return forward_call(call);
   }
+  // An earlier device call's setup failed on this communicator (WARNed once): NCCL runs it.
+  if (call.mem.type == backend::MemoryType::kDevice && device_path_failed(call.comm)) {
+    log("forwarded: the device path could not be set up on this communicator");
+    c->count_forwarded();
+    return forward_call(call);
+  }
   if (takes_nccl_phases(*c, call)) {
-    log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)");
-    return run_nccl_phases(real_, *c, call);
+    const size_t tail = nccl_phases_tail(*c, call);
+    const bool grouped = api::group::active();
+    log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)" +
+        (tail > 0 ? ", the last " + std::to_string(tail) + " elements by NCCL's AllReduce" : "") +
+        (grouped ? ", launched at ncclGroupEnd" : ""));
+    if (!grouped) return run_nccl_phases(real_, *c, call);
+    api::group::defer_call({[this, c, call] {
+                              const ncclResult_t r = run_nccl_phases(real_, *c, call);
+                              if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
+                              return Status(static_cast<Code>(r), api::last_error_text());
+                            },
+                            [this, c, call] {
+                              c->count_forwarded();
+                              return forward_call(call);
+                            }});
+    return ncclSuccess;
   }
   if (api::group::active()) {
     // Launched at the outermost ncclGroupEnd, as NCCL launches its own; a simulated group hands
     // it to the real NCCL instead, whose simulation counts it (and nothing runs).
     log(taken_over_outcome() + ", launched at ncclGroupEnd");
-    api::group::defer_call({[c, call] { return api::submit(*c, call, api::EngineRun::kCodec); },
+    api::group::defer_call({[this, c, call] {
+                              Status run = api::submit(*c, call, api::EngineRun::kCodec);
+                              if (run.ok() || call.mem.type != backend::MemoryType::kDevice)
+                                return run;
+                              // As below: nothing was enqueued, NCCL runs it.
+                              mark_device_path_failed(call.comm, run);
+                              c->count_forwarded();
+                              const ncclResult_t r = forward_call(call);
+                              return r == ncclSuccess || r == ncclInProgress
+                                         ? Status::Ok()
+                                         : Status(Code::kInternalError,
+                                                  "the forwarded call failed");
+                            },
                             [this, c, call] {
                               c->count_forwarded();
                               return forward_call(call);
@@ -66,7 +133,16 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     return ncclSuccess;
   }
   log(taken_over_outcome());
-  return api::report(api::submit(*c, call, api::EngineRun::kCodec), call.api);
+  Status run = api::submit(*c, call, api::EngineRun::kCodec);
+  if (!run.ok() && call.mem.type == backend::MemoryType::kDevice) {
+    // Device buffers: a failure here is one of setting the call up (the stream gate, the
+    // backend, the enqueue), before anything was enqueued: the call goes to NCCL, and so do this
+    // communicator's later device calls.
+    mark_device_path_failed(call.comm, run);
+    c->count_forwarded();
+    return forward_call(call);
+  }
+  return api::report(run, call.api);
 }
 
 }  // namespace sketchccl::interpose

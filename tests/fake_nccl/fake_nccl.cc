@@ -5,6 +5,25 @@
 // through the PLT (ncclGetUniqueId from ncclCommInitAll, ncclBroadcast from ncclBcast,
 // ncclCommGetAsyncError from init and enqueue), so a preloaded shim sees those calls too.
 // Forwarded collectives copy sendbuff to recvbuff: their result is recognisably not a sum.
+//
+// As strict as NCCL 2.28.9 where a caller can tell (src/init.cc, src/group.cc, src/enqueue.cc
+// at v2.28.9-1):
+// - A communicator is nonblocking when its config says blocking=0 (NCCL_COMM_BLOCKING=0|1 overrides
+//   the config, as envConfigOverride does); a split with a NULL config inherits its parent's.
+// - Nonblocking init returns ncclInProgress with *comm already set (init.cc:2001); it becomes
+//   ready later, on another thread; ncclCommGetAsyncError says ncclInProgress until then.
+// - Nonblocking split returns ncclSuccess with *newcomm NULL (init.cc:2572, 2666-2679); another
+//   thread writes *newcomm when the child is ready (init.cc:1612-1614); the parent's async error
+//   is ncclInProgress until then (group.cc:711).
+// - A collective on a nonblocking communicator returns ncclInProgress and its async error stays
+//   ncclInProgress until it has been launched (group.cc:724-738, enqueue.cc:2658).
+// - Using a communicator whose async error is ncclInProgress (count, device, rank, collectives,
+//   split, finalize) fails with ncclInvalidArgument and the last error "Attempt to use
+//   communicator before the previous operation returned ncclSuccess" (init.cc:373-390).
+// - Inside ncclGroupStart/End, init and split are deferred to the group's end: ncclCommCuDevice
+//   answers 0 until then (the device is set by commAlloc at the group's end, init.cc:438), and a
+//   split's *newcomm stays NULL. The device is the caller's current one at init: here
+//   FAKE_NCCL_DEVICE (3 unless set), as no CUDA runs.
 #include <nccl.h>
 #include <unistd.h>
 
@@ -19,11 +38,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #define FAKE_API(ret, name, ...)                                                                   \
   extern "C" __attribute__((visibility("default"))) ret p##name(__VA_ARGS__);                      \
@@ -32,14 +55,42 @@
 
 namespace {
 
+// What threads share about a communicator (and keep after its destroy).
+struct Shared {
+  std::atomic<int> async{ncclSuccess};  // what ncclCommGetAsyncError answers
+  std::atomic<int> cuda_dev{0};         // set when the init has run (commAlloc)
+};
+
 struct FakeComm {
   uint32_t magic = 0xfa4ec033;
   int rank = 0;
   int nranks = 1;
+  int blocking = 1;
+  std::shared_ptr<Shared> s = std::make_shared<Shared>();
 };
+
+constexpr int kReadyAfterMs = 100;    // a nonblocking init or split
+constexpr int kLaunchedAfterMs = 20;  // a nonblocking collective or group
 
 std::mutex g_mu;
 std::atomic<int> g_next_op{ncclNumOps};
+char g_last_error[256] = "fake last error";  // process-wide, as NCCL's ncclLastError
+
+// A deferred init or split: run at the outermost ncclGroupEnd (at once if the group is blocking,
+// else later on another thread, the communicator `s` in progress meanwhile).
+struct Job {
+  std::shared_ptr<Shared> s;
+  std::function<void()> run;
+};
+thread_local int t_depth = 0;
+thread_local int t_group_blocking = -1;  // -1: no communicator in the group yet
+thread_local std::vector<Job> t_jobs;
+thread_local std::vector<std::shared_ptr<Shared>> t_group_comms;  // nonblocking collectives
+
+FakeComm* as_fake(ncclComm_t comm) {
+  auto* c = reinterpret_cast<FakeComm*>(comm);
+  return c != nullptr && c->magic == 0xfa4ec033 ? c : nullptr;
+}
 
 void log_call(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_call(const char* fmt, ...) {
@@ -55,6 +106,88 @@ void log_call(const char* fmt, ...) {
     std::fprintf(f, "%s\n", line);
     std::fclose(f);
   }
+}
+
+void set_last_error(const char* text) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::snprintf(g_last_error, sizeof g_last_error, "%s", text);
+}
+
+// Runs `fn` on another thread after `ms` milliseconds.
+void later(int ms, std::function<void()> fn) {
+  std::thread([ms, fn = std::move(fn)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    fn();
+  }).detach();
+}
+
+// The caller's current CUDA device, as NCCL's cudaGetDevice at init.
+int current_device() {
+  const char* env = std::getenv("FAKE_NCCL_DEVICE");
+  return env != nullptr && *env != '\0' ? std::atoi(env) : 3;
+}
+
+// The blocking mode NCCL gives a communicator: the config's field when the caller's size holds
+// it and it is set, else `inherited` (a split without config) or 1; NCCL_COMM_BLOCKING=0|1 wins.
+int blocking_of(const ncclConfig_t* config, int inherited) {
+  int b = inherited >= 0 ? inherited : 1;
+  if (config != nullptr) {
+    b = 1;
+    size_t size = 0;
+    std::memcpy(&size, config, sizeof size);
+    if (size >= offsetof(ncclConfig_t, blocking) + sizeof(int) &&
+        config->blocking != NCCL_CONFIG_UNDEF_INT) {
+      b = config->blocking;
+    }
+  }
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");
+  if (env != nullptr && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
+    b = std::atoi(env);
+  return b;
+}
+
+// ncclCommEnsureReady: a communicator still in progress may not be used.
+ncclResult_t ensure_ready(FakeComm* c) {
+  if (c == nullptr) return ncclInvalidArgument;
+  const int async = c->s->async.load(std::memory_order_acquire);
+  if (async == ncclInProgress) {
+    set_last_error(
+        "Attempt to use communicator before the previous operation returned ncclSuccess");
+    return ncclInvalidArgument;
+  }
+  return static_cast<ncclResult_t>(async);
+}
+
+// A group may not mix blocking and nonblocking communicators (group.cc:51-58).
+ncclResult_t join_group(const FakeComm* c) {
+  if (t_group_blocking == -1) t_group_blocking = c->blocking;
+  if (t_group_blocking != c->blocking) {
+    set_last_error("Blocking and nonblocking communicators are not allowed in the same group.");
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+// An init or split's work `run` for communicator state `s` in blocking mode `blocking`: deferred
+// inside a group, else at once (blocking) or later on another thread (nonblocking).
+ncclResult_t launch(FakeComm* owner, std::function<void()> run) {
+  if (t_depth > 0) {
+    ncclResult_t r = join_group(owner);
+    if (r != ncclSuccess) return r;
+    t_jobs.push_back({owner->s, std::move(run)});
+    return ncclSuccess;
+  }
+  if (owner->blocking) {
+    run();
+    return ncclSuccess;
+  }
+  auto s = owner->s;
+  s->async.store(ncclInProgress, std::memory_order_release);
+  later(kReadyAfterMs, [s, run = std::move(run)] {
+    run();
+    s->async.store(ncclSuccess, std::memory_order_release);
+  });
+  return ncclSuccess;
 }
 
 size_t type_size(ncclDataType_t t) {
@@ -80,19 +213,69 @@ void copy(const void* src, void* dst, size_t count, ncclDataType_t t) {
   if (src != nullptr && dst != nullptr && src != dst) std::memmove(dst, src, count * type_size(t));
 }
 
-ncclResult_t new_comm(ncclComm_t* comm, int nranks, int rank) {
+ncclResult_t init_comm(ncclComm_t* comm, int nranks, int rank, int blocking) {
   if (comm == nullptr) return ncclInvalidArgument;
   auto* c = new FakeComm();
   c->rank = rank;
   c->nranks = nranks;
-  *comm = reinterpret_cast<ncclComm_t>(c);
+  c->blocking = blocking;
+  *comm = reinterpret_cast<ncclComm_t>(c);  // at once, before the init has run (init.cc:2001)
+  const int dev = current_device();
+  ncclResult_t r = launch(c, [s = c->s, dev] { s->cuda_dev.store(dev); });
+  if (r != ncclSuccess) return r;
   ncclResult_t async = ncclSuccess;
-  return ncclCommGetAsyncError(*comm, &async);  // through the PLT, as NCCL's init does
+  r = ncclCommGetAsyncError(*comm, &async);  // through the PLT, as NCCL's init does
+  if (r != ncclSuccess) return r;
+  return t_depth == 0 && !blocking ? async : ncclSuccess;
 }
 
-ncclResult_t enqueue_check(ncclComm_t comm) {
+// A child of `parent` (split or shrink) of `nranks`: *newcomm NULL until it is ready.
+ncclResult_t child_comm(FakeComm* parent, bool none, int nranks, ncclComm_t* newcomm,
+                        ncclConfig_t* config) {
+  if (parent == nullptr || newcomm == nullptr) return ncclInvalidArgument;
+  ncclResult_t r = ensure_ready(parent);
+  if (r != ncclSuccess) return r;
+  *newcomm = nullptr;
+  const int blocking = blocking_of(config, config == nullptr ? parent->blocking : -1);
+  const int rank = parent->rank < nranks ? parent->rank : 0;
+  const int dev = parent->s->cuda_dev.load();
+  // The group's mode is the parent's (ncclAsyncLaunch is given the parent, group.cc:56).
+  return launch(parent, [newcomm, none, nranks, rank, blocking, dev] {
+    if (none) return;
+    auto* c = new FakeComm();
+    c->rank = rank;
+    c->nranks = nranks;
+    c->blocking = blocking;
+    c->s->cuda_dev.store(dev);
+    __atomic_store_n(newcomm, reinterpret_cast<ncclComm_t>(c), __ATOMIC_RELEASE);
+  });
+}
+
+// A collective's enqueue on `comm`: refused before it is ready; inside a group it joins the
+// group; a nonblocking communicator's is in progress until launched.
+ncclResult_t enqueue(ncclComm_t comm) {
+  FakeComm* c = as_fake(comm);
+  ncclResult_t r = ensure_ready(c);
+  if (r != ncclSuccess) return r;
+  if (t_depth > 0) {
+    r = join_group(c);
+    if (r == ncclSuccess && !c->blocking) t_group_comms.push_back(c->s);
+    return r;
+  }
   ncclResult_t async = ncclSuccess;
-  return ncclCommGetAsyncError(comm, &async);  // through the PLT, as NCCL's enqueue does
+  r = ncclCommGetAsyncError(comm, &async);  // through the PLT, as NCCL's enqueue does
+  if (r != ncclSuccess || c->blocking) return r;
+  auto s = c->s;
+  s->async.store(ncclInProgress, std::memory_order_release);
+  later(kLaunchedAfterMs, [s] { s->async.store(ncclSuccess, std::memory_order_release); });
+  return ncclInProgress;
+}
+
+// A collective that moves data: the fake copies sendbuff to recvbuff once it is enqueued.
+ncclResult_t copying(ncclComm_t comm, const void* src, void* dst, size_t count, ncclDataType_t t) {
+  ncclResult_t r = enqueue(comm);
+  if (r == ncclSuccess || r == ncclInProgress) copy(src, dst, count, t);
+  return r;
 }
 
 }  // namespace
@@ -118,14 +301,14 @@ FAKE_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* id) {
 FAKE_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   log_call("ncclCommInitRank nranks=%d rank=%d id0=%02x", nranks, rank,
            static_cast<unsigned char>(id.internal[0]));
-  return new_comm(comm, nranks, rank);
+  return init_comm(comm, nranks, rank, blocking_of(nullptr, -1));
 }
 
 FAKE_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId id,
          int rank, ncclConfig_t* config) {
   log_call("ncclCommInitRankConfig nranks=%d rank=%d id0=%02x blocking=%d", nranks, rank,
            static_cast<unsigned char>(id.internal[0]), config ? config->blocking : -1);
-  return new_comm(comm, nranks, rank);
+  return init_comm(comm, nranks, rank, blocking_of(config, -1));
 }
 
 FAKE_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* comm, int nranks, int myrank, int nId,
@@ -133,7 +316,7 @@ FAKE_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* comm, int nranks, i
   log_call("ncclCommInitRankScalable nranks=%d rank=%d nId=%d config=%p", nranks, myrank, nId,
            static_cast<void*>(config));
   (void)ids;
-  return new_comm(comm, nranks, myrank);
+  return init_comm(comm, nranks, myrank, blocking_of(config, -1));
 }
 
 FAKE_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
@@ -145,6 +328,7 @@ FAKE_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
     auto* c = new FakeComm();
     c->rank = i;
     c->nranks = ndev;
+    c->s->cuda_dev.store(devlist != nullptr ? devlist[i] : i);
     comms[i] = reinterpret_cast<ncclComm_t>(c);
   }
   return ncclSuccess;
@@ -152,18 +336,24 @@ FAKE_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 
 FAKE_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   log_call("ncclCommFinalize comm=%p", static_cast<void*>(comm));
-  return ncclSuccess;
+  FakeComm* c = as_fake(comm);
+  ncclResult_t r = ensure_ready(c);
+  if (r != ncclSuccess || c->blocking) return r;
+  auto s = c->s;
+  s->async.store(ncclInProgress, std::memory_order_release);
+  later(kLaunchedAfterMs, [s] { s->async.store(ncclSuccess, std::memory_order_release); });
+  return ncclInProgress;
 }
 
 FAKE_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   log_call("ncclCommDestroy comm=%p", static_cast<void*>(comm));
-  delete reinterpret_cast<FakeComm*>(comm);
+  delete as_fake(comm);
   return ncclSuccess;
 }
 
 FAKE_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   log_call("ncclCommAbort comm=%p", static_cast<void*>(comm));
-  delete reinterpret_cast<FakeComm*>(comm);
+  delete as_fake(comm);
   return ncclSuccess;
 }
 
@@ -176,31 +366,19 @@ FAKE_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
          ncclConfig_t* config) {
   log_call("ncclCommSplit comm=%p color=%d key=%d config=%p", static_cast<void*>(comm), color, key,
            static_cast<void*>(config));
-  if (color == NCCL_SPLIT_NOCOLOR) {
-    *newcomm = nullptr;
-    return ncclSuccess;
-  }
-  auto* parent = reinterpret_cast<FakeComm*>(comm);
-  if (config != nullptr && config->blocking == 0) {
-    // As NCCL: a nonblocking split returns at once and writes *newcomm from another thread
-    // once the child is ready.
-    std::thread([newcomm, nranks = parent->nranks, rank = parent->rank] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      ncclComm_t c = nullptr;
-      (void)new_comm(&c, nranks, rank);
-      __atomic_store_n(newcomm, c, __ATOMIC_RELEASE);
-    }).detach();
-    return ncclInProgress;
-  }
-  return new_comm(newcomm, parent->nranks, parent->rank);  // sizes are not faked precisely
+  // Sizes are not faked precisely: the child has the parent's.
+  FakeComm* parent = as_fake(comm);
+  return child_comm(parent, color == NCCL_SPLIT_NOCOLOR, parent != nullptr ? parent->nranks : 0,
+                    newcomm, config);
 }
 
 FAKE_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* exclude, int nexclude,
          ncclComm_t* newcomm, ncclConfig_t* config, int flags) {
   log_call("ncclCommShrink comm=%p exclude=%p n=%d config=%p flags=%d", static_cast<void*>(comm),
            static_cast<void*>(exclude), nexclude, static_cast<void*>(config), flags);
-  auto* parent = reinterpret_cast<FakeComm*>(comm);
-  return new_comm(newcomm, parent->nranks - nexclude, parent->rank);
+  FakeComm* parent = as_fake(comm);
+  return child_comm(parent, false, parent != nullptr ? parent->nranks - nexclude : 0, newcomm,
+                    config);
 }
 
 FAKE_API(const char*, ncclGetErrorString, ncclResult_t result) {
@@ -212,30 +390,41 @@ FAKE_API(const char*, ncclGetErrorString, ncclResult_t result) {
 
 FAKE_API(const char*, ncclGetLastError, ncclComm_t comm) {
   log_call("ncclGetLastError comm=%p", static_cast<void*>(comm));
-  return "fake last error";
+  return g_last_error;
 }
 
 FAKE_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* err) {
   log_call("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm));
-  *err = ncclSuccess;
+  FakeComm* c = as_fake(comm);
+  if (c == nullptr || err == nullptr) return ncclInvalidArgument;
+  *err = static_cast<ncclResult_t>(c->s->async.load(std::memory_order_acquire));
   return ncclSuccess;
 }
 
 FAKE_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   log_call("ncclCommCount comm=%p", static_cast<void*>(comm));
-  *count = reinterpret_cast<FakeComm*>(comm)->nranks;
+  FakeComm* c = as_fake(comm);
+  ncclResult_t r = ensure_ready(c);
+  if (r != ncclSuccess) return r;
+  *count = c->nranks;
   return ncclSuccess;
 }
 
 FAKE_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   log_call("ncclCommCuDevice comm=%p", static_cast<void*>(comm));
-  *device = 3;
+  FakeComm* c = as_fake(comm);
+  ncclResult_t r = ensure_ready(c);
+  if (r != ncclSuccess) return r;
+  *device = c->s->cuda_dev.load();  // 0 while its init waits for the group's end
   return ncclSuccess;
 }
 
 FAKE_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   log_call("ncclCommUserRank comm=%p", static_cast<void*>(comm));
-  *rank = reinterpret_cast<FakeComm*>(comm)->rank;
+  FakeComm* c = as_fake(comm);
+  ncclResult_t r = ensure_ready(c);
+  if (r != ncclSuccess) return r;
+  *rank = c->rank;
   return ncclSuccess;
 }
 
@@ -295,16 +484,14 @@ FAKE_API(ncclResult_t, ncclReduce, const void* s, void* r, size_t count, ncclDat
   log_call("ncclReduce send=%p recv=%p count=%zu type=%d op=%d root=%d comm=%p stream=%p", s, r,
            count, static_cast<int>(t), static_cast<int>(op), root, static_cast<void*>(comm),
            static_cast<void*>(stream));
-  copy(s, r, count, t);
-  return enqueue_check(comm);
+  return copying(comm, s, r, count, t);
 }
 
 FAKE_API(ncclResult_t, ncclBroadcast, const void* s, void* r, size_t count, ncclDataType_t t,
          int root, ncclComm_t comm, cudaStream_t stream) {
   log_call("ncclBroadcast send=%p recv=%p count=%zu type=%d root=%d comm=%p stream=%p", s, r, count,
            static_cast<int>(t), root, static_cast<void*>(comm), static_cast<void*>(stream));
-  copy(s, r, count, t);
-  return enqueue_check(comm);
+  return copying(comm, s, r, count, t);
 }
 
 FAKE_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t t, int root,
@@ -319,8 +506,7 @@ FAKE_API(ncclResult_t, ncclAllReduce, const void* s, void* r, size_t count, nccl
   log_call("ncclAllReduce send=%p recv=%p count=%zu type=%d op=%d comm=%p stream=%p", s, r, count,
            static_cast<int>(t), static_cast<int>(op), static_cast<void*>(comm),
            static_cast<void*>(stream));
-  copy(s, r, count, t);
-  return enqueue_check(comm);
+  return copying(comm, s, r, count, t);
 }
 
 FAKE_API(ncclResult_t, ncclReduceScatter, const void* s, void* r, size_t count, ncclDataType_t t,
@@ -328,61 +514,87 @@ FAKE_API(ncclResult_t, ncclReduceScatter, const void* s, void* r, size_t count, 
   log_call("ncclReduceScatter send=%p recv=%p count=%zu type=%d op=%d comm=%p stream=%p", s, r,
            count, static_cast<int>(t), static_cast<int>(op), static_cast<void*>(comm),
            static_cast<void*>(stream));
-  copy(s, r, count, t);
-  return enqueue_check(comm);
+  return copying(comm, s, r, count, t);
 }
 
 FAKE_API(ncclResult_t, ncclAllGather, const void* s, void* r, size_t count, ncclDataType_t t,
          ncclComm_t comm, cudaStream_t stream) {
   log_call("ncclAllGather send=%p recv=%p count=%zu type=%d comm=%p stream=%p", s, r, count,
            static_cast<int>(t), static_cast<void*>(comm), static_cast<void*>(stream));
-  copy(s, r, count, t);
-  return enqueue_check(comm);
+  return copying(comm, s, r, count, t);
 }
 
 FAKE_API(ncclResult_t, ncclAlltoAll, const void* s, void* r, size_t count, ncclDataType_t t,
          ncclComm_t comm, cudaStream_t stream) {
   log_call("ncclAlltoAll send=%p recv=%p count=%zu type=%d comm=%p stream=%p", s, r, count,
            static_cast<int>(t), static_cast<void*>(comm), static_cast<void*>(stream));
-  return enqueue_check(comm);
+  return enqueue(comm);
 }
 
 FAKE_API(ncclResult_t, ncclGather, const void* s, void* r, size_t count, ncclDataType_t t, int root,
          ncclComm_t comm, cudaStream_t stream) {
   log_call("ncclGather send=%p recv=%p count=%zu type=%d root=%d comm=%p stream=%p", s, r, count,
            static_cast<int>(t), root, static_cast<void*>(comm), static_cast<void*>(stream));
-  return enqueue_check(comm);
+  return enqueue(comm);
 }
 
 FAKE_API(ncclResult_t, ncclScatter, const void* s, void* r, size_t count, ncclDataType_t t,
          int root, ncclComm_t comm, cudaStream_t stream) {
   log_call("ncclScatter send=%p recv=%p count=%zu type=%d root=%d comm=%p stream=%p", s, r, count,
            static_cast<int>(t), root, static_cast<void*>(comm), static_cast<void*>(stream));
-  return enqueue_check(comm);
+  return enqueue(comm);
 }
 
 FAKE_API(ncclResult_t, ncclSend, const void* s, size_t count, ncclDataType_t t, int peer,
          ncclComm_t comm, cudaStream_t stream) {
   log_call("ncclSend send=%p count=%zu type=%d peer=%d comm=%p stream=%p", s, count,
            static_cast<int>(t), peer, static_cast<void*>(comm), static_cast<void*>(stream));
-  return ncclSuccess;
+  return enqueue(comm);
 }
 
 FAKE_API(ncclResult_t, ncclRecv, void* r, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
          cudaStream_t stream) {
   log_call("ncclRecv recv=%p count=%zu type=%d peer=%d comm=%p stream=%p", r, count,
            static_cast<int>(t), peer, static_cast<void*>(comm), static_cast<void*>(stream));
-  return ncclSuccess;
+  return enqueue(comm);
 }
 
 FAKE_API(ncclResult_t, ncclGroupStart, void) {
   log_call("ncclGroupStart");
+  ++t_depth;
   return ncclSuccess;
 }
 
 FAKE_API(ncclResult_t, ncclGroupEnd, void) {
   log_call("ncclGroupEnd");
-  return ncclSuccess;
+  if (t_depth == 0) return ncclInvalidUsage;
+  if (--t_depth > 0) return ncclSuccess;
+  std::vector<Job> jobs;
+  jobs.swap(t_jobs);
+  std::vector<std::shared_ptr<Shared>> comms;
+  comms.swap(t_group_comms);
+  const bool blocking = t_group_blocking != 0;
+  t_group_blocking = -1;
+  if (blocking) {
+    for (Job& j : jobs)
+      j.run();
+    return ncclSuccess;
+  }
+  if (jobs.empty() && comms.empty()) return ncclSuccess;
+  // A nonblocking group: launched on another thread, its communicators in progress meanwhile.
+  for (Job& j : jobs)
+    j.s->async.store(ncclInProgress, std::memory_order_release);
+  for (auto& c : comms)
+    c->async.store(ncclInProgress, std::memory_order_release);
+  later(kReadyAfterMs, [jobs = std::move(jobs), comms = std::move(comms)] {
+    for (const Job& j : jobs)
+      j.run();
+    for (const Job& j : jobs)
+      j.s->async.store(ncclSuccess, std::memory_order_release);
+    for (auto& c : comms)
+      c->async.store(ncclSuccess, std::memory_order_release);
+  });
+  return ncclInProgress;
 }
 
 FAKE_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* info) {

@@ -5,6 +5,7 @@
 // arrive and give the sum.
 //
 //   forward_client RANK NRANKS ID_FILE MODE      MODE: full | norecord | mismatch | onenode | hier
+//                                                | hiernb | hiergroup
 //
 // Rank 0 makes the id and writes it to ID_FILE (norecord: with bytes 40-127 cleared).
 // Prints "CHECK <name> OK|FAIL <detail>" lines; exits 1 on any FAIL.
@@ -401,14 +402,33 @@ void policy_table(ncclComm_t comm, int rank, int nranks, bool expect_any_take_ov
         got);
 }
 
-// A communicator of 2 nodes x 2 ranks (SKETCHCCL_HOSTID=node<rank / 2>, docs/hierarchy.md): a
-// taken-over AllReduce splits a node communicator once (color: node, key: local rank), then
-// enqueues ncclReduceScatter into this rank's shard of recvbuff, the compressed rail phase, and
+// Polls a nonblocking communicator until it leaves ncclInProgress, as PyTorch does after a call
+// that returned it; the last answer.
+ncclResult_t wait_ready(ncclComm_t comm) {
+  ncclResult_t async = ncclInProgress;
+  for (int i = 0; i < 5000 && async == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) return ncclInternalError;
+    if (async == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return async;
+}
+
+bool enqueued(ncclResult_t r) {
+  return r == ncclSuccess || r == ncclInProgress;
+}
+
+// A communicator of 2 nodes x 2 ranks (SKETCHCCL_HOSTID=node<rank / 2>, docs/hierarchy.md): its
+// node communicator is split once (color: node, key: local rank): in a blocking init
+// (`init_log`), else in the first taken-over AllReduce. Each such AllReduce enqueues
+// ncclReduceScatter into this rank's shard of recvbuff, the compressed rail phase, and
 // ncclAllGather, both on the node communicator and the caller's stream. The fake's
 // ReduceScatter copies the first shard of sendbuff, so each rank's shard holds its own value
 // (rank + 1) and the rail sums it over the two nodes; the fake's AllGather copies it to the
-// front of recvbuff. Returns the node communicator, as the fake logged it.
-std::string hierarchy_phases(ncclComm_t comm, int rank) {
+// front of recvbuff. `nonblocking`: the parent is (ncclInProgress counts as enqueued, and the
+// caller waits for it to be ready after each call). Returns the node communicator, as the fake
+// logged it.
+std::string hierarchy_phases(ncclComm_t comm, int rank, const std::string& init_log,
+                             bool nonblocking) {
   const int L = 2, node = rank / L, local = rank % L;
   const size_t count = 262144, shard = count / L;
   void* cp = static_cast<void*>(comm);
@@ -417,8 +437,15 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
   ncclResult_t r =
       ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, comm, fake_stream(0x70));
   std::string got = log_since(at);
-  const size_t split =
-      got.find(fmt("ncclCommSplit comm=%p color=%d key=%d config=(nil)\n", cp, node, local));
+  if (nonblocking) check("hier/parent-ready-after-the-call", wait_ready(comm) == ncclSuccess);
+  const std::string split_line =
+      fmt("ncclCommSplit comm=%p color=%d key=%d config=0x", cp, node, local);
+  const size_t split = nonblocking ? got.find(split_line) : 0;
+  check("hier/node-split-at-blocking-init-only",
+        nonblocking ? init_log.find(split_line) == std::string::npos
+                    : init_log.find(split_line) != std::string::npos &&
+                          got.find("ncclCommSplit") == std::string::npos,
+        "init log: " + init_log);
   const std::string rs = fmt(
       "ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=", static_cast<void*>(x.data()),
       static_cast<void*>(y.data() + local * shard), shard);
@@ -435,9 +462,9 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
                    shard, node_comm.c_str()));
   const float want = static_cast<float>(local + 1 + L + local + 1);  // ranks local, L + local
   check("hier/split-reducescatter-allgather-in-order",
-        r == ncclSuccess && split != std::string::npos && rs_at != std::string::npos &&
+        enqueued(r) && split != std::string::npos && rs_at != std::string::npos &&
             got.find(rs + node_comm + " stream=0x70\n") != std::string::npos &&
-            ag_at != std::string::npos && split < rs_at && rs_at < ag_at &&
+            ag_at != std::string::npos && (!nonblocking || split < rs_at) && rs_at < ag_at &&
             node_comm != fmt("%p", cp) && got.find("ncclAllReduce send=") == std::string::npos,
         got);
   check("hier/rail-sums-the-shard-over-the-nodes", std::abs(y[0] - want) <= 0.05f * want,
@@ -446,9 +473,10 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
   at = log_size();
   r = ncclAllReduce(x.data(), x.data(), count, ncclFloat32, ncclAvg, comm, fake_stream(0x71));
   got = log_since(at);
+  if (nonblocking) (void)wait_ready(comm);
   check(
       "hier/in-place-avg-no-second-split",
-      r == ncclSuccess && got.find("ncclCommSplit") == std::string::npos &&
+      enqueued(r) && got.find("ncclCommSplit") == std::string::npos &&
           got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=%d comm=%s "
                        "stream=0x71\n",
                        static_cast<void*>(x.data()), static_cast<void*>(x.data() + local * shard),
@@ -457,15 +485,55 @@ std::string hierarchy_phases(ncclComm_t comm, int rank) {
                        static_cast<void*>(x.data() + local * shard), static_cast<void*>(x.data()),
                        shard, node_comm.c_str())) != std::string::npos,
       got);
-  // A count that does not split into L shards: SketchCCL's own hierarchy over its transport.
+  // Inside a group (as XLA issues every collective, and PyTorch's coalesced ones): nothing runs
+  // until the group ends, then the same phases, after the real ncclGroupEnd.
+  std::vector<float> g(count, static_cast<float>(rank + 1)), h(count, 0.0f);
+  at = log_size();
+  const ncclResult_t g1 = ncclGroupStart();
+  const ncclResult_t g2 =
+      ncclAllReduce(g.data(), h.data(), count, ncclFloat32, ncclSum, comm, fake_stream(0x73));
+  const std::string in_group = log_since(at);
+  const ncclResult_t g3 = ncclGroupEnd();
+  got = log_since(at);
+  if (nonblocking) (void)wait_ready(comm);
+  const size_t end_at = got.find("ncclGroupEnd\n");
+  const size_t g_rs =
+      got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%s stream=0x73\n",
+                   static_cast<void*>(g.data()), static_cast<void*>(h.data() + local * shard),
+                   shard, node_comm.c_str()));
+  const size_t g_ag =
+      got.find(fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%s stream=0x73\n",
+                   static_cast<void*>(h.data() + local * shard), static_cast<void*>(h.data()),
+                   shard, node_comm.c_str()));
+  check("hier/grouped-phases-at-the-group-end",
+        g1 == ncclSuccess && g2 == ncclSuccess && enqueued(g3) &&
+            in_group.find("ncclReduceScatter") == std::string::npos &&
+            end_at != std::string::npos && g_rs != std::string::npos && g_ag != std::string::npos &&
+            end_at < g_rs && g_rs < g_ag && std::abs(h[0] - want) <= 0.05f * want,
+        fmt("h[0] = %g; log: ", h[0]) + got);
+  // A count that does not split into L shards: the divisible part through the phases, the tail
+  // (one element here) by NCCL's AllReduce on the parent, after them.
   std::vector<float> a(count + 1, static_cast<float>(rank + 1)), b(count + 1, 0.0f);
   at = log_size();
   r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, comm, fake_stream(0x72));
   got = log_since(at);
-  check("hier/odd-count-stays-in-sketchccl",
-        r == ncclSuccess && got.find("ncclReduceScatter") == std::string::npos &&
-            got.find("ncclAllReduce") == std::string::npos && std::abs(b[100] - 10.0f) <= 0.5f,
-        fmt("b[100] = %g; log: ", b[100]) + got);
+  if (nonblocking) (void)wait_ready(comm);
+  const size_t odd_rs =
+      got.find(fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=0 comm=%s stream=0x72\n",
+                   static_cast<void*>(a.data()), static_cast<void*>(b.data() + local * shard),
+                   shard, node_comm.c_str()));
+  const size_t odd_ag =
+      got.find(fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%s stream=0x72\n",
+                   static_cast<void*>(b.data() + local * shard), static_cast<void*>(b.data()),
+                   shard, node_comm.c_str()));
+  const size_t odd_tail =
+      got.find(fmt("ncclAllReduce send=%p recv=%p count=1 type=7 op=0 comm=%p stream=0x72\n",
+                   static_cast<void*>(a.data() + count), static_cast<void*>(b.data() + count), cp));
+  check("hier/odd-count-phases-then-the-tail-by-nccl",
+        enqueued(r) && odd_rs != std::string::npos && odd_ag != std::string::npos &&
+            odd_tail != std::string::npos && odd_rs < odd_ag && odd_ag < odd_tail &&
+            std::abs(b[0] - want) <= 0.05f * want && b[count] == static_cast<float>(rank + 1),
+        fmt("b[0] = %g, b[count] = %g; log: ", b[0], b[count]) + got);
   return node_comm;
 }
 
@@ -543,22 +611,63 @@ int main(int argc, char** argv) {
   fake_client::exchange_id(rank, argv[3], mode == "norecord", &id);
   ncclComm_t comm = nullptr;
   size_t at = log_size();
-  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
-  check("forward/CommInitRank",
-        r == ncclSuccess && log_since(at).find(fmt(
-                                "ncclCommInitRank nranks=%d rank=%d id0=%02x\n", nranks, rank,
-                                static_cast<unsigned char>(id.internal[0]))) != std::string::npos,
-        log_since(at));
+  const bool nonblocking = mode == "hiernb";
+  ncclResult_t r = ncclSuccess;
+  if (nonblocking) {
+    // Nonblocking (config blocking=0, or NCCL_COMM_BLOCKING=0 from the test): polled until
+    // ready, as PyTorch's waitReady does.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    check("forward/CommInitRankConfig-nonblocking",
+          r == ncclInProgress && comm != nullptr && wait_ready(comm) == ncclSuccess,
+          "result " + std::to_string(r));
+  } else if (mode == "hiergroup") {
+    // As nccl-tests makes every communicator: inside a group, which NCCL runs at its end.
+    const ncclResult_t g1 = ncclGroupStart();
+    r = ncclCommInitRank(&comm, nranks, id, rank);
+    const std::string in_group = log_since(at);
+    const ncclResult_t g2 = ncclGroupEnd();
+    const std::string got = log_since(at);
+    const size_t end_at = got.find("ncclGroupEnd\n");
+    const size_t split_at = got.find(fmt("ncclCommSplit comm=%p", static_cast<void*>(comm)));
+    check("forward/CommInitRank-in-a-group-split-after-its-end",
+          g1 == ncclSuccess && r == ncclSuccess && g2 == ncclSuccess &&
+              in_group.find("ncclCommSplit") == std::string::npos && end_at != std::string::npos &&
+              split_at != std::string::npos && end_at < split_at,
+          got);
+  } else {
+    r = ncclCommInitRank(&comm, nranks, id, rank);
+    check("forward/CommInitRank",
+          r == ncclSuccess && log_since(at).find(fmt(
+                                  "ncclCommInitRank nranks=%d rank=%d id0=%02x\n", nranks, rank,
+                                  static_cast<unsigned char>(id.internal[0]))) != std::string::npos,
+          log_since(at));
+  }
+  const std::string init_log = log_since(at);
   // Internal calls through the PLT reached the shim and went on to the fake (init path).
   check("plt/CommGetAsyncError-from-init",
         log_since(at).find(fmt("ncclCommGetAsyncError comm=%p", static_cast<void*>(comm))) !=
             std::string::npos);
   std::string node_comm;
-  if (mode == "hier") {
-    node_comm = hierarchy_phases(comm, rank);
+  if (mode == "hier" || mode == "hiernb" || mode == "hiergroup") {
+    node_comm = hierarchy_phases(comm, rank, init_log, nonblocking);
   } else {
     policy_table(comm, rank, nranks, mode == "full");
     reduce_scatter_policy(comm, rank, nranks, mode == "full");
+  }
+  if (mode == "hier") {
+    // A blocking split's child (PyTorch's new_group): its node communicator comes with it.
+    ncclComm_t child = nullptr;
+    at = log_size();
+    r = ncclCommSplit(comm, 0, rank, &child, nullptr);
+    const std::string got = log_since(at);
+    check("hier/split-child-gets-its-node-communicator-in-the-split",
+          r == ncclSuccess && child != nullptr &&
+              got.find(fmt("ncclCommSplit comm=%p color=%d key=%d config=0x",
+                           static_cast<void*>(child), rank / 2, rank % 2)) != std::string::npos,
+          got);
+    ncclCommDestroy(child);
   }
   if (mode == "full") {
     every_forwarded_function(comm, rank);
@@ -571,7 +680,7 @@ int main(int argc, char** argv) {
   check("forward/CommDestroy",
         r == ncclSuccess && log_since(at).find(fmt("ncclCommDestroy comm=%p\n",
                                                    static_cast<void*>(comm))) != std::string::npos);
-  if (mode == "hier") {
+  if (mode == "hier" || mode == "hiernb" || mode == "hiergroup") {
     check("hier/node-communicator-destroyed-with-its-parent",
           log_since(at).find("ncclCommDestroy comm=" + node_comm + "\n") != std::string::npos,
           log_since(at));

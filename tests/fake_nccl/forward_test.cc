@@ -23,7 +23,7 @@ struct Result {
 // Runs `nranks` clients; codec_for(rank) gives each rank's SKETCHCCL_CODEC. Each rank is a node
 // of its own (SKETCHCCL_HOSTID) unless one_node: ranks on one node forward every call to NCCL.
 Result run(const std::string& mode, int nranks, const std::function<std::string(int)>& codec_for,
-           bool one_node = false, int ranks_per_node = 1) {
+           bool one_node = false, int ranks_per_node = 1, const std::string& extra_env = "") {
   char dir[] = "/tmp/sketchccl_fake_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
@@ -42,7 +42,9 @@ Result run(const std::string& mode, int nranks, const std::function<std::string(
             d + "/id",
             mode};
       },
-      {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=30"}, 120);
+      {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=30",
+       extra_env.empty() ? "SKETCHCCL_UNUSED=" : extra_env},
+      120);
   Result res;
   for (size_t r = 0; r < outs.size(); ++r) {
     res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
@@ -92,7 +94,36 @@ TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 8) << r.text;
+  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+}
+
+// An init inside ncclGroupStart/End, as nccl-tests makes every communicator: NCCL runs it at the
+// group's end, so the node split comes in the outermost ncclGroupEnd, after the real one.
+TEST(Forwarding, AnInitInsideAGroupSplitsItsNodeCommunicatorAtTheGroupsEnd) {
+  Result r = run(
+      "hiergroup", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+}
+
+// A nonblocking parent: NCCL writes the node communicator after ncclCommSplit has returned (from
+// its own thread, into the slot it was given), so the split waits for it, bounded, and the
+// phases run; on a nonblocking node communicator too (NCCL_COMM_BLOCKING=0 makes every
+// communicator nonblocking), whose phases return ncclInProgress: enqueued, never a reason to
+// skip the phases the node's peers wait for.
+TEST(Forwarding, ANonblockingParentRunsNcclPhasesAroundTheCompressedRail) {
+  Result r = run(
+      "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+}
+
+TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
+  Result r = run(
+      "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
+      "NCCL_COMM_BLOCKING=0");
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 11) << r.text;
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST(Lifecycle, AFailedSplitExchangeNeverFailsTheParent) {
 TEST(Lifecycle, NonblockingSplitReturnsAtOnceAndItsChildIsTakenOverOnEveryRank) {
   Result r = run("nbsplit", 2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 2 * 8) << r.text;
+  EXPECT_EQ(r.checks, 2 * 10) << r.text;
 }
 
 TEST(Lifecycle, AbortRunsTheRealAbortBeforeJoiningSketchCclsSide) {
