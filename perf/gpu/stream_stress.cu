@@ -106,7 +106,8 @@ int run_rank(int rank, int nranks, int iters, const ncclUniqueId& id) {
     return 1;
   const float want = float(iters) * float(nranks) * float(nranks + 1) / 2;
   size_t bad = 0;
-  for (float v : h) bad += v != want;
+  for (float v : h)
+    bad += v != want;
   ncclCommDestroy(comm);
   if (bad != 0) {
     std::printf("rank %d: RESULT: wrong: %zu of %zu sums differ from %g (e.g. %g)\n", rank, bad,
@@ -156,8 +157,9 @@ int main(int argc, char** argv) {
     return 77;
   }
   const char* q = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  std::printf("stream stress: %d ranks, %d iterations, %d streams, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
-              nranks, iters, kStreams, q ? q : "(unset)");
+  std::printf(
+      "stream stress: %d ranks, %d iterations, %d streams, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
+      nranks, iters, kStreams, q ? q : "(unset)");
   std::fflush(stdout);
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) {
