@@ -17,11 +17,15 @@
 #define SCCL_X86_SIMD 1
 // GCC 12 warns about the intrinsics' own undefined pass-through operands once they are inlined
 // (its uninitialized-use warnings check the header's lines): off for the header alone.
+#if defined(__clang__)
+#include <immintrin.h>
+#else
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 namespace sketchccl::kernels::detail {
