@@ -115,6 +115,9 @@ SCCL_BIND(int, glob64,
           (const char* pattern, int flags, int (*errfunc)(const char*, int), void* pglob),
           (pattern, flags, errfunc, pglob), SCCL_GLIBC_BASE)
 
+/* pow got a new version in 2.29 (no SVID error handling); the old one gives the same values. */
+SCCL_BIND(double, pow, (double x, double y), (x, y), SCCL_GLIBC_BASE)
+
 /* fcntl64 (2.28) is fcntl on 64-bit targets; every command's argument fits a pointer. */
 int sccl_old_fcntl(int fd, int cmd, ...);
 __asm__(".symver sccl_old_fcntl,fcntl@" SCCL_GLIBC_BASE);

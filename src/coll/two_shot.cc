@@ -273,6 +273,14 @@ class TwoShotRun {
         size_t got = 0;
         Status st = link_.transport->test(pd.id, &done, &got);
         if (!st.ok()) {
+          // A receive the transport truncated: the peer sent more than this call's packet.
+          if (pd.recv && st.code() == Code::kInvalidArgument) {
+            return errorf(Code::kInvalidUsage,
+                          "rank %d received more than %zu bytes from rank %d for slice %d of the "
+                          "two-shot schedule: the ranks disagree on the count, type or codec of "
+                          "this call (%s)",
+                          link_.rank, pd.expect, pd.peer, pd.slice, st.message().c_str());
+          }
           return annotate(
               st, pd.slice,
               pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");

@@ -6,11 +6,19 @@
 # NCCL is only a pip wheel and GoogleTest only that folder, the device run's configure and build
 # (its flags, its targets) and every section up to its first GPU call; then the run itself
 # without a GPU, which must reuse the binaries the rehearsal saved. Everything lives in
-# BUILD_ROOT/gpucheck; a second run rebuilds only what changed. Exit 77 (skipped) where the
+# BUILD_ROOT/gpucheck, or, when BUILD_ROOT lies inside the source tree (Meson refuses include
+# folders there, and the wheel's would be one), in a folder of $TMPDIR named after BUILD_ROOT;
+# a second run rebuilds only what changed. Exit 77 (skipped) where the
 # rehearsal cannot run: not root, no unshare or overlayfs, no nvcc, no GoogleTest sources.
 set -euo pipefail
 SRC=${1:?usage: test_gpucheck_rehearsal.sh SOURCE_ROOT BUILD_ROOT}
-WORK=${2:?}/gpucheck
+BUILD_ROOT=$(cd "${2:?}" && pwd)
+SRC=$(cd "$SRC" && pwd)
+case "$BUILD_ROOT/" in
+  "$SRC"/*) WORK=${TMPDIR:-/tmp}/sketchccl-gpucheck-$(id -u)-$(printf '%s' "$BUILD_ROOT" | md5sum | cut -c1-8) ;;
+  *) WORK=$BUILD_ROOT/gpucheck ;;
+esac
+echo "rehearsal folder: $WORK"
 export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null || { echo "skipped: no nvcc"; exit 77; }
 export GPU_CHECK_DEPS=$WORK/deps GPU_CHECK_BUILD=$WORK/build
