@@ -30,8 +30,12 @@ using namespace detail;  // NOLINT: this file is the detail routines' driver
     !defined(SCCL_NO_CPU_CLONES)
 #define SCCL_CPU_CLONES \
   __attribute__((target_clones("default", "arch=x86-64-v2", "arch=x86-64-v3", "arch=x86-64-v4")))
+// The fp16/q*/CASQ drivers' generic path runs only where AVX2 is missing (their AVX2 and AVX-512
+// paths are their own), so its v3 and v4 clones would be dead code and compile time.
+#define SCCL_GENERIC_PATH_CLONES __attribute__((target_clones("default", "arch=x86-64-v2")))
 #else
 #define SCCL_CPU_CLONES
+#define SCCL_GENERIC_PATH_CLONES
 #endif
 
 namespace {
@@ -245,7 +249,7 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
 // ---- fp16, q* and CASQ: one set of drivers per CPU path (kernels/host/codec_paths.inc) ------
 #define SCCL_PATH_NS path_generic
 #define SCCL_PATH_OPS GenericOps
-#define SCCL_PATH_ENTRY SCCL_CPU_CLONES
+#define SCCL_PATH_ENTRY SCCL_GENERIC_PATH_CLONES
 #define SCCL_PATH_INLINE SCCL_CPU_INLINE
 #include "kernels/host/codec_paths.inc"  // NOLINT: stamped once per path
 #undef SCCL_PATH_NS

@@ -28,7 +28,7 @@
 namespace {
 
 // How long the limited rank lives on after its error: longer than the test allows its peers.
-constexpr int kStaySeconds = 15;
+constexpr int kStaySeconds = 7;
 
 // The process's current address-space size (VmSize), in bytes.
 size_t address_space_bytes() {

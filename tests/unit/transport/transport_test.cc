@@ -91,6 +91,18 @@ class TransportTest : public testing::TestWithParam<Param> {
     return Status(Code::kInternalError, "test wait gave up");
   }
 
+  // Every rank closes at once, as the ranks of a job do: a UCX endpoint's close waits for its
+  // peer's worker to progress, which a peer closed after it (or already gone) never does.
+  void TearDown() override {
+    std::vector<std::thread> closing;
+    for (auto& t : t_) {
+      if (t) closing.emplace_back([&t] { t->close(); });
+    }
+    for (auto& th : closing)
+      th.join();
+    t_.clear();
+  }
+
   std::vector<std::unique_ptr<Transport>> t_;
 };
 
