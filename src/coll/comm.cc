@@ -268,9 +268,10 @@ RingLink Communicator::link(uint8_t phase) {
 // By the call's kind: the hierarchy's phases on several nodes of several ranks, else the flat
 // engine's shapes.
 Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
-  if (args.kind == CallKind::kRail) {
+  if (args.kind == CallKind::kRail || args.kind == CallKind::kRailReduceScatter) {
     if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
-    return run_caught("a hierarchical AllReduce's rail phase",
+    return run_caught(args.kind == CallKind::kRail ? "a hierarchical AllReduce's rail phase"
+                                                   : "a hierarchical ReduceScatter's rail phase",
                       [&] { return hier_->run_rail(l, args, &engine_.stats()); });
   }
   if (hier_ && HierarchicalAllReduce::takes(args)) {

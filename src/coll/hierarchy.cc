@@ -126,7 +126,6 @@ RailChunks::RailChunks(const Topology& topo)
     const int l = seen[static_cast<size_t>(n)]++;
     if (l < local_ranks_) grid_[static_cast<size_t>(l * nodes_ + n)] = static_cast<int>(r);
   }
-  std::swap(grid_[0], grid_[1]);
 }
 
 HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo,
@@ -168,10 +167,12 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   const auto t0 = std::chrono::steady_clock::now();
   SubTransport rail_tr(link.transport, topo_.rail_ranks);
   AllReduceArgs shard = args;
-  shard.kind = CallKind::kAllReduce;  // among the rail's ranks
+  // Among the rail's ranks: an AllReduce of the shard, or a ReduceScatter of the rail's chunks.
+  shard.kind = args.kind == CallKind::kRail ? CallKind::kAllReduce : CallKind::kReduceScatter;
   Status st = rail_.run(rail_link(link, &rail_tr), shard);
   CodecStats& cs = stats->by_codec[fold_rail_stats(stats, true)];
-  // The user's buffer is L shards; NCCL's phases send what they send (not counted here).
+  // The user's input is L times the rail's (L shards, or L rails' chunks); NCCL's phases send
+  // what they send (not counted here).
   cs.bytes_in +=
       args.count * kernels::elem_size(args.type) * static_cast<size_t>(topo_.local_ranks);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -83,9 +83,10 @@ class HierarchicalAllReduce {
   // `link` is the communicator's (global ranks); `stats` its statistics, to which this call's
   // bytes are added per codec, split into intra- and inter-node bytes.
   Status run(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
-  // The inter-node phase alone (a kRail call: a real NCCL runs the intra-node phases), on this
-  // rank's shard args.send == args.recv, of any memory type; ncclAvg divides by N here (NCCL's
-  // ReduceScatter divided by L).
+  // The inter-node phase alone (a real NCCL runs the intra-node phases), of any memory type;
+  // ncclAvg divides by N here (NCCL's ReduceScatter divided by L). kRail: the AllReduce of this
+  // rank's shard, args.send == args.recv; kRailReduceScatter: the ReduceScatter of the node's sums
+  // of this rank's rail's N chunks (args.count of them), into this rank's chunk args.recv.
   Status run_rail(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
   const RailChunks& rail_chunks() const { return chunks_; }
   AllReduceEngine& rail() { return rail_; }

@@ -295,6 +295,16 @@ INSTANTIATE_TEST_SUITE_P(Standalone, HierarchyReduceScatter,
                                   std::to_string(info.param.per_node);
                          });
 
+TEST(HierarchyReduceScatterSchedule, ATwoShotRailLeavesEachRankItsOwnChunk) {
+  // The rail's ReduceScatter as an all-to-all (each node sum quantized once), whatever its size.
+  for (const std::string codec : {"q8", "q4"}) {
+    Outcome o =
+        run_rs("matrix", 4, by_node(2), {"SKETCHCCL_CODEC=" + codec, "SKETCHCCL_ALGO=twoshot"},
+               {"gauss", "1", "20011"});
+    expect_agreement(o.ranks);
+  }
+}
+
 TEST(HierarchyReduceScatterPlacement, InterleavedRanksGetTheirOwnChunks) {
   // Rank r on node r % 2: a rail's chunks are not neighbours in the input.
   for (int p : {4, 6}) {

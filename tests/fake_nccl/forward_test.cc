@@ -94,7 +94,7 @@ TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+  EXPECT_EQ(r.checks, 4 * 14) << r.text;
 }
 
 // An init inside ncclGroupStart/End, as nccl-tests makes every communicator: NCCL runs it at the
@@ -103,7 +103,7 @@ TEST(Forwarding, AnInitInsideAGroupSplitsItsNodeCommunicatorAtTheGroupsEnd) {
   Result r = run(
       "hiergroup", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+  EXPECT_EQ(r.checks, 4 * 13) << r.text;
 }
 
 // A nonblocking parent: NCCL writes the node communicator after ncclCommSplit has returned (from
@@ -115,7 +115,7 @@ TEST(Forwarding, ANonblockingParentRunsNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+  EXPECT_EQ(r.checks, 4 * 14) << r.text;
 }
 
 TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
@@ -123,7 +123,7 @@ TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
       "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
       "NCCL_COMM_BLOCKING=0");
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+  EXPECT_EQ(r.checks, 4 * 14) << r.text;
 }
 
 }  // namespace
