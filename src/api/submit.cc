@@ -13,14 +13,19 @@ coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run)
   args.avg = call.op == ncclAvg;
   args.exact = run == EngineRun::kExact;
   args.mem = call.mem.type;
-  args.kind = call.kind == CollKind::kReduceScatter ? coll::CallKind::kReduceScatter
-              : run == EngineRun::kRail             ? coll::CallKind::kRail
-                                                    : coll::CallKind::kAllReduce;
+  const bool rs = call.kind == CollKind::kReduceScatter;
+  if (run == EngineRun::kRail) {
+    args.kind = rs ? coll::CallKind::kRailReduceScatter : coll::CallKind::kRail;
+  } else {
+    args.kind = rs ? coll::CallKind::kReduceScatter : coll::CallKind::kAllReduce;
+  }
   return args;
 }
 
 Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run) {
-  const coll::AllReduceArgs args = engine_args(call, comm.nranks(), run);
+  // A rail phase runs among the rail's ranks, one per node (a ReduceScatter's input is theirs).
+  const int nranks = run == EngineRun::kRail ? comm.topology().nodes : comm.nranks();
+  const coll::AllReduceArgs args = engine_args(call, nranks, run);
   if (args.mem == backend::MemoryType::kDevice) {
     // Device buffers (docs/cuda.md): enqueued on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.

@@ -14,8 +14,8 @@ namespace sketchccl::api {
 // a real NCCL, which runs the node phases around it: docs/hierarchy.md).
 enum class EngineRun { kCodec, kExact, kRail };
 
-// The engine's descriptor of `call` on a communicator of `nranks`. The only place that builds a
-// coll::AllReduceArgs.
+// The engine's descriptor of `call` on a communicator of `nranks` (a rail phase: the rail's, one
+// rank per node). The only place that builds a coll::AllReduceArgs.
 coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run);
 
 // Runs `call` (validated, its memory classified) on `comm`. Device memory: enqueued on the

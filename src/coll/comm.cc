@@ -219,7 +219,7 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
   topology_ = make_topology(rank_, ids);
   const bool hier = settings_.hierarchy && topology_.hierarchical();
   if (rank_ == 0) {
-    const char* plan = hier                       ? "hierarchical AllReduce"
+    const char* plan = hier                       ? "hierarchical AllReduce and ReduceScatter"
                        : forwards_one_node()      ? "one node: calls go to NCCL"
                        : topology_.hierarchical() ? "flat ring (SKETCHCCL_HIERARCHY=flat)"
                                                   : "flat ring";
@@ -228,7 +228,7 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
     if (!topology_.uniform) {
       SCCL_WARN(kLogInit,
                 "topology: %s: the nodes hold unequal numbers of ranks, so "
-                "AllReduces run the flat ring over every rank",
+                "AllReduces and ReduceScatters run the flat ring over every rank",
                 topology_.describe().c_str());
     }
   }
@@ -268,13 +268,15 @@ RingLink Communicator::link(uint8_t phase) {
 // By the call's kind: the hierarchy's phases on several nodes of several ranks, else the flat
 // engine's shapes.
 Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
-  if (args.kind == CallKind::kRail) {
+  if (args.kind == CallKind::kRail || args.kind == CallKind::kRailReduceScatter) {
     if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
-    return run_caught("a hierarchical AllReduce's rail phase",
+    return run_caught(args.kind == CallKind::kRail ? "a hierarchical AllReduce's rail phase"
+                                                   : "a hierarchical ReduceScatter's rail phase",
                       [&] { return hier_->run_rail(l, args, &engine_.stats()); });
   }
   if (hier_ && HierarchicalAllReduce::takes(args)) {
-    return run_caught("a hierarchical AllReduce",
+    return run_caught(args.kind == CallKind::kReduceScatter ? "a hierarchical ReduceScatter"
+                                                            : "a hierarchical AllReduce",
                       [&] { return hier_->run(l, args, &engine_.stats()); });
   }
   return engine_.run(l, args);

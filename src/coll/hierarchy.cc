@@ -115,9 +115,22 @@ void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
 
 }  // namespace
 
+RailChunks::RailChunks(const Topology& topo)
+    : nodes_(topo.nodes),
+      local_ranks_(topo.local_ranks),
+      grid_(static_cast<size_t>(topo.nodes) * static_cast<size_t>(topo.local_ranks), -1) {
+  // Local indices are the order of each node's ranks by rank, as make_topology numbers them.
+  std::vector<int> seen(static_cast<size_t>(topo.nodes), 0);
+  for (size_t r = 0; r < topo.node_of.size(); ++r) {
+    const int n = topo.node_of[r];
+    const int l = seen[static_cast<size_t>(n)]++;
+    if (l < local_ranks_) grid_[static_cast<size_t>(l * nodes_ + n)] = static_cast<int>(r);
+  }
+}
+
 HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo,
                                              int cuda_device)
-    : settings_(settings), topo_(topo), rail_(settings, topo.nodes, cuda_device) {}
+    : settings_(settings), topo_(topo), chunks_(topo), rail_(settings, topo.nodes, cuda_device) {}
 
 RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
                                           transport::Transport* rail_transport) {
@@ -154,10 +167,12 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   const auto t0 = std::chrono::steady_clock::now();
   SubTransport rail_tr(link.transport, topo_.rail_ranks);
   AllReduceArgs shard = args;
-  shard.kind = CallKind::kAllReduce;  // among the rail's ranks
+  // Among the rail's ranks: an AllReduce of the shard, or a ReduceScatter of the rail's chunks.
+  shard.kind = args.kind == CallKind::kRail ? CallKind::kAllReduce : CallKind::kReduceScatter;
   Status st = rail_.run(rail_link(link, &rail_tr), shard);
   CodecStats& cs = stats->by_codec[fold_rail_stats(stats, true)];
-  // The user's buffer is L shards; NCCL's phases send what they send (not counted here).
+  // The user's input is L times the rail's (L shards, or L rails' chunks); NCCL's phases send
+  // what they send (not counted here).
   cs.bytes_in +=
       args.count * kernels::elem_size(args.type) * static_cast<size_t>(topo_.local_ranks);
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -175,6 +190,7 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
 // the rail ring reduces segment k + 1: the node's traffic hides behind the network's.
 Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& args,
                                   CommStats* stats) {
+  if (args.kind == CallKind::kReduceScatter) return run_reduce_scatter(link, args, stats);
   const auto t0 = std::chrono::steady_clock::now();
   const size_t esz = kernels::elem_size(args.type);
   const int L = topo_.local_ranks, me = topo_.local;
@@ -291,6 +307,80 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
   cs.bytes_sent += sent;
   cs.bytes_received += scatter_received + gathers.received();
   cs.intra_node_bytes_sent += sent;
+  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.ok()) {
+    stats->calls_taken++;
+  } else {
+    stats->calls_failed++;
+  }
+  return st;
+}
+
+// 1: each rank sends local rank p the N chunks of p's rail (direct, in the user's type), and sums
+// its own rail's chunks with the ones received, in local-rank order, in fp32; 2: the rail's
+// compressed ReduceScatter of those N sums leaves each rank its own chunk (NCCL's layout).
+Status HierarchicalAllReduce::run_reduce_scatter(const RingLink& link, const AllReduceArgs& args,
+                                                 CommStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t esz = kernels::elem_size(args.type);
+  const int L = topo_.local_ranks, N = topo_.nodes, me = topo_.local;
+  const size_t R = args.count / static_cast<size_t>(topo_.nranks);
+  const size_t rail_count = static_cast<size_t>(N) * R;
+  std::vector<float>& sums = rail_inputs_[BufferKey{
+      reinterpret_cast<uintptr_t>(args.send), args.count, args.type, CallKind::kReduceScatter}];
+  sums.resize(rail_count);
+  std::vector<uint8_t> received(static_cast<size_t>(L - 1) * rail_count * esz);
+  auto slot = [me](int p) { return static_cast<size_t>(p < me ? p : p - 1); };
+  const auto* in = static_cast<const uint8_t*>(args.send);
+  auto chunk = [&](int g) { return in + static_cast<size_t>(g) * R * esz; };
+
+  SubTransport node_tr(link.transport, topo_.node_ranks), rail_tr(link.transport, topo_.rail_ranks);
+  RingLink node = link;
+  node.transport = &node_tr;
+  node.rank = me;
+  node.nranks = L;
+  NodeTransfers scatter(node);
+  Status st;
+  for (int p = 0; st.ok() && p < L; ++p) {
+    if (p == me) continue;
+    for (int n = 0; st.ok() && n < N; ++n) {
+      const uint64_t tag = ring_tag(link.op_seq, kPhaseHierScatter, 1, n);
+      st = scatter.recv(p, tag, received.data() + (slot(p) * rail_count + n * R) * esz, R * esz);
+      if (st.ok()) st = scatter.send(p, tag, chunk(chunks_.chunk_of(p, n)), R * esz);
+    }
+  }
+  if (st.ok()) st = scatter.wait("reduce-scatter");
+  if (st.ok()) {
+    std::vector<float> tmp(rail_count);
+    for (int n = 0; n < N; ++n)
+      kernels::load_f32(chunk(chunks_.chunk_of(me, n)), args.type, R, sums.data() + n * R);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) continue;
+      kernels::load_f32(received.data() + slot(p) * rail_count * esz, args.type, rail_count,
+                        tmp.data());
+      for (size_t i = 0; i < rail_count; ++i)
+        sums[i] += tmp[i];
+    }
+  }
+  std::string codec = kernels::codec_name(kernels::CodecId::kNone);
+  if (st.ok() && R > 0) {
+    // The input is read whole by now: an in-place output may be written.
+    std::vector<float> mine(R);
+    AllReduceArgs rail_args{sums.data(), mine.data(), rail_count, ElemType::kF32,
+                            false,       args.exact,  args.mem,   CallKind::kReduceScatter};
+    st = rail_.run(rail_link(link, &rail_tr), rail_args);
+    codec = fold_rail_stats(stats, false);
+    const float scale = args.avg ? 1.0f / static_cast<float>(topo_.nranks) : 1.0f;
+    if (st.ok()) kernels::store_f32(mine.data(), R, scale, args.type, args.recv);
+  }
+  // Receives may still be posted into buffers about to go: the communicator is finished.
+  if (!st.ok()) link.transport->close();
+  CodecStats& cs = stats->by_codec[codec];
+  cs.calls++;
+  cs.bytes_in += args.count * esz;
+  cs.bytes_sent += scatter.sent();
+  cs.bytes_received += scatter.received();
+  cs.intra_node_bytes_sent += scatter.sent();
   cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st.ok()) {
     stats->calls_taken++;

@@ -1,7 +1,9 @@
 // The hierarchical AllReduce (docs/hierarchy.md): an exact reduce-scatter among the ranks of a
 // node, a compressed AllReduce of each rank's shard among the ranks of its rail (the same local
 // index on every node), then an exact all-gather in the node. Only the middle phase crosses
-// nodes. It composes a flat engine over the rail's sub-transport (its own AllReduceEngine of N
+// nodes. The hierarchical ReduceScatter: the input's chunks regrouped by rail, an exact
+// reduce-scatter in the node of each rail's chunks, then a compressed ReduceScatter along the
+// rail. It composes a flat engine over the rail's sub-transport (its own AllReduceEngine of N
 // ranks); neither that engine nor the ring knows of nodes.
 #pragma once
 
@@ -48,27 +50,54 @@ class SubTransport : public transport::Transport {
   const std::vector<int>& members_;
 };
 
+// The hierarchical ReduceScatter's shape: NCCL's input holds P chunks of recvcount, chunk g for
+// global rank g. Regrouped, local index l's rail's chunks lie together at [l·N, (l+1)·N) in rail
+// order (by node), so that the node's reduce-scatter of the regrouped buffer leaves local rank l
+// the node's sums of its rail's N chunks, and the rail's ReduceScatter of those leaves rail rank n
+// (global rank chunk_of(l, n)) its own chunk. Any uniform placement, node by node or not.
+class RailChunks {
+ public:
+  explicit RailChunks(const Topology& topo);
+  int nodes() const { return nodes_; }
+  int local_ranks() const { return local_ranks_; }
+  // The input chunk at position `pos` of the regrouped buffer (l·N + n): the global rank at
+  // node n with local index l.
+  int chunk_at(int pos) const { return grid_[static_cast<size_t>(pos)]; }
+  int chunk_of(int local, int node) const { return chunk_at(local * nodes_ + node); }
+
+ private:
+  int nodes_ = 1, local_ranks_ = 1;
+  std::vector<int> grid_;
+};
+
 class HierarchicalAllReduce {
  public:
   HierarchicalAllReduce(const Settings& settings, const Topology& topo, int cuda_device = 0);
 
-  // Host buffers of an AllReduce; ReduceScatters and device buffers keep the flat ring (a kRail
-  // call is run_rail's).
+  // Host buffers of an AllReduce or a ReduceScatter; device buffers keep the flat ring (the rail
+  // kinds are run_rail's).
   static bool takes(const AllReduceArgs& args) {
-    return args.kind == CallKind::kAllReduce && args.mem == backend::MemoryType::kHost;
+    return (args.kind == CallKind::kAllReduce || args.kind == CallKind::kReduceScatter) &&
+           args.mem == backend::MemoryType::kHost;
   }
   // `link` is the communicator's (global ranks); `stats` its statistics, to which this call's
   // bytes are added per codec, split into intra- and inter-node bytes.
   Status run(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
-  // The inter-node phase alone (a kRail call: a real NCCL runs the intra-node phases), on this
-  // rank's shard args.send == args.recv, of any memory type; ncclAvg divides by N here (NCCL's
-  // ReduceScatter divided by L).
+  // The inter-node phase alone (a real NCCL runs the intra-node phases), of any memory type;
+  // ncclAvg divides by N here (NCCL's ReduceScatter divided by L). kRail: the AllReduce of this
+  // rank's shard, args.send == args.recv; kRailReduceScatter: the ReduceScatter of the node's sums
+  // of this rank's rail's N chunks (args.count of them), into this rank's chunk args.recv.
   Status run_rail(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  const RailChunks& rail_chunks() const { return chunks_; }
   AllReduceEngine& rail() { return rail_; }
 
  private:
+  // The ReduceScatter (args.kind kReduceScatter, host buffers).
+  Status run_reduce_scatter(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+
   Settings settings_;
   Topology topo_;
+  RailChunks chunks_;
   RingLink rail_link(const RingLink& link, transport::Transport* rail_transport);
   // The rail's ranks' addresses in rail order (a two-shot rail connects to every one).
   std::vector<transport::Blob> rail_addresses_;
@@ -81,6 +110,8 @@ class HierarchicalAllReduce {
   // Per user buffer: this rank's shards of its segments in fp32, the rail engine's buffers (so
   // their history and error feedback stay per user buffer and segment).
   std::map<BufferKey, std::vector<float>> shards_;
+  // Per user buffer of a ReduceScatter: the node's fp32 sums of this rank's rail's N chunks.
+  std::map<BufferKey, std::vector<float>> rail_inputs_;
 };
 
 }  // namespace sketchccl::coll

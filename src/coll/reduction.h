@@ -17,6 +17,10 @@ enum class CallKind : uint8_t {
   // The inter-node phase of a hierarchical AllReduce whose node phases a real NCCL runs: an
   // AllReduce of this rank's shard among the ranks of its rail (hierarchy.h runs it).
   kRail,
+  // The inter-node phase of a hierarchical ReduceScatter whose node phase a real NCCL runs: a
+  // ReduceScatter among the ranks of its rail of the node's sums of the rail's chunks (count: the
+  // rail's N chunks), leaving this rank its own chunk (hierarchy.h).
+  kRailReduceScatter,
 };
 // As the logs name it.
 inline const char* call_kind_name(CallKind kind) {
@@ -27,6 +31,8 @@ inline const char* call_kind_name(CallKind kind) {
       return "ReduceScatter";
     case CallKind::kRail:
       return "rail AllReduce";
+    case CallKind::kRailReduceScatter:
+      return "rail ReduceScatter";
   }
   return "reduction";
 }

@@ -146,6 +146,7 @@ const RingShape* ring_shape(CallKind kind, Schedule schedule) {
     case CallKind::kReduceScatter:
       return two ? static_cast<const RingShape*>(&two_shot_reduce_scatter) : &reduce_scatter;
     case CallKind::kRail:
+    case CallKind::kRailReduceScatter:
       break;
   }
   return nullptr;

@@ -1,6 +1,7 @@
 #include "src/interpose/hierarchy_run.h"
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
 #include "src/api/submit.h"
+#include "src/coll/hierarchy.h"
 #include "src/core/log.h"
 #include "src/interpose/call_policy.h"
 #include "src/interpose/forward.h"
@@ -139,7 +141,11 @@ std::shared_ptr<coll::Communicator> needs_node_comm(ncclComm_t comm) {
 }  // namespace
 
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
-  if (call.kind != api::CollKind::kAllReduce || !c.hierarchical() || call.count == 0) return false;
+  if (!c.hierarchical() || call.count == 0) return false;
+  const bool rs = call.kind == api::CollKind::kReduceScatter;
+  if (!rs && call.kind != api::CollKind::kAllReduce) return false;
+  // A ReduceScatter's regrouped input is a host copy (device buffers keep the flat ring).
+  if (rs && call.mem.type != backend::MemoryType::kHost) return false;
   ncclComm_t node = nullptr;
   const bool known = lookup(call.comm, &node);
   if (known && node == nullptr) return false;  // its split failed
@@ -147,11 +153,12 @@ bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
   // outside a group): a split at the group's end could wait for another rank this thread drives.
   if (!known && api::group::active()) return false;
   // The L equal shards NCCL's ReduceScatter needs: the divisible part (the tail, fewer than L
-  // elements, is NCCL's AllReduce on the parent).
-  return call.count >= static_cast<size_t>(c.topology().local_ranks);
+  // elements, is NCCL's AllReduce on the parent). A ReduceScatter's chunks are equal already.
+  return rs || call.count >= static_cast<size_t>(c.topology().local_ranks);
 }
 
 size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call) {
+  if (call.kind == api::CollKind::kReduceScatter) return 0;
   return call.count % static_cast<size_t>(c.topology().local_ranks);
 }
 
@@ -193,11 +200,54 @@ void forget_grouped_inits() {
   if (!api::group::active()) t_grouped_inits.clear();
 }
 
+namespace {
+
+// A ReduceScatter (host buffers): the input regrouped by rail (coll::RailChunks), NCCL's
+// ReduceScatter of it on the node communicator (local rank l gets the node's sums of its rail's
+// N chunks; ncclAvg divides by L), then the compressed ReduceScatter of those along the rail into
+// this rank's chunk of NCCL's layout (ncclAvg divides by N).
+ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
+                                     const api::CollCall& call, ncclComm_t node) {
+  const coll::Topology& topo = c.topology();
+  const coll::RailChunks chunks(topo);
+  const size_t esz = kernels::elem_size(call.elem);
+  const size_t chunk_bytes = call.count * esz;
+  const size_t rail_chunks = static_cast<size_t>(topo.nodes);
+  // Kept until the rail has read it (a group's end may wait for it later).
+  auto regrouped =
+      std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(topo.nranks) * chunk_bytes);
+  const auto* in = static_cast<const uint8_t*>(call.send);
+  for (int pos = 0; pos < topo.nranks; ++pos) {
+    std::memcpy(regrouped->data() + static_cast<size_t>(pos) * chunk_bytes,
+                in + static_cast<size_t>(chunks.chunk_at(pos)) * chunk_bytes, chunk_bytes);
+  }
+  uint8_t* mine = regrouped->data() + static_cast<size_t>(topo.local) * rail_chunks * chunk_bytes;
+  // 1: NCCL's in-place form on the regrouped copy (the caller's buffers are not touched).
+  (void)settle(real, node);
+  const ncclResult_t r = real.ncclReduceScatter(regrouped->data(), mine, rail_chunks * call.count,
+                                                call.type, call.op, node, call.stream);
+  if (r != ncclSuccess && r != ncclInProgress) return api::forwarded(r);  // nothing enqueued
+  // 2: the rail's ReduceScatter of the N node sums, into recvbuff.
+  api::CollCall rail = call;
+  rail.send = mine;
+  if (api::group::active()) {
+    auto work = c.submit_allreduce(api::engine_args(rail, topo.nodes, api::EngineRun::kRail));
+    api::group::defer(work, false, [regrouped](const Status&) {});
+    return ncclSuccess;
+  }
+  const Status st = api::submit(c, rail, api::EngineRun::kRail);
+  if (!st.ok()) return api::report(st, call.api);
+  return api::forwarded(r);
+}
+
+}  // namespace
+
 ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
                              const api::CollCall& call) {
   ncclComm_t comm = call.comm;
   if (real.ncclReduceScatter == nullptr) return missing_real("ncclReduceScatter");
-  if (real.ncclAllGather == nullptr) return missing_real("ncclAllGather");
+  if (real.ncclAllGather == nullptr && call.kind == api::CollKind::kAllReduce)
+    return missing_real("ncclAllGather");
   const coll::Topology& topo = c.topology();
   // Split at init; a nonblocking parent (which NCCL lets nobody use before its caller has seen
   // it ready) or a split's child gets it at its first such call.
@@ -206,6 +256,8 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
     // Every rank's split failed alike (it is collective): SketchCCL's own path.
     return api::report(api::submit(c, call, api::EngineRun::kCodec), call.api);
   }
+  if (call.kind == api::CollKind::kReduceScatter)
+    return run_nccl_reduce_scatter(real, c, call, node);
   const size_t shard = call.count / static_cast<size_t>(topo.local_ranks);
   const size_t tail = call.count % static_cast<size_t>(topo.local_ranks);
   const size_t esz = kernels::elem_size(call.elem);

@@ -1,6 +1,8 @@
 // A taken-over AllReduce on a communicator of several nodes of several ranks, in front of a real
 // NCCL (docs/hierarchy.md): ncclReduceScatter on the node's communicator, the gated compressed
-// rail phase, ncclAllGather, all on the caller's stream.
+// rail phase, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter (host
+// buffers): the input regrouped by rail, ncclReduceScatter of it on the node's communicator, the
+// compressed rail ReduceScatter into recvbuff.
 #pragma once
 
 #include <nccl.h>
@@ -11,8 +13,9 @@
 
 namespace sketchccl::interpose {
 
-// Whether this call takes the NCCL-phase hierarchy: an AllReduce, the communicator is
-// hierarchical (and its node split did not fail), at least L elements. Inside a group the
+// Whether this call takes the NCCL-phase hierarchy: an AllReduce of at least L elements or a
+// ReduceScatter of host buffers, the communicator is hierarchical (and its node split did not
+// fail). Inside a group the
 // phases run at its outermost end, after the real group (src/api/group.h): NCCL launches a
 // group's calls only there, and the rail must be gated behind phase 1's real kernel. Agreed
 // inputs only, given the same group structure on every rank.
@@ -32,7 +35,7 @@ void node_comms_at_group_end(const RealApi& real);
 // An ncclGroupEnd that failed: the group's inits get no node split at init.
 void forget_grouped_inits();
 
-// Runs a validated call: the three phases are enqueued (the node communicator split first if
+// Runs a validated call: its phases are enqueued (the node communicator split first if
 // the communicator has none yet). Once phase 1 is enqueued, phase 3 is enqueued whatever
 // happens to phase 2 (the node's peers wait for it), and ncclInProgress counts as enqueued.
 ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c, const api::CollCall& call);

@@ -239,6 +239,22 @@ int scenario_error_feedback(ncclComm_t comm, size_t recvcount, int k) {
   return 0;
 }
 
+// One float32 sum of `int` data (every sum exact): the statistics of exactly one call.
+int scenario_once(ncclComm_t comm, size_t recvcount) {
+  const size_t count = recvcount * static_cast<size_t>(g_nranks);
+  std::vector<float> send(count), recv(recvcount);
+  for (size_t i = 0; i < count; ++i)
+    send[i] = input_value("int", g_rank, i);
+  NCCL_OK(
+      ncclReduceScatter(send.data(), recv.data(), recvcount, ncclFloat32, ncclSum, comm, nullptr));
+  const std::vector<double> want = exact_chunk("int", recvcount, ncclSum);
+  bool exact = true;
+  for (size_t i = 0; i < recvcount; ++i)
+    exact = exact && static_cast<double>(recv[i]) == want[i];
+  report("rs-once-exact", exact ? "OK" : "FAIL not the exact sum");
+  return 0;
+}
+
 // One thread drives every rank (ncclCommInitAll) inside a group: a ReduceScatter in place and an
 // AllReduce per rank, completed at ncclGroupEnd; `int` data, so every sum is exact.
 int scenario_group_single_thread(int nranks, const std::string& codec) {
@@ -311,6 +327,8 @@ int main(int argc, char** argv) {
     rc = scenario_count_mismatch(comm);
   } else if (scenario == "kill" && argc >= 6) {
     rc = scenario_kill(comm, std::strtoull(argv[5], nullptr, 10));
+  } else if (scenario == "once" && argc >= 6) {
+    rc = scenario_once(comm, std::strtoull(argv[5], nullptr, 10));
   } else if (scenario == "ef" && argc >= 7) {
     rc = scenario_error_feedback(comm, std::strtoull(argv[5], nullptr, 10), std::atoi(argv[6]));
   } else {

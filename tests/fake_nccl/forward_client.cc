@@ -537,6 +537,70 @@ std::string hierarchy_phases(ncclComm_t comm, int rank, const std::string& init_
   return node_comm;
 }
 
+// A ReduceScatter on the 2 x 2 communicator: its input (chunk c for rank c) regrouped by rail into
+// a copy S (positions l·N + n: the chunk of the rank at node n, local index l), NCCL's
+// ReduceScatter of S in place on the node communicator (N·recvcount elements, into
+// S + local·N·recvcount), then the compressed rail ReduceScatter into recvbuff, nothing else.
+// The fake's ReduceScatter copies S's first N chunks (chunks 0 and 2: local index 0's rail) into
+// this rank's part, so the rail's ReduceScatter leaves rank (n, l) chunk n·L summed over its rail:
+// value(l, n·L) + value(L + l, n·L). Apart, in place with avg, and inside a group.
+void hierarchy_reduce_scatter(ncclComm_t comm, int rank, const std::string& node_comm,
+                              bool nonblocking) {
+  const int L = 2, N = 2, P = 4, node = rank / L, local = rank % L;
+  const size_t recvcount = 65537, count = recvcount * P;  // odd; the input above 1 MiB
+  auto value = [](int r, size_t chunk) { return static_cast<float>(r + 1 + 10 * chunk); };
+  const size_t own = static_cast<size_t>(node * L);
+  const float sum = value(local, own) + value(L + local, own);
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool inplace = mode == 1, grouped = mode == 2;
+    const ncclRedOp_t op = inplace ? ncclAvg : ncclSum;
+    std::vector<float> x(count), y(recvcount, 0.0f);
+    for (size_t i = 0; i < count; ++i)
+      x[i] = value(rank, i / recvcount);
+    float* out = inplace ? x.data() + static_cast<size_t>(rank) * recvcount : y.data();
+    cudaStream_t stream = fake_stream(static_cast<uintptr_t>(0x74 + mode));
+    size_t at = log_size();
+    ncclResult_t g1 = ncclSuccess, g2 = ncclSuccess;
+    if (grouped) g1 = ncclGroupStart();
+    ncclResult_t r = ncclReduceScatter(x.data(), out, recvcount, ncclFloat32, op, comm, stream);
+    const std::string in_group = log_since(at);
+    if (grouped) g2 = ncclGroupEnd();
+    std::string got = log_since(at);
+    if (nonblocking) (void)wait_ready(comm);
+    const size_t rs_at = got.find("ncclReduceScatter send=");
+    void *s = nullptr, *d = nullptr;
+    size_t n = 0;
+    int type = -1, got_op = -1;
+    char c[64] = {0}, st[64] = {0};
+    const bool parsed =
+        rs_at != std::string::npos &&
+        std::sscanf(got.c_str() + rs_at,
+                    "ncclReduceScatter send=%p recv=%p count=%zu type=%d op=%d comm=%63s "
+                    "stream=%63s",
+                    &s, &d, &n, &type, &got_op, c, st) == 7;
+    const auto* sb = static_cast<const uint8_t*>(s);
+    const bool call_ok =
+        parsed && s != static_cast<void*>(x.data()) &&
+        static_cast<const uint8_t*>(d) == sb + static_cast<size_t>(local) * N * recvcount * 4 &&
+        n == N * recvcount && type == 7 && got_op == static_cast<int>(op) && node_comm == c &&
+        fmt("%p", static_cast<void*>(stream)) == st &&
+        got.find("ncclReduceScatter", rs_at + 1) == std::string::npos &&
+        got.find("ncclAllGather") == std::string::npos &&
+        got.find("ncclAllReduce") == std::string::npos;
+    const float want = inplace ? sum / N : sum;
+    const bool value_ok = std::abs(out[0] - want) <= 0.05f * want &&
+                          std::abs(out[recvcount - 1] - want) <= 0.05f * want;
+    const bool group_ok = !grouped || (g1 == ncclSuccess && enqueued(g2) &&
+                                       in_group.find("ncclReduceScatter") == std::string::npos &&
+                                       got.find("ncclGroupEnd\n") < rs_at);
+    check(std::string("hier/reduce-scatter-") + (inplace   ? "in-place-avg"
+                                                 : grouped ? "grouped"
+                                                           : "apart"),
+          enqueued(r) && call_ok && value_ok && group_ok,
+          fmt("out[0] = %g, want %g; log: ", out[0], want) + got);
+  }
+}
+
 // ReduceScatter under AllReduce's policy, on the input's size (nranks · recvcount elements): taken
 // over (this rank's chunk of the sum, no fake call) or forwarded unchanged (the fake copies).
 void reduce_scatter_policy(ncclComm_t comm, int rank, int nranks, bool expect_any_take_over) {
@@ -652,6 +716,7 @@ int main(int argc, char** argv) {
   std::string node_comm;
   if (mode == "hier" || mode == "hiernb" || mode == "hiergroup") {
     node_comm = hierarchy_phases(comm, rank, init_log, nonblocking);
+    hierarchy_reduce_scatter(comm, rank, node_comm, nonblocking);
   } else {
     policy_table(comm, rank, nranks, mode == "full");
     reduce_scatter_policy(comm, rank, nranks, mode == "full");

@@ -23,10 +23,14 @@ struct Result {
 // Runs `nranks` clients; codec_for(rank) gives each rank's SKETCHCCL_CODEC. Each rank is a node
 // of its own (SKETCHCCL_HOSTID) unless one_node: ranks on one node forward every call to NCCL.
 Result run(const std::string& mode, int nranks, const std::function<std::string(int)>& codec_for,
-           bool one_node = false, int ranks_per_node = 1, const std::string& extra_env = "") {
+           bool one_node = false, int ranks_per_node = 1,
+           const std::vector<std::string>& extra_env = {}) {
   char dir[] = "/tmp/sketchccl_fake_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
+  std::vector<std::string> env = {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake,
+                                  "SKETCHCCL_TIMEOUT=30"};
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   auto outs = sketchccl::testing::run_ranks(
       nranks,
       [&](int r) {
@@ -42,9 +46,7 @@ Result run(const std::string& mode, int nranks, const std::function<std::string(
             d + "/id",
             mode};
       },
-      {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=30",
-       extra_env.empty() ? "SKETCHCCL_UNUSED=" : extra_env},
-      120);
+      env, 120);
   Result res;
   for (size_t r = 0; r < outs.size(); ++r) {
     res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
@@ -94,7 +96,24 @@ TEST(Forwarding, TwoNodesOfTwoRanksRunNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+  EXPECT_EQ(r.checks, 4 * 14) << r.text;
+}
+
+// The per-call log (SKETCHCCL_DEBUG=INFO) names the path: the ReduceScatters, like the
+// AllReduces, take the NCCL-phase hierarchy.
+TEST(Forwarding, ThePerCallLogSaysAReduceScatterIsHierarchical) {
+  Result r = run("hier", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
+                 {"SKETCHCCL_DEBUG=INFO", "SKETCHCCL_DEBUG_SUBSYS=COLL"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  size_t hier_rs = 0;
+  for (size_t at = 0; (at = r.text.find("COLL ReduceScatter: opCount", at)) != std::string::npos;
+       ++at) {
+    const std::string line = r.text.substr(at, r.text.find('\n', at) - at);
+    if (line.find("count 65537 ") != std::string::npos &&
+        line.find("hierarchical (NCCL's intra-node phases)") != std::string::npos)
+      ++hier_rs;
+  }
+  EXPECT_EQ(hier_rs, 4u * 3) << r.text;  // three calls on each of the four ranks
 }
 
 // An init inside ncclGroupStart/End, as nccl-tests makes every communicator: NCCL runs it at the
@@ -103,7 +122,7 @@ TEST(Forwarding, AnInitInsideAGroupSplitsItsNodeCommunicatorAtTheGroupsEnd) {
   Result r = run(
       "hiergroup", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 10) << r.text;
+  EXPECT_EQ(r.checks, 4 * 13) << r.text;
 }
 
 // A nonblocking parent: NCCL writes the node communicator after ncclCommSplit has returned (from
@@ -115,15 +134,14 @@ TEST(Forwarding, ANonblockingParentRunsNcclPhasesAroundTheCompressedRail) {
   Result r = run(
       "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+  EXPECT_EQ(r.checks, 4 * 14) << r.text;
 }
 
 TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
-  Result r = run(
-      "hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
-      "NCCL_COMM_BLOCKING=0");
+  Result r = run("hiernb", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
+                 {"NCCL_COMM_BLOCKING=0"});
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 4 * 11) << r.text;
+  EXPECT_EQ(r.checks, 4 * 14) << r.text;
 }
 
 }  // namespace
