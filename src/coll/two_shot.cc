@@ -77,8 +77,18 @@ class TwoShotRun {
         }
       }
     }
-    // This rank's contributions to every other chunk, each sent as soon as it is encoded; every
-    // encode reads the input before any decode writes the output (in-place calls).
+    missing_.assign(static_cast<size_t>(s_), 0);
+    for (int j = 0; j < s_; ++j) {
+      size_t off = 0, n = 0;
+      plan_.slice(r, j, &off, &n);
+      missing_[static_cast<size_t>(j)] = n == 0 ? -1 : p_ - 1;
+    }
+    // This rank's contributions to every other chunk, each sent as soon as it is encoded, and
+    // between slices whatever has arrived is reduced and decoded, so that the reduced packets go
+    // out while the contributions still flow (the links carry both phases at once, as the ring's
+    // pipeline does). Every encode still reads the input before any decode writes the output
+    // (in-place calls): a reduced packet of slice j arrives only after its owner has this rank's
+    // contribution to it, and this rank's own slice j is reduced only after its slice j is encoded.
     for (int j = 0; j < s_; ++j) {
       // A ReduceScatter quantizes its own contribution too (d = 0), below.
       for (int d = gather_ ? 1 : 0; d < p_; ++d) {
@@ -94,12 +104,8 @@ class TwoShotRun {
         SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes));
         SCCL_RETURN_IF_ERROR(link_.transport->progress());
       }
-    }
-    missing_.assign(static_cast<size_t>(s_), 0);
-    for (int j = 0; j < s_; ++j) {
-      size_t off = 0, n = 0;
-      plan_.slice(r, j, &off, &n);
-      missing_[static_cast<size_t>(j)] = n == 0 ? -1 : p_ - 1;
+      bool moved = false;
+      SCCL_RETURN_IF_ERROR(advance(j + 1, &moved));
     }
     SCCL_RETURN_IF_ERROR(drive());
     return flush();
@@ -248,6 +254,66 @@ class TwoShotRun {
     return st.ok() ? st : annotate(st, j, "decode of a reduced packet");
   }
 
+  // One pass without waiting: reduces the slices of this rank's chunk below `limit` whose
+  // contributions are all in, moves the transport, and takes what completed (a reduced packet is
+  // decoded as it arrives). `moved`: anything happened.
+  Status advance(int limit, bool* moved) {
+    for (int j = 0; j < limit; ++j) {
+      if (missing_[static_cast<size_t>(j)] == 0) {
+        missing_[static_cast<size_t>(j)] = -1;
+        SCCL_RETURN_IF_ERROR(reduce(j));
+        *moved = true;
+      }
+    }
+    if (pending_.empty()) return Status::Ok();
+    if (link_.abort != nullptr && link_.abort->load()) {
+      return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+    }
+    SCCL_RETURN_IF_ERROR(link_.transport->progress());
+    for (size_t i = 0; i < pending_.size();) {
+      Pending& pd = pending_[i];
+      bool done = false;
+      size_t got = 0;
+      Status st = link_.transport->test(pd.id, &done, &got);
+      if (!st.ok()) {
+        // A receive the transport truncated: the peer sent more than this call's packet.
+        if (pd.recv && st.code() == Code::kInvalidArgument) {
+          return errorf(Code::kInvalidUsage,
+                        "rank %d received more than %zu bytes from rank %d for slice %d of the "
+                        "two-shot schedule: the ranks disagree on the count, type or codec of "
+                        "this call (%s)",
+                        link_.rank, pd.expect, pd.peer, pd.slice, st.message().c_str());
+        }
+        return annotate(
+            st, pd.slice,
+            pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      *moved = true;
+      const Pending d = pd;
+      pending_[i] = pending_.back();
+      pending_.pop_back();
+      if (!d.recv) continue;
+      if (stats_ != nullptr) stats_->bytes_received += got;
+      if (got != d.expect) {
+        return errorf(Code::kInvalidUsage,
+                      "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
+                      "schedule, expected %zu: the ranks disagree on the count, type or codec "
+                      "of this call",
+                      link_.rank, got, d.peer, d.slice, d.expect);
+      }
+      if (d.kind == Kind::kContribution) {
+        missing_[static_cast<size_t>(d.slice)]--;
+      } else {
+        SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
+      }
+    }
+    return Status::Ok();
+  }
+
   // Completes every transfer, reducing each slice of this rank's chunk once its contributions are
   // in and decoding each reduced packet as it arrives.
   Status drive() {
@@ -255,58 +321,13 @@ class TwoShotRun {
     int idle = 0;
     for (;;) {
       bool moved = false;
-      for (size_t j = 0; j < missing_.size(); ++j) {
-        if (missing_[j] == 0) {
-          missing_[j] = -1;
-          SCCL_RETURN_IF_ERROR(reduce(static_cast<int>(j)));
-          moved = true;
-        }
-      }
-      if (pending_.empty()) return Status::Ok();
-      if (link_.abort != nullptr && link_.abort->load()) {
-        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
-      }
-      SCCL_RETURN_IF_ERROR(link_.transport->progress());
-      for (size_t i = 0; i < pending_.size();) {
-        Pending& pd = pending_[i];
-        bool done = false;
-        size_t got = 0;
-        Status st = link_.transport->test(pd.id, &done, &got);
-        if (!st.ok()) {
-          // A receive the transport truncated: the peer sent more than this call's packet.
-          if (pd.recv && st.code() == Code::kInvalidArgument) {
-            return errorf(Code::kInvalidUsage,
-                          "rank %d received more than %zu bytes from rank %d for slice %d of the "
-                          "two-shot schedule: the ranks disagree on the count, type or codec of "
-                          "this call (%s)",
-                          link_.rank, pd.expect, pd.peer, pd.slice, st.message().c_str());
-          }
-          return annotate(
-              st, pd.slice,
-              pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
-        }
-        if (!done) {
-          ++i;
-          continue;
-        }
-        moved = true;
-        const Pending d = pd;
-        pending_[i] = pending_.back();
-        pending_.pop_back();
-        if (!d.recv) continue;
-        if (stats_ != nullptr) stats_->bytes_received += got;
-        if (got != d.expect) {
-          return errorf(Code::kInvalidUsage,
-                        "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
-                        "schedule, expected %zu: the ranks disagree on the count, type or codec "
-                        "of this call",
-                        link_.rank, got, d.peer, d.slice, d.expect);
-        }
-        if (d.kind == Kind::kContribution) {
-          missing_[static_cast<size_t>(d.slice)]--;
-        } else {
-          SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
-        }
+      SCCL_RETURN_IF_ERROR(advance(s_, &moved));
+      if (pending_.empty()) {
+        // The last reduces may have been done in this pass, their sends then still pending.
+        bool left = false;
+        for (int m : missing_)
+          left = left || m >= 0;
+        if (!left) return Status::Ok();
       }
       if (moved) {
         last = Clock::now();
