@@ -46,7 +46,7 @@ class Packets {
 class TwoShotRun {
  public:
   TwoShotRun(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-             uint8_t gather_phase, SliceOps& ops, RingStats* stats)
+             uint8_t gather_phase, SliceOps& ops, RingStats* stats, SampleCarry* carry)
       : link_(link),
         plan_(std::move(plan)),
         gather_(gather),
@@ -54,6 +54,7 @@ class TwoShotRun {
         gather_phase_(gather_phase),
         ops_(ops),
         stats_(stats),
+        carry_(carry),
         pk_(ops),
         p_(link.nranks),
         s_(plan_.max_slices()) {}
@@ -101,7 +102,10 @@ class TwoShotRun {
         Status st = ops_.encode(off, n, two_shot_contribution_step(r), pkt, bytes);
         if (!st.ok()) return annotate(st, j, "encode of this rank's contribution");
         if (c == r) continue;
-        SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes));
+        if (carry_ != nullptr && samples(c, j) > 0) {
+          std::memcpy(pkt + bytes, carry_->own + sample_first(c, j), 4 * samples(c, j));
+        }
+        SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes, msg_of(c, j)));
         SCCL_RETURN_IF_ERROR(link_.transport->progress());
       }
       bool moved = false;
@@ -124,6 +128,14 @@ class TwoShotRun {
     uint8_t* pkt = nullptr;
   };
 
+  // The sampled positions in slice j of chunk c: how many, and the first's index in the sample.
+  size_t samples(int c, int j) const { return carry_ == nullptr ? 0 : scount_[idx(c, j)]; }
+  size_t sample_first(int c, int j) const { return carry_ == nullptr ? 0 : sfirst_[idx(c, j)]; }
+  // A message: the packet, then (carried sample) the slice's sampled values.
+  size_t msg_of(int c, int j) const {
+    const size_t b = bytes_of(c, j);
+    return b == 0 ? 0 : b + 4 * samples(c, j);
+  }
   size_t bytes_of(int c, int j) const {
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
@@ -150,6 +162,24 @@ class TwoShotRun {
                     kRingTagBits, link_.transport->name(), link_.transport->properties().tag_bits);
     }
     const size_t cells = static_cast<size_t>(p_) * static_cast<size_t>(s_);
+    if (carry_ != nullptr) {
+      if (!gather_) {
+        return Status(Code::kInternalError, "two-shot: a carried sample needs the AllReduce");
+      }
+      sfirst_.assign(cells, 0);
+      scount_.assign(cells, 0);
+      for (int c = 0; c < p_; ++c) {
+        for (int j = 0; j < s_; ++j) {
+          size_t off = 0, n = 0;
+          plan_.slice(c, j, &off, &n);
+          sfirst_[idx(c, j)] = bits_before(off);
+          scount_[idx(c, j)] = bits_before(off + n) - sfirst_[idx(c, j)];
+        }
+      }
+      if (bits_before(plan_.chunk_offset(p_)) != carry_->m) {
+        return Status(Code::kInternalError, "two-shot: the carried sample's size does not match");
+      }
+    }
     own_off_.assign(cells, 0);
     contrib_off_.assign(cells, 0);
     final_off_.assign(cells, 0);
@@ -161,9 +191,9 @@ class TwoShotRun {
     };
     for (int c = 0; c < p_; ++c) {
       for (int j = 0; j < s_; ++j) {
-        if (c != link_.rank || !gather_) own_off_[idx(c, j)] = place(bytes_of(c, j));
-        if (c != link_.rank) contrib_off_[idx(c, j)] = place(bytes_of(link_.rank, j));
-        if (gather_ || c == link_.rank) final_off_[idx(c, j)] = place(bytes_of(c, j));
+        if (c != link_.rank || !gather_) own_off_[idx(c, j)] = place(msg_of(c, j));
+        if (c != link_.rank) contrib_off_[idx(c, j)] = place(msg_of(link_.rank, j));
+        if (gather_ || c == link_.rank) final_off_[idx(c, j)] = place(msg_of(c, j));
       }
     }
     return pk_.alloc(total);
@@ -183,8 +213,20 @@ class TwoShotRun {
     return Status::Ok();
   }
 
+  // Set bits of the sample's bitmap below element `i`.
+  size_t bits_before(size_t i) const {
+    const uint64_t* b = carry_->bits;
+    size_t n = 0;
+    for (size_t w = 0; w < i / 64; ++w)
+      n += static_cast<size_t>(__builtin_popcountll(b[w]));
+    if (i % 64 != 0) {
+      n += static_cast<size_t>(__builtin_popcountll(b[i / 64] & ((uint64_t(1) << (i % 64)) - 1)));
+    }
+    return n;
+  }
+
   Status post_recv(Kind kind, int peer, int j, int chunk, uint8_t* pkt) {
-    const size_t bytes = bytes_of(chunk, j);
+    const size_t bytes = msg_of(chunk, j);
     if (bytes == 0) return Status::Ok();
     const uint8_t phase = kind == Kind::kContribution ? scatter_phase_ : gather_phase_;
     Pending pd;
@@ -201,14 +243,18 @@ class TwoShotRun {
     return Status::Ok();
   }
 
-  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes) {
+  // `bytes` of the packet, `msg` with the carried sample.
+  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes, size_t msg) {
     Pending pd;
     pd.peer = peer;
     pd.slice = j;
     SCCL_RETURN_IF_ERROR(
-        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes, &pd.id));
+        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, msg, &pd.id));
     pending_.push_back(pd);
-    if (stats_ != nullptr) stats_->bytes_sent += bytes;
+    if (stats_ != nullptr) {
+      stats_->bytes_sent += bytes;
+      stats_->sample_bytes_sent += msg - bytes;
+    }
     return Status::Ok();
   }
 
@@ -242,9 +288,32 @@ class TwoShotRun {
     uint8_t* pkt = final_at(r, j);
     st = ops_.encode_sum(off, n, kTwoShotSumStep, sum_.data(), pkt, bytes);
     if (!st.ok()) return annotate(st, j, "encode of this rank's reduced chunk");
+    if (carry_ != nullptr) sum_sample(j, pkt + bytes);
     for (int d = 1; d < p_; ++d)
-      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, j, pkt, bytes));
+      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, j, pkt, bytes, msg_of(r, j)));
     return decode(r, j);
+  }
+
+  // The exact sums at the sampled positions of slice j of this rank's chunk: every rank's values
+  // (its own from the carry, the others' after their packets), added in rank order in fp32, into
+  // the carry and after the reduced packet at `out`.
+  void sum_sample(int j, uint8_t* out) {
+    const int r = link_.rank;
+    const size_t k = samples(r, j), first = sample_first(r, j);
+    if (k == 0) return;
+    float* exact = carry_->exact + first;
+    std::fill(exact, exact + k, 0.0f);
+    std::vector<float> v(k);
+    for (int q = 0; q < p_; ++q) {
+      const float* in = carry_->own + first;
+      if (q != r) {
+        std::memcpy(v.data(), contrib_at(q, j) + bytes_of(r, j), 4 * k);
+        in = v.data();
+      }
+      for (size_t i = 0; i < k; ++i)
+        exact[i] += in[i];
+    }
+    std::memcpy(out, exact, 4 * k);
   }
 
   Status decode(int c, int j) {
@@ -308,6 +377,11 @@ class TwoShotRun {
       if (d.kind == Kind::kContribution) {
         missing_[static_cast<size_t>(d.slice)]--;
       } else {
+        if (samples(d.chunk, d.slice) > 0) {
+          std::memcpy(carry_->exact + sample_first(d.chunk, d.slice),
+                      final_at(d.chunk, d.slice) + bytes_of(d.chunk, d.slice),
+                      4 * samples(d.chunk, d.slice));
+        }
         SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
       }
     }
@@ -389,6 +463,8 @@ class TwoShotRun {
   uint8_t scatter_phase_, gather_phase_;
   SliceOps& ops_;
   RingStats* stats_;
+  SampleCarry* carry_;
+  std::vector<size_t> sfirst_, scount_;  // per (chunk, slice): the carried sample's range
   Packets pk_;
   int p_, s_;
   std::vector<size_t> own_off_, contrib_off_, final_off_;
@@ -408,14 +484,15 @@ Status check_link(const RingLink& link) {
 }
 
 Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-                    uint8_t gather_phase, SliceOps& ops, RingStats* stats) {
+                    uint8_t gather_phase, SliceOps& ops, RingStats* stats,
+                    SampleCarry* carry = nullptr) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (!ops.sums()) {
     return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
   }
   Status st;
   {
-    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats);
+    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats, carry);
     st = run.run();
     // A failure leaves receives posted into the packets about to go, and the ranks out of step:
     // close the transport first (it cancels them), as the ring does.
@@ -512,11 +589,12 @@ Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, vo
 }
 
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
-                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats) {
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
+                          SampleCarry* sample) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
   return run_two_shot(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), true,
-                      scatter_phase, gather_phase, ops, stats);
+                      scatter_phase, gather_phase, ops, stats, sample);
 }
 
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,

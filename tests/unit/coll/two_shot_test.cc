@@ -16,6 +16,7 @@
 
 #include "kernels/codec_common.h"
 #include "kernels/convert.h"
+#include "src/coll/accuracy.h"
 #include "src/coll/allreduce.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
@@ -443,6 +444,75 @@ TEST(TwoShot, ReducedPacketsGoOutWhileTheContributionsStillFlow) {
   EXPECT_LT(first_reduced, last_contribution)
       << "rank 0 sent its first reduced packet only after all its contributions";
   expect_same_bits(y);
+}
+
+// The phase of a ring tag (ring_tag's layout: the step and slice below it).
+bool tag_has_phase(uint64_t tag, uint32_t op, uint8_t phase) {
+  const uint64_t low = ring_tag(0, 0, -1, -1);
+  return (tag & ~low) == ring_tag(op, phase, 0, 0);
+}
+
+// The accuracy sample rides in the two-shot messages: no side ring, the same estimate on every
+// rank (the same bits), and it is the side ring's quantity: the error of the decoded result at the
+// sampled positions against the exact sum of the inputs there.
+TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
+  const int p = 4;
+  const double timeout = 30;
+  auto t = testutil::loopback_transports(p, timeout);
+  std::vector<std::unique_ptr<RecordingTransport>> rec;
+  for (int r = 0; r < p; ++r)
+    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
+  Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
+  s.slice_elems = 4096;  // several slices per chunk, the sample spread over them
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = 3 * 65536 + 77;
+  const uint32_t op = 5;
+  std::vector<std::vector<float>> x = inputs(p, count), y = x;
+  for (const Status& st : on_ranks(p, [&](int r) {
+         RingLink link;
+         link.transport = rec[r].get();
+         link.rank = r;
+         link.nranks = p;
+         link.timeout_s = timeout;
+         link.op_seq = op;
+         AllReduceArgs a;
+         a.send = x[r].data();
+         a.recv = y[r].data();
+         a.count = count;
+         return engines[r]->run(link, a);
+       })) {
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  expect_same_bits(y);
+  std::vector<uint64_t> bits;
+  sample_bitmap(s.seed, op, count, &bits);
+  std::vector<float> decoded, exact;
+  for (size_t i = 0; i < count; ++i) {
+    if (((bits[i / 64] >> (i % 64)) & 1u) == 0) continue;
+    double e = 0;
+    for (int r = 0; r < p; ++r)
+      e += x[r][i];
+    exact.push_back(static_cast<float>(e));
+    decoded.push_back(y[0][i]);
+  }
+  ASSERT_GE(exact.size(), kMinSamples);
+  const double want = estimate_accuracy(decoded.data(), exact.data(), exact.size()).nmse;
+  const CodecStats& cs0 = engines[0]->stats().by_codec["q4"];
+  for (int r = 0; r < p; ++r) {
+    SCOPED_TRACE(r);
+    const CodecStats& cs = engines[r]->stats().by_codec["q4"];
+    EXPECT_EQ(cs.two_shot_calls, 1u);
+    ASSERT_EQ(cs.estimated_calls, 1u);
+    EXPECT_EQ(std::memcmp(&cs.estimated_nmse_sum, &cs0.estimated_nmse_sum, sizeof(double)), 0)
+        << cs.estimated_nmse_sum << " against rank 0's " << cs0.estimated_nmse_sum;
+    EXPECT_NEAR(cs.estimated_nmse_sum, want, 1e-4 * want);
+    // Its bytes are counted as the sample's: 4 per sampled value in each message.
+    EXPECT_GT(cs.sample_bytes_sent, 0u);
+    for (uint64_t tag : rec[r]->sent())
+      EXPECT_FALSE(tag_has_phase(tag, op, kPhaseAccuracySample)) << "a side ring ran";
+  }
 }
 
 TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
