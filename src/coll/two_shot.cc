@@ -168,15 +168,22 @@ class TwoShotRun {
       }
       sfirst_.assign(cells, 0);
       scount_.assign(cells, 0);
+      // Chunks and their slices follow each other in element order: one pass over the bitmap.
+      size_t seen = 0, next = 0;
       for (int c = 0; c < p_; ++c) {
         for (int j = 0; j < s_; ++j) {
           size_t off = 0, n = 0;
           plan_.slice(c, j, &off, &n);
-          sfirst_[idx(c, j)] = bits_before(off);
-          scount_[idx(c, j)] = bits_before(off + n) - sfirst_[idx(c, j)];
+          if (n != 0 && off != next) {
+            return Status(Code::kInternalError, "two-shot: slices out of element order");
+          }
+          next = n == 0 ? next : off + n;
+          sfirst_[idx(c, j)] = seen;
+          scount_[idx(c, j)] = n == 0 ? 0 : bits_in(off, off + n);
+          seen += scount_[idx(c, j)];
         }
       }
-      if (bits_before(plan_.chunk_offset(p_)) != carry_->m) {
+      if (seen != carry_->m) {
         return Status(Code::kInternalError, "two-shot: the carried sample's size does not match");
       }
     }
@@ -213,15 +220,17 @@ class TwoShotRun {
     return Status::Ok();
   }
 
-  // Set bits of the sample's bitmap below element `i`.
-  size_t bits_before(size_t i) const {
+  // Set bits of the sample's bitmap among elements [begin, end).
+  size_t bits_in(size_t begin, size_t end) const {
     const uint64_t* b = carry_->bits;
-    size_t n = 0;
-    for (size_t w = 0; w < i / 64; ++w)
-      n += static_cast<size_t>(__builtin_popcountll(b[w]));
-    if (i % 64 != 0) {
-      n += static_cast<size_t>(__builtin_popcountll(b[i / 64] & ((uint64_t(1) << (i % 64)) - 1)));
-    }
+    auto bit = [b](size_t i) { return static_cast<size_t>((b[i / 64] >> (i % 64)) & 1u); };
+    size_t n = 0, i = begin;
+    for (; i < end && i % 64 != 0; ++i)
+      n += bit(i);
+    for (; i + 64 <= end; i += 64)
+      n += static_cast<size_t>(__builtin_popcountll(b[i / 64]));
+    for (; i < end; ++i)
+      n += bit(i);
     return n;
   }
 
