@@ -1,5 +1,10 @@
 // The host backend: every call is the kernels' CPU build, on the proxy thread; and
 // make_backend, which picks the backend for a memory type.
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -23,6 +28,73 @@ class HostF32Array final : public F32Array {
   std::vector<float> v_;
 };
 
+// Packet memory kept across operations. A fresh block of tens of MiB (glibc maps every block
+// above its 32 MiB threshold anew and unmaps it on free) costs a page fault and a zeroed page per
+// 4 KiB, measured as much CPU as the codec's own work in a 64 MiB two-shot AllReduce; so freed
+// blocks of 1 MiB and more are kept (the last kKeep) and handed out again.
+class PacketPool {
+ public:
+  static constexpr size_t kKeep = 4;
+  static constexpr size_t kMinKept = size_t(1) << 20;
+
+  PacketPool() = default;
+  PacketPool(const PacketPool&) = delete;
+  PacketPool& operator=(const PacketPool&) = delete;
+  ~PacketPool() {
+    for (const Block& b : spare_)
+      std::free(b.p);
+  }
+
+  void* take(size_t bytes) {
+    const size_t want = (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
+    std::lock_guard<std::mutex> lock(mu_);
+    // The smallest kept block that fits, if it is not over 4 times too large (a small request
+    // would otherwise hold a block a later large one needs).
+    size_t best = spare_.size();
+    for (size_t i = 0; i < spare_.size(); ++i) {
+      const size_t cap = spare_[i].cap;
+      if (cap >= want && cap / 4 <= want && (best == spare_.size() || cap < spare_[best].cap)) {
+        best = i;
+      }
+    }
+    if (best < spare_.size()) {
+      const Block b = spare_[best];
+      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(best));
+      live_[b.p] = b.cap;
+      return b.p;
+    }
+    void* p = std::aligned_alloc(64, want);
+    if (p != nullptr) live_[p] = want;
+    return p;
+  }
+
+  void give(void* p) {
+    if (p == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    const size_t cap = it == live_.end() ? 0 : it->second;
+    if (it != live_.end()) live_.erase(it);
+    if (cap < kMinKept) {
+      std::free(p);
+      return;
+    }
+    spare_.push_back({p, cap});
+    if (spare_.size() > kKeep) {  // the oldest goes
+      std::free(spare_.front().p);
+      spare_.erase(spare_.begin());
+    }
+  }
+
+ private:
+  struct Block {
+    void* p;
+    size_t cap;
+  };
+  std::mutex mu_;
+  std::vector<Block> spare_;
+  std::unordered_map<void*, size_t> live_;
+};
+
 class HostBackend final : public Backend {
  public:
   const char* name() const override { return "host"; }
@@ -43,6 +115,8 @@ class HostBackend final : public Backend {
                 kernels::ElemType t, size_t n, float scale, kernels::DecodeStats* stats) override {
     return kernels::decode(p, pkt, bytes, y, t, n, scale, stats);
   }
+  void* alloc_packets(size_t bytes) override { return packets_.take(bytes); }
+  void free_packets(void* p) override { packets_.give(p); }
   Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) override {
     *out = std::make_unique<HostF32Array>(n);
     return Status::Ok();
@@ -94,6 +168,9 @@ class HostBackend final : public Backend {
     if (count != nullptr) *count = m;
     return Status::Ok();
   }
+
+ private:
+  PacketPool packets_;
 };
 
 }  // namespace

@@ -233,13 +233,20 @@ Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args
     compensated.emplace(*plan->feedback_target(), c.residual, feedback, &cs);
     job.ops = &*compensated;
   }
+  // One trip: where the schedule can carry the sample in its messages (two-shot's AllReduce over
+  // the input's elements), no side ring after it.
+  if (sample.taken() && shape.schedule() == Schedule::kTwoShot && shape.whole_result() &&
+      job.stage == Stage::kData && job.count == args.count) {
+    SCCL_RETURN_IF_ERROR(sample.carry(&job.sample));
+  }
   RingStats rs;
   const Status st = shape.run(link, job, settings_.slice_elems, settings_.depth, &rs);
   cs.bytes_sent += rs.bytes_sent;
   cs.bytes_received += rs.bytes_received;
+  cs.sample_bytes_sent += rs.sample_bytes_sent;
   SCCL_RETURN_IF_ERROR(st);
   SCCL_RETURN_IF_ERROR(plan->after(c));
-  if (sample.taken()) SCCL_RETURN_IF_ERROR(sample.estimate(c));
+  if (sample.taken()) SCCL_RETURN_IF_ERROR(sample.estimate(c, job.carried));
   plan->record(c);
   return Status::Ok();
 }

@@ -23,6 +23,18 @@ Status CallSample::take(const PlanCall& c) {
   return Status::Ok();
 }
 
+Status CallSample::carry(SampleCarry** out) {
+  *out = nullptr;
+  if (!taken_) return Status::Ok();
+  SCCL_RETURN_IF_ERROR(alloc_vector(&exact_, own_.size(), "accuracy sample's exact sums"));
+  carry_.bits = bits_.data();
+  carry_.own = own_.data();
+  carry_.exact = exact_.data();
+  carry_.m = own_.size();
+  *out = &carry_;
+  return Status::Ok();
+}
+
 Status CallSample::output_samples(const PlanCall& c, float* out) const {
   const size_t rc = c.shape.out_count(c.args.count, c.link);
   const size_t first = c.shape.out_first(c.args.count, c.link);
@@ -37,7 +49,7 @@ Status CallSample::output_samples(const PlanCall& c, float* out) const {
   return c.be.sparse_compact(out_bits.data(), rc, c.args.recv, c.args.type, out + before, nullptr);
 }
 
-Status CallSample::estimate(PlanCall& c) {
+Status CallSample::estimate(PlanCall& c, bool carried) {
   const size_t m = own_.size();
   // The side ring's input: this rank's values at the sample, then (where each rank decoded only
   // its own output) its decoded values at the samples of its output, zero elsewhere. Its fp32
@@ -52,11 +64,15 @@ Status CallSample::estimate(PlanCall& c) {
     side_in.resize(2 * m, 0.0f);
     SCCL_RETURN_IF_ERROR(output_samples(c, side_in.data() + m));
   }
-  RingStats rs;
-  Status st = exact_sum_ring(c.link, kPhaseAccuracySample, c.host, c.settings, side_in.data(),
-                             sums.data(), side_in.size(), &rs);
-  c.cs.sample_bytes_sent += rs.bytes_sent;
-  SCCL_RETURN_IF_ERROR(st);
+  if (carried && whole && exact_.size() == m) {
+    sums = exact_;
+  } else {
+    RingStats rs;
+    Status st = exact_sum_ring(c.link, kPhaseAccuracySample, c.host, c.settings, side_in.data(),
+                               sums.data(), side_in.size(), &rs);
+    c.cs.sample_bytes_sent += rs.bytes_sent;
+    SCCL_RETURN_IF_ERROR(st);
+  }
   std::vector<float> exact(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(m));
   if (!whole) decoded.assign(sums.begin() + static_cast<std::ptrdiff_t>(m), sums.end());
   if (c.args.avg) {

@@ -1,7 +1,8 @@
 // The accuracy estimate of one call (docs/engine.md, "The accuracy guard"), wrapped around its
 // codec plan: this rank's input at a deterministic sample of positions before the ring (an
-// in-place call overwrites it), then an exact side ring of those values after it, so that every
-// rank computes the same estimate, which goes to the statistics and to the guard.
+// in-place call overwrites it), then their exact sum, by a side ring after the data or carried in
+// the data's own messages (two-shot), so that every rank computes the same estimate, which goes
+// to the statistics and to the guard.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,13 @@ class CallSample {
   // Reads this rank's input at the sample of call `c`.
   Status take(const PlanCall& c);
   bool taken() const { return taken_; }
+  // The sample to carry in the data's own messages (RingJob::sample), where the shape can: then
+  // estimate() reads the exact sums the call left instead of running the side ring.
+  Status carry(SampleCarry** out);
   // After the plan: the decoded values at the sample against their exact sum; the statistics,
   // an INFO line, and the guard's step up when the estimate exceeds SKETCHCCL_MAX_NMSE.
-  Status estimate(PlanCall& c);
+  // `carried`: the data's schedule carried the sample (its exact sums are in place).
+  Status estimate(PlanCall& c, bool carried = false);
 
  private:
   // The decoded values at the samples of this rank's output, in sample order, into out[0, m)
@@ -28,6 +33,8 @@ class CallSample {
   bool taken_ = false;
   std::vector<uint64_t> bits_;
   std::vector<float> own_;
+  std::vector<float> exact_;  // the carried sample's exact sums
+  SampleCarry carry_;
 };
 
 }  // namespace sketchccl::coll

@@ -145,6 +145,17 @@ struct RingLink {
 struct RingStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  uint64_t sample_bytes_sent = 0;  // the accuracy sample carried in the packets' messages
+};
+
+// The accuracy sample (call_sample.h) carried in a schedule's own messages instead of a side ring:
+// the sampled positions of the call's `count` elements, this rank's input at them, and where the
+// call leaves their exact sums, the same bits on every rank (both in sample order).
+struct SampleCarry {
+  const uint64_t* bits = nullptr;  // count bits
+  const float* own = nullptr;      // m values
+  float* exact = nullptr;          // m values
+  size_t m = 0;
 };
 
 // Runs the whole ring over `count` elements. count == 0 does nothing; nranks == 1 encodes and

@@ -108,8 +108,9 @@ class TwoShotAllReduceShape : public AllReduceShape {
     if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
       return AllReduceShape::run(link, job, slice_elems, depth, stats);
     }
+    job.carried = job.sample != nullptr;
     return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
-                              slice_elems, *job.ops, stats);
+                              slice_elems, *job.ops, stats, job.sample);
   }
 };
 

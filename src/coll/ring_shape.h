@@ -26,6 +26,10 @@ struct RingJob {
   // shape's own cut of `count` elements.
   const std::vector<size_t>* bounds = nullptr;
   SliceOps* ops = nullptr;
+  // Where the schedule can carry the accuracy sample in its messages (two-shot's AllReduce over
+  // the input's elements): set by the engine, and `carried` set by the shape when it did.
+  SampleCarry* sample = nullptr;
+  mutable bool carried = false;
 };
 
 // A ring over the set positions of a bitmap of the input (the `sparse` values): how to cut it so

@@ -151,9 +151,9 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
   const double ring = predict_time(c, Schedule::kRing).seconds;
   const double two = predict_time(c, Schedule::kTwoShot).seconds;
   if (two > 1.05 * ring) return Schedule::kRing;
-  // Two-shot where the ring's error would be at least twice its own: its all-to-all is P-1 flows
-  // into each port, which a congested or rate-limited network serves worse than the ring's one
-  // flow per link, so below that the ring's smaller extra error is the better trade.
+  // Two-shot where the ring's error would be at least twice its own; below that the ring, whose
+  // extra error is small there and which degrades less than two-shot's all-to-all on a saturated
+  // machine (docs/scale.md).
   const NmseFit growth = fit_nmse(1.0, kRingNmseGrowth4);
   const double ring_err = predict_nmse(growth, c.kind, Schedule::kRing, nranks);
   const double two_err = predict_nmse(growth, c.kind, Schedule::kTwoShot, nranks);

@@ -46,7 +46,7 @@ class Packets {
 class TwoShotRun {
  public:
   TwoShotRun(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-             uint8_t gather_phase, SliceOps& ops, RingStats* stats)
+             uint8_t gather_phase, SliceOps& ops, RingStats* stats, SampleCarry* carry)
       : link_(link),
         plan_(std::move(plan)),
         gather_(gather),
@@ -54,6 +54,7 @@ class TwoShotRun {
         gather_phase_(gather_phase),
         ops_(ops),
         stats_(stats),
+        carry_(carry),
         pk_(ops),
         p_(link.nranks),
         s_(plan_.max_slices()) {}
@@ -77,8 +78,18 @@ class TwoShotRun {
         }
       }
     }
-    // This rank's contributions to every other chunk, each sent as soon as it is encoded; every
-    // encode reads the input before any decode writes the output (in-place calls).
+    missing_.assign(static_cast<size_t>(s_), 0);
+    for (int j = 0; j < s_; ++j) {
+      size_t off = 0, n = 0;
+      plan_.slice(r, j, &off, &n);
+      missing_[static_cast<size_t>(j)] = n == 0 ? -1 : p_ - 1;
+    }
+    // This rank's contributions to every other chunk, each sent as soon as it is encoded, and
+    // between slices whatever has arrived is reduced and decoded, so that the reduced packets go
+    // out while the contributions still flow (the links carry both phases at once, as the ring's
+    // pipeline does). Every encode still reads the input before any decode writes the output
+    // (in-place calls): a reduced packet of slice j arrives only after its owner has this rank's
+    // contribution to it, and this rank's own slice j is reduced only after its slice j is encoded.
     for (int j = 0; j < s_; ++j) {
       // A ReduceScatter quantizes its own contribution too (d = 0), below.
       for (int d = gather_ ? 1 : 0; d < p_; ++d) {
@@ -91,15 +102,14 @@ class TwoShotRun {
         Status st = ops_.encode(off, n, two_shot_contribution_step(r), pkt, bytes);
         if (!st.ok()) return annotate(st, j, "encode of this rank's contribution");
         if (c == r) continue;
-        SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes));
+        if (carry_ != nullptr && samples(c, j) > 0) {
+          std::memcpy(pkt + bytes, carry_->own + sample_first(c, j), 4 * samples(c, j));
+        }
+        SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes, msg_of(c, j)));
         SCCL_RETURN_IF_ERROR(link_.transport->progress());
       }
-    }
-    missing_.assign(static_cast<size_t>(s_), 0);
-    for (int j = 0; j < s_; ++j) {
-      size_t off = 0, n = 0;
-      plan_.slice(r, j, &off, &n);
-      missing_[static_cast<size_t>(j)] = n == 0 ? -1 : p_ - 1;
+      bool moved = false;
+      SCCL_RETURN_IF_ERROR(advance(j + 1, &moved));
     }
     SCCL_RETURN_IF_ERROR(drive());
     return flush();
@@ -118,6 +128,14 @@ class TwoShotRun {
     uint8_t* pkt = nullptr;
   };
 
+  // The sampled positions in slice j of chunk c: how many, and the first's index in the sample.
+  size_t samples(int c, int j) const { return carry_ == nullptr ? 0 : scount_[idx(c, j)]; }
+  size_t sample_first(int c, int j) const { return carry_ == nullptr ? 0 : sfirst_[idx(c, j)]; }
+  // A message: the packet, then (carried sample) the slice's sampled values.
+  size_t msg_of(int c, int j) const {
+    const size_t b = bytes_of(c, j);
+    return b == 0 ? 0 : b + 4 * samples(c, j);
+  }
   size_t bytes_of(int c, int j) const {
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
@@ -144,6 +162,31 @@ class TwoShotRun {
                     kRingTagBits, link_.transport->name(), link_.transport->properties().tag_bits);
     }
     const size_t cells = static_cast<size_t>(p_) * static_cast<size_t>(s_);
+    if (carry_ != nullptr) {
+      if (!gather_) {
+        return Status(Code::kInternalError, "two-shot: a carried sample needs the AllReduce");
+      }
+      sfirst_.assign(cells, 0);
+      scount_.assign(cells, 0);
+      // Chunks and their slices follow each other in element order: one pass over the bitmap.
+      size_t seen = 0, next = 0;
+      for (int c = 0; c < p_; ++c) {
+        for (int j = 0; j < s_; ++j) {
+          size_t off = 0, n = 0;
+          plan_.slice(c, j, &off, &n);
+          if (n != 0 && off != next) {
+            return Status(Code::kInternalError, "two-shot: slices out of element order");
+          }
+          next = n == 0 ? next : off + n;
+          sfirst_[idx(c, j)] = seen;
+          scount_[idx(c, j)] = n == 0 ? 0 : bits_in(off, off + n);
+          seen += scount_[idx(c, j)];
+        }
+      }
+      if (seen != carry_->m) {
+        return Status(Code::kInternalError, "two-shot: the carried sample's size does not match");
+      }
+    }
     own_off_.assign(cells, 0);
     contrib_off_.assign(cells, 0);
     final_off_.assign(cells, 0);
@@ -155,9 +198,9 @@ class TwoShotRun {
     };
     for (int c = 0; c < p_; ++c) {
       for (int j = 0; j < s_; ++j) {
-        if (c != link_.rank || !gather_) own_off_[idx(c, j)] = place(bytes_of(c, j));
-        if (c != link_.rank) contrib_off_[idx(c, j)] = place(bytes_of(link_.rank, j));
-        if (gather_ || c == link_.rank) final_off_[idx(c, j)] = place(bytes_of(c, j));
+        if (c != link_.rank || !gather_) own_off_[idx(c, j)] = place(msg_of(c, j));
+        if (c != link_.rank) contrib_off_[idx(c, j)] = place(msg_of(link_.rank, j));
+        if (gather_ || c == link_.rank) final_off_[idx(c, j)] = place(msg_of(c, j));
       }
     }
     return pk_.alloc(total);
@@ -177,8 +220,22 @@ class TwoShotRun {
     return Status::Ok();
   }
 
+  // Set bits of the sample's bitmap among elements [begin, end).
+  size_t bits_in(size_t begin, size_t end) const {
+    const uint64_t* b = carry_->bits;
+    auto bit = [b](size_t i) { return static_cast<size_t>((b[i / 64] >> (i % 64)) & 1u); };
+    size_t n = 0, i = begin;
+    for (; i < end && i % 64 != 0; ++i)
+      n += bit(i);
+    for (; i + 64 <= end; i += 64)
+      n += static_cast<size_t>(__builtin_popcountll(b[i / 64]));
+    for (; i < end; ++i)
+      n += bit(i);
+    return n;
+  }
+
   Status post_recv(Kind kind, int peer, int j, int chunk, uint8_t* pkt) {
-    const size_t bytes = bytes_of(chunk, j);
+    const size_t bytes = msg_of(chunk, j);
     if (bytes == 0) return Status::Ok();
     const uint8_t phase = kind == Kind::kContribution ? scatter_phase_ : gather_phase_;
     Pending pd;
@@ -195,14 +252,18 @@ class TwoShotRun {
     return Status::Ok();
   }
 
-  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes) {
+  // `bytes` of the packet, `msg` with the carried sample.
+  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes, size_t msg) {
     Pending pd;
     pd.peer = peer;
     pd.slice = j;
     SCCL_RETURN_IF_ERROR(
-        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes, &pd.id));
+        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, msg, &pd.id));
     pending_.push_back(pd);
-    if (stats_ != nullptr) stats_->bytes_sent += bytes;
+    if (stats_ != nullptr) {
+      stats_->bytes_sent += bytes;
+      stats_->sample_bytes_sent += msg - bytes;
+    }
     return Status::Ok();
   }
 
@@ -236,9 +297,32 @@ class TwoShotRun {
     uint8_t* pkt = final_at(r, j);
     st = ops_.encode_sum(off, n, kTwoShotSumStep, sum_.data(), pkt, bytes);
     if (!st.ok()) return annotate(st, j, "encode of this rank's reduced chunk");
+    if (carry_ != nullptr) sum_sample(j, pkt + bytes);
     for (int d = 1; d < p_; ++d)
-      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, j, pkt, bytes));
+      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, j, pkt, bytes, msg_of(r, j)));
     return decode(r, j);
+  }
+
+  // The exact sums at the sampled positions of slice j of this rank's chunk: every rank's values
+  // (its own from the carry, the others' after their packets), added in rank order in fp32, into
+  // the carry and after the reduced packet at `out`.
+  void sum_sample(int j, uint8_t* out) {
+    const int r = link_.rank;
+    const size_t k = samples(r, j), first = sample_first(r, j);
+    if (k == 0) return;
+    float* exact = carry_->exact + first;
+    std::fill(exact, exact + k, 0.0f);
+    std::vector<float> v(k);
+    for (int q = 0; q < p_; ++q) {
+      const float* in = carry_->own + first;
+      if (q != r) {
+        std::memcpy(v.data(), contrib_at(q, j) + bytes_of(r, j), 4 * k);
+        in = v.data();
+      }
+      for (size_t i = 0; i < k; ++i)
+        exact[i] += in[i];
+    }
+    std::memcpy(out, exact, 4 * k);
   }
 
   Status decode(int c, int j) {
@@ -248,6 +332,71 @@ class TwoShotRun {
     return st.ok() ? st : annotate(st, j, "decode of a reduced packet");
   }
 
+  // One pass without waiting: reduces the slices of this rank's chunk below `limit` whose
+  // contributions are all in, moves the transport, and takes what completed (a reduced packet is
+  // decoded as it arrives). `moved`: anything happened.
+  Status advance(int limit, bool* moved) {
+    for (int j = 0; j < limit; ++j) {
+      if (missing_[static_cast<size_t>(j)] == 0) {
+        missing_[static_cast<size_t>(j)] = -1;
+        SCCL_RETURN_IF_ERROR(reduce(j));
+        *moved = true;
+      }
+    }
+    if (pending_.empty()) return Status::Ok();
+    if (link_.abort != nullptr && link_.abort->load()) {
+      return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+    }
+    SCCL_RETURN_IF_ERROR(link_.transport->progress());
+    for (size_t i = 0; i < pending_.size();) {
+      Pending& pd = pending_[i];
+      bool done = false;
+      size_t got = 0;
+      Status st = link_.transport->test(pd.id, &done, &got);
+      if (!st.ok()) {
+        // A receive the transport truncated: the peer sent more than this call's packet.
+        if (pd.recv && st.code() == Code::kInvalidArgument) {
+          return errorf(Code::kInvalidUsage,
+                        "rank %d received more than %zu bytes from rank %d for slice %d of the "
+                        "two-shot schedule: the ranks disagree on the count, type or codec of "
+                        "this call (%s)",
+                        link_.rank, pd.expect, pd.peer, pd.slice, st.message().c_str());
+        }
+        return annotate(
+            st, pd.slice,
+            pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      *moved = true;
+      const Pending d = pd;
+      pending_[i] = pending_.back();
+      pending_.pop_back();
+      if (!d.recv) continue;
+      if (stats_ != nullptr) stats_->bytes_received += got;
+      if (got != d.expect) {
+        return errorf(Code::kInvalidUsage,
+                      "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
+                      "schedule, expected %zu: the ranks disagree on the count, type or codec "
+                      "of this call",
+                      link_.rank, got, d.peer, d.slice, d.expect);
+      }
+      if (d.kind == Kind::kContribution) {
+        missing_[static_cast<size_t>(d.slice)]--;
+      } else {
+        if (samples(d.chunk, d.slice) > 0) {
+          std::memcpy(carry_->exact + sample_first(d.chunk, d.slice),
+                      final_at(d.chunk, d.slice) + bytes_of(d.chunk, d.slice),
+                      4 * samples(d.chunk, d.slice));
+        }
+        SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
+      }
+    }
+    return Status::Ok();
+  }
+
   // Completes every transfer, reducing each slice of this rank's chunk once its contributions are
   // in and decoding each reduced packet as it arrives.
   Status drive() {
@@ -255,58 +404,13 @@ class TwoShotRun {
     int idle = 0;
     for (;;) {
       bool moved = false;
-      for (size_t j = 0; j < missing_.size(); ++j) {
-        if (missing_[j] == 0) {
-          missing_[j] = -1;
-          SCCL_RETURN_IF_ERROR(reduce(static_cast<int>(j)));
-          moved = true;
-        }
-      }
-      if (pending_.empty()) return Status::Ok();
-      if (link_.abort != nullptr && link_.abort->load()) {
-        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
-      }
-      SCCL_RETURN_IF_ERROR(link_.transport->progress());
-      for (size_t i = 0; i < pending_.size();) {
-        Pending& pd = pending_[i];
-        bool done = false;
-        size_t got = 0;
-        Status st = link_.transport->test(pd.id, &done, &got);
-        if (!st.ok()) {
-          // A receive the transport truncated: the peer sent more than this call's packet.
-          if (pd.recv && st.code() == Code::kInvalidArgument) {
-            return errorf(Code::kInvalidUsage,
-                          "rank %d received more than %zu bytes from rank %d for slice %d of the "
-                          "two-shot schedule: the ranks disagree on the count, type or codec of "
-                          "this call (%s)",
-                          link_.rank, pd.expect, pd.peer, pd.slice, st.message().c_str());
-          }
-          return annotate(
-              st, pd.slice,
-              pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
-        }
-        if (!done) {
-          ++i;
-          continue;
-        }
-        moved = true;
-        const Pending d = pd;
-        pending_[i] = pending_.back();
-        pending_.pop_back();
-        if (!d.recv) continue;
-        if (stats_ != nullptr) stats_->bytes_received += got;
-        if (got != d.expect) {
-          return errorf(Code::kInvalidUsage,
-                        "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
-                        "schedule, expected %zu: the ranks disagree on the count, type or codec "
-                        "of this call",
-                        link_.rank, got, d.peer, d.slice, d.expect);
-        }
-        if (d.kind == Kind::kContribution) {
-          missing_[static_cast<size_t>(d.slice)]--;
-        } else {
-          SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
-        }
+      SCCL_RETURN_IF_ERROR(advance(s_, &moved));
+      if (pending_.empty()) {
+        // The last reduces may have been done in this pass, their sends then still pending.
+        bool left = false;
+        for (int m : missing_)
+          left = left || m >= 0;
+        if (!left) return Status::Ok();
       }
       if (moved) {
         last = Clock::now();
@@ -368,6 +472,8 @@ class TwoShotRun {
   uint8_t scatter_phase_, gather_phase_;
   SliceOps& ops_;
   RingStats* stats_;
+  SampleCarry* carry_;
+  std::vector<size_t> sfirst_, scount_;  // per (chunk, slice): the carried sample's range
   Packets pk_;
   int p_, s_;
   std::vector<size_t> own_off_, contrib_off_, final_off_;
@@ -387,14 +493,15 @@ Status check_link(const RingLink& link) {
 }
 
 Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-                    uint8_t gather_phase, SliceOps& ops, RingStats* stats) {
+                    uint8_t gather_phase, SliceOps& ops, RingStats* stats,
+                    SampleCarry* carry = nullptr) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (!ops.sums()) {
     return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
   }
   Status st;
   {
-    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats);
+    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats, carry);
     st = run.run();
     // A failure leaves receives posted into the packets about to go, and the ranks out of step:
     // close the transport first (it cancels them), as the ring does.
@@ -491,11 +598,12 @@ Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, vo
 }
 
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
-                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats) {
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
+                          SampleCarry* sample) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
   return run_two_shot(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), true,
-                      scatter_phase, gather_phase, ops, stats);
+                      scatter_phase, gather_phase, ops, stats, sample);
 }
 
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,

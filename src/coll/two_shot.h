@@ -30,8 +30,12 @@ constexpr int kTwoShotSumStep = 0;
 // `ops` must keep sums (SliceOps::sums). An AllReduce cuts like ring_allreduce (kRingChunkAlign);
 // a ReduceScatter like ring_reduce_scatter (the even cut, or `bounds`), rank r's chunk r its
 // output. Tags: `scatter_phase` for 1, `gather_phase` for 2.
+// `sample` (optional): the accuracy sample rides in the same messages, each rank's values at the
+// positions of a slice after its contribution's packet, the owner's exact sums (in rank order)
+// after its reduced packet, so every rank gets the same exact sums without a side ring.
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
-                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats);
+                          size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
+                          SampleCarry* sample = nullptr);
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds = nullptr);

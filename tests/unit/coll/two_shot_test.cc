@@ -9,13 +9,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "kernels/codec_common.h"
 #include "kernels/convert.h"
+#include "src/coll/accuracy.h"
 #include "src/coll/allreduce.h"
+#include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
 #include "tests/unit/coll/engine_ranks.h"
 
@@ -321,6 +324,194 @@ TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
   EXPECT_LT(took, 3 * timeout);
   for (int r = 0; r < p - 1; ++r) {
     EXPECT_EQ(st[r].code(), Code::kRemoteError) << "rank " << r << ": " << st[r].to_string();
+  }
+}
+
+// Forwards to a transport and records the tag of every send, in posting order.
+class RecordingTransport final : public transport::Transport {
+ public:
+  explicit RecordingTransport(transport::Transport* inner) : inner_(inner) {}
+  const char* name() const override { return inner_->name(); }
+  transport::TransportProperties properties() const override { return inner_->properties(); }
+  transport::Blob address() const override { return inner_->address(); }
+  Status connect(int peer, const transport::Blob& a) override { return inner_->connect(peer, a); }
+  Status isend(int peer, uint64_t tag, const void* buf, size_t bytes,
+               transport::RequestId* id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent_.push_back(tag);
+    }
+    return inner_->isend(peer, tag, buf, bytes, id);
+  }
+  Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
+    return inner_->irecv(peer, tag, buf, bytes, id);
+  }
+  Status progress() override { return inner_->progress(); }
+  bool can_block() const override { return inner_->can_block(); }
+  Status wait_for_events(double max_s) override { return inner_->wait_for_events(max_s); }
+  Status test(transport::RequestId id, bool* done, size_t* bytes) override {
+    return inner_->test(id, done, bytes);
+  }
+  void close() override { inner_->close(); }
+  std::vector<uint64_t> sent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
+
+ private:
+  transport::Transport* inner_;
+  std::mutex mu_;
+  std::vector<uint64_t> sent_;
+};
+
+// Where the tags of `sent` fall: the index of the last send of phase `phase` among slices
+// [0, slices) of call `op`, or of the first (`first`); -1 if none.
+long send_index(const std::vector<uint64_t>& sent, uint32_t op, uint8_t phase, int slices,
+                bool first) {
+  long at = -1;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    for (int j = 0; j < slices; ++j) {
+      if (sent[i] != ring_tag(op, phase, 0, j)) continue;
+      if (first && at < 0) at = static_cast<long>(i);
+      if (!first) at = static_cast<long>(i);
+    }
+  }
+  return at;
+}
+
+// How many sends of `sent` are of phase `phase`, slices [0, slices) of call `op`.
+int count_sends(const std::vector<uint64_t>& sent, uint32_t op, uint8_t phase, int slices) {
+  int n = 0;
+  for (uint64_t tag : sent) {
+    for (int j = 0; j < slices; ++j)
+      n += tag == ring_tag(op, phase, 0, j) ? 1 : 0;
+  }
+  return n;
+}
+
+// The owner reduces a slice and sends its packet as soon as the slice's contributions are in,
+// while it still encodes and sends its own later contributions: the links carry both phases at
+// once (on a slow network, a reduce-scatter followed by an all-gather takes both phases' time
+// end to end). Rank 1 posts every contribution before rank 0 starts, so rank 0 has its first
+// slices' contributions after its first encodes.
+TEST(TwoShot, ReducedPacketsGoOutWhileTheContributionsStillFlow) {
+  const int p = 2, slices = 32;
+  const double timeout = 30;
+  auto t = testutil::loopback_transports(p, timeout);
+  std::vector<std::unique_ptr<RecordingTransport>> rec;
+  for (int r = 0; r < p; ++r)
+    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
+  Settings s = settings_for(CodecId::kQ8, Settings::Algo::kTwoShot);
+  s.slice_elems = 1024;
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = static_cast<size_t>(p) * slices * s.slice_elems;
+  std::vector<std::vector<float>> x = inputs(p, count), y = x;
+  auto call = [&](int r, uint32_t op) {
+    RingLink link;
+    link.transport = rec[r].get();
+    link.rank = r;
+    link.nranks = p;
+    link.timeout_s = timeout;
+    link.op_seq = op;
+    AllReduceArgs a;
+    a.send = x[r].data();
+    a.recv = y[r].data();
+    a.count = count;
+    return engines[r]->run(link, a);
+  };
+  // A first call connects the ranks (rank 1 accepts rank 0's connection as it progresses).
+  for (const Status& st : on_ranks(p, [&](int r) { return call(r, 1); }))
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  Status st1;
+  std::thread one([&] { st1 = call(1, 2); });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (count_sends(rec[1]->sent(), 2, kPhaseTwoShotScatter, slices) < slices) {
+    ASSERT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0)
+        << "rank 1 did not post its contributions";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const Status st0 = call(0, 2);
+  one.join();
+  ASSERT_TRUE(st0.ok()) << st0.to_string();
+  ASSERT_TRUE(st1.ok()) << st1.to_string();
+  const std::vector<uint64_t> sent = rec[0]->sent();
+  const long last_contribution = send_index(sent, 2, kPhaseTwoShotScatter, slices, false);
+  const long first_reduced = send_index(sent, 2, kPhaseTwoShotGather, slices, true);
+  ASSERT_GE(last_contribution, 0);
+  ASSERT_GE(first_reduced, 0);
+  EXPECT_LT(first_reduced, last_contribution)
+      << "rank 0 sent its first reduced packet only after all its contributions";
+  expect_same_bits(y);
+}
+
+// The phase of a ring tag (ring_tag's layout: the step and slice below it).
+bool tag_has_phase(uint64_t tag, uint32_t op, uint8_t phase) {
+  const uint64_t low = ring_tag(0, 0, -1, -1);
+  return (tag & ~low) == ring_tag(op, phase, 0, 0);
+}
+
+// The accuracy sample rides in the two-shot messages: no side ring, the same estimate on every
+// rank (the same bits), and it is the side ring's quantity: the error of the decoded result at the
+// sampled positions against the exact sum of the inputs there.
+TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
+  const int p = 4;
+  const double timeout = 30;
+  auto t = testutil::loopback_transports(p, timeout);
+  std::vector<std::unique_ptr<RecordingTransport>> rec;
+  for (int r = 0; r < p; ++r)
+    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
+  Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
+  s.slice_elems = 4096;  // several slices per chunk, the sample spread over them
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = 3 * 65536 + 77;
+  const uint32_t op = 5;
+  std::vector<std::vector<float>> x = inputs(p, count), y = x;
+  for (const Status& st : on_ranks(p, [&](int r) {
+         RingLink link;
+         link.transport = rec[r].get();
+         link.rank = r;
+         link.nranks = p;
+         link.timeout_s = timeout;
+         link.op_seq = op;
+         AllReduceArgs a;
+         a.send = x[r].data();
+         a.recv = y[r].data();
+         a.count = count;
+         return engines[r]->run(link, a);
+       })) {
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  expect_same_bits(y);
+  std::vector<uint64_t> bits;
+  sample_bitmap(s.seed, op, count, &bits);
+  std::vector<float> decoded, exact;
+  for (size_t i = 0; i < count; ++i) {
+    if (((bits[i / 64] >> (i % 64)) & 1u) == 0) continue;
+    double e = 0;
+    for (int r = 0; r < p; ++r)
+      e += x[r][i];
+    exact.push_back(static_cast<float>(e));
+    decoded.push_back(y[0][i]);
+  }
+  ASSERT_GE(exact.size(), kMinSamples);
+  const double want = estimate_accuracy(decoded.data(), exact.data(), exact.size()).nmse;
+  const CodecStats& cs0 = engines[0]->stats().by_codec["q4"];
+  for (int r = 0; r < p; ++r) {
+    SCOPED_TRACE(r);
+    const CodecStats& cs = engines[r]->stats().by_codec["q4"];
+    EXPECT_EQ(cs.two_shot_calls, 1u);
+    ASSERT_EQ(cs.estimated_calls, 1u);
+    EXPECT_EQ(std::memcmp(&cs.estimated_nmse_sum, &cs0.estimated_nmse_sum, sizeof(double)), 0)
+        << cs.estimated_nmse_sum << " against rank 0's " << cs0.estimated_nmse_sum;
+    EXPECT_NEAR(cs.estimated_nmse_sum, want, 1e-4 * want);
+    // Its bytes are counted as the sample's: 4 per sampled value in each message.
+    EXPECT_GT(cs.sample_bytes_sent, 0u);
+    for (uint64_t tag : rec[r]->sent())
+      EXPECT_FALSE(tag_has_phase(tag, op, kPhaseAccuracySample)) << "a side ring ran";
   }
 }
 
