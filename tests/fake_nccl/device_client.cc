@@ -314,8 +314,7 @@ int run_fail(int rank, int nranks, const ncclUniqueId& id, bool standalone) {
     const ncclResult_t r = ncclAllReduce(b.x.data(), b.y.data(), kCount, ncclFloat, ncclSum, comm,
                                          fake_client::fake_stream(0));
     if (standalone) {
-      check(fmt("device_call_%d_fails", k), r != ncclSuccess && r != ncclInProgress,
-            fmt("%d", r));
+      check(fmt("device_call_%d_fails", k), r != ncclSuccess && r != ncclInProgress, fmt("%d", r));
     } else {
       check(fmt("device_call_%d_forwarded", k), r == ncclSuccess && b.y == b.x,
             fmt("%d y[0]=%g", r, b.y[0]));
@@ -336,8 +335,8 @@ int run_fail(int rank, int nranks, const ncclUniqueId& id, bool standalone) {
                                        fake_client::fake_stream(0));
   check("host_call_taken_over", r == ncclSuccess && is_sum(h.y, nranks),
         fmt("%d y[0]=%g", r, h.y[0]));
-  check("setup_attempted_once", list(g_model->gate_devices_) == "0" &&
-                                    g_model->backend_devices_.size() <= 1,
+  check("setup_attempted_once",
+        list(g_model->gate_devices_) == "0" && g_model->backend_devices_.size() <= 1,
         "gates " + list(g_model->gate_devices_) + ", backends " + list(g_model->backend_devices_));
   ncclCommDestroy(comm);
   return 0;
