@@ -371,7 +371,8 @@ cudaError_t preload_kernels(size_t* max_local_bytes) {
   cudaError_t e = preload_codec_kernels(max_local_bytes);
   const cudaError_t e2 = preload_sparse_kernels(max_local_bytes);
   const cudaError_t e3 = preload_ef_kernels(max_local_bytes);
-  return e != cudaSuccess ? e : e2 != cudaSuccess ? e2 : e3;
+  const cudaError_t e4 = preload_sum_kernels(max_local_bytes);
+  return e != cudaSuccess ? e : e2 != cudaSuccess ? e2 : e3 != cudaSuccess ? e3 : e4;
 }
 
 Status read_device_error(const void* ws, cudaStream_t s) {

@@ -63,6 +63,12 @@ Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual,
 Status ef_update(const float* comp, const float* in, const float* out, size_t n, float* residual,
                  double* sums_dev, cudaStream_t stream);
 
+// The two-shot scheme's fp32 sums (kernels/sum.h) on device arrays: sum = float(x);
+// sum += v (an fp32 decode of a contribution, elementwise); y = T(sum * scale).
+Status load_sum(const void* x, ElemType t, size_t n, float* sum, cudaStream_t stream);
+Status add_sum(const float* v, size_t n, float* sum, cudaStream_t stream);
+Status store_sum(const float* sum, size_t n, float scale, ElemType t, void* y, cudaStream_t stream);
+
 // Kernel preloading: each loads every kernel instantiation of its file on the current device
 // (cudaFuncGetAttributes), so that no module load happens later while a stream is held, and raises
 // *max_local_bytes to the largest per-thread local (stack) size among them, for cudaLimitStackSize.
@@ -70,7 +76,8 @@ Status ef_update(const float* comp, const float* in, const float* out, size_t n,
 cudaError_t preload_codec_kernels(size_t* max_local_bytes);   // codec_cuda.cu
 cudaError_t preload_sparse_kernels(size_t* max_local_bytes);  // sparse_cuda.cu
 cudaError_t preload_ef_kernels(size_t* max_local_bytes);      // error_feedback.cu
-// All three.
+cudaError_t preload_sum_kernels(size_t* max_local_bytes);     // sum_cuda.cu
+// All four.
 cudaError_t preload_kernels(size_t* max_local_bytes);
 
 }  // namespace sketchccl::kernels::cuda

@@ -122,10 +122,15 @@ class Backend {
   virtual Status ef_update(const float* comp, const float* in, const float* out, size_t n,
                            float* residual, kernels::EfSums* sums) = 0;
 
-  // The two-shot scheme's fp32 sums (kernels/sum.h) in host memory; a backend without them
-  // (sums() false) has its calls run the ring. sum[n] = float(x[n]); sum[n] += decode(pkt);
-  // y[n] = T(sum[n] * scale).
+  // The two-shot scheme's fp32 sums (kernels/sum.h) in this backend's memory (alloc_f32 arrays);
+  // a backend without them (sums() false) has its calls run the ring. sum[n] = float(x[n]);
+  // sum[n] += decode(pkt); y[n] = T(sum[n] * scale). The same bits on every backend.
   virtual bool sums() const { return false; }
+  // a[n] = 0, an alloc_f32 array, in the backend's order.
+  virtual Status zero_f32(float* a, size_t n) {
+    if (n != 0) std::memset(a, 0, n * sizeof(float));
+    return Status::Ok();
+  }
   virtual Status load_sum(const void* x, kernels::ElemType t, size_t n, float* sum) {
     (void)x, (void)t, (void)n, (void)sum;
     return Status(Code::kInternalError, "this backend keeps no fp32 sums");

@@ -12,6 +12,7 @@
 
 #include "sketchccl_build_config.h"
 #include "src/backend/cuda_probe.h"
+#include "src/backend/device_runtime.h"
 #include "src/core/log.h"
 
 #if SKETCHCCL_HAVE_CUDA
@@ -107,7 +108,7 @@ MemoryQuery classify_memory(const void* p, size_t bytes) {
   if (reinterpret_cast<uintptr_t>(p) > UINTPTR_MAX - (bytes - 1)) {
     return {MemoryClass::kUnknown, "the buffer wraps around the address space"};
   }
-  MemoryQuery q = ask_cuda(p);
+  MemoryQuery q = device_runtime().pointer_memory(p);
   if (q.cls != MemoryClass::kHost) return q;
   // CUDA's device reservations are inaccessible host mappings to a process without CUDA: memory
   // that cannot be read is not host memory SketchCCL may take over.
@@ -123,6 +124,28 @@ bool is_device_pointer(const void* p) {
 }
 
 bool stream_is_capturing(void* stream) {
+  return device_runtime().stream_capturing(stream);
+}
+
+bool has_cuda_backend() {
+  return device_runtime().has_backend();
+}
+
+bool device_path_usable(const char** reason) {
+  return device_runtime().device_path_usable(reason);
+}
+
+int current_cuda_device() {
+  return device_runtime().current_device();
+}
+
+namespace cuda_answer {
+
+MemoryQuery pointer_memory(const void* p) {
+  return ask_cuda(p);
+}
+
+bool stream_capturing(void* stream) {
 #if SKETCHCCL_HAVE_CUDA
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
@@ -139,7 +162,7 @@ bool stream_is_capturing(void* stream) {
 // A build with CUDA and at least one visible device (asked once: the answer does not change
 // within a process). Without a driver cudaGetDeviceCount fails (cudaErrorInsufficientDriver or
 // cudaErrorNoDevice): no backend, and device buffers are forwarded (or refused in standalone).
-bool has_cuda_backend() {
+bool has_backend() {
 #if SKETCHCCL_HAVE_CUDA
   static const bool present = [] {
     int count = 0;
@@ -155,6 +178,8 @@ bool has_cuda_backend() {
 #endif
 }
 
+}  // namespace cuda_answer
+
 bool max_connections_allow_device_path(const char* value) {
   if (value == nullptr || *value == '\0') return true;
   char* end = nullptr;
@@ -162,6 +187,8 @@ bool max_connections_allow_device_path(const char* value) {
   if (end == value) return true;  // not a number: CUDA ignores it too
   return n > 1;
 }
+
+namespace cuda_answer {
 
 // Asked once per process: the driver, the device count and the environment do not change.
 bool device_path_usable(const char** reason) {
@@ -180,7 +207,7 @@ bool device_path_usable(const char** reason) {
                 p.runtime_version % 1000 / 10);
       return {false, "the CUDA driver is older than SketchCCL's CUDA runtime"};
     }
-    if (!has_cuda_backend()) return {false, "device buffers need the CUDA backend"};
+    if (!has_backend()) return {false, "device buffers need the CUDA backend"};
     if (!max_connections_allow_device_path(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))) {
       // One hardware queue: the caller's work queued behind the stream gate would block the
       // backend's kernels and copies behind it (docs/cuda.md).
@@ -197,9 +224,9 @@ bool device_path_usable(const char** reason) {
   return v.usable;
 }
 
-int current_cuda_device() {
+int current_device() {
 #if SKETCHCCL_HAVE_CUDA
-  if (!has_cuda_backend()) return 0;
+  if (!has_backend()) return 0;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
@@ -210,5 +237,7 @@ int current_cuda_device() {
   return 0;
 #endif
 }
+
+}  // namespace cuda_answer
 
 }  // namespace sketchccl::backend

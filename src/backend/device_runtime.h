@@ -1,13 +1,16 @@
-// What coll's stream-ordered submission asks of the device (docs/cuda.md, "The stream gate"):
-// the gate, the device backend, draining a caller's stream, and how device calls are ordered in
-// this process. The CUDA runtime answers in a CUDA build; a test installs a host model of the
-// device instead, so that the gate's protocol runs under the hazards the hardware has.
+// What SketchCCL asks of the device (docs/cuda.md, "The stream gate"): the caller's context at
+// init and at each call (its current device, where a buffer lives, whether its stream captures,
+// whether the device path can run: cuda_query.h answers through here), the gate, the device
+// backend, draining a caller's stream, and how device calls are ordered in this process. The CUDA
+// runtime answers in a CUDA build; a test installs a host model of the device instead, so that
+// the gate's protocol and the device path's setup run on a CPU under what the hardware does.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "src/backend/backend.h"
+#include "src/backend/cuda_query.h"
 #include "src/backend/stream_gate.h"
 #include "src/core/status.h"
 
@@ -33,9 +36,27 @@ StreamEnv stream_env_from_environment();
 // queue forwards device buffers before any of this is asked (cuda_query.h).
 StreamMode stream_mode(const StreamEnv& env, std::string* why);
 
+// CUDA's own answers (cuda_query.cc): the runtime in a CUDA build, else the driver the process
+// already loaded. DeviceRuntime's defaults.
+namespace cuda_answer {
+int current_device();                       // cudaGetDevice; 0 without a device
+MemoryQuery pointer_memory(const void* p);  // kHost: not memory CUDA knows (unchecked readable)
+bool stream_capturing(void* stream);
+bool has_backend();
+bool device_path_usable(const char** reason);
+}  // namespace cuda_answer
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
+  // The caller's context, asked on the caller's thread (the meaning of cuda_query.h's functions).
+  virtual int current_device() { return cuda_answer::current_device(); }
+  virtual MemoryQuery pointer_memory(const void* p) { return cuda_answer::pointer_memory(p); }
+  virtual bool stream_capturing(void* stream) { return cuda_answer::stream_capturing(stream); }
+  virtual bool has_backend() { return cuda_answer::has_backend(); }
+  virtual bool device_path_usable(const char** reason) {
+    return cuda_answer::device_path_usable(reason);
+  }
   virtual Status make_gate(int device, std::unique_ptr<StreamGate>* out) = 0;
   virtual Status make_backend(int device, std::unique_ptr<Backend>* out) = 0;
   // Caller's thread: returns once the work queued so far on `stream` (nullptr: the default

@@ -24,6 +24,11 @@ bool GateMarker::fired() const {
   return fired_;
 }
 
+bool GateMarker::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !cancelled_.ok();
+}
+
 Status GateMarker::wait(double timeout_s, const std::atomic<bool>* abort) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   std::unique_lock<std::mutex> lock(mu_);

@@ -28,6 +28,7 @@ class GateMarker {
   // Ok once fired; kRemoteError past timeout_s or when *abort becomes true; the cancel's status.
   Status wait(double timeout_s, const std::atomic<bool>* abort);
   bool fired() const;
+  bool cancelled() const;
 
  private:
   mutable std::mutex mu_;

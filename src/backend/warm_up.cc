@@ -47,7 +47,22 @@ Status warm_up_backend(Backend& be, void* x, void* y) {
   kernels::EfSums sums;
   const float* yf = static_cast<const float*>(y);
   SCCL_RETURN_IF_ERROR(be.ef_update(comp->data(), comp->data(), yf, n, res->data(), &sums));
-  return be.ef_update(comp->data(), nullptr, yf, n, res->data(), &sums);
+  SCCL_RETURN_IF_ERROR(be.ef_update(comp->data(), nullptr, yf, n, res->data(), &sums));
+  if (!be.sums()) return Status::Ok();
+  // The two-shot scheme's sums, every element type in and out.
+  CodecParams p;
+  p.codec = kernels::CodecId::kQ8;
+  p.seed = 1;
+  p.call = 1;
+  pkt.assign(be.packet_bytes(p, n), 0);
+  SCCL_RETURN_IF_ERROR(be.encode(p, x, ElemType::kF32, n, pkt.data(), pkt.size()));
+  for (ElemType t : {ElemType::kF32, ElemType::kBf16, ElemType::kF16}) {
+    SCCL_RETURN_IF_ERROR(be.zero_f32(comp->data(), n));
+    SCCL_RETURN_IF_ERROR(be.load_sum(x, t, n, comp->data()));
+    SCCL_RETURN_IF_ERROR(be.decode_add(p, pkt.data(), pkt.size(), comp->data(), n));
+    SCCL_RETURN_IF_ERROR(be.store_sum(comp->data(), n, 0.5f, y, t));
+  }
+  return Status::Ok();
 }
 
 }  // namespace sketchccl::backend

@@ -79,6 +79,15 @@ Status CodecSliceOps::decode_start(size_t offset, size_t n, const void* pkt, siz
   return st;
 }
 
+Status CodecSliceOps::sum_scratch(size_t n, float** sum) {
+  if (!sum_ || sum_->size() < n) {
+    sum_.reset();
+    SCCL_RETURN_IF_ERROR(be_.alloc_f32(n, &sum_));
+  }
+  *sum = sum_->data();
+  return Status::Ok();
+}
+
 Status CodecSliceOps::load_own(size_t offset, size_t n, float* sum) {
   return be_.load_sum(input(offset), type_, n, sum);
 }

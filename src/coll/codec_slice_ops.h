@@ -53,8 +53,10 @@ class CodecSliceOps : public SliceOps {
   void* alloc_packets(size_t bytes) override { return be_.alloc_packets(bytes); }
   void free_packets(void* p) override { be_.free_packets(p); }
 
-  // The two-shot scheme's sums, where the backend keeps them (host memory).
+  // The two-shot scheme's sums, where the backend keeps them (in its memory, alloc_f32).
   bool sums() const override { return be_.sums(); }
+  Status sum_scratch(size_t n, float** sum) override;
+  Status zero_sum(float* sum, size_t n) override { return be_.zero_f32(sum, n); }
   Status load_own(size_t offset, size_t n, float* sum) override;
   Status decode_add(size_t offset, size_t n, int ring_step, const void* pkt, size_t bytes,
                     float* sum) override;
@@ -96,6 +98,7 @@ class CodecSliceOps : public SliceOps {
   std::deque<PendingDecode> decodes_;  // stable addresses: the backend writes their stats
   S2DecodeLog* s2_log_ = nullptr;
   std::function<uint32_t(size_t, size_t)> s2_counters_;
+  std::unique_ptr<backend::F32Array> sum_;  // sum_scratch's, in the backend's memory
 };
 
 // An exact fp32 AllReduce of m host values on ring phase `phase` (the accuracy estimate's side

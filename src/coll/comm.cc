@@ -402,6 +402,9 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
     ++op_seq_;
     // Work queued before the AllReduce on the caller's stream has finished once the marker ran.
     Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
+    // The enqueue failed on the caller's thread, which forwards the call (or reports it): no
+    // stream waits for this work and the communicator has not failed.
+    if (!st.ok() && ticket.marker->cancelled()) return st;
     if (st.ok()) {
       st = reduce(l, args);
       publish_stats();

@@ -53,7 +53,7 @@ Status FeedbackSliceOps::step(size_t offset, size_t n, int ring_step, const void
 Status FeedbackSliceOps::load_own(size_t offset, size_t n, float* sum) {
   float* x = nullptr;
   SCCL_RETURN_IF_ERROR(compensated(offset, n, &x));
-  std::memcpy(sum, x, n * sizeof(float));  // sums live in host memory (SliceOps::sums)
+  SCCL_RETURN_IF_ERROR(be_.copy(sum, x, n * sizeof(float)));  // both in the backend's memory
   // Summed exact: nothing of it is lost, so the residual is spent (x - x, and 0 for NaN/Inf).
   kernels::EfSums sums;
   SCCL_RETURN_IF_ERROR(be_.ef_update(x, nullptr, x, n, residual_ + offset, &sums));

@@ -51,6 +51,8 @@ class FeedbackSliceOps : public SliceOps {
   // contribution is summed exact (its residual is spent), and its one requantization of the sum
   // is kept in its residual, so the next call's sum puts it back.
   bool sums() const override { return inner_.sums(); }
+  Status sum_scratch(size_t n, float** sum) override { return inner_.sum_scratch(n, sum); }
+  Status zero_sum(float* sum, size_t n) override { return inner_.zero_sum(sum, n); }
   Status load_own(size_t offset, size_t n, float* sum) override;
   Status decode_add(size_t offset, size_t n, int ring_step, const void* pkt, size_t bytes,
                     float* sum) override {

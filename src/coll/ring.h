@@ -98,10 +98,20 @@ class SliceOps {
   }
   virtual void free_packets(void* p) { std::free(p); }
 
-  // The two-shot scheme's operations (two_shot.h) on fp32 sums in host memory: where every
-  // contribution is quantized once and summed at full precision. The defaults refuse, so a
-  // SliceOps without them runs the ring (sums() is false).
+  // The two-shot scheme's operations (two_shot.h) on fp32 sums in the memory of the call's
+  // buffers (the backend's): where every contribution is quantized once and summed at full
+  // precision. The defaults refuse, so a SliceOps without them runs the ring (sums() is false).
   virtual bool sums() const { return false; }
+  // *sum = at least n floats of that memory, for the call (reused: contents unspecified).
+  virtual Status sum_scratch(size_t n, float** sum) {
+    (void)n, (void)sum;
+    return Status(Code::kInternalError, "two-shot: these slice operations keep no sums");
+  }
+  // sum[n] = 0.
+  virtual Status zero_sum(float* sum, size_t n) {
+    (void)sum, (void)n;
+    return Status(Code::kInternalError, "two-shot: these slice operations keep no sums");
+  }
   // sum[n] = this rank's own slice of the input, in fp32 (the owner's contribution, exact).
   virtual Status load_own(size_t offset, size_t n, float* sum) {
     (void)offset, (void)n, (void)sum;

@@ -276,26 +276,22 @@ class TwoShotRun {
     const int r = link_.rank;
     size_t off = 0, n = 0;
     plan_.slice(r, j, &off, &n);
-    if (sum_.size() < n) sum_.resize(n);
-    Status st;
-    if (gather_) {
-      st = ops_.load_own(off, n, sum_.data());
-    } else {
-      std::fill(sum_.begin(), sum_.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
-    }
+    float* sum = nullptr;
+    Status st = ops_.sum_scratch(n, &sum);
+    if (st.ok()) st = gather_ ? ops_.load_own(off, n, sum) : ops_.zero_sum(sum, n);
     for (int q = 0; q < p_ && st.ok(); ++q) {
       if (q == r && gather_) continue;
       st = ops_.decode_add(off, n, two_shot_contribution_step(q),
-                           q == r ? own_at(r, j) : contrib_at(q, j), bytes_of(r, j), sum_.data());
+                           q == r ? own_at(r, j) : contrib_at(q, j), bytes_of(r, j), sum);
     }
     if (!st.ok()) return annotate(st, j, "sum of the contributions to this rank's chunk");
     if (!gather_) {
-      st = ops_.store_sum(off, n, sum_.data());
+      st = ops_.store_sum(off, n, sum);
       return st.ok() ? st : annotate(st, j, "store of this rank's reduced chunk");
     }
     const size_t bytes = bytes_of(r, j);
     uint8_t* pkt = final_at(r, j);
-    st = ops_.encode_sum(off, n, kTwoShotSumStep, sum_.data(), pkt, bytes);
+    st = ops_.encode_sum(off, n, kTwoShotSumStep, sum, pkt, bytes);
     if (!st.ok()) return annotate(st, j, "encode of this rank's reduced chunk");
     if (carry_ != nullptr) sum_sample(j, pkt + bytes);
     for (int d = 1; d < p_; ++d)
@@ -479,7 +475,6 @@ class TwoShotRun {
   std::vector<size_t> own_off_, contrib_off_, final_off_;
   std::vector<Pending> pending_;
   std::vector<int> missing_;  // per slice of this rank's chunk: contributions still due; -1 done
-  std::vector<float> sum_;
 };
 
 Status check_link(const RingLink& link) {

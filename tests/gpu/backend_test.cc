@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,10 +22,12 @@
 #include "src/backend/cuda/cuda_backend.h"
 #include "src/backend/cuda/stream_gate.h"
 #include "src/backend/cuda_query.h"
+#include "src/coll/allreduce.h"
 #include "src/coll/work.h"
 #include "tests/gpu/ef_reference.h"
 #include "tests/gpu/have_device.h"
 #include "tests/gpu/test_kernels.h"
+#include "tests/unit/coll/loopback_ranks.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::backend {
@@ -550,6 +554,111 @@ INSTANTIATE_TEST_SUITE_P(Mechanisms, Gate,
                                       ? std::string("SpinKernel")
                                       : std::string("StreamWaitValue");
                          });
+
+// One two-shot AllReduce (or ReduceScatter) of `x` at P ranks as threads over loopback sockets,
+// on host buffers or on device buffers (the CUDA backend's sums); each rank's output, and how
+// many of the ranks' calls ran two-shot.
+std::vector<std::vector<float>> two_shot_outputs(CodecId codec,
+                                                 const std::vector<std::vector<float>>& x,
+                                                 bool scatter, bool device, int* two_shot_calls) {
+  const int p = static_cast<int>(x.size());
+  const size_t count = x[0].size();
+  const size_t out = scatter ? count / static_cast<size_t>(p) : count;
+  coll::Settings s;
+  s.auto_codec = false;
+  s.codec = codec;
+  s.algo = coll::Settings::Algo::kTwoShot;
+  auto t = testutil::loopback_transports(p, 60);
+  std::vector<std::unique_ptr<coll::AllReduceEngine>> eng;
+  for (int r = 0; r < p; ++r)
+    eng.push_back(std::make_unique<coll::AllReduceEngine>(s, p));
+  std::vector<std::vector<float>> y(static_cast<size_t>(p), std::vector<float>(out, -1.f));
+  std::vector<std::thread> th;
+  for (int r = 0; r < p; ++r) {
+    th.emplace_back([&, r] {
+      const auto ru = static_cast<size_t>(r);
+      std::unique_ptr<Dev> dx, dy;
+      coll::AllReduceArgs a;
+      a.count = count;
+      a.kind = scatter ? coll::CallKind::kReduceScatter : coll::CallKind::kAllReduce;
+      a.type = ElemType::kF32;
+      if (device) {
+        dx = std::make_unique<Dev>(count * sizeof(float));
+        dy = std::make_unique<Dev>(out * sizeof(float));
+        put(dx->p, x[ru].data(), count * sizeof(float));
+        a.send = dx->p;
+        a.recv = dy->p;
+        a.mem = MemoryType::kDevice;
+      } else {
+        a.send = x[ru].data();
+        a.recv = y[ru].data();
+        a.mem = MemoryType::kHost;
+      }
+      coll::RingLink link;
+      link.transport = t[ru].get();
+      link.rank = r;
+      link.nranks = p;
+      link.timeout_s = 60;
+      link.op_seq = 1;
+      Status st = eng[ru]->run(link, a);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      if (device) get(y[ru].data(), dy->p, out * sizeof(float));
+    });
+  }
+  for (auto& thr : th)
+    thr.join();
+  *two_shot_calls = 0;
+  for (int r = 0; r < p; ++r) {
+    *two_shot_calls += static_cast<int>(
+        eng[static_cast<size_t>(r)]->stats().by_codec[kernels::codec_name(codec)].two_shot_calls);
+  }
+  return y;
+}
+
+// Two-shot on device buffers is the host's scheme with the kernels' CUDA build: the same packets
+// and the same fp32 sums (kernels/sum_impl.h), so for the codecs whose packets are the host's
+// bits (bf16, fp16, q8/q4/q2: EncodeStepDecodeMatchTheHostBackend) every rank's output is the
+// host run's, bit for bit; CASQ's fits agree to rounding, so its outputs agree to CASQ's bound
+// there, and an AllReduce's ranks hold the same bits. AllReduce and ReduceScatter, 2 and 4 ranks.
+TEST(CudaBackend, TwoShotOnDeviceBuffersGivesTheHostsBits) {
+  SKIP_WITHOUT_DEVICE();
+  const CodecId codecs[] = {CodecId::kBf16, CodecId::kFp16,  CodecId::kQ8,    CodecId::kQ4,
+                            CodecId::kQ2,   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
+  for (int p : {2, 4}) {
+    const size_t count = 12000 + 37 * static_cast<size_t>(p);  // odd chunks and slices
+    std::vector<std::vector<float>> x;
+    for (int r = 0; r < p; ++r)
+      x.push_back(make_data(Dist::kLaplace, count, 101 + static_cast<uint64_t>(r)));
+    for (CodecId codec : codecs) {
+      const bool casq =
+          codec == CodecId::kCasq2 || codec == CodecId::kCasq3 || codec == CodecId::kCasq4;
+      for (bool scatter : {false, true}) {
+        SCOPED_TRACE(std::string(kernels::codec_name(codec)) +
+                     (scatter ? " ReduceScatter" : " AllReduce") + " at " + std::to_string(p) +
+                     " ranks");
+        int host_calls = 0, device_calls = 0;
+        const auto host = two_shot_outputs(codec, x, scatter, false, &host_calls);
+        const auto dev = two_shot_outputs(codec, x, scatter, true, &device_calls);
+        EXPECT_EQ(host_calls, p);
+        EXPECT_EQ(device_calls, p) << "device buffers did not run two-shot";
+        for (int r = 0; r < p; ++r) {
+          const auto ru = static_cast<size_t>(r);
+          if (!scatter) {
+            EXPECT_EQ(std::memcmp(dev[ru].data(), dev[0].data(), dev[0].size() * sizeof(float)), 0)
+                << "rank " << r << " differs from rank 0 on the device";
+          }
+          if (casq) {
+            EXPECT_LE(nmse(host[ru], dev[ru]), 1e-6) << "rank " << r;
+          } else {
+            EXPECT_EQ(std::memcmp(dev[ru].data(), host[ru].data(), host[ru].size() * sizeof(float)),
+                      0)
+                << "rank " << r << " differs from the host run";
+          }
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace sketchccl::backend

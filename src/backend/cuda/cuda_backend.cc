@@ -154,7 +154,7 @@ class CudaBackendImpl final : public CudaBackend {
       cudaGetLastError();
       return;
     }
-    for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_, &unres_}) {
+    for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_, &unres_, &sum_tmp_}) {
       if (b->base != nullptr) cudaFreeAsync(b->base, stream_);
     }
     for (Lane& l : lanes_) {
@@ -476,6 +476,41 @@ class CudaBackendImpl final : public CudaBackend {
     sums->residual_sq = hsums[1];
     return Status::Ok();
   }
+  // The two-shot scheme's fp32 sums on device arrays (alloc_f32), on the main stream, in the
+  // host backend's order (kernels/host/sum_host.cc): the same bits.
+  bool sums() const override { return true; }
+  Status zero_f32(float* a, size_t n) override {
+    if (n == 0) return Status::Ok();
+    main_dirty_ = true;  // a later encode on a lane may read it
+    SCCL_CUDA_RETURN(cudaMemsetAsync(a, 0, n * sizeof(float), stream_), "cudaMemsetAsync");
+    return Status::Ok();
+  }
+  Status load_sum(const void* x, ElemType t, size_t n, float* sum) override {
+    main_dirty_ = true;
+    return kc::load_sum(x, t, n, sum, stream_);
+  }
+  // The contribution decoded at scale 1 into device scratch, then added: a decode's checks and
+  // verdict as decode()'s.
+  Status decode_add(const CodecParams& p, const void* pkt, size_t bytes, float* sum,
+                    size_t n) override {
+    if (n == 0) return Status::Ok();
+    SCCL_RETURN_IF_ERROR(ensure(sum_tmp_, n * sizeof(float)));
+    auto* tmp = reinterpret_cast<float*>(sum_tmp_.p);
+    SCCL_RETURN_IF_ERROR(queue_decode(p, pkt, bytes, tmp, ElemType::kF32, n, 1.0f, nullptr));
+    int* verdict = reinterpret_cast<int*>(small_.p + kVerdictOffset);
+    SCCL_CUDA_RETURN(cudaMemcpyAsync(verdict, ws_.p, sizeof(int), cudaMemcpyDeviceToHost, stream_),
+                     "verdict to host");
+    SCCL_RETURN_IF_ERROR(kc::add_sum(tmp, n, sum, stream_));
+    SCCL_RETURN_IF_ERROR(sync(stream_, "decode of a contribution into the fp32 sum"));
+    return kc::verdict_status(*verdict);
+  }
+  Status store_sum(const float* sum, size_t n, float scale, void* y, ElemType t) override {
+    if (n == 0) return Status::Ok();
+    main_dirty_ = true;
+    SCCL_RETURN_IF_ERROR(kc::store_sum(sum, n, scale, t, y, stream_));
+    return sync(stream_, "store of the reduced chunk");
+  }
+
   // Gives back an alloc_f32 array's memory, stream-ordered, under this backend's device.
   void free_f32(void* base) {
     int prev = -1;
@@ -806,6 +841,7 @@ class CudaBackendImpl final : public CudaBackend {
   const std::atomic<bool>* abort_ = nullptr;
   double timeout_s_ = 300;
   DevBuf ws_, pkt_, stats_, bits_, vals_, ef_sums_, unres_;  // unres_: s2's unresolved bitmap
+  DevBuf sum_tmp_;                                           // decode_add's decoded contribution
   PinBuf small_;                                             // slot verdicts and decode statistics
   PinBuf bounce_;  // copies to and from host memory that is not pinned (to_host, to_device)
   cudaMemPool_t pool_ = nullptr;  // every DevBuf and alloc_f32 array

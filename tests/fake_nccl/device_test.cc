@@ -1,0 +1,122 @@
+// Runs device_client (SketchCCL's layers and a model of the device, in front of the fake
+// libnccl.so.2 or standalone) in two processes, one node each, and checks every CHECK line it
+// prints and how many WARNs SketchCCL wrote.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/api/launcher.h"
+
+namespace {
+
+std::string g_client, g_fake;
+
+struct Result {
+  int fails = 0;
+  int checks = 0;
+  std::vector<int> warns;  // per rank
+  std::string text;
+};
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t pos = 0; (pos = text.find(what, pos)) != std::string::npos; pos += what.size())
+    ++n;
+  return n;
+}
+
+Result run(const std::string& mode, const std::vector<std::string>& env, bool standalone = false) {
+  char dir[] = "/tmp/sketchccl_device_XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  constexpr int kRanks = 2;
+  std::vector<std::string> all = env;
+  all.push_back("SKETCHCCL_NCCL_LIB=" + (standalone ? std::string("none") : g_fake));
+  all.push_back("SKETCHCCL_TIMEOUT=20");
+  all.push_back("SKETCHCCL_CODEC=none");
+  all.push_back("SKETCHCCL_MIN_BYTES=0");
+  auto outs = sketchccl::testing::run_ranks(
+      kRanks,
+      [&](int r) {
+        return std::vector<std::string>{"/usr/bin/env",
+                                        "FAKE_NCCL_LOG=" + d + "/log." + std::to_string(r),
+                                        "SKETCHCCL_HOSTID=devicehost" + std::to_string(r),
+                                        g_client,
+                                        std::to_string(r),
+                                        std::to_string(kRanks),
+                                        d + "/id",
+                                        mode};
+      },
+      all, 90);
+  Result res;
+  for (size_t r = 0; r < outs.size(); ++r) {
+    res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
+                ", signal " + std::to_string(outs[r].signal) + ")\n" + outs[r].out;
+    if (outs[r].exit_code != 0) res.fails++;
+    res.warns.push_back(count(outs[r].out, "SKETCHCCL WARN"));
+    size_t pos = 0;
+    while ((pos = outs[r].out.find("CHECK ", pos)) != std::string::npos) {
+      res.checks++;
+      const size_t eol = outs[r].out.find('\n', pos);
+      if (outs[r].out.substr(pos, eol - pos).find(" FAIL") != std::string::npos) res.fails++;
+      pos = eol;
+    }
+  }
+  std::filesystem::remove_all(d);
+  return res;
+}
+
+// nccl-tests initialises every rank inside a group, where NCCL's ncclCommCuDevice answers 0 until
+// the group ends: the device path must be on the caller's current device (1 here).
+TEST(DevicePath, AnInitInsideAGroupTakesTheCallersCurrentDevice) {
+  Result r = run("group", {"MODEL_DEVICE=1"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 6) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
+}
+
+// A nonblocking communicator is not asked about while NCCL initialises it.
+TEST(DevicePath, ANonblockingInitIsNotProbedWhileInitialising) {
+  Result r = run("nonblocking", {"MODEL_DEVICE=1"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 8) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
+}
+
+class SetupFailure : public ::testing::TestWithParam<const char*> {};
+
+// In front of NCCL: the call and every later device call forwarded, one WARN per rank.
+TEST_P(SetupFailure, InFrontOfNcclForwardsWithOneWarn) {
+  Result r = run("fail", {"MODEL_DEVICE=0", std::string("MODEL_FAIL=") + GetParam()});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 8) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({1, 1})) << r.text;
+}
+
+// Standalone: no NCCL to run the call, so every device call fails.
+TEST_P(SetupFailure, StandaloneFailsEveryDeviceCall) {
+  Result r = run("fail", {"MODEL_DEVICE=0", std::string("MODEL_FAIL=") + GetParam()}, true);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 6) << r.text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, SetupFailure, ::testing::Values("gate", "backend", "enqueue"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s DEVICE_CLIENT FAKE_LIBNCCL\n", argv[0]);
+    return 2;
+  }
+  g_client = argv[1];
+  g_fake = argv[2];
+  return RUN_ALL_TESTS();
+}
