@@ -19,8 +19,8 @@
 
 #include "kernels/codec_common.h"
 #include "kernels/convert.h"
-#include "src/coll/accuracy.h"
 #include "src/backend/device_runtime.h"
+#include "src/coll/accuracy.h"
 #include "src/coll/allreduce.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
@@ -517,6 +517,8 @@ TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
     for (uint64_t tag : rec[r]->sent())
       EXPECT_FALSE(tag_has_phase(tag, op, kPhaseAccuracySample)) << "a side ring ran";
   }
+}
+
 // A device backend for the CPU: the host backend's kernels on memory it calls device memory, and
 // the two-shot sums kept only in arrays it handed out (alloc_f32), as a GPU's must be.
 class SumsOnlyInOwnMemory final : public backend::Backend {
