@@ -113,6 +113,14 @@ void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
   to->inter_node_bytes_sent += from.bytes_sent;
 }
 
+// A hierarchical call's time and verdict in the communicator's counts; returns its status.
+Status counted(CommStats* stats, CodecStats* cs, std::chrono::steady_clock::time_point t0,
+               const Status& st) {
+  cs->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  (st.ok() ? stats->calls_taken : stats->calls_failed)++;
+  return st;
+}
+
 }  // namespace
 
 RailChunks::RailChunks(const Topology& topo)
@@ -175,13 +183,7 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
   // what they send (not counted here).
   cs.bytes_in +=
       args.count * kernels::elem_size(args.type) * static_cast<size_t>(topo_.local_ranks);
-  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (st.ok()) {
-    stats->calls_taken++;
-  } else {
-    stats->calls_failed++;
-  }
-  return st;
+  return counted(stats, &cs, t0, st);
 }
 
 // The buffer is cut into segments. Segment k's exact reduce-scatter
@@ -307,13 +309,7 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
   cs.bytes_sent += sent;
   cs.bytes_received += scatter_received + gathers.received();
   cs.intra_node_bytes_sent += sent;
-  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (st.ok()) {
-    stats->calls_taken++;
-  } else {
-    stats->calls_failed++;
-  }
-  return st;
+  return counted(stats, &cs, t0, st);
 }
 
 // 1: each rank sends local rank p the N chunks of p's rail (direct, in the user's type), and sums
@@ -381,13 +377,7 @@ Status HierarchicalAllReduce::run_reduce_scatter(const RingLink& link, const All
   cs.bytes_sent += scatter.sent();
   cs.bytes_received += scatter.received();
   cs.intra_node_bytes_sent += scatter.sent();
-  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (st.ok()) {
-    stats->calls_taken++;
-  } else {
-    stats->calls_failed++;
-  }
-  return st;
+  return counted(stats, &cs, t0, st);
 }
 
 }  // namespace sketchccl::coll
