@@ -8,8 +8,9 @@
 // hear of it from the root at once.
 // Prints "RESULT rank=<r> rc=<ncclResult_t> seconds=<time in the call> at=<when it returned,
 // seconds since the epoch> error=<last error>".
-// The limited rank then stays alive a while, so that the other ranks' prompt failure comes from
-// SketchCCL (its communicator closes), not from the process exiting.
+// The limited rank then stays alive until every other rank has returned (each leaves a file
+// `done.<rank>` in $OOM_DONE_DIR), so that their failure comes from SketchCCL (its communicator
+// closes), not from the process exiting; it prints "STAYED peers_done=<n> seconds=<s>".
 #include <nccl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -27,8 +28,9 @@
 
 namespace {
 
-// How long the limited rank lives on after its error: longer than the test allows its peers.
-constexpr int kStaySeconds = 7;
+// The longest the limited rank waits for its peers: below their 60 s timeout, so a peer that
+// fails only at that timeout is seen as not done.
+constexpr double kStayAtMostSeconds = 40;
 
 // The process's current address-space size (VmSize), in bytes.
 size_t address_space_bytes() {
@@ -61,6 +63,31 @@ void print_result(int rank, ncclResult_t rc, double seconds, const char* error) 
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The files the other ranks leave in `dir` once their call has returned.
+int peers_done(const std::string& dir, int nranks, int self) {
+  int n = 0;
+  for (int r = 0; r < nranks; ++r) {
+    if (r != self && access((dir + "/done." + std::to_string(r)).c_str(), F_OK) == 0) ++n;
+  }
+  return n;
+}
+
+// Every rank but the limited one says it has returned; the limited one waits for them all.
+void meet_after_the_call(int rank, int nranks, int limited) {
+  const char* dir = std::getenv("OOM_DONE_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  if (rank != limited) {
+    std::ofstream(std::string(dir) + "/done." + std::to_string(rank)) << "done\n";
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0;
+  while ((done = peers_done(dir, nranks, rank)) < nranks - 1 && since(t0) < kStayAtMostSeconds)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::printf("STAYED peers_done=%d seconds=%.2f\n", done, since(t0));
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -106,7 +133,7 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   ncclResult_t rc = ncclAllReduce(buf.get(), buf.get(), count, ncclFloat32, ncclSum, comm, nullptr);
   print_result(wa.rank, rc, since(t0), ncclGetLastError(comm));
-  if (wa.rank == limited) std::this_thread::sleep_for(std::chrono::seconds(kStaySeconds));
+  meet_after_the_call(wa.rank, wa.nranks, limited);
   ncclCommAbort(comm);
   return 0;
 }
