@@ -211,15 +211,12 @@ uint64_t json_u64(const std::string& json, const std::string& key) {
   return at == std::string::npos ? 0 : std::stoull(json.substr(at + key.size() + 4));
 }
 
-// The statistics of each rank after one `none` AllReduce of n floats (the "big" scenario).
-std::vector<std::string> stats_after_one_call(const std::string& hierarchy, size_t n) {
+// The statistics file each rank writes in a fresh folder (SKETCHCCL_STATS_FILE, given to
+// `launch`), after the scenario `launch` runs; the folder is removed.
+std::vector<std::string> stats_of(const std::function<Outcome(const std::string&)>& launch) {
   char dir[] = "/tmp/sketchccl_hier_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
-  Outcome o = run("big", 4, by_node(2),
-                  {"SKETCHCCL_CODEC=none", "SKETCHCCL_HIERARCHY=" + hierarchy,
-                   "SKETCHCCL_SLICE_BYTES=64K",  // 16 segments
-                   "SKETCHCCL_STATS_FILE=" + std::string(dir) + "/stats.%p.json"},
-                  {std::to_string(n)});
+  Outcome o = launch("SKETCHCCL_STATS_FILE=" + std::string(dir) + "/stats.%p.json");
   expect_agreement(o.ranks);
   std::vector<std::string> out;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -229,6 +226,17 @@ std::vector<std::string> stats_after_one_call(const std::string& hierarchy, size
   std::filesystem::remove(dir);
   EXPECT_EQ(out.size(), 4u);
   return out;
+}
+
+// The statistics of each rank after one `none` AllReduce of n floats (the "big" scenario).
+std::vector<std::string> stats_after_one_call(const std::string& hierarchy, size_t n) {
+  return stats_of([&](const std::string& stats_file) {
+    return run("big", 4, by_node(2),
+               {"SKETCHCCL_CODEC=none", "SKETCHCCL_HIERARCHY=" + hierarchy,
+                "SKETCHCCL_SLICE_BYTES=64K",  // 16 segments
+                stats_file},
+               {std::to_string(n)});
+  });
 }
 
 TEST(HierarchyStats, InterNodeBytesAreTwoThirdsOfTheFlatRingsPerNode) {
@@ -355,21 +363,11 @@ TEST(HierarchyReduceScatterRobustness, ErrorFeedbackWorksThroughTheRail) {
 
 // The statistics of each rank after one exact float32 ReduceScatter of recvcount per rank.
 std::vector<std::string> rs_stats_after_one_call(const std::string& hierarchy, size_t recvcount) {
-  char dir[] = "/tmp/sketchccl_hier_rs_XXXXXX";
-  EXPECT_NE(mkdtemp(dir), nullptr);
-  Outcome o = run_rs("once", 4, by_node(2),
-                     {"SKETCHCCL_CODEC=none", "SKETCHCCL_HIERARCHY=" + hierarchy,
-                      "SKETCHCCL_STATS_FILE=" + std::string(dir) + "/stats.%p.json"},
-                     {std::to_string(recvcount)});
-  expect_agreement(o.ranks);
-  std::vector<std::string> out;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    out.push_back(read_file(entry.path()));
-    std::filesystem::remove(entry.path());
-  }
-  std::filesystem::remove(dir);
-  EXPECT_EQ(out.size(), 4u);
-  return out;
+  return stats_of([&](const std::string& stats_file) {
+    return run_rs("once", 4, by_node(2),
+                  {"SKETCHCCL_CODEC=none", "SKETCHCCL_HIERARCHY=" + hierarchy, stats_file},
+                  {std::to_string(recvcount)});
+  });
 }
 
 TEST(HierarchyReduceScatterStats, InterNodeBytesAreTwoThirdsOfTheFlatRingsPerNode) {
