@@ -50,12 +50,7 @@ class EngineRanks {
     std::vector<std::thread> th;
     for (int r = 0; r < p_; ++r) {
       th.emplace_back([&, r] {
-        coll::RingLink link;
-        link.transport = t_[r].get();
-        link.rank = r;
-        link.nranks = p_;
-        link.timeout_s = timeout_s_;
-        link.op_seq = call;
+        coll::RingLink link = ring_link(t_[r].get(), r, p_, timeout_s_, call);
         coll::AllReduceArgs a;
         a.send = send[r];
         a.recv = recv[r];

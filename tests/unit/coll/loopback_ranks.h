@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "src/coll/ring.h"
 #include "transport/transport.h"
 
 namespace sketchccl::testutil {
@@ -34,6 +35,18 @@ inline std::vector<std::unique_ptr<transport::Transport>> loopback_transports(in
     }
   }
   return t;
+}
+
+// Rank `rank` of `nranks`'s link over `t` for the call numbered `op_seq`.
+inline coll::RingLink ring_link(transport::Transport* t, int rank, int nranks, double timeout_s,
+                                uint32_t op_seq) {
+  coll::RingLink link;
+  link.transport = t;
+  link.rank = rank;
+  link.nranks = nranks;
+  link.timeout_s = timeout_s;
+  link.op_seq = op_seq;
+  return link;
 }
 
 }  // namespace sketchccl::testutil

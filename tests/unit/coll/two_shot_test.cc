@@ -274,12 +274,7 @@ TEST(TwoShot, RanksThatDisagreeOnTheCountFailInsteadOfHanging) {
   std::vector<std::vector<float>> x(p, std::vector<float>(count + 640, 1.0f)), y = x;
   const auto t0 = std::chrono::steady_clock::now();
   const auto st = on_ranks(p, [&](int r) {
-    RingLink link;
-    link.transport = t[r].get();
-    link.rank = r;
-    link.nranks = p;
-    link.timeout_s = timeout;
-    link.op_seq = 1;
+    RingLink link = testutil::ring_link(t[r].get(), r, p, timeout, 1);
     AllReduceArgs a;
     a.send = x[r].data();
     a.recv = y[r].data();
@@ -312,12 +307,7 @@ TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
   t[3]->close();  // rank 3 is gone
   const auto t0 = std::chrono::steady_clock::now();
   const auto st = on_ranks(p - 1, [&](int r) {
-    RingLink link;
-    link.transport = t[r].get();
-    link.rank = r;
-    link.nranks = p;
-    link.timeout_s = timeout;
-    link.op_seq = 1;
+    RingLink link = testutil::ring_link(t[r].get(), r, p, timeout, 1);
     AllReduceArgs a;
     a.send = x[r].data();
     a.recv = y[r].data();
@@ -413,12 +403,7 @@ TEST(TwoShot, ReducedPacketsGoOutWhileTheContributionsStillFlow) {
   const size_t count = static_cast<size_t>(p) * slices * s.slice_elems;
   std::vector<std::vector<float>> x = inputs(p, count), y = x;
   auto call = [&](int r, uint32_t op) {
-    RingLink link;
-    link.transport = rec[r].get();
-    link.rank = r;
-    link.nranks = p;
-    link.timeout_s = timeout;
-    link.op_seq = op;
+    RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
     AllReduceArgs a;
     a.send = x[r].data();
     a.recv = y[r].data();
@@ -475,12 +460,7 @@ TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
   const uint32_t op = 5;
   std::vector<std::vector<float>> x = inputs(p, count), y = x;
   for (const Status& st : on_ranks(p, [&](int r) {
-         RingLink link;
-         link.transport = rec[r].get();
-         link.rank = r;
-         link.nranks = p;
-         link.timeout_s = timeout;
-         link.op_seq = op;
+         RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
          AllReduceArgs a;
          a.send = x[r].data();
          a.recv = y[r].data();
@@ -644,12 +624,7 @@ TEST(TwoShot, DeviceBuffersKeepTheSumsInTheBackendsMemory) {
         for (int r = 0; r < p; ++r) {
           th.emplace_back([&, r] {
             const auto ru = static_cast<size_t>(r);
-            RingLink link;
-            link.transport = t[ru].get();
-            link.rank = r;
-            link.nranks = p;
-            link.timeout_s = 30;
-            link.op_seq = 1;
+            RingLink link = testutil::ring_link(t[ru].get(), r, p, 30, 1);
             AllReduceArgs a;
             a.send = x[ru].data();
             a.recv = y[dev][ru].data();
