@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The demo's current results: one markdown table (per codec: AllReduce busbw and gain over the
 exact ring, ReduceScatter gain, wire bytes, NMSE, training accuracy) from demo_report.py's JSON
-summaries and the convergence summary line (or a ddp-train run's final accuracies), headed by one line naming the date and the machine,
+summaries and the convergence summary line (or a ddp-train run's final accuracies), headed by one line naming the machine (git
+history dates the runs),
 then the time-to-accuracy lines of `ddp-train` runs (--tta).
 With --splice FILE NAME it also replaces what lies between FILE's `<!-- NAME:begin -->` and
 `<!-- NAME:end -->` markers with a file's text (the README's table, docs/perf.md's report).
 Only what the tools printed is used; a missing figure is shown as `-`."""
 import argparse
-import datetime
 import json
 import os
 import re
@@ -108,7 +108,6 @@ def table(ar, rs, conv_path, mode, cpu="", tta=None, acc_from=None):
     conv_what, acc = accuracies(conv_path) if conv_path else (None, {})
     if acc_from:
         conv_what, acc = tta_accuracies(acc_from)
-    when = datetime.date.today().isoformat()
     net = ("4 ranks in network namespaces, 1 Gbit/s `tc tbf` links, UCX over TCP" if mode == "netem"
            else "4 ranks on loopback (not a slow network)")
     lo, hi = (ar or {}).get("judge", [4 << 20, 64 << 20])
@@ -119,7 +118,7 @@ def table(ar, rs, conv_path, mode, cpu="", tta=None, acc_from=None):
         acc_head = f"test accuracy ({conv_what})"
     elif conv_what:
         acc_head = f"test accuracy ({conv_what.split(',')[0]}, {conv_what.split(',')[2].strip()})"
-    out = [f"`./run demo`, {when}: {machine()}; {net}{cpu_share(cpu)}.", "",
+    out = [f"`./run demo` on {machine()}; {net}{cpu_share(cpu)}.", "",
            f"| codec | data | AllReduce busbw at {big >> 20} MiB | AllReduce × exact ring | "
            f"ReduceScatter × exact ring | AllReduce wire bytes per input byte | AllReduce NMSE | "
            f"{acc_head} |",
