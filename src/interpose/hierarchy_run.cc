@@ -227,15 +227,18 @@ ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
   const ncclResult_t r = real.ncclReduceScatter(regrouped->data(), mine, rail_chunks * call.count,
                                                 call.type, call.op, node, call.stream);
   if (r != ncclSuccess && r != ncclInProgress) return api::forwarded(r);  // nothing enqueued
-  // 2: the rail's ReduceScatter of the N node sums, into recvbuff.
+  // 2: the rail's ReduceScatter of the N node sums, into recvbuff; its history kept by the
+  // user's buffer, not the copy's.
   api::CollCall rail = call;
   rail.send = mine;
+  coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
+  args.state_key = call.send;
+  auto work = c.submit_allreduce(args);
   if (api::group::active()) {
-    auto work = c.submit_allreduce(api::engine_args(rail, topo.nodes, api::EngineRun::kRail));
     api::group::defer(work, false, [regrouped](const Status&) {});
     return ncclSuccess;
   }
-  const Status st = api::submit(c, rail, api::EngineRun::kRail);
+  const Status st = work->wait();
   if (!st.ok()) return api::report(st, call.api);
   return api::forwarded(r);
 }
