@@ -2,8 +2,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "sketchccl_build_config.h"
@@ -118,6 +121,37 @@ class CudaRuntime final : public DeviceRuntime {
     return Status(Code::kUnhandledCudaError, "built without CUDA");
 #endif
   }
+  Status alloc_on_stream(int device, size_t bytes, void* stream, void** out) override {
+#if SKETCHCCL_HAVE_CUDA
+    cudaMemPool_t pool = nullptr;
+    SCCL_RETURN_IF_ERROR(pool_of(device, &pool));
+    const cudaError_t e =
+        cudaMallocFromPoolAsync(out, bytes, pool, static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return errorf(Code::kUnhandledCudaError, "cudaMallocFromPoolAsync(%zu bytes, device %d): %s",
+                    bytes, device, cudaGetErrorString(e));
+    }
+    return Status::Ok();
+#else
+    (void)device, (void)bytes, (void)stream, (void)out;
+    return Status(Code::kUnhandledCudaError, "built without CUDA");
+#endif
+  }
+  Status free_on_stream(int device, void* p, void* stream) override {
+    (void)device;
+#if SKETCHCCL_HAVE_CUDA
+    const cudaError_t e = cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return errorf(Code::kUnhandledCudaError, "cudaFreeAsync: %s", cudaGetErrorString(e));
+    }
+    return Status::Ok();
+#else
+    (void)p, (void)stream;
+    return Status(Code::kUnhandledCudaError, "built without CUDA");
+#endif
+  }
   StreamMode mode(std::string* why) override {
     static const std::string reason = [] {
       std::string r;
@@ -173,6 +207,54 @@ class CudaRuntime final : public DeviceRuntime {
     }
     return Status::Ok();
   }
+
+  // The caller-side scratch pool of `device`, made once and kept (the runtime is never
+  // destroyed): not the device's default pool, which the application may use (PyTorch's
+  // cudaMallocAsync allocator), and without internal dependencies, which could make a gated
+  // stream wait for another.
+  Status pool_of(int device, cudaMemPool_t* out) {
+    std::lock_guard<std::mutex> lock(pools_mu_);
+    cudaMemPool_t& pool = pools_[device];
+    if (pool != nullptr) {
+      *out = pool;
+      return Status::Ok();
+    }
+    auto failed = [device](const char* what, cudaError_t e) {
+      cudaGetLastError();
+      return errorf(Code::kUnhandledCudaError, "%s (device %d): %s", what, device,
+                    cudaGetErrorString(e));
+    };
+    int supported = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device);
+    if (e != cudaSuccess) return failed("cudaDeviceGetAttribute(MemoryPoolsSupported)", e);
+    if (supported == 0) {
+      return errorf(Code::kUnhandledCudaError,
+                    "device %d does not support memory pools (cudaMallocAsync)", device);
+    }
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t made = nullptr;
+    if ((e = cudaMemPoolCreate(&made, &props)) != cudaSuccess)
+      return failed("cudaMemPoolCreate", e);
+    int off = 0;
+    uint64_t keep = UINT64_MAX;  // the next call's scratch without a new mapping
+    if ((e = cudaMemPoolSetAttribute(made, cudaMemPoolReuseAllowInternalDependencies, &off)) !=
+            cudaSuccess ||
+        (e = cudaMemPoolSetAttribute(made, cudaMemPoolAttrReleaseThreshold, &keep)) !=
+            cudaSuccess) {
+      cudaMemPoolDestroy(made);
+      return failed("cudaMemPoolSetAttribute", e);
+    }
+    pool = made;
+    *out = pool;
+    return Status::Ok();
+  }
+
+  std::mutex pools_mu_;
+  std::map<int, cudaMemPool_t> pools_;
 #endif
 };
 

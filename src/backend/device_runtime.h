@@ -62,6 +62,18 @@ class DeviceRuntime {
   // Caller's thread: returns once the work queued so far on `stream` (nullptr: the default
   // stream) has finished; kRemoteError past timeout_s.
   virtual Status synchronize(int device, void* stream, double timeout_s) = 0;
+  // Caller's thread: `bytes` of device memory of `device` from SketchCCL's own pool (never the
+  // application's), ready for the work queued on `stream` after this call; nothing is waited for.
+  virtual Status alloc_on_stream(int device, size_t bytes, void* stream, void** out) {
+    (void)device, (void)bytes, (void)stream, (void)out;
+    return Status(Code::kUnhandledCudaError, "no stream-ordered device memory");
+  }
+  // Caller's thread: `p` (alloc_on_stream's) goes back to the pool once the work queued so far on
+  // `stream` has finished.
+  virtual Status free_on_stream(int device, void* p, void* stream) {
+    (void)device, (void)p, (void)stream;
+    return Status(Code::kUnhandledCudaError, "no stream-ordered device memory");
+  }
   virtual StreamMode mode(std::string* why) = 0;
 };
 

@@ -83,7 +83,8 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   }
   const RingShape& ring = *ring_ptr;
   const auto t0 = std::chrono::steady_clock::now();
-  BufferKey key{reinterpret_cast<uintptr_t>(args.send), args.count, args.type, args.kind};
+  const void* keyed = args.state_key != nullptr ? args.state_key : args.send;
+  BufferKey key{reinterpret_cast<uintptr_t>(keyed), args.count, args.type, args.kind};
   BufferState* state_ptr = &buffers_.get(key);
   CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state_ptr, args.count);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state_ptr->guard.steps);

@@ -52,6 +52,8 @@ class AllReduceEngine {
 
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }
+  // How many user buffers it keeps a state for.
+  size_t buffer_states() const { return buffers_.size(); }
   const Settings& settings() const { return settings_; }
 
  private:

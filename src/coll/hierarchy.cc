@@ -136,6 +136,15 @@ RailChunks::RailChunks(const Topology& topo)
   }
 }
 
+bool RailChunks::blocks_by_node() const {
+  for (int n = 0; n < nodes_; ++n) {
+    for (int l = 0; l < local_ranks_; ++l) {
+      if (chunk_of(l, n) != n * local_ranks_ + l) return false;
+    }
+  }
+  return true;
+}
+
 HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo,
                                              int cuda_device)
     : settings_(settings), topo_(topo), chunks_(topo), rail_(settings, topo.nodes, cuda_device) {}

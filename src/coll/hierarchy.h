@@ -64,6 +64,10 @@ class RailChunks {
   // node n with local index l.
   int chunk_at(int pos) const { return grid_[static_cast<size_t>(pos)]; }
   int chunk_of(int local, int node) const { return chunk_at(local * nodes_ + node); }
+  // Whether node n's ranks are n·L .. n·L + L - 1 in local order (the usual launcher numbering):
+  // then each node's chunks lie together in the input, and a node's reduce-scatter of them needs
+  // no regroup copy.
+  bool blocks_by_node() const;
 
  private:
   int nodes_ = 1, local_ranks_ = 1;

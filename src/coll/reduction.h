@@ -50,6 +50,9 @@ struct AllReduceArgs {
   // stream gate's business (Communicator), not the engine's.
   backend::MemoryType mem = backend::MemoryType::kHost;
   CallKind kind = CallKind::kAllReduce;
+  // What the buffer's history and error feedback are kept by (null: send): a rail phase reads a
+  // scratch whose address says nothing of the user's buffer, so it passes the user's sendbuff.
+  const void* state_key = nullptr;
 };
 
 }  // namespace sketchccl::coll

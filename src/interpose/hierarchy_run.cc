@@ -11,6 +11,7 @@
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
 #include "src/api/submit.h"
+#include "src/backend/device_runtime.h"
 #include "src/coll/hierarchy.h"
 #include "src/core/log.h"
 #include "src/interpose/call_policy.h"
@@ -144,8 +145,11 @@ bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
   if (!c.hierarchical() || call.count == 0) return false;
   const bool rs = call.kind == api::CollKind::kReduceScatter;
   if (!rs && call.kind != api::CollKind::kAllReduce) return false;
-  // A ReduceScatter's regrouped input is a host copy (device buffers keep the flat ring).
-  if (rs && call.mem.type != backend::MemoryType::kHost) return false;
+  // A ReduceScatter of device buffers needs each node's chunks together in its input (no regroup
+  // copy, docs/interposition.md): any other placement keeps the flat ring.
+  if (rs && call.mem.type == backend::MemoryType::kDevice &&
+      !coll::RailChunks(c.topology()).blocks_by_node())
+    return false;
   ncclComm_t node = nullptr;
   const bool known = lookup(call.comm, &node);
   if (known && node == nullptr) return false;  // its split failed
@@ -227,16 +231,103 @@ ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
   const ncclResult_t r = real.ncclReduceScatter(regrouped->data(), mine, rail_chunks * call.count,
                                                 call.type, call.op, node, call.stream);
   if (r != ncclSuccess && r != ncclInProgress) return api::forwarded(r);  // nothing enqueued
-  // 2: the rail's ReduceScatter of the N node sums, into recvbuff.
+  // 2: the rail's ReduceScatter of the N node sums, into recvbuff; its history kept by the
+  // user's buffer, not the copy's.
   api::CollCall rail = call;
   rail.send = mine;
+  coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
+  args.state_key = call.send;
+  auto work = c.submit_allreduce(args);
   if (api::group::active()) {
-    auto work = c.submit_allreduce(api::engine_args(rail, topo.nodes, api::EngineRun::kRail));
     api::group::defer(work, false, [regrouped](const Status&) {});
     return ncclSuccess;
   }
-  const Status st = api::submit(c, rail, api::EngineRun::kRail);
+  const Status st = work->wait();
   if (!st.ok()) return api::report(st, call.api);
+  return api::forwarded(r);
+}
+
+// A ReduceScatter of device buffers, node n's ranks numbered n·L .. n·L + L - 1 (blocks_by_node):
+// 1: N ncclReduceScatters in one real group, node n's over its L consecutive input chunks into
+// chunk n of a device scratch from SketchCCL's pool, so that local rank l gets the node's sums of
+// its rail's N chunks with no regroup copy; 2: the rail's compressed ReduceScatter of the scratch
+// into recvbuff, gated on the stream behind phase 1; the scratch goes back to the pool on the
+// stream behind the rail. No NCCL phase follows the rail: once phase 1 is enqueued the node's
+// peers wait for nothing more of this rank.
+ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communicator& c,
+                                            const api::CollCall& call, ncclComm_t node) {
+  if (real.ncclGroupStart == nullptr) return missing_real("ncclGroupStart");
+  if (real.ncclGroupEnd == nullptr) return missing_real("ncclGroupEnd");
+  const coll::Topology& topo = c.topology();
+  const size_t esz = kernels::elem_size(call.elem);
+  const size_t chunk_bytes = call.count * esz;
+  const int device = c.cuda_device() < 0 ? 0 : c.cuda_device();
+  backend::DeviceRuntime& rt = backend::device_runtime();
+  void* scratch = nullptr;
+  Status st;
+  {
+    // This thread's CUDA calls must not invalidate another thread's global-mode capture.
+    backend::RelaxedCaptureScope relaxed;
+    st = rt.alloc_on_stream(device, static_cast<size_t>(topo.nodes) * chunk_bytes, call.stream,
+                            &scratch);
+  }
+  if (!st.ok()) {
+    // Nothing enqueued: NCCL runs this call and this communicator's later device calls.
+    mark_device_path_failed(call.comm, st);
+    c.count_forwarded();
+    return forward(real.ncclReduceScatter, "ncclReduceScatter", call.send, call.recv, call.count,
+                   call.type, call.op, call.comm, call.stream);
+  }
+  auto give_back = [&rt, device, scratch, stream = call.stream, rank = c.rank()] {
+    backend::RelaxedCaptureScope relaxed;
+    const Status freed = rt.free_on_stream(device, scratch, stream);
+    if (!freed.ok()) {
+      SCCL_WARN(kLogColl, "rank %d: the ReduceScatter's device scratch stays allocated: %s", rank,
+                freed.to_string().c_str());
+    }
+  };
+  // 1: every node's ReduceScatter is issued whatever an earlier one said (the group's end
+  // answers for all of them, on every rank alike); ncclAvg divides by L.
+  (void)settle(real, node);
+  ncclResult_t r = real.ncclGroupStart();
+  if (r == ncclSuccess) {
+    const auto* in = static_cast<const uint8_t*>(call.send);
+    for (int n = 0; n < topo.nodes; ++n) {
+      const ncclResult_t one = real.ncclReduceScatter(
+          in + static_cast<size_t>(n) * static_cast<size_t>(topo.local_ranks) * chunk_bytes,
+          static_cast<uint8_t*>(scratch) + static_cast<size_t>(n) * chunk_bytes, call.count,
+          call.type, call.op, node, call.stream);
+      if (r == ncclSuccess && one != ncclSuccess && one != ncclInProgress) r = one;
+    }
+    const ncclResult_t end = real.ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    give_back();
+    return api::forwarded(r);  // NCCL dropped the group: nothing enqueued
+  }
+  // 2: the rail's ReduceScatter of the N node sums (ncclAvg divides by N).
+  api::CollCall rail = call;
+  rail.send = scratch;
+  std::shared_ptr<coll::Work> synchronous;
+  coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
+  args.state_key = call.send;  // the scratch's address says nothing of the user's buffer
+  st = c.submit_allreduce_stream(args, call.stream, &synchronous);
+  if (st.ok() && synchronous) {
+    // No gate (device_runtime.h): the rail runs off the stream, so the scratch goes back only
+    // once it is done (at a group's end, after the group's other work).
+    if (api::group::active()) {
+      api::group::defer(synchronous, false, [give_back](const Status&) { give_back(); });
+      return api::forwarded(r);
+    }
+    st = synchronous->wait();
+  }
+  give_back();  // behind the gate, which holds the stream until the rail has read the scratch
+  if (!st.ok()) {
+    // This rank's chunk is wrong: reported; its later device calls are forwarded.
+    mark_device_path_failed(call.comm, st);
+    return api::report(st, call.api);
+  }
   return api::forwarded(r);
 }
 
@@ -256,8 +347,11 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
     // Every rank's split failed alike (it is collective): SketchCCL's own path.
     return api::report(api::submit(c, call, api::EngineRun::kCodec), call.api);
   }
-  if (call.kind == api::CollKind::kReduceScatter)
+  if (call.kind == api::CollKind::kReduceScatter) {
+    if (call.mem.type == backend::MemoryType::kDevice)
+      return run_nccl_reduce_scatter_device(real, c, call, node);
     return run_nccl_reduce_scatter(real, c, call, node);
+  }
   const size_t shard = call.count / static_cast<size_t>(topo.local_ranks);
   const size_t tail = call.count % static_cast<size_t>(topo.local_ranks);
   const size_t esz = kernels::elem_size(call.elem);

@@ -5,7 +5,8 @@
 // buffers are device memory (the ones this program marks), and it makes the stream gate and the
 // device backend (the host kernels), or fails to ($MODEL_FAIL: gate, backend or enqueue). The
 // real NCCL is the fake, opened through SKETCHCCL_NCCL_LIB; SKETCHCCL_NCCL_LIB=none runs
-// standalone. Usage: device_client RANK NRANKS IDFILE MODE (MODE: group, nonblocking, fail).
+// standalone. Usage: device_client RANK NRANKS IDFILE MODE (MODE: group, nonblocking, fail, hierrs,
+// hierrsflat, hierrsfail).
 #include <nccl.h>
 
 #include <atomic>
@@ -56,6 +57,8 @@ class ModelGate final : public StreamGate {
   }
   void release_all() override { release(reserved_.load()); }
   bool holding() const override { return released_.load() < reserved_.load(); }
+  uint32_t reserved() const { return reserved_.load(); }
+  uint32_t released() const { return released_.load(); }
 
  private:
   bool fail_enqueue_;
@@ -172,14 +175,72 @@ class ModelDevice final : public DeviceRuntime {
   Status synchronize(int, void*, double) override { return Status::Ok(); }
   StreamMode mode(std::string*) override { return StreamMode::kGated; }
 
+  // Stream-ordered scratch: a free is done once the gate has released every ticket reserved
+  // before it was queued (the stream's work ahead of it); then the memory is poisoned (NaN), so a
+  // rail that still read it would give a wrong result.
+  Status alloc_on_stream(int, size_t bytes, void* stream, void** out) override {
+    std::lock_guard<std::mutex> lock(scratch_mu_);
+    ++alloc_calls_;
+    if (fail_ == "alloc") {
+      return Status(Code::kUnhandledCudaError, "cudaMallocFromPoolAsync: out of memory (model)");
+    }
+    reap_locked();
+    auto mem = std::make_unique<uint8_t[]>(bytes);
+    *out = mem.get();
+    mark_device(mem.get(), bytes);
+    last_alloc_ = {mem.get(), bytes};
+    alloc_streams_.push_back(stream);
+    live_.emplace_back(std::move(mem), bytes);
+    return Status::Ok();
+  }
+  Status free_on_stream(int, void* p, void* stream) override {
+    std::lock_guard<std::mutex> lock(scratch_mu_);
+    pending_.push_back({p, gate_ != nullptr ? gate_->reserved() : 0});
+    free_streams_.push_back(stream);
+    reap_locked();
+    return Status::Ok();
+  }
+  // Scratch allocated and not yet back (frees whose stream has passed are done first).
+  size_t live_scratch() {
+    std::lock_guard<std::mutex> lock(scratch_mu_);
+    reap_locked();
+    return live_.size();
+  }
+
   std::vector<int> gate_devices_, backend_devices_;
   ModelGate* gate_ = nullptr;  // the communicator's (this program makes one)
+  int alloc_calls_ = 0;
+  std::pair<uint8_t*, size_t> last_alloc_{nullptr, 0};
+  std::vector<void*> alloc_streams_, free_streams_;
 
  private:
   int device_;
   std::string fail_;
+  void reap_locked() {
+    for (size_t i = 0; i < pending_.size();) {
+      const auto [p, seq] = pending_[i];
+      if (gate_ != nullptr && gate_->released() < seq) {
+        ++i;
+        continue;
+      }
+      for (size_t k = 0; k < live_.size(); ++k) {
+        if (live_[k].first.get() != p) continue;
+        std::memset(p, 0xff, live_[k].second);
+        unmark(p);
+        dead_.push_back(std::move(live_[k].first));  // kept: a late read sees NaN, not freed memory
+        live_.erase(live_.begin() + static_cast<long>(k));
+        break;
+      }
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
+  }
+
   std::mutex mu_;
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges_;
+  std::mutex scratch_mu_;
+  std::vector<std::pair<std::unique_ptr<uint8_t[]>, size_t>> live_;
+  std::vector<std::unique_ptr<uint8_t[]>> dead_;
+  std::vector<std::pair<void*, uint32_t>> pending_;  // a free and the last ticket ahead of it
 };
 
 ModelDevice* g_model = nullptr;
@@ -342,11 +403,167 @@ int run_fail(int rank, int nranks, const ncclUniqueId& id, bool standalone) {
   return 0;
 }
 
+// ncclReduceScatter of device buffers on 2 nodes x 2 ranks. hierrs (ranks 0,1 | 2,3: each
+// node's chunks together): N = 2 ncclReduceScatters in one real group on the node communicator,
+// node n's over input chunks [n·L, n·L + L) into chunk n of a scratch the model gave on the
+// caller's stream, then the exact rail ReduceScatter into recvbuff, and the scratch back on the
+// stream after the gate; apart, in place with avg, and inside a user group. The fake's
+// ReduceScatter copies the first chunk of its input, so scratch chunk n holds this rank's chunk
+// n·L, and the rail leaves rank (node m, local l) the sum over the nodes n' of rank n'·L + l's
+// chunk m·L. hierrsflat (ranks 0,2 | 1,3): the flat ring, no NCCL call. hierrsfail
+// ($MODEL_FAIL=alloc: the scratch; enqueue: the rail's gate): an alloc failure forwards the
+// call; an enqueue failure comes after phase 1 was enqueued, and the call fails; both forward
+// the later calls.
+int run_hier_rs(int rank, int nranks, const ncclUniqueId& id, const std::string& mode) {
+  constexpr int L = 2, N = 2;
+  const bool flat = mode == "hierrsflat", fail = mode == "hierrsfail";
+  const int node = flat ? rank % N : rank / L, local = flat ? rank / N : rank % L;
+  const char* fail_kind = std::getenv("MODEL_FAIL");
+  const std::string failing = fail_kind != nullptr ? fail_kind : "";
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRank(&comm, nranks, id, rank);
+  check("init", init == ncclSuccess, fmt("%d", init));
+  void* cp = static_cast<void*>(comm);
+  constexpr size_t R = 4099;  // recvcount: odd
+  auto value = [](int r, size_t chunk, size_t i) {
+    return static_cast<float>(r + 1 + 10 * static_cast<int>(chunk) + static_cast<int>(i % 3));
+  };
+  std::string node_comm;
+  for (int variant = 0; variant < (fail ? 2 : 3); ++variant) {
+    const bool inplace = variant == 1 && !fail, grouped = variant == 2;
+    const ncclRedOp_t op = inplace ? ncclAvg : ncclSum;
+    const std::string name = mode +
+                             (inplace   ? "/in-place-avg"
+                              : grouped ? "/grouped"
+                                        : "/apart") +
+                             (fail ? "-" + std::to_string(variant) : "");
+    std::vector<float> x(R * static_cast<size_t>(nranks)), y(R, -1.f);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = value(rank, i / R, i % R);
+    g_model->mark_device(x.data(), x.size() * sizeof(float));
+    g_model->mark_device(y.data(), y.size() * sizeof(float));
+    float* out = inplace ? x.data() + static_cast<size_t>(rank) * R : y.data();
+    const std::vector<float> input = x;
+    cudaStream_t stream = fake_client::fake_stream(static_cast<uintptr_t>(0x80 + variant));
+    const size_t at = fake_client::log_size();
+    const int allocs_before = g_model->alloc_calls_;
+    ncclResult_t g1 = ncclSuccess, g2 = ncclSuccess;
+    if (grouped) g1 = ncclGroupStart();
+    const ncclResult_t r = ncclReduceScatter(x.data(), out, R, ncclFloat32, op, comm, stream);
+    const std::string in_group = fake_client::log_since(at);
+    if (grouped) g2 = ncclGroupEnd();
+    const bool returned = r == ncclSuccess && g1 == ncclSuccess && g2 == ncclSuccess;
+    const bool done = device_work_done(comm);
+    const std::string got = fake_client::log_since(at);
+    auto expected = [&](size_t i) {
+      if (flat) {
+        float sum = 0;
+        for (int p = 0; p < nranks; ++p)
+          sum += value(p, static_cast<size_t>(rank), i);
+        return inplace ? sum / static_cast<float>(nranks) : sum;
+      }
+      float sum = 0;
+      for (int n = 0; n < N; ++n)
+        sum += value(n * L + local, static_cast<size_t>(node * L), i);
+      return inplace ? sum / N : sum;
+    };
+    bool exact = true;
+    for (size_t i = 0; i < R && exact; ++i)
+      exact = out[i] == expected(i);
+    // The phase-1 lines: the real group, then node n's ReduceScatter into scratch chunk n.
+    const uint8_t* scratch = g_model->last_alloc_.first;
+    std::string phase1 = "ncclGroupStart\n";
+    for (int n = 0; n < N; ++n) {
+      phase1 += fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=%d comm=",
+                    static_cast<void*>(x.data() + static_cast<size_t>(n * L) * R),
+                    static_cast<const void*>(scratch + static_cast<size_t>(n) * R * 4), R,
+                    static_cast<int>(op));
+      const size_t c0 = got.find(phase1);
+      if (n == 0 && c0 != std::string::npos && node_comm.empty()) {
+        const size_t from = c0 + phase1.size();
+        node_comm = got.substr(from, got.find(' ', from) - from);
+      }
+      phase1 += node_comm + fmt(" stream=%p\n", static_cast<void*>(stream));
+    }
+    phase1 += "ncclGroupEnd\n";
+    const size_t p1 = got.find(phase1);
+    auto count_of = [&got](const std::string& what) {
+      size_t k = 0;
+      for (size_t pos = 0; (pos = got.find(what, pos)) != std::string::npos; pos += what.size())
+        ++k;
+      return k;
+    };
+    const std::string forwarded =
+        fmt("ncclReduceScatter send=%p recv=%p count=%zu type=7 op=%d comm=%p stream=%p\n",
+            static_cast<void*>(x.data()), static_cast<void*>(out), R, static_cast<int>(op), cp,
+            static_cast<void*>(stream));
+    if (flat) {
+      check(name,
+            returned && done && exact && got.find("ncclReduceScatter") == std::string::npos &&
+                g_model->alloc_calls_ == allocs_before,
+            fmt("r=%d out[0]=%g want %g; log: ", r, out[0], expected(0)) + got);
+    } else if (!fail) {
+      const bool streams =
+          !g_model->alloc_streams_.empty() && g_model->alloc_streams_.back() == stream &&
+          !g_model->free_streams_.empty() && g_model->free_streams_.back() == stream;
+      check(name + "/phase1",
+            returned && p1 != std::string::npos && !node_comm.empty() &&
+                node_comm != fmt("%p", cp) &&
+                count_of("ncclReduceScatter") == static_cast<size_t>(N) &&
+                got.find("ncclAllGather") == std::string::npos &&
+                got.find("ncclAllReduce") == std::string::npos &&
+                g_model->last_alloc_.second == static_cast<size_t>(N) * R * 4 &&
+                g_model->alloc_calls_ == allocs_before + 1 && streams &&
+                (!grouped || (in_group.find("ncclReduceScatter") == std::string::npos &&
+                              got.find("ncclGroupEnd\n") < p1)),
+            fmt("r=%d g=%d,%d; log: ", r, g1, g2) + got);
+      check(name + "/exact-sum", done && exact,
+            fmt("out[0]=%g want %g, out[R-1]=%g want %g", out[0], expected(0), out[R - 1],
+                expected(R - 1)));
+      check(name + "/scratch-back-after-the-rail", g_model->live_scratch() == 0);
+    } else if (failing == "alloc") {
+      // Forwarded: the fake copies sendbuff's first chunk into recvbuff.
+      const bool copied = std::equal(out, out + R, input.begin());
+      check(name + "/forwarded",
+            r == ncclSuccess && copied && got.find(forwarded) != std::string::npos &&
+                count_of("ncclReduceScatter") == 1 &&
+                g_model->alloc_calls_ == allocs_before + (variant == 0 ? 1 : 0),
+            fmt("r=%d; log: ", r) + got);
+    } else {
+      if (variant == 0) {
+        check(name + "/phase1-enqueued-then-the-call-fails",
+              r != ncclSuccess && r != ncclInProgress && p1 != std::string::npos &&
+                  count_of("ncclReduceScatter") == static_cast<size_t>(N),
+              fmt("r=%d; log: ", r) + got);
+        check(name + "/scratch-back-after-the-failure", g_model->live_scratch() == 0);
+      } else {
+        const bool copied = std::equal(out, out + R, input.begin());
+        check(name + "/later-call-forwarded",
+              r == ncclSuccess && copied && got.find(forwarded) != std::string::npos &&
+                  count_of("ncclReduceScatter") == 1 && g_model->alloc_calls_ == allocs_before,
+              fmt("r=%d; log: ", r) + got);
+      }
+    }
+    g_model->unmark(x.data());
+    g_model->unmark(y.data());
+  }
+  if (fail) {
+    ncclResult_t async = ncclInternalError;
+    ncclCommGetAsyncError(comm, &async);
+    check("communicator_not_failed", async == ncclSuccess, fmt("%d", async));
+  }
+  ncclCommDestroy(comm);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s RANK NRANKS IDFILE group|nonblocking|fail\n", argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s RANK NRANKS IDFILE group|nonblocking|fail|hierrs|hierrsflat|hierrsfail\n",
+        argv[0]);
     return 2;
   }
   const int rank = std::atoi(argv[1]);
@@ -373,6 +590,8 @@ int main(int argc, char** argv) {
     run_nonblocking(rank, nranks, id);
   } else if (mode == "fail") {
     run_fail(rank, nranks, id, standalone);
+  } else if (mode.rfind("hierrs", 0) == 0) {
+    run_hier_rs(rank, nranks, id, mode);
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

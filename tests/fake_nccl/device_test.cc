@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,16 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
-Result run(const std::string& mode, const std::vector<std::string>& env, bool standalone = false) {
+// Rank r's host: its own by default (one rank per node).
+std::string own_host(int r) {
+  return "devicehost" + std::to_string(r);
+}
+
+Result run(const std::string& mode, const std::vector<std::string>& env, bool standalone = false,
+           int kRanks = 2, std::function<std::string(int)> host = own_host) {
   char dir[] = "/tmp/sketchccl_device_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
-  constexpr int kRanks = 2;
   std::vector<std::string> all = env;
   all.push_back("SKETCHCCL_NCCL_LIB=" + (standalone ? std::string("none") : g_fake));
   all.push_back("SKETCHCCL_TIMEOUT=20");
@@ -43,7 +49,7 @@ Result run(const std::string& mode, const std::vector<std::string>& env, bool st
       [&](int r) {
         return std::vector<std::string>{"/usr/bin/env",
                                         "FAKE_NCCL_LOG=" + d + "/log." + std::to_string(r),
-                                        "SKETCHCCL_HOSTID=devicehost" + std::to_string(r),
+                                        "SKETCHCCL_HOSTID=" + host(r),
                                         g_client,
                                         std::to_string(r),
                                         std::to_string(kRanks),
@@ -107,6 +113,48 @@ INSTANTIATE_TEST_SUITE_P(Kinds, SetupFailure, ::testing::Values("gate", "backend
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });
+
+// 2 nodes x 2 ranks, each node's ranks consecutive (ranks 0,1 | 2,3).
+std::string by_node(int r) {
+  return "rsnode" + std::to_string(r / 2);
+}
+
+// A ReduceScatter of device buffers in front of NCCL: phase 1 is one real group of N node
+// ReduceScatters into a stream-ordered scratch, then the rail; exact with `none`, apart, in
+// place with avg and inside a user group; the scratch goes back on the stream after the rail.
+TEST(DevicePath, AHierarchicalReduceScatterOfDeviceBuffersRunsNodeGroupThenRail) {
+  Result r = run("hierrs", {"MODEL_DEVICE=0"}, false, 4, by_node);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 3 * 3)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0, 0, 0})) << r.text;
+}
+
+// Nodes whose ranks are not consecutive (ranks 0,2 | 1,3): no node phases, the flat ring.
+TEST(DevicePath, AReduceScatterOnInterleavedNodesKeepsTheFlatRing) {
+  Result r = run("hierrsflat", {"MODEL_DEVICE=0"}, false, 4,
+                 [](int rank) { return "rsnode" + std::to_string(rank % 2); });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 3)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0, 0, 0})) << r.text;
+}
+
+// No scratch: the call and the later ones forwarded, one WARN per rank.
+TEST(DevicePath, AHierarchicalReduceScatterWithoutScratchForwardsWithOneWarn) {
+  Result r = run("hierrsfail", {"MODEL_DEVICE=0", "MODEL_FAIL=alloc"}, false, 4, by_node);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 2 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({1, 1, 1, 1})) << r.text;
+}
+
+// The rail's gate fails after phase 1: phase 1 was enqueued all the same (the node's peers wait
+// for it), the scratch goes back, the call fails, the later calls are forwarded. Two WARNs per
+// rank: the call's error, and that the device calls go to NCCL from now on.
+TEST(DevicePath, AHierarchicalReduceScatterWhoseRailFailsStillEnqueuedPhaseOne) {
+  Result r = run("hierrsfail", {"MODEL_DEVICE=0", "MODEL_FAIL=enqueue"}, false, 4, by_node);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 2 + 1 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({2, 2, 2, 2})) << r.text;
+}
 
 }  // namespace
 

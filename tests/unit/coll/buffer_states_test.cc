@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "tests/unit/coll/engine_ranks.h"
+
 namespace sketchccl::coll {
 namespace {
 
@@ -55,6 +59,40 @@ TEST(BufferStates, AStateMadeAgainHasANewGenerationAndNoResidual) {
   EXPECT_FALSE(again.have_history);
   EXPECT_EQ(again.residual, nullptr);
   EXPECT_NE(again.residual_generation, again.generation);  // buffer_residual makes a fresh one
+}
+
+// A hierarchy's rail reads a copy or a scratch whose address says nothing of the user's buffer:
+// given AllReduceArgs::state_key, the engine keeps one state per key, whatever the send address.
+TEST(BufferStates, AnEngineKeepsItsStateByTheStateKeyWhenGiven) {
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 4096;
+  Settings s;
+  s.auto_codec = false;
+  s.codec = kernels::CodecId::kQ8;
+  testutil::EngineRanks ranks(kRanks, s, 30);
+  const std::vector<std::vector<float>> first(kRanks, std::vector<float>(kCount, 1.0f));
+  const std::vector<std::vector<float>> second = first;  // another address, the same user buffer
+  std::vector<std::vector<float>> y(kRanks, std::vector<float>(kCount / kRanks));
+  int users[kRanks] = {0, 0};
+  const std::vector<const void*> keys = {&users[0], &users[1]};
+  auto as_void = [](const std::vector<std::vector<float>>& v) {
+    std::vector<const void*> d;
+    for (const auto& x : v)
+      d.push_back(x.data());
+    return d;
+  };
+  std::vector<void*> out;
+  for (auto& x : y)
+    out.push_back(x.data());
+  const auto f32 = kernels::ElemType::kF32;
+  ranks.run(1, as_void(first), out, kCount, true, f32, false, keys);
+  ranks.run(2, as_void(second), out, kCount, true, f32, false, keys);
+  EXPECT_EQ(ranks.engine(0).buffer_states(), 1u);
+  // Without a key: one state per send address.
+  ranks.run(3, as_void(first), out, kCount, true);
+  ranks.run(4, as_void(second), out, kCount, true);
+  EXPECT_EQ(ranks.engine(0).buffer_states(), 3u);
+  EXPECT_EQ(ranks.engine(1).buffer_states(), 3u);
 }
 
 }  // namespace

@@ -43,10 +43,11 @@ class EngineRanks {
 
   // One AllReduce of send[r] into recv[r] on every rank, as call `call` (the ring's op_seq), each
   // rank on its own thread; `scatter`: a ReduceScatter, recv[r] holding rank r's chunk of
-  // count / P elements. Each rank's buffers are named by address, so a test may reuse one.
+  // count / P elements. Each rank's buffers are named by address, so a test may reuse one;
+  // `keys`: each rank's AllReduceArgs::state_key (none: keyed by send).
   void run(uint32_t call, const std::vector<const void*>& send, const std::vector<void*>& recv,
            size_t count, bool scatter = false, kernels::ElemType type = kernels::ElemType::kF32,
-           bool avg = false) {
+           bool avg = false, const std::vector<const void*>& keys = {}) {
     std::vector<std::thread> th;
     for (int r = 0; r < p_; ++r) {
       th.emplace_back([&, r] {
@@ -58,6 +59,7 @@ class EngineRanks {
         a.kind = scatter ? coll::CallKind::kReduceScatter : coll::CallKind::kAllReduce;
         a.type = type;
         a.avg = avg;
+        if (!keys.empty()) a.state_key = keys[r];
         Status st = engines_[r]->run(link, a);
         EXPECT_TRUE(st.ok()) << st.to_string();
       });

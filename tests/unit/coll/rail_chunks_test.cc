@@ -55,5 +55,30 @@ TEST(RailChunks, EveryRankGetsItsOwnChunkOnEveryPlacement) {
   }
 }
 
+// The device ReduceScatter in front of NCCL reduces each node's chunks in place of the input only
+// when the node's ranks are consecutive, in local order; any other placement is not.
+TEST(RailChunks, BlocksByNodeOnlyWhenEachNodesRanksAreConsecutive) {
+  const std::vector<std::pair<Placement, bool>> cases = {
+      {{"2x2 by node", 2, 2, [](int r) { return uint64_t(r / 2); }}, true},
+      {{"3x4 by node", 3, 4, [](int r) { return uint64_t(50 - r / 4); }}, true},
+      {{"2x2 interleaved", 2, 2, [](int r) { return uint64_t(r % 2); }}, false},
+      {{"2x3 scattered", 2, 3, [](int r) { return uint64_t((r * 5 + 1) % 6 < 3 ? 7 : 9); }}, false},
+      {{"2x2 first and last together", 2, 2, [](int r) { return uint64_t(r == 0 || r == 3); }},
+       false},
+  };
+  for (const auto& [p, blocks] : cases) {
+    SCOPED_TRACE(p.name);
+    const int nranks = p.nodes * p.per_node;
+    std::vector<uint64_t> ids(static_cast<size_t>(nranks));
+    for (int r = 0; r < nranks; ++r)
+      ids[static_cast<size_t>(r)] = p.node_of(r);
+    for (int g = 0; g < nranks; ++g) {
+      const Topology t = make_topology(g, ids);
+      ASSERT_TRUE(t.hierarchical());
+      EXPECT_EQ(RailChunks(t).blocks_by_node(), blocks);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sketchccl::coll
