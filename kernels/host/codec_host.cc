@@ -10,6 +10,7 @@
 #include "kernels/codec.h"
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
+#include "kernels/host/codec_paths.h"
 #include "kernels/host/cpu_simd.h"
 #if defined(SCCL_X86_SIMD)
 #include <cpuid.h>
@@ -19,24 +20,6 @@
 namespace sketchccl::kernels {
 
 using namespace detail;  // NOLINT: this file is the detail routines' driver
-
-// The linear codecs' loops are compiled for the baseline x86-64 and for x86-64-v2 (SSE4.2: 32-bit
-// multiplies and min/max, which the hash and the range need), v3 (AVX2) and v4 (AVX-512),
-// picked once at load time by the CPU (GCC function multi-versioning). Only the
-// vector width differs: no FMA contraction (-ffp-contract=off), the same IEEE operations, so
-// every clone writes the same bytes (tests/unit/kernels/codec_golden_test.cc pins them).
-// -DSCCL_NO_CPU_CLONES builds the baseline alone (to measure it).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
-    !defined(SCCL_NO_CPU_CLONES)
-#define SCCL_CPU_CLONES \
-  __attribute__((target_clones("default", "arch=x86-64-v2", "arch=x86-64-v3", "arch=x86-64-v4")))
-// The fp16/q*/CASQ drivers' generic path runs only where AVX2 is missing (their AVX2 and AVX-512
-// paths are their own), so its v3 and v4 clones would be dead code and compile time.
-#define SCCL_GENERIC_PATH_CLONES __attribute__((target_clones("default", "arch=x86-64-v2")))
-#else
-#define SCCL_CPU_CLONES
-#define SCCL_GENERIC_PATH_CLONES
-#endif
 
 namespace {
 
@@ -150,6 +133,11 @@ CpuPathScope::~CpuPathScope() {
   t_forced_path = prev_;
 }
 
+void put_header(const CodecParams& p, size_t n, void* pkt) {
+  PacketHeader h = expected_header(p, n);
+  memcpy(pkt, &h, sizeof(h));
+}
+
 }  // namespace detail
 
 namespace {
@@ -222,11 +210,6 @@ Status check_packet(const CodecParams& p, size_t n, const void* pkt, size_t byte
   return Status::Ok();
 }
 
-void put_header(const CodecParams& p, size_t n, void* pkt) {
-  PacketHeader h = expected_header(p, n);
-  memcpy(pkt, &h, sizeof(h));
-}
-
 template <typename F>
 Status by_type(ElemType t, F&& f) {
   if (!for_elem_type(t, f)) {
@@ -246,74 +229,29 @@ uint64_t store_all(void* y, size_t n, float scale, F&& value) {
   return nz;
 }
 
-// ---- fp16, q* and CASQ: one set of drivers per CPU path (kernels/host/codec_paths.inc) ------
-#define SCCL_PATH_NS path_generic
-#define SCCL_PATH_OPS GenericOps
-#define SCCL_PATH_ENTRY SCCL_GENERIC_PATH_CLONES
-#define SCCL_PATH_INLINE SCCL_CPU_INLINE
-#include "kernels/host/codec_paths.inc"  // NOLINT: stamped once per path
-#undef SCCL_PATH_NS
-#undef SCCL_PATH_OPS
-#undef SCCL_PATH_ENTRY
-#undef SCCL_PATH_INLINE
-#if defined(SCCL_X86_SIMD)
-#define SCCL_PATH_NS path_avx2
-#define SCCL_PATH_OPS Avx2Ops
-#define SCCL_PATH_ENTRY SCCL_AVX2_TARGET
-#define SCCL_PATH_INLINE SCCL_AVX2_INLINE
-#include "kernels/host/codec_paths.inc"  // NOLINT
-#undef SCCL_PATH_NS
-#undef SCCL_PATH_OPS
-#undef SCCL_PATH_ENTRY
-#undef SCCL_PATH_INLINE
-#define SCCL_PATH_NS path_avx512
-#define SCCL_PATH_OPS Avx512Ops
-#define SCCL_PATH_ENTRY SCCL_AVX512_TARGET
-#define SCCL_PATH_INLINE SCCL_AVX512_INLINE
-#include "kernels/host/codec_paths.inc"  // NOLINT
-#undef SCCL_PATH_NS
-#undef SCCL_PATH_OPS
-#undef SCCL_PATH_ENTRY
-#undef SCCL_PATH_INLINE
-#endif
-
-// Calls NAME<template arguments>(arguments) of the path cpu_path() picks.
-#if defined(SCCL_X86_SIMD)
-#define SCCL_ON_PATH(NAME, ...)              \
-  switch (cpu_path()) {                      \
-    case CpuPath::kAvx512:                   \
-      return path_avx512::NAME __VA_ARGS__;  \
-    case CpuPath::kAvx2:                     \
-      return path_avx2::NAME __VA_ARGS__;    \
-    default:                                 \
-      return path_generic::NAME __VA_ARGS__; \
-  }
-#else
-#define SCCL_ON_PATH(NAME, ...) return path_generic::NAME __VA_ARGS__;
-#endif
-
+// ---- fp16, q* and CASQ: one set of drivers per CPU path (kernels/host/codec_paths.h) ---------
 void fp16_cast(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
-  SCCL_ON_PATH(half_run, (a, x, n, o));
+  cpu_path_drivers().half_run(a, x, n, o);
 }
 uint64_t fp16_decode(const uint16_t* a, size_t n, float scale, float* y) {
-  SCCL_ON_PATH(half_decode, (a, n, scale, y));
+  return cpu_path_drivers().half_decode(a, n, scale, y);
 }
 void bf16_cast(const uint16_t* a, const float* x, size_t n, uint16_t* o) {
-  SCCL_ON_PATH(bf16_run, (a, x, n, o));
+  cpu_path_drivers().bf16_run(a, x, n, o);
 }
 uint64_t bf16_decode(const uint16_t* a, size_t n, float scale, float* y) {
-  SCCL_ON_PATH(bf16_decode, (a, n, scale, y));
+  return cpu_path_drivers().bf16_decode(a, n, scale, y);
 }
 
 }  // namespace
 
 namespace detail {
 void cpu_nonzero_words(const float* x, size_t words, uint64_t* bits) {
-  SCCL_ON_PATH(nonzero_words, (x, words, bits));
+  cpu_path_drivers().nonzero_words(x, words, bits);
 }
 size_t cpu_scatter_words(const uint64_t* bits, size_t words, const float* vals, float scale,
                          float* y) {
-  SCCL_ON_PATH(scatter_words, (bits, words, vals, scale, y));
+  return cpu_path_drivers().scatter_words(bits, words, vals, scale, y);
 }
 }  // namespace detail
 
@@ -383,62 +321,23 @@ SCCL_CPU_CLONES uint64_t cast_decode(ElemType w, const uint8_t* in, size_t n, vo
   return store_all<ET>(y, n, scale, [&](size_t i) { return half_to_float(a[i]); });
 }
 
-template <uint32_t BITS, int ET>
-void q_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  SCCL_ON_PATH(q_run, <BITS, ET>(p, in, x, n, out));
-}
-template <uint32_t BITS, int ET>
-uint64_t q_decode(const uint8_t* in, size_t n, void* y, float scale) {
-  SCCL_ON_PATH(q_decode, <BITS, ET>(in, n, y, scale));
-}
-template <uint32_t BITS, int ET>
-void casq_run(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  SCCL_ON_PATH(casq_run, <BITS, ET>(p, in, x, n, out));
-}
-template <uint32_t BITS, int ET>
-uint64_t casq_decode_run(const CodecParams& p, const uint8_t* pkt, size_t n, void* y, float scale) {
-  SCCL_ON_PATH(casq_decode, <BITS, ET>(p, pkt, n, y, scale));
-}
-
-// The codec's quantizer (a linear codec with bits per code), from the table.
+// The codec's quantizer or CASQ width, from the table, on the path cpu_path() picks.
 template <int ET>
 void q_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  with_codec(p.codec, [&](auto codec) {
-    constexpr CodecInfo c = decltype(codec)::info;
-    if constexpr (c.family == CodecFamily::kLinear && c.bits > 0)
-      q_run<c.bits, ET>(p, in, x, n, out);
-  });
+  cpu_path_drivers().q_run(ElemType(ET), p, in, x, n, out);
 }
 template <int ET>
 uint64_t q_decode_any(const CodecParams& p, const uint8_t* in, size_t n, void* y, float scale) {
-  uint64_t nz = 0;
-  with_codec(p.codec, [&](auto codec) {
-    constexpr CodecInfo c = decltype(codec)::info;
-    if constexpr (c.family == CodecFamily::kLinear && c.bits > 0)
-      nz = q_decode<c.bits, ET>(in, n, y, scale);
-  });
-  return nz;
+  return cpu_path_drivers().q_decode(ElemType(ET), p, in, n, y, scale);
 }
-
 template <int ET>
-// The codec's CASQ width, from the table.
 void casq_dispatch(const CodecParams& p, const uint8_t* in, const void* x, size_t n, uint8_t* out) {
-  with_codec(p.codec, [&](auto codec) {
-    constexpr CodecInfo c = decltype(codec)::info;
-    if constexpr (c.family == CodecFamily::kCasq) casq_run<c.bits, ET>(p, in, x, n, out);
-  });
+  cpu_path_drivers().casq_run(ElemType(ET), p, in, x, n, out);
 }
-
 template <int ET>
 uint64_t casq_decode_dispatch(const CodecParams& p, const uint8_t* pkt, size_t n, void* y,
                               float scale) {
-  uint64_t nz = 0;
-  with_codec(p.codec, [&](auto codec) {
-    constexpr CodecInfo c = decltype(codec)::info;
-    if constexpr (c.family == CodecFamily::kCasq)
-      nz = casq_decode_run<c.bits, ET>(p, pkt, n, y, scale);
-  });
-  return nz;
+  return cpu_path_drivers().casq_decode(ElemType(ET), p, pkt, n, y, scale);
 }
 
 // ---- s2 --------------------------------------------------------------------------------------

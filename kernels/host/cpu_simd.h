@@ -1,5 +1,5 @@
 // The CPU build's block kernels of q* and CASQ, as interchangeable "ops" policies of the drivers
-// in kernels/host/codec_host.cc: GenericOps (flat loops the compiler vectorizes: every CPU and
+// in kernels/host/codec_paths.inc: GenericOps (flat loops the compiler vectorizes: every CPU and
 // compiler, and the reference), Avx2Ops and Avx512Ops (x86 intrinsics, picked at run time by the
 // CPU). Every policy computes the same IEEE operations in the same order as the SCCL_HD routines
 // of q_block.h / codec_impl.h (no fused multiply-add, integer steps exact), so every path writes
