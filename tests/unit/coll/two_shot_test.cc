@@ -3,7 +3,8 @@
 // with an error that does not grow with the ranks (the ring's does); every element type, sum and
 // avg, odd counts, counts below P, in and out of place, AllReduce and ReduceScatter; error
 // feedback puts back what each rank quantized; ranks that disagree on the count, or a rank that
-// is gone, fail with an error instead of hanging; the policy (SKETCHCCL_ALGO).
+// is gone, fail with an error instead of hanging; the decision sent ahead of the data
+// (speculative) and what happens when the ranks' decisions differ; the policy (SKETCHCCL_ALGO).
 #include <gtest/gtest.h>
 
 #include <algorithm>
