@@ -44,10 +44,11 @@ void AllReduceEngine::set_topology(const Topology& topo) {
 
 // Every input of the call's protocol that comes from the buffer's history (the codec `auto` and
 // the guard chose, s2's budget, whether a residual is applied), the same on every rank when the
-// ranks agree on which buffer this is.
-Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferState& state,
-                                          CodecId codec, bool* agreed) {
-  struct Decision {
+// ranks agree on which buffer this is; `speculative`: this rank sends its two-shot contributions
+// right behind it.
+DecisionMessage AllReduceEngine::decision_of(const BufferState& state, CodecId codec,
+                                             bool speculative) {
+  struct Inputs {
     uint64_t nonzeros;
     uint64_t s2_slices;     // hash of s2's per-slice supports (its budget)
     uint64_t support_rows;  // the support encoding's input
@@ -56,23 +57,65 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const BufferStat
     uint32_t have_history;
     uint32_t has_residual;
   };
-  const Decision mine{state.nonzeros,
-                      s2_slice_support_hash(state.s2_slices),
-                      state.support_rows,
-                      static_cast<uint32_t>(codec),
-                      static_cast<uint32_t>(state.guard.steps),
-                      state.have_history ? 1u : 0u,
-                      state.residual != nullptr ? 1u : 0u};
-  std::vector<Decision> all(static_cast<size_t>(link.nranks));
+  static_assert(sizeof(Inputs) == sizeof(DecisionMessage::inputs), "the decision's wire size");
+  const Inputs in{state.nonzeros,
+                  s2_slice_support_hash(state.s2_slices),
+                  state.support_rows,
+                  static_cast<uint32_t>(codec),
+                  static_cast<uint32_t>(state.guard.steps),
+                  state.have_history ? 1u : 0u,
+                  state.residual != nullptr ? 1u : 0u};
+  DecisionMessage m;
+  m.speculative = speculative ? 1u : 0u;
+  std::memcpy(m.inputs, &in, sizeof in);
+  return m;
+}
+
+Status AllReduceEngine::agree_on_decision(const RingLink& link, const DecisionMessage& mine,
+                                          size_t count, bool* agreed) {
+  std::vector<DecisionMessage> all(static_cast<size_t>(link.nranks));
   RingLink l = link;
   l.phase = kPhaseDecision;
   // One message round (each rank's inputs straight to every other), not P - 1 ring steps.
   SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data()));
   *agreed = true;
-  for (const Decision& d : all) {
-    if (std::memcmp(&d, &all.front(), sizeof d) != 0) *agreed = false;
+  std::vector<int> speculated;
+  for (int q = 0; q < link.nranks; ++q) {
+    const DecisionMessage& d = all[static_cast<size_t>(q)];
+    if (!same_decision(d, all.front())) *agreed = false;
+    if (q != link.rank && d.speculative != 0) speculated.push_back(q);
   }
-  return Status::Ok();
+  // A rank that decided otherwise ran two-shot speculatively: what it sent here is dropped.
+  if (*agreed || speculated.empty()) return Status::Ok();
+  return two_shot_drain(link, kPhaseTwoShotScatter, count, settings_.slice_elems, speculated);
+}
+
+namespace {
+
+// What a call's buffer state is kept by: the user's buffer (state_key where the engine reads a
+// copy), its count, type and kind.
+BufferKey buffer_key(const AllReduceArgs& args) {
+  const void* keyed = args.state_key != nullptr ? args.state_key : args.send;
+  return BufferKey{reinterpret_cast<uintptr_t>(keyed), args.count, args.type, args.kind};
+}
+
+}  // namespace
+
+void AllReduceEngine::start_afresh(const RingShape& ring, const RingLink& link,
+                                   const AllReduceArgs& args) {
+  // A buffer is known by its address: a rank that reused an address for another tensor holds a
+  // different history, and the ranks would run different protocols. This call runs exact; every
+  // rank starts the buffer afresh, so they agree again from the next call on.
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    SCCL_WARN(kLogColl,
+              "%s #%u of %zu elements: the ranks hold different histories for this buffer (an "
+              "address reused by another tensor on some rank); this call runs exact and the "
+              "buffer starts afresh on every rank (said once)",
+              ring.name(), link.op_seq, args.count);
+  }
+  buffers_.renew(buffer_key(args));
+  stats_.decisions_disagreed++;
 }
 
 Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
@@ -83,56 +126,79 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   }
   const RingShape& ring = *ring_ptr;
   const auto t0 = std::chrono::steady_clock::now();
-  const void* keyed = args.state_key != nullptr ? args.state_key : args.send;
-  BufferKey key{reinterpret_cast<uintptr_t>(keyed), args.count, args.type, args.kind};
-  BufferState* state_ptr = &buffers_.get(key);
-  CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state_ptr, args.count);
-  if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state_ptr->guard.steps);
+  const BufferKey key = buffer_key(args);
+  BufferState* state = &buffers_.get(key);
+  CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state, args.count);
+  if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state->guard.steps);
+  backend::Backend* be = nullptr;
+  Status st = backend_for(args.mem, &be);
+  // The schedule from agreed numbers: the codec, P, the count, the settings (and the memory
+  // type's backend, which every rank of a call is expected to share).
+  auto schedule_of = [&](CodecId c) {
+    return st.ok() ? choose_schedule(settings_, c, link.nranks, args.count, be->sums(), args.kind)
+                   : Schedule::kRing;
+  };
+  Schedule schedule = schedule_of(codec);
   // Only where the history shapes the protocol or the values: `auto`, the guard, error feedback,
   // a plan that reads it (s2's budget, `sparse`'s support encoding). A fixed codec's call that
   // does not depend on it costs no exchange.
   const bool history_matters = settings_.auto_codec || settings_.max_nmse > 0 ||
                                settings_.error_feedback ||
                                plan_reads_history(kernels::codec_info(codec)->family, settings_);
-  if (!args.exact && link.nranks > 1 && history_matters) {
+  const bool decide = !args.exact && link.nranks > 1 && history_matters;
+  // Two-shot's AllReduce sends the decision right ahead of its contributions and checks it as
+  // they arrive (two_shot.h): no round of its own. Other schedules agree on it first.
+  Speculation spec;
+  spec.phase = kPhaseDecision;
+  const bool speculate =
+      decide && schedule == Schedule::kTwoShot && ring_shape(args.kind, schedule)->whole_result();
+  if (decide) spec.mine = decision_of(*state, codec, speculate);
+  if (decide && !speculate) {
     bool agreed = true;
-    Status ast = agree_on_decision(link, *state_ptr, codec, &agreed);
-    if (!ast.ok()) return ast;
+    SCCL_RETURN_IF_ERROR(agree_on_decision(link, spec.mine, args.count, &agreed));
     if (!agreed) {
-      // A buffer is known by its address: a rank that reused an address for another tensor holds
-      // a different history, and the ranks would run different protocols. This call runs exact;
-      // every rank starts the buffer afresh, so they agree again from the next call on.
-      static std::atomic<bool> said{false};
-      if (!said.exchange(true)) {
-        SCCL_WARN(kLogColl,
-                  "%s #%u of %zu elements: the ranks hold different histories for this buffer "
-                  "(an address reused by another tensor on some rank); this call runs exact and "
-                  "the buffer starts afresh on every rank (said once)",
-                  ring.name(), link.op_seq, args.count);
-      }
-      state_ptr = &buffers_.renew(key);
+      start_afresh(ring, link, args);
+      state = &buffers_.get(key);
       codec = CodecId::kNone;
-      stats_.decisions_disagreed++;
+      schedule = schedule_of(codec);
     }
   }
-  BufferState& state = *state_ptr;
-  CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
-  backend::Backend* be = nullptr;
-  Status st = backend_for(args.mem, &be);
-  const uint64_t sent_before = cs.bytes_sent;
-  // The schedule from agreed numbers: the codec, P, the count, the settings (and the memory
-  // type's backend, which every rank of a call is expected to share).
-  const Schedule schedule =
-      st.ok() ? choose_schedule(settings_, codec, link.nranks, args.count, be->sums(), args.kind)
-              : Schedule::kRing;
-  const RingShape& shape = *ring_shape(args.kind, schedule);
   if (st.ok()) {
-    // The operation boundary: whatever it throws (std::bad_alloc) fails this call, not the process.
-    char what[96];
-    std::snprintf(what, sizeof what, "the %s %s of %zu bytes", kernels::codec_name(codec),
-                  shape.name(), args.count * kernels::elem_size(args.type));
-    st = run_caught(what, [&] { return run_on(link, args, shape, codec, state, cs, *be); });
+    st = run_schedule(link, args, schedule, codec, *state, *be, speculate ? &spec : nullptr);
   }
+  if (st.ok() && spec.disagreed) {
+    // Nothing of the speculative call was kept: it runs again, exact, on every rank.
+    start_afresh(ring, link, args);
+    state = &buffers_.get(key);
+    codec = CodecId::kNone;
+    schedule = schedule_of(codec);
+    st = run_schedule(link, args, schedule, codec, *state, *be, nullptr);
+  }
+  CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
+  if (schedule == Schedule::kTwoShot) cs.two_shot_calls++;
+  cs.calls++;
+  cs.bytes_in += args.count * kernels::elem_size(args.type);
+  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.ok()) {
+    stats_.calls_taken++;
+  } else {
+    stats_.calls_failed++;
+  }
+  return st;
+}
+
+Status AllReduceEngine::run_schedule(const RingLink& link, const AllReduceArgs& args,
+                                     Schedule schedule, CodecId codec, BufferState& state,
+                                     backend::Backend& be, Speculation* spec) {
+  const RingShape& shape = *ring_shape(args.kind, schedule);
+  CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
+  const uint64_t sent_before = cs.bytes_sent;
+  // The operation boundary: whatever it throws (std::bad_alloc) fails this call, not the process.
+  char what[96];
+  std::snprintf(what, sizeof what, "the %s %s of %zu bytes", kernels::codec_name(codec),
+                shape.name(), args.count * kernels::elem_size(args.type));
+  const Status st =
+      run_caught(what, [&] { return run_on(link, args, shape, codec, state, cs, be, spec); });
   // The flat ring sends to its right neighbour only: on this node or on another. Two-shot sends
   // to every rank alike, so its bytes split by the share of the other ranks on this node.
   const uint64_t sent = cs.bytes_sent - sent_before;
@@ -150,15 +216,6 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
     const bool right_here =
         right >= topology_.node_of.size() || topology_.node_of[right] == topology_.node;
     (right_here ? cs.intra_node_bytes_sent : cs.inter_node_bytes_sent) += sent;
-  }
-  if (schedule == Schedule::kTwoShot) cs.two_shot_calls++;
-  cs.calls++;
-  cs.bytes_in += args.count * kernels::elem_size(args.type);
-  cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (st.ok()) {
-    stats_.calls_taken++;
-  } else {
-    stats_.calls_failed++;
   }
   return st;
 }
@@ -192,7 +249,7 @@ Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
 // (for device buffers: the stream gate may be released, docs/cuda.md).
 Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args,
                                const RingShape& shape, CodecId codec, BufferState& state,
-                               CodecStats& cs, backend::Backend& be) {
+                               CodecStats& cs, backend::Backend& be, Speculation* spec) {
   SCCL_RETURN_IF_ERROR(be.activate());
   be.bound_waits(link.abort, link.timeout_s);
   Status st;
@@ -200,7 +257,7 @@ Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args,
     // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
     st = be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
   } else {
-    st = run_plan(link, args, shape, codec, state, cs, be);
+    st = run_plan(link, args, shape, codec, state, cs, be, spec);
   }
   // A failure releases the caller's stream: first no device work may still write its buffers.
   if (!st.ok()) {
@@ -212,7 +269,7 @@ Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args,
 
 Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args,
                                  const RingShape& shape, CodecId codec, BufferState& state,
-                                 CodecStats& cs, backend::Backend& be) {
+                                 CodecStats& cs, backend::Backend& be, Speculation* spec) {
   std::unique_ptr<CodecPlan> plan = make_plan(kernels::codec_info(codec)->family);
   const BufferState history = state;  // the decisions use the previous call only
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
@@ -240,12 +297,22 @@ Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args
       job.stage == Stage::kData && job.count == args.count) {
     SCCL_RETURN_IF_ERROR(sample.carry(&job.sample));
   }
+  if (spec != nullptr) {
+    // The peers expect this rank's decision and contributions in two-shot's messages.
+    if (shape.schedule() != Schedule::kTwoShot || job.stage != Stage::kData ||
+        job.count != args.count) {
+      return Status(Code::kInternalError, "a speculative call whose plan is not two-shot's data");
+    }
+    job.speculation = spec;
+  }
   RingStats rs;
   const Status st = shape.run(link, job, settings_.slice_elems, settings_.depth, &rs);
   cs.bytes_sent += rs.bytes_sent;
   cs.bytes_received += rs.bytes_received;
   cs.sample_bytes_sent += rs.sample_bytes_sent;
   SCCL_RETURN_IF_ERROR(st);
+  // The ranks' decisions differed: nothing of this call is kept (it runs again, exact).
+  if (spec != nullptr && spec->disagreed) return Status::Ok();
   SCCL_RETURN_IF_ERROR(plan->after(c));
   if (sample.taken()) SCCL_RETURN_IF_ERROR(sample.estimate(c, job.carried));
   plan->record(c);

@@ -20,6 +20,7 @@
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
 #include "src/coll/topology.h"
+#include "src/coll/two_shot.h"
 
 namespace sketchccl::coll {
 
@@ -59,17 +60,30 @@ class AllReduceEngine {
  private:
   // The codec this call would use, from agreed numbers only.
   kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
-  // All-gathers this rank's decision inputs for the call; *agreed when every rank's are equal.
-  Status agree_on_decision(const RingLink& link, const BufferState& state, kernels::CodecId codec,
+  // This rank's decision inputs for a call on the buffer of `state` with `codec`.
+  static DecisionMessage decision_of(const BufferState& state, kernels::CodecId codec,
+                                     bool speculative);
+  // All-gathers this rank's decision inputs for the call (of `count` elements); *agreed when every
+  // rank's are equal. Otherwise what speculating ranks sent ahead is received and dropped.
+  Status agree_on_decision(const RingLink& link, const DecisionMessage& mine, size_t count,
                            bool* agreed);
+  // The ranks' decisions differed: the buffer starts afresh (the call runs exact), said once.
+  void start_afresh(const RingShape& ring, const RingLink& link, const AllReduceArgs& args);
+  // One run of the call with `codec` on `schedule`, its bytes in the codec's statistics; `spec`:
+  // speculative (two_shot.h), spec->disagreed when the ranks' decisions differed.
+  Status run_schedule(const RingLink& link, const AllReduceArgs& args, Schedule schedule,
+                      kernels::CodecId codec, BufferState& state, backend::Backend& be,
+                      Speculation* spec);
   // The backend of `mem` buffers, made at the first call on such buffers.
   Status backend_for(backend::MemoryType mem, backend::Backend** out);
   // `be` runs the codecs on the user's buffers (the backend of args.mem).
   Status run_on(const RingLink& link, const AllReduceArgs& args, const RingShape& shape,
-                kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be);
+                kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be,
+                Speculation* spec);
   // The codec's plan on the call's shape, wrapped in error feedback and the accuracy estimate.
   Status run_plan(const RingLink& link, const AllReduceArgs& args, const RingShape& shape,
-                  kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be);
+                  kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be,
+                  Speculation* spec);
 
   Settings settings_;
   int nranks_;

@@ -106,11 +106,15 @@ class TwoShotAllReduceShape : public AllReduceShape {
   Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
+      // The peers wait for a decision ahead of two-shot's contributions.
+      if (job.speculation != nullptr) {
+        return Status(Code::kInternalError, "two-shot: a speculative call that runs the ring");
+      }
       return AllReduceShape::run(link, job, slice_elems, depth, stats);
     }
     job.carried = job.sample != nullptr;
     return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
-                              slice_elems, *job.ops, stats, job.sample);
+                              slice_elems, *job.ops, stats, job.sample, job.speculation);
   }
 };
 

@@ -18,6 +18,8 @@
 
 namespace sketchccl::coll {
 
+struct Speculation;  // two_shot.h
+
 // One ring of a codec plan: `count` elements of the stage's element space through `ops`.
 struct RingJob {
   Stage stage = Stage::kData;
@@ -30,6 +32,9 @@ struct RingJob {
   // the input's elements): set by the engine, and `carried` set by the shape when it did.
   SampleCarry* sample = nullptr;
   mutable bool carried = false;
+  // The call's decision, sent ahead of the data where the schedule runs speculatively (two-shot's
+  // AllReduce: two_shot.h); null: agreed before the call.
+  Speculation* speculation = nullptr;
 };
 
 // A ring over the set positions of a bitmap of the input (the `sparse` values): how to cut it so

@@ -141,6 +141,11 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
     case Settings::Algo::kAuto:
       break;
   }
+  const bool decided_from_history = s.auto_codec || s.max_nmse > 0 || s.error_feedback;
+  if (decided_from_history && kind == CallKind::kAllReduce &&
+      4.0 * static_cast<double>(count) <= kSpeculativeTwoShotBytes) {
+    return Schedule::kTwoShot;
+  }
   // The same bytes, fewer message rounds; the codec's work is about the same in both, so the
   // model weighs the wire alone, on the default link figures (every rank alike).
   ModelCall c;

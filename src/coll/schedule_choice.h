@@ -79,9 +79,16 @@ bool two_shot_applies(kernels::CodecId codec, bool backend_sums);
 // Laplace data, docs/scale.md): what `auto` assumes of a codec's error growth.
 inline constexpr double kRingNmseGrowth4 = 1.44;
 
+// An AllReduce of at most this many input bytes (fp32) whose codec each rank decides from its
+// history (`auto`, the guard, error feedback) runs two-shot under `auto` at any P: its decision
+// rides ahead of the contributions (two_shot.h), where the ring agrees on it in a round of its
+// own, and the calls this small measured faster on two-shot (docs/scale.md).
+inline constexpr double kSpeculativeTwoShotBytes = 1 << 20;
+
 // What `auto` (and a forced schedule) gives for a call of `count` elements among `nranks`: where
-// two-shot applies and the scale model does not find the ring more than 5% faster on the default
-// link figures, two-shot when the model's ring error is at least twice two-shot's (AllReduce from
+// two-shot applies, two-shot for a small AllReduce whose decision comes from the history (above);
+// else, where the scale model does not find the ring more than 5% faster on the default link
+// figures, two-shot when the model's ring error is at least twice two-shot's (AllReduce from
 // 8 ranks, ReduceScatter from 5, at kRingNmseGrowth4), the ring otherwise.
 Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
                          bool backend_sums, CallKind kind = CallKind::kAllReduce);

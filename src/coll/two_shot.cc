@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -18,6 +19,12 @@ using transport::RequestId;
 // Longest single sleep in the transport while waiting (as the ring's).
 constexpr double kBlockingWaitS = 0.002;
 constexpr int kMaxSlices = (1 << 19) - 1;  // the tag's slice field
+
+// A receive for a speculative contribution of another codec than this rank's: any quantizing
+// codec's packet of n elements (at most its fp32 bytes plus headers) and the carried sample.
+size_t drain_bytes(size_t n) {
+  return 8 * n + 4096;
+}
 
 // Packet memory from the SliceOps, one block for the whole call.
 class Packets {
@@ -46,7 +53,8 @@ class Packets {
 class TwoShotRun {
  public:
   TwoShotRun(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-             uint8_t gather_phase, SliceOps& ops, RingStats* stats, SampleCarry* carry)
+             uint8_t gather_phase, SliceOps& ops, RingStats* stats, SampleCarry* carry,
+             Speculation* spec)
       : link_(link),
         plan_(std::move(plan)),
         gather_(gather),
@@ -55,6 +63,7 @@ class TwoShotRun {
         ops_(ops),
         stats_(stats),
         carry_(carry),
+        spec_(spec),
         pk_(ops),
         p_(link.nranks),
         s_(plan_.max_slices()) {}
@@ -63,20 +72,16 @@ class TwoShotRun {
     SCCL_RETURN_IF_ERROR(layout());
     SCCL_RETURN_IF_ERROR(connect());
     const int r = link_.rank;
-    // Every receive first: the others' contributions to this rank's chunk, then (AllReduce) every
-    // other chunk's reduced packet.
-    for (int j = 0; j < s_; ++j) {
+    if (spec_ != nullptr) {
+      // The decision first; each peer's contributions are received once its decision is known.
+      SCCL_RETURN_IF_ERROR(start_decision());
+    } else {
+      // Every receive first: the others' contributions to this rank's chunk, then (AllReduce)
+      // every other chunk's reduced packet.
       for (int q = 0; q < p_; ++q) {
-        if (q == r) continue;
-        SCCL_RETURN_IF_ERROR(post_recv(Kind::kContribution, q, j, r, contrib_at(q, j)));
+        if (q != r) SCCL_RETURN_IF_ERROR(post_contributions(q));
       }
-    }
-    if (gather_) {
-      for (int j = 0; j < s_; ++j) {
-        for (int c = 0; c < p_; ++c) {
-          if (c != r) SCCL_RETURN_IF_ERROR(post_recv(Kind::kReduced, c, j, c, final_at(c, j)));
-        }
-      }
+      SCCL_RETURN_IF_ERROR(post_reduced());
     }
     missing_.assign(static_cast<size_t>(s_), 0);
     for (int j = 0; j < s_; ++j) {
@@ -116,7 +121,7 @@ class TwoShotRun {
   }
 
  private:
-  enum class Kind { kContribution, kReduced };
+  enum class Kind { kContribution, kReduced, kDecision, kDrain };
   struct Pending {
     RequestId id = 0;
     int peer = 0;
@@ -204,6 +209,84 @@ class TwoShotRun {
       }
     }
     return pk_.alloc(total);
+  }
+
+  Status post_contributions(int q) {
+    for (int j = 0; j < s_; ++j)
+      SCCL_RETURN_IF_ERROR(post_recv(Kind::kContribution, q, j, link_.rank, contrib_at(q, j)));
+    return Status::Ok();
+  }
+  Status post_reduced() {
+    if (!gather_) return Status::Ok();
+    for (int j = 0; j < s_; ++j) {
+      for (int c = 0; c < p_; ++c) {
+        if (c != link_.rank) {
+          SCCL_RETURN_IF_ERROR(post_recv(Kind::kReduced, c, j, c, final_at(c, j)));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Every peer's decision is received and this rank's sent, ahead of its contributions.
+  Status start_decision() {
+    theirs_.assign(static_cast<size_t>(p_), DecisionMessage{});
+    const uint64_t tag = ring_tag(link_.op_seq, spec_->phase, 0, 0);
+    for (int q = 0; q < p_; ++q) {
+      if (q == link_.rank) continue;
+      Pending pd;
+      pd.peer = q;
+      pd.recv = true;
+      pd.kind = Kind::kDecision;
+      pd.expect = sizeof(DecisionMessage);
+      SCCL_RETURN_IF_ERROR(link_.transport->irecv(q, tag, &theirs_[static_cast<size_t>(q)],
+                                                  sizeof(DecisionMessage), &pd.id));
+      pending_.push_back(pd);
+    }
+    for (int q = 0; q < p_; ++q) {
+      if (q == link_.rank) continue;
+      Pending pd;
+      pd.peer = q;
+      SCCL_RETURN_IF_ERROR(
+          link_.transport->isend(q, tag, &spec_->mine, sizeof(DecisionMessage), &pd.id));
+      pending_.push_back(pd);
+    }
+    decisions_left_ = p_ - 1;
+    return Status::Ok();
+  }
+
+  // Peer q's decision arrived: the same as this rank's, its contributions are this call's data;
+  // another, the ranks disagree, and what q sent speculatively is received and dropped.
+  Status take_decision(int q) {
+    const DecisionMessage& d = theirs_[static_cast<size_t>(q)];
+    if (same_decision(d, spec_->mine)) {
+      SCCL_RETURN_IF_ERROR(post_contributions(q));
+    } else {
+      disagreed_ = true;
+      if (d.speculative != 0) SCCL_RETURN_IF_ERROR(post_drains(q));
+    }
+    // Every rank's decision is this rank's: the owners will send their reduced packets.
+    if (--decisions_left_ == 0 && !disagreed_) SCCL_RETURN_IF_ERROR(post_reduced());
+    return Status::Ok();
+  }
+
+  Status post_drains(int q) {
+    for (int j = 0; j < s_; ++j) {
+      size_t off = 0, n = 0;
+      plan_.slice(link_.rank, j, &off, &n);
+      if (n == 0) continue;
+      drains_.emplace_back(new uint8_t[drain_bytes(n)]);
+      Pending pd;
+      pd.peer = q;
+      pd.slice = j;
+      pd.recv = true;
+      pd.kind = Kind::kDrain;
+      pd.expect = drain_bytes(n);
+      SCCL_RETURN_IF_ERROR(link_.transport->irecv(q, ring_tag(link_.op_seq, scatter_phase_, 0, j),
+                                                  drains_.back().get(), pd.expect, &pd.id));
+      pending_.push_back(pd);
+    }
+    return Status::Ok();
   }
 
   // Every peer once; the ring connected only the neighbours.
@@ -371,7 +454,18 @@ class TwoShotRun {
       pending_[i] = pending_.back();
       pending_.pop_back();
       if (!d.recv) continue;
+      if (d.kind == Kind::kDecision) {
+        if (got != d.expect) {
+          return errorf(Code::kInvalidUsage,
+                        "rank %d received a decision of %zu bytes from rank %d, expected %zu: "
+                        "the ranks run different versions or calls",
+                        link_.rank, got, d.peer, d.expect);
+        }
+        SCCL_RETURN_IF_ERROR(take_decision(d.peer));
+        continue;
+      }
       if (stats_ != nullptr) stats_->bytes_received += got;
+      if (d.kind == Kind::kDrain) continue;
       if (got != d.expect) {
         return errorf(Code::kInvalidUsage,
                       "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
@@ -401,6 +495,12 @@ class TwoShotRun {
     for (;;) {
       bool moved = false;
       SCCL_RETURN_IF_ERROR(advance(s_, &moved));
+      if (pending_.empty() && disagreed_) {
+        // Every decision is in and every speculative message received: nothing was reduced (a
+        // slice needs every rank's contribution, each received only under an equal decision).
+        spec_->disagreed = true;
+        return Status::Ok();
+      }
       if (pending_.empty()) {
         // The last reduces may have been done in this pass, their sends then still pending.
         bool left = false;
@@ -469,6 +569,11 @@ class TwoShotRun {
   SliceOps& ops_;
   RingStats* stats_;
   SampleCarry* carry_;
+  Speculation* spec_;
+  std::vector<DecisionMessage> theirs_;  // every rank's decision (speculation)
+  int decisions_left_ = 0;
+  bool disagreed_ = false;
+  std::vector<std::unique_ptr<uint8_t[]>> drains_;  // receives of messages to drop
   std::vector<size_t> sfirst_, scount_;  // per (chunk, slice): the carried sample's range
   Packets pk_;
   int p_, s_;
@@ -489,14 +594,15 @@ Status check_link(const RingLink& link) {
 
 Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
                     uint8_t gather_phase, SliceOps& ops, RingStats* stats,
-                    SampleCarry* carry = nullptr) {
+                    SampleCarry* carry = nullptr, Speculation* spec = nullptr) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (!ops.sums()) {
     return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
   }
   Status st;
   {
-    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats, carry);
+    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats, carry,
+                   spec);
     st = run.run();
     // A failure leaves receives posted into the packets about to go, and the ranks out of step:
     // close the transport first (it cancels them), as the ring does.
@@ -507,78 +613,74 @@ Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t sc
 
 }  // namespace
 
-Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all) {
-  SCCL_RETURN_IF_ERROR(check_link(link));
-  auto* out = static_cast<uint8_t*>(all);
-  const int p = link.nranks, r = link.rank;
-  std::memcpy(out + static_cast<size_t>(r) * bytes, mine, bytes);
-  if (p == 1 || bytes == 0) return Status::Ok();
-  if (link.addresses != nullptr) {
-    for (int q = 0; q < p; ++q) {
-      if (q == r) continue;
-      if (static_cast<size_t>(q) >= link.addresses->size()) {
-        return errorf(Code::kInternalError, "rank %d has no address for rank %d", r, q);
-      }
-      SCCL_RETURN_IF_ERROR(link.transport->connect(q, (*link.addresses)[static_cast<size_t>(q)]));
+bool same_decision(const DecisionMessage& a, const DecisionMessage& b) {
+  return a.speculative == b.speculative && a.reserved == b.reserved &&
+         std::memcmp(a.inputs, b.inputs, sizeof a.inputs) == 0;
+}
+
+namespace {
+
+struct Req {
+  RequestId id;
+  int peer;
+  bool recv;
+  size_t expect;  // a receive's size; 0: any size up to its buffer
+};
+
+// Connects to every peer (first use) where the link names the addresses.
+Status connect_all(const RingLink& link) {
+  if (link.addresses == nullptr) return Status::Ok();
+  for (int q = 0; q < link.nranks; ++q) {
+    if (q == link.rank) continue;
+    if (static_cast<size_t>(q) >= link.addresses->size()) {
+      return errorf(Code::kInternalError, "rank %d has no address for rank %d", link.rank, q);
     }
+    SCCL_RETURN_IF_ERROR(link.transport->connect(q, (*link.addresses)[static_cast<size_t>(q)]));
   }
-  const uint64_t tag = ring_tag(link.op_seq, link.phase, 0, 0);
-  struct Req {
-    RequestId id;
-    int peer;
-    bool recv;
-  };
-  std::vector<Req> reqs;
+  return Status::Ok();
+}
+
+// Completes `reqs` within the link's timeout and abort flag; `what` names the exchange in errors.
+Status complete_all(const RingLink& link, std::vector<Req>* reqs, const char* what) {
+  const int r = link.rank;
   Status st;
-  for (int d = 1; d < p && st.ok(); ++d) {
-    const int q = (r + p - d) % p;
-    Req rq{0, q, true};
-    st = link.transport->irecv(q, tag, out + static_cast<size_t>(q) * bytes, bytes, &rq.id);
-    if (st.ok()) reqs.push_back(rq);
-  }
-  for (int d = 1; d < p && st.ok(); ++d) {
-    const int q = (r + d) % p;
-    Req rq{0, q, false};
-    st = link.transport->isend(q, tag, mine, bytes, &rq.id);
-    if (st.ok()) reqs.push_back(rq);
-  }
   auto last = Clock::now();
-  while (st.ok() && !reqs.empty()) {
+  while (st.ok() && !reqs->empty()) {
     if (link.abort != nullptr && link.abort->load()) {
       st = Status(Code::kRemoteError, "communicator aborted");
       break;
     }
     st = link.transport->progress();
     bool moved = false;
-    for (size_t i = 0; st.ok() && i < reqs.size();) {
+    for (size_t i = 0; st.ok() && i < reqs->size();) {
+      Req& rq = (*reqs)[i];
       bool done = false;
       size_t got = 0;
-      st = link.transport->test(reqs[i].id, &done, &got);
+      st = link.transport->test(rq.id, &done, &got);
       if (!st.ok() || !done) {
         ++i;
         continue;
       }
-      if (reqs[i].recv && got != bytes) {
+      if (rq.recv && rq.expect != 0 && got != rq.expect) {
         st = errorf(Code::kInvalidUsage,
-                    "rank %d received %zu bytes from rank %d in a small exchange (phase %d), "
-                    "expected %zu",
-                    r, got, reqs[i].peer, static_cast<int>(link.phase), bytes);
+                    "rank %d received %zu bytes from rank %d in %s (phase %d), expected %zu", r,
+                    got, rq.peer, what, static_cast<int>(link.phase), rq.expect);
         break;
       }
-      reqs[i] = reqs.back();
-      reqs.pop_back();
+      rq = reqs->back();
+      reqs->pop_back();
       moved = true;
     }
-    if (!st.ok() || reqs.empty()) break;
+    if (!st.ok() || reqs->empty()) break;
     if (moved) {
       last = Clock::now();
       continue;
     }
     if (std::chrono::duration<double>(Clock::now() - last).count() > link.timeout_s) {
       st = errorf(Code::kRemoteError,
-                  "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) in a small exchange (phase "
-                  "%d) waiting for rank %d",
-                  r, link.timeout_s, static_cast<int>(link.phase), reqs.front().peer);
+                  "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) in %s (phase %d) waiting "
+                  "for rank %d",
+                  r, link.timeout_s, what, static_cast<int>(link.phase), reqs->front().peer);
       break;
     }
     if (link.transport->can_block()) {
@@ -592,13 +694,73 @@ Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, vo
   return st;
 }
 
+}  // namespace
+
+Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all) {
+  SCCL_RETURN_IF_ERROR(check_link(link));
+  auto* out = static_cast<uint8_t*>(all);
+  const int p = link.nranks, r = link.rank;
+  std::memcpy(out + static_cast<size_t>(r) * bytes, mine, bytes);
+  if (p == 1 || bytes == 0) return Status::Ok();
+  SCCL_RETURN_IF_ERROR(connect_all(link));
+  const uint64_t tag = ring_tag(link.op_seq, link.phase, 0, 0);
+  std::vector<Req> reqs;
+  Status st;
+  for (int d = 1; d < p && st.ok(); ++d) {
+    const int q = (r + p - d) % p;
+    Req rq{0, q, true, bytes};
+    st = link.transport->irecv(q, tag, out + static_cast<size_t>(q) * bytes, bytes, &rq.id);
+    if (st.ok()) reqs.push_back(rq);
+  }
+  for (int d = 1; d < p && st.ok(); ++d) {
+    const int q = (r + d) % p;
+    Req rq{0, q, false, 0};
+    st = link.transport->isend(q, tag, mine, bytes, &rq.id);
+    if (st.ok()) reqs.push_back(rq);
+  }
+  if (!st.ok()) {
+    link.transport->close();
+    return st;
+  }
+  return complete_all(link, &reqs, "a small exchange");
+}
+
+Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, size_t count, size_t slice_elems,
+                      const std::vector<int>& peers) {
+  SCCL_RETURN_IF_ERROR(check_link(link));
+  if (count == 0 || peers.empty()) return Status::Ok();
+  const RingPlan plan(count, link.nranks, slice_elems, kRingChunkAlign);
+  std::vector<std::unique_ptr<uint8_t[]>> bufs;
+  std::vector<Req> reqs;
+  Status st;
+  for (int q : peers) {
+    for (int j = 0; j < plan.slices(link.rank) && st.ok(); ++j) {
+      size_t off = 0, n = 0;
+      plan.slice(link.rank, j, &off, &n);
+      if (n == 0) continue;
+      bufs.emplace_back(new uint8_t[drain_bytes(n)]);
+      Req rq{0, q, true, 0};
+      st = link.transport->irecv(q, ring_tag(link.op_seq, scatter_phase, 0, j), bufs.back().get(),
+                                 drain_bytes(n), &rq.id);
+      if (st.ok()) reqs.push_back(rq);
+    }
+  }
+  if (!st.ok()) {
+    link.transport->close();
+    return st;
+  }
+  RingLink l = link;
+  l.phase = scatter_phase;
+  return complete_all(l, &reqs, "the drop of speculative contributions");
+}
+
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
                           size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
-                          SampleCarry* sample) {
+                          SampleCarry* sample, Speculation* spec) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
   return run_two_shot(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), true,
-                      scatter_phase, gather_phase, ops, stats, sample);
+                      scatter_phase, gather_phase, ops, stats, sample, spec);
 }
 
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,

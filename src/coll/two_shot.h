@@ -27,15 +27,44 @@ constexpr int two_shot_contribution_step(int rank) {
 }
 constexpr int kTwoShotSumStep = 0;
 
+// The decision inputs of a call (allreduce.cc), as they travel: under `auto`, the guard or error
+// feedback each rank decides from its own history and sends this to every other rank (tags of
+// the decision phase). A rank that runs the two-shot AllReduce sends it right ahead of its
+// contributions instead of waiting for the others' (`speculative`), so the agreement costs no
+// message round of its own.
+struct DecisionMessage {
+  uint32_t speculative = 0;  // 1: this rank's two-shot contributions follow
+  uint32_t reserved = 0;
+  uint8_t inputs[40] = {};  // what every rank must hold equal
+};
+bool same_decision(const DecisionMessage& a, const DecisionMessage& b);
+
+// One speculative call: the decision to send ahead of the data and, set by the schedule, whether
+// the ranks' decisions differed. Then this rank has received and dropped what the others sent,
+// written nothing to its output and sent no reduced packet: the call is to be run again (exact).
+struct Speculation {
+  uint8_t phase = 0;  // the decision's tag phase
+  DecisionMessage mine;
+  bool disagreed = false;
+};
+
 // `ops` must keep sums (SliceOps::sums). An AllReduce cuts like ring_allreduce (kRingChunkAlign);
 // a ReduceScatter like ring_reduce_scatter (the even cut, or `bounds`), rank r's chunk r its
 // output. Tags: `scatter_phase` for 1, `gather_phase` for 2.
 // `sample` (optional): the accuracy sample rides in the same messages, each rank's values at the
 // positions of a slice after its contribution's packet, the owner's exact sums (in rank order)
 // after its reduced packet, so every rank gets the same exact sums without a side ring.
+// `spec` (optional): the decision goes to every rank first; a rank's contributions are received
+// only once its decision is known to equal this rank's, and the reduced packets only once every
+// rank's is. Where one differs, the call ends with spec->disagreed (see Speculation).
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
                           size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
-                          SampleCarry* sample = nullptr);
+                          SampleCarry* sample = nullptr, Speculation* spec = nullptr);
+// Receives and drops the contributions that each of `peers` sent speculatively to this rank's
+// chunk of a two-shot AllReduce of `count` elements (tags of `scatter_phase`), for a rank that did
+// not speculate and found the decisions different: so that no message of the call is left behind.
+Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, size_t count, size_t slice_elems,
+                      const std::vector<int>& peers);
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds = nullptr);

@@ -3,9 +3,11 @@
 // with an error that does not grow with the ranks (the ring's does); every element type, sum and
 // avg, odd counts, counts below P, in and out of place, AllReduce and ReduceScatter; error
 // feedback puts back what each rank quantized; ranks that disagree on the count, or a rank that
-// is gone, fail with an error instead of hanging; the policy (SKETCHCCL_ALGO).
+// is gone, fail with an error instead of hanging; the decision sent ahead of the data
+// (speculative) and what happens when the ranks' decisions differ; the policy (SKETCHCCL_ALGO).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -25,12 +27,15 @@
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
 #include "tests/unit/coll/engine_ranks.h"
+#include "tests/unit/warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {
 
 using kernels::CodecId;
 using kernels::ElemType;
+using testutil::AllowWarnings;
+using testutil::data_of;
 using testutil::EngineRanks;
 
 Settings settings_for(CodecId codec, Settings::Algo algo, bool feedback = false) {
@@ -321,7 +326,8 @@ TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
   }
 }
 
-// Forwards to a transport and records the tag of every send, in posting order.
+// Forwards to a transport and records the tag of every send, in posting order, and the peer and
+// tag of every send and receive.
 class RecordingTransport final : public transport::Transport {
  public:
   explicit RecordingTransport(transport::Transport* inner) : inner_(inner) {}
@@ -334,10 +340,15 @@ class RecordingTransport final : public transport::Transport {
     {
       std::lock_guard<std::mutex> lock(mu_);
       sent_.push_back(tag);
+      sends_.emplace_back(peer, tag);
     }
     return inner_->isend(peer, tag, buf, bytes, id);
   }
   Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      recvs_.emplace_back(peer, tag);
+    }
     return inner_->irecv(peer, tag, buf, bytes, id);
   }
   Status progress() override { return inner_->progress(); }
@@ -351,12 +362,38 @@ class RecordingTransport final : public transport::Transport {
     std::lock_guard<std::mutex> lock(mu_);
     return sent_;
   }
+  using Ends = std::vector<std::pair<int, uint64_t>>;  // (peer, tag)
+  Ends sends() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sends_;
+  }
+  Ends recvs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return recvs_;
+  }
 
  private:
   transport::Transport* inner_;
   std::mutex mu_;
   std::vector<uint64_t> sent_;
+  Ends sends_, recvs_;
 };
+
+// Messages that no receive took: a send from rank a to b whose tag b never posted a receive for
+// from a (left in b's transport, for a later call to trip over).
+int unreceived(std::vector<std::unique_ptr<RecordingTransport>>& rec) {
+  int n = 0;
+  for (size_t a = 0; a < rec.size(); ++a) {
+    const RecordingTransport::Ends sends = rec[a]->sends();
+    for (const auto& [b, tag] : sends) {
+      const RecordingTransport::Ends got = rec[static_cast<size_t>(b)]->recvs();
+      const auto from_a = std::make_pair(static_cast<int>(a), tag);
+      const auto sent = std::count(sends.begin(), sends.end(), std::make_pair(b, tag));
+      n += std::count(got.begin(), got.end(), from_a) < sent ? 1 : 0;
+    }
+  }
+  return n;
+}
 
 // Where the tags of `sent` fall: the index of the last send of phase `phase` among slices
 // [0, slices) of call `op`, or of the first (`first`); -1 if none.
@@ -433,6 +470,156 @@ TEST(TwoShot, ReducedPacketsGoOutWhileTheContributionsStillFlow) {
   EXPECT_LT(first_reduced, last_contribution)
       << "rank 0 sent its first reduced packet only after all its contributions";
   expect_same_bits(y);
+}
+
+// Under the guard (the codec decided from each rank's history) a two-shot call is one message
+// round per phase: a rank sends its decision and its contributions without waiting for the
+// others' decisions. Rank 1 runs its call alone first and gets its contributions out before
+// rank 0 has started; agreeing on the decision first would hold them until rank 0's arrives.
+TEST(TwoShot, TheGuardsDecisionRidesAheadOfTheContributions) {
+  const int p = 2, slices = 4;
+  const double timeout = 30;
+  auto t = testutil::loopback_transports(p, timeout);
+  std::vector<std::unique_ptr<RecordingTransport>> rec;
+  for (int r = 0; r < p; ++r)
+    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
+  Settings s = settings_for(CodecId::kQ8, Settings::Algo::kTwoShot);
+  s.max_nmse = 1000;  // the guard, never stepping
+  s.slice_elems = 1024;
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = static_cast<size_t>(p) * slices * s.slice_elems;
+  std::vector<std::vector<float>> x = inputs(p, count), y = x;
+  auto call = [&](int r, uint32_t op) {
+    RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
+    AllReduceArgs a;
+    a.send = x[r].data();
+    a.recv = y[r].data();
+    a.count = count;
+    return engines[r]->run(link, a);
+  };
+  for (const Status& st : on_ranks(p, [&](int r) { return call(r, 1); }))
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  Status st1;
+  std::thread one([&] { st1 = call(1, 2); });
+  const auto t0 = std::chrono::steady_clock::now();
+  bool ahead = false;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0) {
+    if (count_sends(rec[1]->sent(), 2, kPhaseTwoShotScatter, slices) == slices) {
+      ahead = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const Status st0 = call(0, 2);
+  one.join();
+  EXPECT_TRUE(ahead) << "rank 1 waited for rank 0 before sending its contributions";
+  ASSERT_TRUE(st0.ok()) << st0.to_string();
+  ASSERT_TRUE(st1.ok()) << st1.to_string();
+  expect_same_bits(y);
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(engines[r]->stats().decisions_disagreed, 0u);
+    EXPECT_EQ(engines[r]->stats().by_codec["q8"].two_shot_calls, 2u);
+    EXPECT_EQ(count_sends(rec[r]->sent(), 2, kPhaseDecision, 1), 1) << "one decision per peer";
+  }
+}
+
+// Rank 0 reduces a second tensor at the address of the first, the others a fresh buffer, under
+// `s` (two-shot): their decisions differ. Every rank drops what it received, runs the call exact
+// and starts the buffer afresh; the next calls agree again (lossy, `agreed` on two-shot: the
+// `two_shot` calls of the four), and no message of any call is left unreceived in a transport.
+void reused_address_runs_exact(const Settings& s, CodecId agreed, uint64_t two_shot) {
+  AllowWarnings allow("different histories");
+  const int p = 3;
+  const size_t count = 40000;
+  const double timeout = 30;
+  auto t = testutil::loopback_transports(p, timeout);
+  std::vector<std::unique_ptr<RecordingTransport>> rec;
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r) {
+    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  }
+  std::vector<std::vector<float>> a = inputs(p, count, 1), b = inputs(p, count, 2);
+  std::vector<std::vector<float>> y(p, std::vector<float>(count));
+  auto run = [&](uint32_t op, bool reuse) {
+    for (const Status& st : on_ranks(p, [&](int r) {
+           RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
+           AllReduceArgs args;
+           args.send = reuse && r != 0 ? b[r].data() : a[r].data();
+           args.recv = y[r].data();
+           args.count = count;
+           return engines[r]->run(link, args);
+         })) {
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+  };
+  run(1, false);
+  a[0] = b[0];  // rank 0: tensor b at a's address
+  for (uint32_t call = 2; call <= 4; ++call) {
+    SCOPED_TRACE(call);
+    run(call, true);
+    expect_same_bits(y);
+    const double err = nmse(b, y[0].data(), 0, count);
+    if (call == 2) {
+      EXPECT_LT(err, 1e-12) << "the disagreeing call runs exact";
+    } else {
+      EXPECT_GT(err, 0.0) << "agreed again: lossy";
+      EXPECT_LT(err, 1e-3);
+    }
+    for (int r = 0; r < p; ++r)
+      EXPECT_EQ(engines[r]->stats().decisions_disagreed, 1u) << "rank " << r;
+  }
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(engines[r]->stats().by_codec[kernels::codec_name(agreed)].two_shot_calls, two_shot)
+        << "rank " << r;
+    EXPECT_EQ(engines[r]->stats().by_codec["none"].calls, 1u) << "call 2, rank " << r;
+  }
+  EXPECT_EQ(unreceived(rec), 0) << "a message of a call was never received";
+}
+
+// Every rank speculates: rank 0 holds an error feedback residual for the address, the others not.
+TEST(TwoShot, SpeculativeDecisionsThatDifferRunTheCallExactOnEveryRank) {
+  reused_address_runs_exact(settings_for(CodecId::kQ8, Settings::Algo::kTwoShot, true),
+                            CodecId::kQ8, 3);
+}
+
+// Rank 0 speculates (`auto` chose q8 from its history), the others agree first (`sparse` on the
+// ring, the first call's choice) and drop what rank 0 sent.
+TEST(TwoShot, ARankThatSpeculatesAloneHasItsContributionsDropped) {
+  Settings s = settings_for(CodecId::kQ8, Settings::Algo::kTwoShot);
+  s.auto_codec = true;
+  s.dense_codec = CodecId::kQ8;
+  reused_address_runs_exact(s, CodecId::kQ8, 2);
+}
+
+// A killed rank during a speculative call: the others fail with the ring's error, in time.
+TEST(TwoShot, AGoneRankFailsASpeculativeCallWithinTheTimeout) {
+  const int p = 3;
+  const double timeout = 3;
+  auto t = testutil::loopback_transports(p, timeout);
+  Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
+  s.max_nmse = 1000;
+  std::vector<std::unique_ptr<AllReduceEngine>> engines;
+  for (int r = 0; r < p; ++r)
+    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  const size_t count = 30000;
+  std::vector<std::vector<float>> x(p, std::vector<float>(count, 1.0f)), y = x;
+  t[2]->close();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto st = on_ranks(p - 1, [&](int r) {
+    RingLink link = testutil::ring_link(t[r].get(), r, p, timeout, 1);
+    AllReduceArgs a;
+    a.send = x[r].data();
+    a.recv = y[r].data();
+    a.count = count;
+    return engines[r]->run(link, a);
+  });
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 3 * timeout);
+  for (int r = 0; r < p - 1; ++r)
+    EXPECT_EQ(st[r].code(), Code::kRemoteError) << "rank " << r << ": " << st[r].to_string();
 }
 
 // The phase of a ring tag (ring_tag's layout: the step and slice below it).
@@ -670,6 +857,23 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
     EXPECT_EQ(choose_schedule(s, c, 8, 1 << 20, true), Schedule::kRing) << kernels::codec_name(c);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 8, 1 << 20, false), Schedule::kRing);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 1, 1 << 20, true), Schedule::kRing);
+  // A small AllReduce whose codec comes from the history (the guard, `auto`, error feedback)
+  // takes two-shot at any P, its decision carried ahead of the data; above 1 MiB, and a
+  // ReduceScatter, as without.
+  for (int which = 0; which < 3; ++which) {
+    Settings h = s;
+    h.max_nmse = which == 0 ? 0.01 : 0;
+    h.auto_codec = which == 1;
+    h.error_feedback = which == 2;
+    SCOPED_TRACE(which);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ4, 2, 1 << 18, true), Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, true), Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, (1 << 18) + 1, true), Schedule::kRing);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, true, CallKind::kReduceScatter),
+              Schedule::kRing);
+    EXPECT_EQ(choose_schedule(h, CodecId::kSparse, 4, 1 << 14, true), Schedule::kRing);
+  }
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ8, 4, 1 << 14, true), Schedule::kRing) << "fixed";
   s.algo = Settings::Algo::kRing;
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 4, 1 << 20, true), Schedule::kRing);
   s.algo = Settings::Algo::kTwoShot;
