@@ -38,7 +38,7 @@ namespace sketchccl::kernels::detail {
 // ---- packet header ------------------------------------------------------------------------------
 // Every packet starts with this 32-byte header (little-endian, as every supported host is).
 constexpr uint32_t kMagic = 0x4B434353u;    // "SCCK" in memory order
-constexpr uint8_t kVersion = 2;             // 2: CASQ with block scales (docs/codecs.md)
+constexpr uint8_t kVersion = 3;             // 3: CASQ with bf16 scales per 64 (docs/codecs.md)
 constexpr size_t kBlock = 256;              // quantizer block and non-finite mask granularity
 constexpr uint64_t kMaxElems = 1ull << 40;  // larger slices are rejected as invalid arguments
 constexpr uint32_t kMaxS2Rows = 8;
@@ -46,6 +46,8 @@ constexpr uint32_t kMaxS2Counters = 1u << 30;
 constexpr uint32_t kCasqSample = 4096;  // values sampled to fit the CASQ clusters
 constexpr int kCasqLloydIters = 6;      // a fit from k-means++ seeds (encode)
 constexpr int kCasqWarmIters = 2;       // a fit from the incoming packet's levels (step)
+constexpr size_t kCasqSub = 64;         // elements per CASQ scale (a quarter of a block)
+constexpr uint32_t kCasqSubs = uint32_t(kBlock / kCasqSub);
 
 struct PacketHeader {
   uint32_t magic;

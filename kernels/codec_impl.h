@@ -64,7 +64,7 @@ SCCL_HD_INLINE CasqLayout casq_layout(uint32_t bits, size_t n) {
   L.table_off = L.sizes_off + round8(size_t(L.clusters) * 4);
   L.nf_off = L.table_off + round8(size_t(L.buckets) * 4);
   L.scales_off = L.nf_off + nf_words(n) * 8;
-  L.codes_off = L.scales_off + round8(div_up(n, kBlock) * 4);
+  L.codes_off = L.scales_off + round8(div_up(n, kCasqSub) * 2);
   L.total = L.codes_off + round8(div_up(n, 8) * bits);
   return L;
 }
@@ -170,7 +170,7 @@ SCCL_HD_INLINE void sort_small(float* c, uint32_t k) {
   }
 }
 
-// A block's scale from the largest |v| of its values as fp32 bits (sign cleared: unsigned order
+// A scale from the largest |v| of its kCasqSub values as fp32 bits (sign cleared: unsigned order
 // is magnitude order, so an integer maximum, exact in any order and vectorisable); a bit pattern
 // at or above Inf's means a non-finite value (scale 0: the block travels in the non-finite mask).
 SCCL_HD_INLINE uint32_t casq_abs_bits(float v) {
@@ -179,13 +179,25 @@ SCCL_HD_INLINE uint32_t casq_abs_bits(float v) {
 SCCL_HD_INLINE bool casq_bits_finite(uint32_t absmax_bits) {
   return absmax_bits < 0x7f800000u;
 }
-SCCL_HD_INLINE float casq_scale(uint32_t absmax_bits) {
-  return casq_bits_finite(absmax_bits) ? u2f(absmax_bits) : 0.0f;
+// The stored scale: the largest |v| rounded up to bf16 (the upper 16 bits of its fp32 pattern),
+// so every |v| <= s; capped at bf16's largest finite value (a |v| above 3.3895e38 rounds to the
+// top level, off by under 0.4%). 0 for a non-finite or all-zero set.
+SCCL_HD_INLINE uint16_t casq_scale16(uint32_t absmax_bits) {
+  if (!casq_bits_finite(absmax_bits)) return 0;
+  const uint32_t up = (absmax_bits + 0xffffu) >> 16;
+  return uint16_t(up < 0x7f7fu ? up : 0x7f7fu);
 }
-// v normalised by its block's scale, in [-1, 1] (correctly rounded division: |v| <= s gives
-// |v / s| <= 1 exactly); 0 in an all-zero block. The fit's sample.
+SCCL_HD_INLINE float casq_scale_value(uint16_t s16) {
+  return u2f(uint32_t(s16) << 16);
+}
+SCCL_HD_INLINE float casq_scale(uint32_t absmax_bits) {
+  return casq_scale_value(casq_scale16(absmax_bits));
+}
+// v normalised by its scale, in [-1, 1] (correctly rounded division: |v| <= s gives |v / s| <= 1
+// exactly; the clamp only for the capped scale); 0 when s is 0. The fit's sample.
 SCCL_HD_INLINE float casq_unit(float v, float s) {
-  return s > 0.0f ? v / s : 0.0f;
+  const float u = s > 0.0f ? v / s : 0.0f;
+  return u < -1.0f ? -1.0f : (u > 1.0f ? 1.0f : u);
 }
 // The rounding's key for block blk of kBlock elements (rand32 per element).
 SCCL_HD_INLINE uint32_t casq_block_key(uint64_t key, size_t blk) {

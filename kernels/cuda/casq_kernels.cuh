@@ -1,9 +1,9 @@
 // Kernels of CASQ (cluster-aware stochastic quantization). CASQ is not linear: a step decodes
 // the incoming packet, adds the local slice, refits the levels and re-encodes. On the device that
 // is two passes over the slice and one small kernel:
-//   k_casq_combine  (step)  incoming + x -> fp32 scratch, non-finite blocks, block scales;
-//                   validates `in`
-//   k_casq_mark     (encode) non-finite blocks and block scales of x
+//   k_casq_combine  (step)  incoming + x -> fp32 scratch, non-finite blocks, the scales of
+//                   the sub-blocks; validates `in`
+//   k_casq_mark     (encode) non-finite blocks and the sub-blocks' scales of x
 //   k_casq_fit      one block: sample (whole sampled blocks), fit (kernels/casq_fit.h: integer
 //                   sums folded over shared memory; a step starts from the incoming levels),
 //                   header, sizes, levels, mask, scales, padding
@@ -25,15 +25,16 @@ using detail::kCasqMaxK;
 using detail::kGroup;
 using detail::PacketHeader;
 
-// The block's largest |v| as fp32 bits (casq_abs_bits: an integer maximum, exact in any order).
-// Warp-uniform.
-__device__ __forceinline__ uint32_t warp_absmax_bits(const float* v, uint32_t c) {
+// The sub-block's largest |v| as fp32 bits (casq_abs_bits: an integer maximum, exact in any
+// order), the same on the kCasqSub / kGroup lanes of each sub-block of the warp's block.
+static_assert(detail::kCasqSub / kGroup == 8, "a sub-block is 8 lanes of a warp");
+__device__ __forceinline__ uint32_t sub_absmax_bits(const float* v, uint32_t c) {
   uint32_t m = 0;
   for (uint32_t k = 0; k < kGroup; ++k) {
     const uint32_t b = k < c ? detail::casq_abs_bits(v[k]) : 0u;
     m = b > m ? b : m;
   }
-  for (int o = kWarp / 2; o > 0; o >>= 1) {
+  for (int o = 4; o > 0; o >>= 1) {
     const uint32_t t = __shfl_xor_sync(kFullMask, m, o);
     m = t > m ? t : m;
   }
@@ -41,14 +42,14 @@ __device__ __forceinline__ uint32_t warp_absmax_bits(const float* v, uint32_t c)
 }
 
 // Step, pass 1: tmp = decode(in) + x, which 256-blocks of tmp hold a non-finite value (one byte
-// per block) and the blocks' scales (0 for a non-finite block). One warp per block, one lane per
-// group of 8.
+// per block) and the sub-blocks' scales (0 in a non-finite block). One warp per block, one lane
+// per group of 8.
 template <uint32_t BITS, int ET>
 __global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, const void* x,
                                size_t n, float* tmp, uint8_t* nfb, float* scl, int* err) {
   if (!block_packet_ok(in, e, err)) return;
   const float* table = reinterpret_cast<const float*>(in + L.table_off);
-  const float* in_scl = reinterpret_cast<const float*>(in + L.scales_off);
+  const uint16_t* in_scl = reinterpret_cast<const uint16_t*>(in + L.scales_off);
   const uint64_t* nf = reinterpret_cast<const uint64_t*>(in + L.nf_off);
   const uint8_t* codes = in + L.codes_off;
   for_each_block_by_warp(n, [&](size_t blk, size_t base, uint32_t lane, uint32_t c) {
@@ -58,8 +59,9 @@ __global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, 
     for (uint32_t k = 0; k < kGroup; ++k)
       v[k] = 0.0f;
     if (c > 0) {
-      detail::casq_group_values<BITS>(detail::load_le<BITS>(codes + (i0 / kGroup) * BITS),
-                                      detail::bit_get(nf, blk), in_scl[blk], table, a);
+      detail::casq_group_values<BITS>(
+          detail::load_le<BITS>(codes + (i0 / kGroup) * BITS), detail::bit_get(nf, blk),
+          detail::casq_scale_value(in_scl[i0 / detail::kCasqSub]), table, a);
       detail::load8<ET>(x, i0, c, v);
       for (uint32_t k = 0; k < kGroup; ++k) {
         v[k] = a[k] + v[k];
@@ -67,12 +69,10 @@ __global__ void k_casq_combine(const uint8_t* in, PacketHeader e, CasqLayout L, 
       }
       detail::store8<0>(tmp, i0, c, v);
     }
-    const uint32_t m = warp_absmax_bits(v, c);
+    const uint32_t m = sub_absmax_bits(v, c);
     bad = __any_sync(kFullMask, bad);
-    if (lane == 0) {
-      nfb[blk] = bad ? 1 : 0;
-      scl[blk] = bad ? 0.0f : detail::casq_scale(m);
-    }
+    if (lane == 0) nfb[blk] = bad ? 1 : 0;
+    if (lane % 8 == 0) scl[blk * detail::kCasqSubs + lane / 8] = bad ? 0.0f : detail::casq_scale(m);
   });
 }
 
@@ -85,12 +85,10 @@ __global__ void k_casq_mark(const void* x, size_t n, uint8_t* nfb, float* scl) {
     bool bad = false;
     for (uint32_t k = 0; k < kGroup; ++k)
       bad |= k < c && !detail::is_finite(v[k]);
-    const uint32_t m = warp_absmax_bits(v, c);
+    const uint32_t m = sub_absmax_bits(v, c);
     bad = __any_sync(kFullMask, bad);
-    if (lane == 0) {
-      nfb[blk] = bad ? 1 : 0;
-      scl[blk] = bad ? 0.0f : detail::casq_scale(m);
-    }
+    if (lane == 0) nfb[blk] = bad ? 1 : 0;
+    if (lane % 8 == 0) scl[blk * detail::kCasqSubs + lane / 8] = bad ? 0.0f : detail::casq_scale(m);
   });
 }
 
@@ -116,12 +114,14 @@ __global__ void k_casq_fit(const void* x, size_t n, const uint8_t* nfb, const fl
       const size_t i = blk * detail::kBlock + l;
       if (i < n)
         f->sample[k * detail::kBlock + l] =
-            detail::casq_unit(detail::load_elem<ET>(x, i), scl[blk]);
+            nfb[blk] ? 0.0f
+                     : detail::casq_unit(detail::load_elem<ET>(x, i), scl[i / detail::kCasqSub]);
     }
   });
   detail::casq_fit(ex, detail::casq_sample_count(key, n), L.bits, key,
                    in != nullptr ? warm : nullptr, f);
   const size_t blocks = detail::div_up(n, detail::kBlock);
+  const size_t subs = detail::div_up(n, detail::kCasqSub);
   const size_t code_end = L.codes_off + detail::div_up(n, kGroup) * L.bits;
   ex.lanes([&](uint32_t l) {
     if (l == 0) {
@@ -136,7 +136,7 @@ __global__ void k_casq_fit(const void* x, size_t n, const uint8_t* nfb, const fl
         out[b] = 0;
       for (size_t b = L.table_off + 4 * size_t(L.buckets); b < L.nf_off; ++b)
         out[b] = 0;
-      for (size_t b = L.scales_off + 4 * blocks; b < L.codes_off; ++b)
+      for (size_t b = L.scales_off + 2 * subs; b < L.codes_off; ++b)
         out[b] = 0;
       for (size_t b = code_end; b < L.total; ++b)
         out[b] = 0;
@@ -148,15 +148,14 @@ __global__ void k_casq_fit(const void* x, size_t n, const uint8_t* nfb, const fl
         word |= uint64_t(nfb[w * 64 + b] != 0) << b;
       nf[w] = word;
     }
-    float* out_scl = reinterpret_cast<float*>(out + L.scales_off);
-    for (size_t b = l; b < blocks; b += detail::kCasqLanes)
-      out_scl[b] = scl[b];
+    uint16_t* out_scl = reinterpret_cast<uint16_t*>(out + L.scales_off);
+    for (size_t b = l; b < subs; b += detail::kCasqLanes)
+      out_scl[b] = uint16_t(detail::f2u(scl[b]) >> 16);  // bf16 values: exact
   });
 }
 
-// Pass 2: codes, one group of 8 per thread.
-// Pass 2: codes, one group of 8 per thread, against its block's thresholds (the levels times
-// the block's scale: casq_thresholds, as the CPU computes them once per block).
+// Pass 2: codes, one group of 8 per thread, against its sub-block's thresholds (the levels times
+// the sub-block's scale: casq_thresholds, as the CPU computes them once per sub-block).
 template <uint32_t BITS, int ET>
 __global__ void k_casq_codes(const void* x, size_t n, const uint8_t* nfb, const float* scl,
                              uint64_t key, bool nearest, const CasqFitScratch* f, uint8_t* codes,
@@ -171,7 +170,7 @@ __global__ void k_casq_codes(const void* x, size_t n, const uint8_t* nfb, const 
     detail::load8<ET>(x, i0, c, v);
     const size_t blk = i0 / detail::kBlock;
     detail::CasqThresholds t;
-    detail::casq_thresholds<K>(lvl, scl[blk], &t);
+    detail::casq_thresholds<K>(lvl, scl[i0 / detail::kCasqSub], &t);
     detail::store_le<BITS>(codes + g * BITS, detail::casq_group_codes<BITS>(
                                                  v, c, i0, nfb[blk] != 0, t,
                                                  detail::casq_block_key(key, blk), nearest));
@@ -183,7 +182,7 @@ __global__ void k_casq_decode(const uint8_t* pkt, PacketHeader e, CasqLayout L, 
                               float scale, int* err, unsigned long long* nonzeros) {
   if (!block_packet_ok(pkt, e, err)) return;
   const float* table = reinterpret_cast<const float*>(pkt + L.table_off);
-  const float* scl = reinterpret_cast<const float*>(pkt + L.scales_off);
+  const uint16_t* scl = reinterpret_cast<const uint16_t*>(pkt + L.scales_off);
   const uint64_t* nf = reinterpret_cast<const uint64_t*>(pkt + L.nf_off);
   const uint8_t* codes = pkt + L.codes_off;
   unsigned long long nz = 0;
@@ -191,7 +190,7 @@ __global__ void k_casq_decode(const uint8_t* pkt, PacketHeader e, CasqLayout L, 
     float v[kGroup];
     detail::casq_group_values<BITS>(detail::load_le<BITS>(codes + g * BITS),
                                     detail::bit_get(nf, i0 / detail::kBlock),
-                                    scl[i0 / detail::kBlock], table, v);
+                                    detail::casq_scale_value(scl[i0 / detail::kCasqSub]), table, v);
     for (uint32_t k = 0; k < kGroup; ++k) {
       v[k] = detail::canon_nan(v[k] * scale);
       nz += k < c && v[k] != 0.0f;

@@ -37,7 +37,7 @@ struct CasqWs {
   CasqFitScratch* fit;
   float* tmp;    // step: decoded incoming + x
   uint8_t* nfb;  // one byte per 256-block: holds a non-finite value
-  float* scl;    // per 256-block: its scale
+  float* scl;    // per sub-block of kCasqSub (kCasqSubs per 256-block): its scale
 };
 CasqWs casq_ws(uint8_t* r, size_t n) {
   CasqWs c;
@@ -51,7 +51,8 @@ CasqWs casq_ws(uint8_t* r, size_t n) {
   return c;
 }
 size_t casq_ws_bytes(size_t n) {
-  return al(sizeof(CasqFitScratch)) + al(n * 4) + al(div_up(n, kBlock)) + al(div_up(n, kBlock) * 4);
+  return al(sizeof(CasqFitScratch)) + al(n * 4) + al(div_up(n, kBlock)) +
+         al(div_up(n, kBlock) * kCasqSubs * 4);
 }
 
 struct S2Ws {

@@ -115,12 +115,12 @@ SCCL_CPU_INLINE void casq_codes_pack(const uint8_t* c, uint32_t groups, uint8_t*
 // in == out).
 struct CasqView {
   const float* table;
-  const float* scales;
+  const uint16_t* scales;  // bf16, one per kCasqSub elements
   const uint64_t* nf;
   const uint8_t* codes;
   CasqView(const CasqLayout& L, const uint8_t* pkt)
       : table(reinterpret_cast<const float*>(pkt + L.table_off)),
-        scales(reinterpret_cast<const float*>(pkt + L.scales_off)),
+        scales(reinterpret_cast<const uint16_t*>(pkt + L.scales_off)),
         nf(reinterpret_cast<const uint64_t*>(pkt + L.nf_off)),
         codes(pkt + L.codes_off) {}
 };
@@ -230,42 +230,42 @@ struct GenericOps {
     }
     return nz;
   }
-  // v[j] = lvl[c[j]] * s (+ x[j] when x is given) for a block of scale s; returns the largest
-  // |v| as bits (casq_abs_bits) when x is given, else 0.
+  // v[j] = lvl[c[j]] * s[j / kCasqSub] (+ x[j] when x is given) for a block of kCasqSubs scales;
+  // with x, m[q] = the largest |v| as bits (casq_abs_bits) of sub-block q.
   template <uint32_t K>
-  static SCCL_CPU_INLINE uint32_t casq_values(const uint8_t* c, const CasqLevels& lv, float s,
-                                              const float* x, float* v) {
-    float l[K];  // locals: the stores to v cannot alias them
-    for (uint32_t k = 0; k < K; ++k)
-      l[k] = lv.lvl[k] * s;
-    for (uint32_t j = 0; j < kBlock; ++j) {
-      float a = l[0];
-      if constexpr (K >= 8) {
-        a = l[c[j]];  // a lookup: K - 1 selects cost more
-      } else {
-        for (uint32_t k = 1; k < K; ++k)
-          a = c[j] == k ? l[k] : a;
+  static SCCL_CPU_INLINE void casq_values(const uint8_t* c, const CasqLevels& lv, const float* s,
+                                          const float* x, float* v, uint32_t* m) {
+    for (uint32_t q = 0; q < kCasqSubs; ++q) {
+      float l[K];  // locals: the stores to v cannot alias them
+      for (uint32_t k = 0; k < K; ++k)
+        l[k] = lv.lvl[k] * s[q];
+      const uint32_t j0 = q * uint32_t(kCasqSub);
+      for (uint32_t j = j0; j < j0 + kCasqSub; ++j) {
+        float a = l[0];
+        if constexpr (K >= 8) {
+          a = l[c[j]];  // a lookup: K - 1 selects cost more
+        } else {
+          for (uint32_t k = 1; k < K; ++k)
+            a = c[j] == k ? l[k] : a;
+        }
+        v[j] = a;
       }
-      v[j] = a;
-    }
-    uint32_t m = 0;
-    if (x != nullptr) {
-      for (uint32_t j = 0; j < kBlock; ++j) {
+      if (x == nullptr) continue;
+      uint32_t mq = 0;
+      for (uint32_t j = j0; j < j0 + kCasqSub; ++j) {
         v[j] = v[j] + x[j];
         const uint32_t b = casq_abs_bits(v[j]);
-        m = b > m ? b : m;
+        mq = b > mq ? b : mq;
       }
+      m[q] = mq;
     }
-    return m;
   }
-  // Codes of a finite block's 256 values (scale s): casq_code of v * f (v itself when f is 1:
-  // v * 1 is v) against the block's thresholds, with the stream's draws (one half when nearest).
+  // Codes of a finite block's 256 values (scales s, one per sub-block): casq_code of v * f (v
+  // itself when f is 1: v * 1 is v) against the sub-block's thresholds, with the stream's draws
+  // (one half when nearest).
   template <uint32_t K>
-  static SCCL_CPU_INLINE void casq_codes(const float* v, const CasqLevels& lv, float s,
+  static SCCL_CPU_INLINE void casq_codes(const float* v, const CasqLevels& lv, const float* s,
                                          uint32_t bkey, bool nearest, uint8_t* c) {
-    CasqThresholds t;
-    casq_thresholds<K>(lv.lvl, s, &t);
-    const float f = t.f;
     uint32_t r[kBlock];
     if (nearest) {
       for (uint32_t j = 0; j < kBlock; ++j)
@@ -273,12 +273,18 @@ struct GenericOps {
     } else {
       stream_block(bkey, r);
     }
-    if (f != 1.0f) {
-      for (uint32_t j = 0; j < kBlock; ++j)
-        c[j] = uint8_t(casq_code<K>(v[j] * f, t, r[j]));
-    } else {
-      for (uint32_t j = 0; j < kBlock; ++j)
-        c[j] = uint8_t(casq_code<K>(v[j], t, r[j]));
+    for (uint32_t q = 0; q < kCasqSubs; ++q) {
+      CasqThresholds t;
+      casq_thresholds<K>(lv.lvl, s[q], &t);
+      const float f = t.f;
+      const uint32_t j0 = q * uint32_t(kCasqSub);
+      if (f != 1.0f) {
+        for (uint32_t j = j0; j < j0 + kCasqSub; ++j)
+          c[j] = uint8_t(casq_code<K>(v[j] * f, t, r[j]));
+      } else {
+        for (uint32_t j = j0; j < j0 + kCasqSub; ++j)
+          c[j] = uint8_t(casq_code<K>(v[j], t, r[j]));
+      }
     }
   }
 };
@@ -492,38 +498,43 @@ struct Avx512Ops {
     *iv = _mm512_maskz_div_ps(wide, _mm512_set1_ps(float(1u << kCasqShift)), gap);
   }
   template <uint32_t K>
-  static SCCL_AVX512_INLINE uint32_t casq_values(const uint8_t* c, const CasqLevels& lv, float s,
-                                                 const float* x, float* v) {
-    const __m512 table = _mm512_mul_ps(_mm512_load_ps(lv.lvl), _mm512_set1_ps(s));
-    __m512i m = _mm512_setzero_si512();
+  static SCCL_AVX512_INLINE void casq_values(const uint8_t* c, const CasqLevels& lv, const float* s,
+                                             const float* x, float* v, uint32_t* mx) {
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    for (uint32_t i = 0; i < kBlock / 16; ++i) {
-      const __m512i idx =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * i)));
-      __m512 a = _mm512_permutexvar_ps(idx, table);
-      if (x != nullptr) {
-        a = _mm512_add_ps(a, _mm512_loadu_ps(x + 16 * i));
-        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(a), abs_mask));
+    constexpr uint32_t kPerSub = uint32_t(kCasqSub) / 16;
+    for (uint32_t q = 0; q < kCasqSubs; ++q) {
+      const __m512 table = _mm512_mul_ps(_mm512_load_ps(lv.lvl), _mm512_set1_ps(s[q]));
+      __m512i m = _mm512_setzero_si512();
+      for (uint32_t i = q * kPerSub; i < (q + 1) * kPerSub; ++i) {
+        const __m512i idx =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * i)));
+        __m512 a = _mm512_permutexvar_ps(idx, table);
+        if (x != nullptr) {
+          a = _mm512_add_ps(a, _mm512_loadu_ps(x + 16 * i));
+          m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(a), abs_mask));
+        }
+        _mm512_storeu_ps(v + 16 * i, a);
       }
-      _mm512_storeu_ps(v + 16 * i, a);
+      if (x != nullptr) mx[q] = _mm512_reduce_max_epu32(m);
     }
-    return x != nullptr ? _mm512_reduce_max_epu32(m) : 0u;
   }
+  // One sub-block of 64 per iteration of the outer loop, with its scale's thresholds.
+  static_assert(kCasqSub == 64, "casq_codes: a sub-block is one iteration of 4 vectors");
   template <uint32_t K>
-  static SCCL_AVX512_INLINE void casq_codes(const float* v, const CasqLevels& lv, float s,
+  static SCCL_AVX512_INLINE void casq_codes(const float* v, const CasqLevels& lv, const float* s,
                                             uint32_t bkey, bool nearest, uint8_t* c) {
-    const float fs = casq_prescale(s);
-    __m512 ls, iv;
-    thresholds<K>(lv, s, fs, &ls, &iv);
-    const __m512 f = _mm512_set1_ps(fs);
-    const bool scaled = fs != 1.0f;
     __m512i draw = seeds(bkey);
     // Broadcasts of the levels compared first: 1 .. 3 (K = 4), or 4, 8, 12 (every fourth).
     constexpr uint32_t kStride = K == 4 ? 1 : 4;
-    __m512 lk[4];
-    for (uint32_t k = 1; k < 4 && k * kStride < K; ++k)
-      lk[k] = _mm512_permutexvar_ps(_mm512_set1_epi32(int32_t(k * kStride)), ls);
     for (uint32_t q = 0; q < kBlock / 64; ++q) {
+      const float fs = casq_prescale(s[q]);
+      __m512 ls, iv;
+      thresholds<K>(lv, s[q], fs, &ls, &iv);
+      const __m512 f = _mm512_set1_ps(fs);
+      const bool scaled = fs != 1.0f;
+      __m512 lk[4];
+      for (uint32_t k = 1; k < 4 && k * kStride < K; ++k)
+        lk[k] = _mm512_permutexvar_ps(_mm512_set1_epi32(int32_t(k * kStride)), ls);
       __m512i code[4];
       for (uint32_t h = 0; h < 4; ++h, draw = next(draw)) {
         __m512 w = _mm512_loadu_ps(v + 64 * q + 16 * h);
@@ -825,36 +836,44 @@ struct Avx2Ops {
     }
   }
   template <uint32_t K>
-  static SCCL_AVX2_INLINE uint32_t casq_values(const uint8_t* c, const CasqLevels& lv, float s,
-                                               const float* x, float* v) {
-    const __m256 vs = _mm256_set1_ps(s);
-    const __m256 t[2] = {_mm256_mul_ps(_mm256_load_ps(lv.lvl), vs),
-                         _mm256_mul_ps(_mm256_load_ps(lv.lvl + 8), vs)};
-    __m256i m = _mm256_setzero_si256();
+  static SCCL_AVX2_INLINE void casq_values(const uint8_t* c, const CasqLevels& lv, const float* s,
+                                           const float* x, float* v, uint32_t* mx) {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-    for (uint32_t i = 0; i < kBlock / 8; ++i) {
-      __m256 a = lookup<K>(t, bytes_to_i32(c + 8 * i));
-      if (x != nullptr) {
-        a = _mm256_add_ps(a, _mm256_loadu_ps(x + 8 * i));
-        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(a), abs_mask));
+    constexpr uint32_t kPerSub = uint32_t(kCasqSub) / 8;
+    for (uint32_t q = 0; q < kCasqSubs; ++q) {
+      const __m256 vs = _mm256_set1_ps(s[q]);
+      const __m256 t[2] = {_mm256_mul_ps(_mm256_load_ps(lv.lvl), vs),
+                           _mm256_mul_ps(_mm256_load_ps(lv.lvl + 8), vs)};
+      __m256i m = _mm256_setzero_si256();
+      for (uint32_t i = q * kPerSub; i < (q + 1) * kPerSub; ++i) {
+        __m256 a = lookup<K>(t, bytes_to_i32(c + 8 * i));
+        if (x != nullptr) {
+          a = _mm256_add_ps(a, _mm256_loadu_ps(x + 8 * i));
+          m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(a), abs_mask));
+        }
+        _mm256_storeu_ps(v + 8 * i, a);
       }
-      _mm256_storeu_ps(v + 8 * i, a);
+      if (x != nullptr) mx[q] = hmax_epu32(m);
     }
-    return x != nullptr ? hmax_epu32(m) : 0u;
   }
+  // Two iterations of 32 of the outer loop per sub-block of 64, with its scale's thresholds.
+  static_assert(kCasqSub == 64, "casq_codes: a sub-block is two iterations of 4 vectors");
   template <uint32_t K>
-  static SCCL_AVX2_INLINE void casq_codes(const float* v, const CasqLevels& lv, float s,
+  static SCCL_AVX2_INLINE void casq_codes(const float* v, const CasqLevels& lv, const float* s,
                                           uint32_t bkey, bool nearest, uint8_t* c) {
-    const float fs = casq_prescale(s);
-    __m256 ls[2], iv[2];
-    thresholds<K>(lv, s, fs, ls, iv);
-    const __m256 f = _mm256_set1_ps(fs);
-    const bool scaled = fs != 1.0f;
+    __m256 ls[2], iv[2], f = _mm256_set1_ps(1.0f);
+    bool scaled = false;
     __m256 lk[K];  // broadcasts of levels 1 .. K - 1 for the count (K = 4)
-    for (uint32_t k = 1; k < K && K == 4; ++k)
-      lk[k] = _mm256_permutevar8x32_ps(ls[0], _mm256_set1_epi32(int32_t(k)));
     __m256i draw[2] = {seeds(bkey, 0), seeds(bkey, 1)};
     for (uint32_t q = 0; q < kBlock / 32; ++q) {
+      if (q % 2 == 0) {
+        const float fs = casq_prescale(s[q / 2]);
+        thresholds<K>(lv, s[q / 2], fs, ls, iv);
+        f = _mm256_set1_ps(fs);
+        scaled = fs != 1.0f;
+        for (uint32_t k = 1; k < K && K == 4; ++k)
+          lk[k] = _mm256_permutevar8x32_ps(ls[0], _mm256_set1_epi32(int32_t(k)));
+      }
       __m256i code[4];
       for (uint32_t h = 0; h < 4; ++h) {
         const uint32_t e = 32 * q + 8 * h;

@@ -1,7 +1,7 @@
 // CASQ's fit and levels (kernels/casq_fit.h, codec_impl.h): the same bits whatever order the
 // lanes run in, as on the GPU where they are threads; levels sorted in [-1, 1]
-// with the ends pinned (and 0 for sparse values); every decoded value a level times its block's
-// scale, each block's largest value exact.
+// with the ends pinned (and 0 for sparse values); every decoded value a level times its
+// sub-block's scale, each sub-block's largest value exact when bf16 holds it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,8 +73,9 @@ TEST(CasqFit, SameBitsWhateverTheOrderOfTheLanes) {
   }
 }
 
-// Decoded values are levels times the block's scale: each block's largest |value| (the scale)
-// decodes exactly, zeros of sparse data decode as 0, and an all-zero block costs nothing.
+// Decoded values are levels times the sub-block's scale (its largest |value| rounded up to bf16):
+// a largest |value| that bf16 holds decodes exactly, no decoded |value| exceeds its sub-block's
+// scale, zeros of sparse data decode as 0, and an all-zero block costs nothing.
 TEST(CasqFit, BlockScalesKeepExtremesAndZerosExact) {
   const size_t n = 5000;
   for (CodecId c : {CodecId::kCasq2, CodecId::kCasq4}) {
@@ -83,25 +84,36 @@ TEST(CasqFit, BlockScalesKeepExtremesAndZerosExact) {
       std::vector<float> x = make_data(Dist::kSparse1, n, 5);
       for (size_t i = 0; i < 256; ++i)
         x[256 + i] = 0.0f;  // block 1: all zeros
-      x[700] = 1e30f;       // an outlier: only its block's scale grows
+      x[700] = 1e30f;       // an outlier: only its sub-block's scale grows
+      std::vector<float> xr = x;
+      for (float& v : xr)  // bf16 values: the scales hold them exactly
+        v = detail::u2f(detail::f2u(v) & 0xffff0000u);
       CodecParams p = params_for(c, n);
       p.casq_nearest = nearest;
       const size_t bytes = packet_bytes(p, n);
       Packet pkt(bytes);
+      Packet pr(bytes);
       ASSERT_TRUE(encode(p, x.data(), ElemType::kF32, n, pkt.data(), bytes).ok());
-      std::vector<float> y(n);
+      ASSERT_TRUE(encode(p, xr.data(), ElemType::kF32, n, pr.data(), bytes).ok());
+      std::vector<float> y(n), yr(n);
       ASSERT_TRUE(decode(p, pkt.data(), bytes, y.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
-      for (size_t base = 0; base < n; base += 256) {
+      ASSERT_TRUE(decode(p, pr.data(), bytes, yr.data(), ElemType::kF32, n, 1.0f, nullptr).ok());
+      for (size_t base = 0; base < n; base += detail::kCasqSub) {
         size_t arg = base;
-        for (size_t i = base; i < std::min(n, base + 256); ++i) {
+        for (size_t i = base; i < std::min(n, base + detail::kCasqSub); ++i) {
           if (std::fabs(x[i]) > std::fabs(x[arg])) arg = i;
           if (x[i] == 0.0f) {
             EXPECT_EQ(y[i], 0.0f) << i;
           }
         }
-        EXPECT_EQ(y[arg], x[arg]) << "block " << base / 256;
+        const float s = detail::casq_scale(detail::casq_abs_bits(x[arg]));
+        EXPECT_GE(s, std::fabs(x[arg]));
+        EXPECT_LE(s, std::fabs(x[arg]) * (1.0f + 1.0f / 128));
+        for (size_t i = base; i < std::min(n, base + detail::kCasqSub); ++i)
+          EXPECT_LE(std::fabs(y[i]), s) << i;
+        EXPECT_EQ(yr[arg], xr[arg]) << "sub-block " << base / detail::kCasqSub;
       }
-      EXPECT_EQ(y[700], 1e30f);
+      EXPECT_EQ(yr[700], xr[700]);
     }
   }
 }

@@ -73,8 +73,8 @@ std::vector<uint8_t> typed(const std::vector<float>& v, ElemType t, size_t shift
 }
 
 // Byte equality, except s2's counters (doubles summed by atomics in the step: within 1e-9
-// relative). CASQ's fit folds in the CPU's tree order, its block scales are exact maxima and its
-// rounding is counter-based, so its packets are the CPU's byte for byte.
+// relative). CASQ's fit folds in the CPU's tree order, its scales are exact maxima (rounded up to
+// bf16) and its rounding is counter-based, so its packets are the CPU's byte for byte.
 void expect_same_packet(const CodecParams& p, size_t n, const Packet& cpu, const Packet& gpu) {
   const uint8_t* a = static_cast<const uint8_t*>(cpu.data());
   const uint8_t* b = static_cast<const uint8_t*>(gpu.data());

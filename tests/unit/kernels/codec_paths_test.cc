@@ -279,11 +279,12 @@ void lanes_casq(const CodecParams& p, const uint8_t* in, const float* x, size_t 
   const size_t blocks = detail::div_up(n, detail::kBlock);
   std::vector<float> tmp(n);
   std::vector<uint8_t> nfb(blocks);
-  std::vector<float> scl(blocks);
+  const size_t subs = detail::div_up(n, detail::kCasqSub);
+  std::vector<float> scl(blocks * detail::kCasqSubs);
   float warm[K];
   for (size_t blk = 0; blk < blocks; ++blk) {
     const size_t base = blk * detail::kBlock;
-    uint32_t m = 0;
+    uint32_t m[detail::kCasqSubs] = {};
     bool bad = false;
     for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
       const size_t i0 = base + size_t(lane) * detail::kGroup;
@@ -293,22 +294,24 @@ void lanes_casq(const CodecParams& p, const uint8_t* in, const float* x, size_t 
       detail::load8<0>(x, i0, c, v);
       if (in != nullptr) {
         const float* table = reinterpret_cast<const float*>(in + L.table_off);
-        const float* in_scl = reinterpret_cast<const float*>(in + L.scales_off);
+        const uint16_t* in_scl = reinterpret_cast<const uint16_t*>(in + L.scales_off);
         const uint64_t* nf = reinterpret_cast<const uint64_t*>(in + L.nf_off);
         detail::casq_group_values<BITS>(
             detail::load_le<BITS>(in + L.codes_off + (i0 / detail::kGroup) * BITS),
-            detail::bit_get(nf, blk), in_scl[blk], table, a);
+            detail::bit_get(nf, blk), detail::casq_scale_value(in_scl[i0 / detail::kCasqSub]),
+            table, a);
         for (uint32_t k = 0; k < detail::kGroup; ++k)
           v[k] = a[k] + v[k];
       }
       for (uint32_t k = 0; k < c; ++k) {
         tmp[i0 + k] = v[k];
         bad |= !detail::is_finite(v[k]);
-        m = std::max(m, detail::casq_abs_bits(v[k]));
+        m[lane / 8] = std::max(m[lane / 8], detail::casq_abs_bits(v[k]));
       }
     }
     nfb[blk] = bad ? 1 : 0;
-    scl[blk] = bad ? 0.0f : detail::casq_scale(m);
+    for (uint32_t q = 0; q < detail::kCasqSubs; ++q)
+      scl[blk * detail::kCasqSubs + q] = bad ? 0.0f : detail::casq_scale(m[q]);
   }
   if (in != nullptr) memcpy(warm, in + L.table_off, 4 * K);
   auto f = std::make_unique<detail::CasqFitScratch>();
@@ -318,8 +321,8 @@ void lanes_casq(const CodecParams& p, const uint8_t* in, const float* x, size_t 
     for (uint32_t k = 0; k < S; ++k) {
       const size_t blk = detail::casq_sample_block(key, n, S, k);
       if (blk * detail::kBlock + l < n) {
-        f->sample[k * detail::kBlock + l] =
-            detail::casq_unit(tmp[blk * detail::kBlock + l], scl[blk]);
+        f->sample[k * detail::kBlock + l] = detail::casq_unit(
+            tmp[blk * detail::kBlock + l], scl[(blk * detail::kBlock + l) / detail::kCasqSub]);
       }
     }
   }
@@ -335,11 +338,12 @@ void lanes_casq(const CodecParams& p, const uint8_t* in, const float* x, size_t 
   }
   memcpy(out + L.table_off, f->centers, 4 * K);
   uint64_t* nf = reinterpret_cast<uint64_t*>(out + L.nf_off);
-  float* out_scl = reinterpret_cast<float*>(out + L.scales_off);
+  uint16_t* out_scl = reinterpret_cast<uint16_t*>(out + L.scales_off);
   for (size_t b = 0; b < blocks; ++b) {
     if (nfb[b]) nf[b >> 6] |= 1ull << (b & 63);
-    out_scl[b] = scl[b];
   }
+  for (size_t b = 0; b < subs; ++b)
+    out_scl[b] = uint16_t(detail::f2u(scl[b]) >> 16);
   for (size_t g = 0; g * detail::kGroup < n; ++g) {
     const size_t i0 = g * detail::kGroup;
     const uint32_t c = uint32_t(std::min<size_t>(detail::kGroup, n - i0));
@@ -347,7 +351,7 @@ void lanes_casq(const CodecParams& p, const uint8_t* in, const float* x, size_t 
     detail::load8<0>(tmp.data(), i0, c, v);
     const size_t blk = i0 / detail::kBlock;
     detail::CasqThresholds t;
-    detail::casq_thresholds<K>(f->centers, scl[blk], &t);
+    detail::casq_thresholds<K>(f->centers, scl[i0 / detail::kCasqSub], &t);
     detail::store_le<BITS>(
         out + L.codes_off + g * BITS,
         detail::casq_group_codes<BITS>(v, c, i0, nfb[blk] != 0, t, detail::casq_block_key(key, blk),

@@ -88,8 +88,8 @@ double codec_nmse(CodecId c, const std::vector<std::vector<float>>& xs, bool nea
 
 // With nearest rounding (the engine's choice under error feedback) CASQ's fitted levels halve
 // the uniform quantizer's error on heavy-tailed data, one encode and a ring of 4. Unbiased
-// (stochastic) CASQ stays below uniform for one encode; in a ring, casq2's re-quantizations add
-// more variance than q2's (printed, docs/codecs.md), casq4 stays below q4.
+// (stochastic) CASQ meets its claim on one encode (casq2 <= 0.6x q2, casq4 <= 0.8x q4: the
+// scale per 64 elements, docs/codecs.md) and stays below uniform in a ring of 4.
 TEST(Casq, BeatsUniformAtSameBitsOnLaplace) {
   const size_t n = 1 << 16;
   std::vector<float> x = make_data(Dist::kLaplace, n, 4);
@@ -99,6 +99,7 @@ TEST(Casq, BeatsUniformAtSameBitsOnLaplace) {
   for (int k = 0; k < 4; ++k)
     xs.push_back(make_data(Dist::kLaplace, n, 20 + k));
   const double rq[3] = {codec_nmse(CodecId::kQ2, xs), NAN, codec_nmse(CodecId::kQ4, xs)};
+  const double claim[3] = {0.6, 1.0, 0.8};
   for (int b = 0; b < 3; ++b) {
     const double sr = codec_nmse(casq[b], {x}), ne = codec_nmse(casq[b], {x}, true);
     const double rsr = codec_nmse(casq[b], xs), rne = codec_nmse(casq[b], xs, true);
@@ -107,14 +108,25 @@ TEST(Casq, BeatsUniformAtSameBitsOnLaplace) {
         "casq %.4f casq nearest %.4f\n",
         b + 2, u[b], sr, ne, rq[b], rsr, rne);
     EXPECT_LT(ne, 0.5 * u[b]);
+    EXPECT_LT(sr, claim[b] * u[b]);
     if (b != 1) {
-      EXPECT_LT(sr, u[b]);
       EXPECT_LT(rne, 0.5 * rq[b]);
-    }
-    if (b == 2) {
-      EXPECT_LT(rsr, rq[b]);
+      EXPECT_LT(rsr, 0.8 * rq[b]);
     }
   }
+}
+
+// On Gaussian data fitted levels gain little over a uniform grid; the finer scale still puts
+// casq2 below 0.8x q2 and casq4 below 0.8x q4 on one encode (docs/codecs.md's table: 0.74, 0.70).
+TEST(Casq, BeatsUniformAtSameBitsOnGaussian) {
+  const size_t n = 1 << 16;
+  std::vector<float> x = make_data(Dist::kGauss, n, 4);
+  const double u2 = uniform_nmse<2>(x), u4 = uniform_nmse<4>(x);
+  const double c2 = codec_nmse(CodecId::kCasq2, {x}), c4 = codec_nmse(CodecId::kCasq4, {x});
+  std::printf("Gaussian NMSE: q2 %.4f casq2 %.4f (%.2fx) | q4 %.4f casq4 %.4f (%.2fx)\n", u2, c2,
+              c2 / u2, u4, c4, c4 / u4);
+  EXPECT_LT(c2, 0.8 * u2);
+  EXPECT_LT(c4, 0.8 * u4);
 }
 
 struct PeelResult {
