@@ -11,7 +11,7 @@
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
 #include "kernels/host/codec_paths.h"
-#include "kernels/host/cpu_simd.h"
+#include "kernels/host/cpu_path.h"
 #if defined(SCCL_X86_SIMD)
 #include <cpuid.h>
 #endif

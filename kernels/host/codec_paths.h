@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "kernels/codec.h"
-#include "kernels/host/cpu_simd.h"
+#include "kernels/host/cpu_path.h"
 
 // The linear codecs' loops are compiled for the baseline x86-64 and for x86-64-v2 (SSE4.2: 32-bit
 // multiplies and min/max, which the hash and the range need), v3 (AVX2) and v4 (AVX-512),

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/codec_common.h"
-#include "kernels/host/cpu_simd.h"
+#include "kernels/host/cpu_path.h"
 
 namespace sketchccl::kernels {
 

@@ -41,34 +41,20 @@
 #include <sketchccl/sketchccl.h>
 #include "perf/bench/perf_common.h"
 #include "perf/train/convergence_tasks.h"
+#include "perf/train/train_common.h"
 
 namespace {
 
 using convergence::die;
-using convergence::Digits;
-using convergence::DigitsWide;
 using convergence::Eval;
 using convergence::Rng;
 using convergence::shuffle;
 using convergence::Task;
-using convergence::Text;
 
-#define NCCLCHECK(call)                                                      \
-  do {                                                                       \
-    ncclResult_t r_ = (call);                                                \
-    if (r_ != ncclSuccess)                                                   \
-      die(std::string(#call) + " failed: " + ncclGetErrorString(r_) + " (" + \
-          ncclGetLastError(nullptr) + ")");                                  \
-  } while (0)
-
-// ---------------------------------------------------------------------------------------------
-
-struct Options {
-  std::string task = "digits", digits, configs, csv, result;
-  long epochs = 0, nranks = 4, seed = 1, rank = -1;
+struct Options : convergence::RankOptions {
   bool shrt = false;
   bool sharded = false;
-  std::string id_file;
+  Options() { task = "digits"; }
 };
 
 size_t count_nonzero(const std::vector<float>& v) {
@@ -176,25 +162,10 @@ class Sharded {
 
 // One rank's training: plain SGD with momentum 0.9; the gradient is averaged with ncclAvg.
 int train_rank(const Options& o) {
-  std::unique_ptr<Task> task;
-  if (o.task == "digits")
-    task = std::make_unique<Digits>(o.digits, static_cast<uint64_t>(o.seed));
-  else if (o.task == "digits-wide")
-    task = std::make_unique<DigitsWide>(o.digits, static_cast<uint64_t>(o.seed));
-  else
-    task = std::make_unique<Text>(static_cast<uint64_t>(o.seed));
+  const std::unique_ptr<Task> task =
+      convergence::make_task(o.task, o.digits, static_cast<uint64_t>(o.seed));
   const int rank = static_cast<int>(o.rank), P = static_cast<int>(o.nranks);
-  ncclUniqueId id;
-  std::string err, hex;
-  if (rank == 0) {
-    NCCLCHECK(ncclGetUniqueId(&id));
-    if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err)) die(err);
-  } else {
-    if (!perfutil::read_id_file(o.id_file, sizeof id, 60, &hex, &err)) die(err);
-    perfutil::from_hex(hex, &id, sizeof id);
-  }
-  ncclComm_t comm;
-  NCCLCHECK(ncclCommInitRank(&comm, P, id, rank));
+  ncclComm_t comm = convergence::join_ranks(o);
 
   std::vector<float> w, g, mom(task->nparams(), 0.0f);
   task->init(&w, static_cast<uint64_t>(o.seed));
@@ -330,38 +301,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= args.size()) die("option " + a + " needs a value");
-      return args[++i];
-    };
-    long n = 0;
-    if (a == "--task") {
-      o.task = val();
-      if (o.task != "digits" && o.task != "digits-wide" && o.task != "text" && o.task != "all")
-        die("--task: digits | digits-wide | text | all");
-    } else if (a == "--digits") {
-      o.digits = val();
-    } else if (a == "--epochs") {
-      if (!perfutil::parse_int(val(), 1, 1000, &o.epochs)) die("--epochs: 1..1000");
-    } else if (a == "--nranks") {
-      if (!perfutil::parse_int(val(), 1, 64, &o.nranks)) die("--nranks: 1..64");
-    } else if (a == "--seed") {
-      if (!perfutil::parse_int(val(), 0, 1L << 30, &o.seed)) die("--seed: 0..2^30");
-    } else if (a == "--configs") {
-      o.configs = val();
-    } else if (a == "--csv") {
-      o.csv = val();
-    } else if (a == "--short") {
+    if (convergence::parse_rank_option(args, &i, &o)) continue;
+    if (a == "--short") {
       o.shrt = true;
     } else if (a == "--sharded") {
       o.sharded = true;
-    } else if (a == "--rank") {  // internal: a rank started by the launcher below
-      if (!perfutil::parse_int(val(), 0, 63, &n)) die("--rank");
-      o.rank = n;
-    } else if (a == "--id-file") {
-      o.id_file = val();
-    } else if (a == "--result") {
-      o.result = val();
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "Usage: convergence [--task digits|digits-wide|text|all] [--digits digits.csv]\n"
@@ -380,6 +324,8 @@ int main(int argc, char** argv) {
       die("unknown option '" + a + "' (see --help)");
     }
   }
+  if (o.task != "digits" && o.task != "digits-wide" && o.task != "text" && o.task != "all")
+    die("--task: digits | digits-wide | text | all");
   setenv("SKETCHCCL_NCCL_LIB", "none", 0);
   // These gradients are small: compress every call (sharded: every gradient, while the
   // all-gather's calls stay below the threshold, exact).
@@ -391,9 +337,8 @@ int main(int argc, char** argv) {
     tasks = {"digits", "digits-wide", "text"};
   else
     tasks = {o.task};
-  for (const std::string& t : tasks) {
-    if (t != "text" && o.digits.empty()) die("--digits FILE is needed for the " + t + " task");
-  }
+  for (const std::string& t : tasks)
+    convergence::check_digits(t, o.digits);
   std::vector<Config> configs;
   std::string list = o.configs.empty()
                          ? (o.sharded ? "none,q8+ef,q4+ef,casq2+ef"
@@ -436,10 +381,15 @@ int main(int argc, char** argv) {
       std::string result = dir + "/" + t + "-" + c.label() + ".txt";
       std::vector<std::vector<std::string>> argvs;
       for (int r = 0; r < o.nranks; ++r) {
-        argvs.push_back({exe, "--task", t, "--digits", o.digits.empty() ? "-" : o.digits,
-                         "--epochs", std::to_string(epochs), "--nranks", std::to_string(o.nranks),
-                         "--seed", std::to_string(o.seed), "--rank", std::to_string(r), "--id-file",
-                         dir + "/id", "--result", result});
+        convergence::RankOptions ro = o;
+        ro.task = t;
+        ro.epochs = epochs;
+        ro.rank = r;
+        ro.id_file = dir + "/id";
+        ro.result = result;
+        argvs.push_back({exe});
+        for (const std::string& x : convergence::rank_args(ro))
+          argvs.back().push_back(x);
         if (o.sharded) argvs.back().push_back("--sharded");
       }
       const auto t0 = std::chrono::steady_clock::now();

@@ -41,6 +41,7 @@
 #include "perf/bench/perf_common.h"
 #include "perf/train/convergence_tasks.h"
 #include "perf/train/ddp.h"
+#include "perf/train/train_common.h"
 
 namespace {
 
@@ -49,28 +50,15 @@ using convergence::Rng;
 using convergence::shuffle;
 using convergence::Task;
 
-#define NCCLCHECK(call)                                                      \
-  do {                                                                       \
-    ncclResult_t r_ = (call);                                                \
-    if (r_ != ncclSuccess)                                                   \
-      die(std::string(#call) + " failed: " + ncclGetErrorString(r_) + " (" + \
-          ncclGetLastError(nullptr) + ")");                                  \
-  } while (0)
+using convergence::make_task;
 
-struct Options {
-  std::string task = "digits-wide", digits, configs, seeds = "1", csv, netns, label, id_file,
-              result;
-  long epochs = 0, eval_every = 0, nranks = 4, seed = 1, rank = -1, max_steps = 0;
+struct Options : convergence::RankOptions {
+  std::string seeds = "1", netns, label;
+  long eval_every = 0, max_steps = 0;
   bool overlap_check = false;
   double bucket_mb = 25, first_bucket_mb = 1, lr = 0;  // lr 0: the task's
+  Options() { task = "digits-wide"; }
 };
-
-std::unique_ptr<Task> make_task(const std::string& name, const std::string& digits, uint64_t seed) {
-  if (name == "digits-wide") return std::make_unique<convergence::DigitsWide>(digits, seed);
-  if (name == "digits-deep") return std::make_unique<convergence::DigitsDeep>(digits, seed);
-  if (name == "text") return std::make_unique<convergence::Text>(seed);
-  die("--task: digits-wide | digits-deep | text");
-}
 
 long default_epochs(const std::string& task) {
   if (task == "digits-wide") return 3;
@@ -118,17 +106,7 @@ double test_accuracy(const Task& t, const std::vector<float>& w, int rank, int P
 int train_rank(const Options& o) {
   const std::unique_ptr<Task> task = make_task(o.task, o.digits, static_cast<uint64_t>(o.seed));
   const int rank = static_cast<int>(o.rank), P = static_cast<int>(o.nranks);
-  ncclUniqueId id;
-  std::string err, hex;
-  if (rank == 0) {
-    NCCLCHECK(ncclGetUniqueId(&id));
-    if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err)) die(err);
-  } else {
-    if (!perfutil::read_id_file(o.id_file, sizeof id, 60, &hex, &err)) die(err);
-    perfutil::from_hex(hex, &id, sizeof id);
-  }
-  ncclComm_t comm;
-  NCCLCHECK(ncclCommInitRank(&comm, P, id, rank));
+  ncclComm_t comm = convergence::join_ranks(o);
 
   std::vector<float> w, g(task->nparams(), 0.0f), mom(task->nparams(), 0.0f);
   task->init(&w, static_cast<uint64_t>(o.seed));
@@ -214,18 +192,8 @@ int train_rank(const Options& o) {
 // left to wait at ncclGroupEnd after other work as long as the AllReduce alone must be well
 // below the AllReduce's own time. Rank 0 prints both; exit status 1 when it does not hold.
 int overlap_rank(const Options& o) {
-  const int rank = static_cast<int>(o.rank), P = static_cast<int>(o.nranks);
-  ncclUniqueId id;
-  std::string err, hex;
-  if (rank == 0) {
-    NCCLCHECK(ncclGetUniqueId(&id));
-    if (!perfutil::write_id_file(o.id_file, perfutil::to_hex(&id, sizeof id), &err)) die(err);
-  } else {
-    if (!perfutil::read_id_file(o.id_file, sizeof id, 60, &hex, &err)) die(err);
-    perfutil::from_hex(hex, &id, sizeof id);
-  }
-  ncclComm_t comm;
-  NCCLCHECK(ncclCommInitRank(&comm, P, id, rank));
+  const int rank = static_cast<int>(o.rank);
+  ncclComm_t comm = convergence::join_ranks(o);
   std::vector<float> buf(size_t{4} << 20, 1.0f);  // 16 MiB
   auto allreduce = [&] {
     NCCLCHECK(
@@ -339,29 +307,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= args.size()) die("option " + a + " needs a value");
-      return args[++i];
-    };
-    long n = 0;
-    if (a == "--task") {
-      o.task = val();
-    } else if (a == "--digits") {
-      o.digits = val();
-    } else if (a == "--configs") {
-      o.configs = val();
-    } else if (a == "--seeds") {
+    auto val = [&] { return convergence::option_value(args, &i); };
+    if (convergence::parse_rank_option(args, &i, &o)) continue;  // --seed: internal, a rank's
+    if (a == "--seeds") {
       o.seeds = val();
-    } else if (a == "--seed") {  // internal: the rank's seed
-      if (!perfutil::parse_int(val(), 0, 1L << 30, &o.seed)) die("--seed: 0..2^30");
-    } else if (a == "--epochs") {
-      if (!perfutil::parse_int(val(), 1, 1000, &o.epochs)) die("--epochs: 1..1000");
     } else if (a == "--eval-every") {
       if (!perfutil::parse_int(val(), 1, 1000000, &o.eval_every)) die("--eval-every: 1..1000000");
     } else if (a == "--steps") {
       if (!perfutil::parse_int(val(), 1, 1000000, &o.max_steps)) die("--steps: 1..1000000");
-    } else if (a == "--nranks") {
-      if (!perfutil::parse_int(val(), 1, 64, &o.nranks)) die("--nranks: 1..64");
     } else if (a == "--netns") {
       o.netns = val();
     } else if (a == "--bucket-mb" || a == "--first-bucket-mb" || a == "--lr") {
@@ -373,17 +326,8 @@ int main(int argc, char** argv) {
       (a == "--bucket-mb" ? o.bucket_mb : a == "--lr" ? o.lr : o.first_bucket_mb) = x;
     } else if (a == "--overlap-check") {
       o.overlap_check = true;
-    } else if (a == "--csv") {
-      o.csv = val();
     } else if (a == "--label") {
       o.label = val();
-    } else if (a == "--rank") {  // internal: a rank started by the launcher below
-      if (!perfutil::parse_int(val(), 0, 63, &n)) die("--rank");
-      o.rank = n;
-    } else if (a == "--id-file") {
-      o.id_file = val();
-    } else if (a == "--result") {
-      o.result = val();
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "Usage: ddp-train --task digits-wide|digits-deep|text [--digits digits.csv]\n"
@@ -406,8 +350,7 @@ int main(int argc, char** argv) {
   }
   if (o.task != "digits-wide" && o.task != "digits-deep" && o.task != "text")
     die("--task: digits-wide | digits-deep | text");
-  if (o.task != "text" && o.digits.empty())
-    die("--digits FILE is needed for the " + o.task + " task");
+  convergence::check_digits(o.task, o.digits);
   setenv("SKETCHCCL_NCCL_LIB", "none", 0);
   if (o.rank >= 0) return o.overlap_check ? overlap_rank(o) : train_rank(o);
   if (o.overlap_check) {
@@ -484,26 +427,16 @@ int main(int argc, char** argv) {
           v = {"/usr/bin/env", "ip", "netns", "exec", o.netns + std::to_string(r), exe};
         else
           v = {exe};
-        for (const std::string& x : {std::string("--task"),
-                                     o.task,
-                                     std::string("--digits"),
-                                     o.digits.empty() ? std::string("-") : o.digits,
-                                     std::string("--epochs"),
-                                     std::to_string(o.epochs),
-                                     std::string("--nranks"),
-                                     std::to_string(o.nranks),
-                                     std::string("--seed"),
-                                     std::to_string(seed),
-                                     std::string("--rank"),
-                                     std::to_string(r),
-                                     std::string("--id-file"),
-                                     dir + "/id",
-                                     std::string("--result"),
-                                     result,
-                                     std::string("--bucket-mb"),
-                                     std::to_string(o.bucket_mb),
-                                     std::string("--first-bucket-mb"),
-                                     std::to_string(o.first_bucket_mb)})
+        convergence::RankOptions ro = o;
+        ro.seed = seed;
+        ro.rank = r;
+        ro.id_file = dir + "/id";
+        ro.result = result;
+        for (const std::string& x : convergence::rank_args(ro))
+          v.push_back(x);
+        for (const std::string& x :
+             {std::string("--bucket-mb"), std::to_string(o.bucket_mb),
+              std::string("--first-bucket-mb"), std::to_string(o.first_bucket_mb)})
           v.push_back(x);
         if (o.lr > 0) {
           char lr[32];

@@ -1,5 +1,5 @@
 // The CPU build's paths and the CUDA build's routines write the same bytes:
-//  - every CPU path this machine has (generic loops, AVX2, AVX-512: kernels/host/cpu_simd.h)
+//  - every CPU path this machine has (generic loops, AVX2, AVX-512: kernels/host/cpu_ops_*.h)
 //    against the generic one, for every codec with path-specific loops (the casts, q*, CASQ,
 //    s2) and the sparse helpers, element type and size, specials included;
 //  - the routines the CUDA kernels run per lane (kernels/cuda/*_kernels.cuh: q_block.h's lane
@@ -18,7 +18,8 @@
 #include "kernels/codec.h"
 #include "kernels/codec_impl.h"
 #include "kernels/codec_internal.h"
-#include "kernels/host/cpu_simd.h"
+#include "kernels/host/cpu_ops_common.h"
+#include "kernels/host/cpu_path.h"
 #include "kernels/sparse.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
