@@ -15,8 +15,8 @@ Prints markdown (validation table with predicted / measured, the prediction tabl
 gnuplot PNG. Figures come only from this run's tools; a missing one is shown as "-".
 
   perf/bench/scale_report.py --build build --nmse nmse.json [--ranks 2,4,8,16]
-      [--codecs q8,q4] [--size 4M] [--calibrate 64K,16M] [--repeats 3] [--cores 2] [--markdown OUT.md]
-      [--png OUT.png]
+      [--codecs q8,q4] [--size 4M] [--calibrate 64K,16M] [--repeats 3] [--cores 2]
+      [--markdown OUT.md] [--png OUT.png]
 """
 import argparse
 import json
@@ -265,10 +265,11 @@ def main():
                              f"{fmt(mn['nmse'] if mn else None)} | "
                              f"{fmt(pr['nmse'] if pr else None)} | {fmt(nm_ratio, '.2f')} |")
     lines.append("")
+    unseen = ", ".join(fmt_size(x) for x in sizes if x not in calib and x != n)
     lines.append(f"Largest deviation: busbw {worst['busbw'] * 100:.0f}%, NMSE "
                  f"{worst['nmse'] * 100:.0f}%. busbw within 25%: {held['in']} of {held['all']} "
                  f"points at {a.size}; {held['other_in']} of {held['other']} at the other sizes "
-                 f"the fit did not see ({', '.join(fmt_size(x) for x in sizes if x not in calib and x != n)}).")
+                 f"the fit did not see ({unseen}).")
     lines.append("")
     # At scale: the issue's link figures (the tool's defaults), 8 GPUs per node.
     lines.append(f"**At scale** (AllReduce, {a.bytes_at_scale} per rank, NVLink 450 GB/s, a "
