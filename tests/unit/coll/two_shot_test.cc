@@ -255,6 +255,63 @@ TEST(TwoShot, ErrorFeedbackPutsBackWhatEachRankQuantized) {
   }
 }
 
+// Rank r's input of call `call`: a signal shared by every rank (a gradient's mean) plus this
+// rank's own noise, Laplace, correlation `rho` between ranks.
+std::vector<std::vector<float>> shared_inputs(int p, size_t count, int call, double rho) {
+  std::mt19937_64 gs(99991u * static_cast<unsigned>(call) + 5);
+  std::exponential_distribution<float> e(1.0f);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> common(count);
+  for (float& v : common)
+    v = sign(gs) ? e(gs) : -e(gs);
+  auto x = inputs(p, count, call);
+  for (auto& xr : x) {
+    for (size_t i = 0; i < count; ++i)
+      xr[i] = static_cast<float>(std::sqrt(rho) * common[i] + std::sqrt(1 - rho) * xr[i]);
+  }
+  return x;
+}
+
+// CASQ under error feedback (nearest levels) on correlated inputs, averaged, a fresh input every
+// call as in training: the owner's residual of its requantized sum is put back exactly once and
+// at the right scale, so the error of the running sum of results stays small, and the error per
+// call does not grow over the calls (it would if a residual fed on itself).
+TEST(TwoShot, ErrorFeedbackOnCasqAveragedKeepsTheRunningSumAndIsBounded) {
+  const int p = 8, calls = 10;
+  const size_t count = static_cast<size_t>(p) * 4096;
+  double running[2] = {0, 0}, last[2] = {0, 0};
+  for (bool feedback : {false, true}) {
+    EngineRanks ranks(p, settings_for(CodecId::kCasq2, Settings::Algo::kTwoShot, feedback), 60);
+    std::vector<std::vector<float>> y(p, std::vector<float>(count));
+    std::vector<double> sum_y(count, 0.0), sum_x(count, 0.0);
+    for (int call = 0; call < calls; ++call) {
+      const auto x = shared_inputs(p, count, call, 0.5);
+      const auto xs = data_of(x);
+      const auto ys = data_of(y);
+      ranks.run(static_cast<uint32_t>(call + 1), std::vector<const void*>(xs.begin(), xs.end()),
+                std::vector<void*>(ys.begin(), ys.end()), count, false, ElemType::kF32, true);
+      expect_same_bits(y);
+      last[feedback ? 1 : 0] = nmse(x, y[0].data(), 0, count, 1.0 / p);
+      double err = 0, ref = 0;
+      for (size_t i = 0; i < count; ++i) {
+        double s = 0;
+        for (const auto& xr : x)
+          s += xr[i];
+        sum_x[i] += s / p;
+        sum_y[i] += y[0][i];
+        err += (sum_y[i] - sum_x[i]) * (sum_y[i] - sum_x[i]);
+        ref += sum_x[i] * sum_x[i];
+      }
+      running[feedback ? 1 : 0] = err / ref;
+    }
+    EXPECT_EQ(ranks.stats(0, CodecId::kCasq2).two_shot_calls, static_cast<uint64_t>(calls));
+  }
+  EXPECT_LT(running[1], 0.15 * running[0])
+      << "running sum's error with feedback " << running[1] << ", without " << running[0];
+  EXPECT_LT(last[1], 1.5 * last[0])
+      << "last call's error with feedback " << last[1] << ", without " << last[0];
+}
+
 // Runs `fn(r)` on a thread per rank; returns each rank's status.
 template <typename Fn>
 std::vector<Status> on_ranks(int p, Fn fn) {
