@@ -8,7 +8,9 @@
 //       core; default 0: the wire alone) [--nmse2 X --nmse4 Y] (the ring's flat NMSE at 2 and 4
 //       ranks, for the error model) [--link GBPS,LAT_US,MSG_US] (the network link; default a
 //       400 Gbit/s NIC) [--intra GBPS,LAT_US,MSG_US] (inside a node; default NVLink)
-//       [--cores N] (ranks share N cores: one machine) [--flat-only]
+//       [--cores N] (ranks share N cores: one machine) [--shared CALL_US,ROUND_US,WAIT_US] (on
+//       shared cores: per call, per message round, and the wait per round for each rank per core
+//       beyond one) [--sampled] (the ring's accuracy sample: its side ring's rounds) [--flat-only]
 // Prints CSV: ranks,layout,schedule,seconds,busbw_GBps,nmse.
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +112,13 @@ int main(int argc, char** argv) {
       base.intra = link_of(val());
     } else if (a == "--cores") {
       base.cores = numbers(val()).at(0);
+    } else if (a == "--shared") {
+      const std::vector<double> v = numbers(val());
+      if (v.size() != 3 || v[0] < 0 || v[1] < 0 || v[2] < 0)
+        die("--shared CALL_US,ROUND_US,WAIT_US (each >= 0): ", argv[i]);
+      base.shared = {v[0] * 1e-6, v[1] * 1e-6, v[2] * 1e-6};
+    } else if (a == "--sampled") {
+      base.sampled = true;
     } else if (a == "--flat-only") {
       flat_only = true;
     } else {

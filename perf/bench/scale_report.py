@@ -2,18 +2,21 @@
 """The scale model against this machine, then at scale (docs/scale.md).
 
 1. Per-hop costs: sketchccl-codec-bench (one core, GiB/s of encode, step, decode per codec).
-2. Link figures here: the exact ring `none` at 2 ranks (sketchccl-perf), whose time less its
-   codec work is the loopback's copies.
-3. Measured points: busbw of ring and two-shot at the given ranks and codecs (sketchccl-perf,
-   the same run), and the NMSE of scale_nmse.py's JSON.
-4. sketchccl-scale-model (the policy's own model, src/coll/schedule_choice.h) predicts each
-   point from 1 and 2 (NMSE: from the ring's points at 2 and 4 ranks alone), and then 2 to 1,024
-   ranks, flat and 8 per node, on the issue's link figures.
+2. Measured points: one sketchccl-perf sweep per codec (`none` too), schedule and rank count
+   over the calibration sizes and the validation size, so both come from the same runs.
+3. Calibration: the figures of ranks sharing cores (the loopback's bytes per second, the cost of
+   a message, per call, per message round, the wait per round for each rank per core beyond one)
+   fitted, non-negative least squares on relative error, to the calibration sizes' points alone.
+   The model is linear in them, so each one's term comes from sketchccl-scale-model itself.
+4. sketchccl-scale-model (the policy's own model, src/coll/schedule_choice.h) predicts the
+   validation size's points from 1 and 3 (NMSE: from the ring's points at 2 and 4 ranks alone),
+   and then 2 to 1,024 ranks, flat and 8 per node, on the issue's link figures.
 Prints markdown (validation table with predicted / measured, the prediction table) and writes a
 gnuplot PNG. Figures come only from this run's tools; a missing one is shown as "-".
 
   perf/bench/scale_report.py --build build --nmse nmse.json [--ranks 2,4,8,16]
-      [--codecs q8,q4] [--size 4M] [--markdown OUT.md] [--png OUT.png]
+      [--codecs q8,q4] [--size 4M] [--calibrate 64K,16M] [--repeats 3] [--cores 2]
+      [--markdown OUT.md] [--png OUT.png]
 """
 import argparse
 import json
@@ -42,23 +45,52 @@ def codec_costs(bench, codecs):
             for c, v in costs.items()}
 
 
-def perf_point(perf, codec, algo, p, size, coll="all_reduce", iters=3):
+def perf_sweep(perf, codec, algo, p, lo, hi, iters=5):
+    """Time per call (seconds) by size, nccl-tests' sweep from lo to hi by 4."""
     out = tempfile.mktemp(suffix=".json")
     env = dict(os.environ, SKETCHCCL_ALGO=algo, SKETCHCCL_MIN_BYTES="0")
-    cmd = [perf, "--nranks", str(p), "-b", size, "-e", size, "-n", str(iters), "-w", "1",
+    cmd = [perf, "--nranks", str(p), "-b", lo, "-e", hi, "-f", "4", "-n", str(iters), "-w", "2",
            "--codec", codec, "--data", "laplace", "-J", out]
-    if coll == "reduce_scatter":
-        cmd += ["--coll", "reduce_scatter"]
     try:
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=600)
         with open(out) as f:
-            r = json.load(f)["results"][0]
+            res = json.load(f)["results"]
         os.unlink(out)
-        return r
+        return {int(r["size"]): r for r in res}
     except (subprocess.SubprocessError, OSError, ValueError, KeyError, IndexError) as e:
         print(f"# {codec} {algo} P={p}: failed ({e})", file=sys.stderr)
-        return None
+        return {}
+
+
+def nnls(rows, ys, weights):
+    """Least squares with every unknown >= 0: drop the most negative unknown, fit again."""
+    k = len(rows[0])
+    active = list(range(k))
+    while active:
+        a = [[sum(w * w * r[i] * r[j] for r, w in zip(rows, weights)) for j in active]
+             for i in active]
+        v = [sum(w * w * r[i] * y for r, y, w in zip(rows, ys, weights)) for i in active]
+        m = len(active)
+        for c in range(m):  # Gauss-Jordan with partial pivoting
+            piv = max(range(c, m), key=lambda r: abs(a[r][c]))
+            a[c], a[piv], v[c], v[piv] = a[piv], a[c], v[piv], v[c]
+            if abs(a[c][c]) < 1e-300:
+                break
+            for r in range(m):
+                if r != c:
+                    f = a[r][c] / a[c][c]
+                    a[r] = [x - f * y for x, y in zip(a[r], a[c])]
+                    v[r] -= f * v[c]
+        sol = [v[i] / a[i][i] if abs(a[i][i]) > 1e-300 else 0.0 for i in range(m)]
+        worst = min(range(m), key=lambda i: sol[i])
+        if sol[worst] >= 0:
+            x = [0.0] * k
+            for i, j in enumerate(active):
+                x[j] = sol[i]
+            return x
+        del active[worst]
+    return [0.0] * k
 
 
 def model(tool, codec, args):
@@ -83,6 +115,13 @@ def parse_size(s):
     return float(s[:-1]) * mult[s[-1]] if s[-1] in mult else float(s)
 
 
+def fmt_size(b):
+    for unit, m in (("M", 1024 ** 2), ("K", 1024)):
+        if b >= m and b % m == 0:
+            return f"{int(b // m)}{unit}"
+    return str(int(b))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,6 +130,10 @@ def main():
     ap.add_argument("--ranks", default="2,4,8,16")
     ap.add_argument("--codecs", default="q8,q4")
     ap.add_argument("--size", default="4M")
+    ap.add_argument("--calibrate", default="64K,16M",
+                    help="sizes the shared-core figures are fitted to; the rest validate")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="sweeps per point, the fastest kept")
     ap.add_argument("--cores", type=float, default=float(os.cpu_count() or 1))
     ap.add_argument("--bytes-at-scale", default="25M")
     ap.add_argument("--markdown")
@@ -105,47 +148,111 @@ def main():
         nmse_pts = {(d["data"], d["coll"], d["algo"], d["codec"], d["nranks"]): d
                     for d in json.load(f)}
     costs = codec_costs(bench, codecs)
-    lines = []
-    # Link figures here from `none` at 2 ranks: its time less its codec work.
-    none2 = perf_point(perf, "none", "ring", 2, a.size)
+    calib = [parse_size(x) for x in a.calibrate.split(",")]
     n = parse_size(a.size)
-    link_gbps = None
-    if none2 and "none" in costs:
-        e, s, d = costs["none"]
-        compute = n / 2 / (e * 2 ** 30) + n / 2 / (s * 2 ** 30) + n / (d * 2 ** 30)
-        t = none2["time_us"] * 1e-6
-        sent = n  # 2 (P - 1) / P of the input at P = 2
-        if t > compute:
-            link_gbps = sent / (t - compute) / 1e9
+    lo, hi = int(min(calib + [n])), int(max(calib + [n]))
+    sizes = sorted(set(calib + [n] + [lo * 4 ** k for k in range(20) if lo * 4 ** k <= hi]))
+    series = [("none", "ring")] + [(c, s) for c in codecs for s in ("ring", "twoshot")]
+    load = [os.getloadavg()[0]]
+    measured = {}  # (codec, algo, p) -> {size: result}
+    for codec, algo in series:
+        for p in ranks:
+            # The fastest of the repeats: the least disturbed by whatever else runs here.
+            runs = [perf_sweep(perf, codec, algo, p, str(lo), str(hi)) for _ in range(a.repeats)]
+            best = {}
+            for r in runs:
+                for size, res in r.items():
+                    if size not in best or res["time_us"] < best[size]["time_us"]:
+                        best[size] = res
+            measured[(codec, algo, p)] = best
+    load.append(os.getloadavg()[0])
+
+    def margs_of(codec, size, x):
+        inv_b, msg, call, rnd, wait = x
+        gbps = 1.0 / inv_b / 1e9 if inv_b > 0 else 1e15
+        m = ["--ranks", a.ranks, "--bytes", str(int(size)), "--flat-only", "--cores",
+             str(a.cores), "--link", f"{gbps!r},0,{msg * 1e6!r}",
+             "--shared", f"{call * 1e6!r},{rnd * 1e6!r},{wait * 1e6!r}"]
+        if codec in costs:
+            m += ["--costs", ",".join(str(v) for v in costs[codec])]
+        if codec != "none":
+            m += ["--sampled"]
+        return m
+
+    # The model is linear in the five figures: each one's term is the tool's answer with that
+    # figure alone at a unit value, less its answer with none.
+    units = [1e-9, 1e-6, 1e-6, 1e-6, 1e-6]
+    terms = {}
+    for codec in ["none"] + codecs:
+        for size in sizes:
+            zero = model(tool, codec, margs_of(codec, size, [0.0] * 5))
+            ones = []
+            for i, u in enumerate(units):
+                x = [0.0] * 5
+                x[i] = u
+                ones.append(model(tool, codec, margs_of(codec, size, x)))
+            for key, z in zero.items():
+                terms[(codec, size) + key] = (z["seconds"], [o[key]["seconds"] - z["seconds"]
+                                                             for o in ones])
+    rows, ys, ws = [], [], []
+    for (codec, algo, p), by_size in measured.items():
+        for size in calib:
+            r = by_size.get(int(size))
+            tm = terms.get((codec, size, p, "flat", algo))
+            if not r or not tm or r["time_us"] <= 0:
+                continue
+            t = r["time_us"] * 1e-6
+            rows.append([f / u for f, u in zip(tm[1], units)])
+            ys.append(t - tm[0])
+            ws.append(1.0 / t)
+    fit = nnls(rows, ys, ws) if rows else [0.0] * 5
+    inv_b, msg, call, rnd, wait = fit
+    lines = []
     lines.append(f"Per-hop costs (sketchccl-codec-bench, one core, GiB/s encode/step/decode): " +
                  ", ".join(f"{c} {costs[c][0]:.2f}/{costs[c][1]:.2f}/{costs[c][2]:.2f}"
                            for c in ["none"] + codecs if c in costs) +
-                 f"; loopback link from `none` at 2 ranks: {fmt(link_gbps)} GB/s; "
-                 f"{a.cores:g} cores shared by the ranks.")
+                 f"; {a.cores:g} cores shared by the ranks. Fitted to the "
+                 f"{', '.join(fmt_size(x) for x in calib)} points of `none`, "
+                 f"{', '.join(codecs)}, ring and two-shot at {a.ranks} ranks ({len(rows)} points;"
+                 f" non-negative least squares, relative error): loopback "
+                 f"{fmt(1 / inv_b / 1e9 if inv_b > 0 else None)} GB/s, {msg * 1e6:.1f} us per "
+                 f"message, {call * 1e6:.0f} us per call, {rnd * 1e6:.1f} us per message round, "
+                 f"{wait * 1e6:.1f} us more per round for each rank per core beyond one. Load "
+                 f"average (1 min) {load[0]:.1f} at the start of the runs, {load[1]:.1f} at "
+                 f"the end.")
     lines.append("")
-    lines.append(f"**Validation here** (AllReduce, {a.size}, laplace; predicted / measured; NMSE "
-                 "predicted from the ring's points at 2 and 4 ranks alone):")
+    lines.append(f"**Validation here** (AllReduce, {a.size}, laplace; predicted / measured; busbw "
+                 f"from the fit above, in the same runs; NMSE predicted from the ring's points at "
+                 "2 and 4 ranks alone):")
     lines.append("")
     lines.append("| codec | schedule | ranks | busbw measured GB/s | predicted | ratio | "
                  "NMSE measured | predicted | ratio |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
     plot_rows = []
     worst = {"busbw": 0.0, "nmse": 0.0}
+    held = {"all": 0, "in": 0, "other": 0, "other_in": 0}
     for codec in codecs:
         r2 = nmse_pts.get(("laplace", "all_reduce", "ring", codec, 2))
         r4 = nmse_pts.get(("laplace", "all_reduce", "ring", codec, 4))
-        margs = ["--ranks", a.ranks, "--bytes", a.size, "--flat-only", "--cores", str(a.cores)]
-        if link_gbps:
-            margs += ["--link", f"{link_gbps},0,0"]
-        if codec in costs:
-            margs += ["--costs", ",".join(str(x) for x in costs[codec])]
-        if r2 and r4:
-            margs += ["--nmse2", str(r2["nmse"]), "--nmse4", str(r4["nmse"])]
-        pred = model(tool, codec, margs)
+        fits = {}
+        for size in sizes:
+            margs = margs_of(codec, size, fit)
+            if r2 and r4:
+                margs += ["--nmse2", str(r2["nmse"]), "--nmse4", str(r4["nmse"])]
+            fits[size] = model(tool, codec, margs)
         for algo in ("ring", "twoshot"):
             for p in ranks:
-                m = perf_point(perf, codec, algo, p, a.size)
-                pr = pred.get((p, "flat", algo))
+                by_size = measured.get((codec, algo, p), {})
+                for size in sizes:
+                    if size in calib:
+                        continue
+                    m, pr = by_size.get(int(size)), fits[size].get((p, "flat", algo))
+                    if m and pr and m["busbw"]:
+                        ok = abs(pr["busbw"] / m["busbw"] - 1) <= 0.25
+                        key = "all" if size == n else "other"
+                        held[key] += 1
+                        held["in" if size == n else "other_in"] += ok
+                m, pr = by_size.get(int(n)), fits[n].get((p, "flat", algo))
                 mn = nmse_pts.get(("laplace", "all_reduce", algo, codec, p))
                 bw_ratio = pr["busbw"] / m["busbw"] if m and pr and m["busbw"] else None
                 nm_ratio = (pr["nmse"] / mn["nmse"] if mn and pr and mn["nmse"] and pr["nmse"]
@@ -158,8 +265,11 @@ def main():
                              f"{fmt(mn['nmse'] if mn else None)} | "
                              f"{fmt(pr['nmse'] if pr else None)} | {fmt(nm_ratio, '.2f')} |")
     lines.append("")
+    unseen = ", ".join(fmt_size(x) for x in sizes if x not in calib and x != n)
     lines.append(f"Largest deviation: busbw {worst['busbw'] * 100:.0f}%, NMSE "
-                 f"{worst['nmse'] * 100:.0f}%.")
+                 f"{worst['nmse'] * 100:.0f}%. busbw within 25%: {held['in']} of {held['all']} "
+                 f"points at {a.size}; {held['other_in']} of {held['other']} at the other sizes "
+                 f"the fit did not see ({unseen}).")
     lines.append("")
     # At scale: the issue's link figures (the tool's defaults), 8 GPUs per node.
     lines.append(f"**At scale** (AllReduce, {a.bytes_at_scale} per rank, NVLink 450 GB/s, a "

@@ -21,23 +21,34 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
   const double rounds_ring = all ? 2 * pm1 : pm1;
   const double sent = (all ? 2 : 1) * share * n * w;
   const LinkFigures& ring_link = crossing > 0 ? slow : fast;
-  double bw = 0, lat = 0, compute = 0;
+  // The sample's side ring: 2(P - 1) rounds of one small message each.
+  const bool side_ring = c.sampled && (s == Schedule::kRing || !all);
+  const double side_rounds = side_ring ? 2 * pm1 : 0;
+  double bw = 0, compute = 0, rounds = 0, messages = 0;
   const CodecCosts& k = c.codec;
+  const LinkFigures& l = s == Schedule::kRing || crossing <= 0 ? ring_link : slow;
   if (s == Schedule::kRing) {
     bw = sent / ring_link.bytes_per_s;
-    lat = rounds_ring * (ring_link.latency_s + ring_link.per_message_s);
+    rounds = rounds_ring + side_rounds;
+    messages = rounds;
     compute = n / p * k.encode + share * n * k.step + (all ? n : n / p) * k.decode;
   } else {
     bw = std::max(sent * crossing / slow.bytes_per_s, sent * (1 - crossing) / fast.bytes_per_s);
-    const LinkFigures& l = crossing > 0 ? slow : fast;
     const double phases = all ? 2 : 1;
-    lat = phases * l.latency_s + phases * pm1 * l.per_message_s;
+    rounds = phases + side_rounds;
+    messages = phases * pm1 + side_rounds;
     compute = all ? share * n * (k.encode + k.decode_add) + n / p * k.encode + n * k.decode
                   : n * (k.encode + k.decode_add);
   }
-  // Ranks sharing cores (one machine): the "link" is the cores' copies too, so nothing overlaps.
-  if (c.cores > 0) return (bw + compute) * stretch(c, p) + lat;
-  return std::max(bw, compute) + lat;
+  const double lat = rounds * l.latency_s + messages * l.per_message_s;
+  if (c.cores <= 0) return std::max(bw, compute) + lat;
+  // Ranks sharing cores (one machine): the "link" is the cores' copies too, so nothing overlaps,
+  // and every round waits for peers that queue for the same cores.
+  const SharedCoreCosts& sh = c.shared;
+  const double per_core = p / c.cores;
+  const double round_s = sh.per_round_s + sh.round_wait_s * std::max(0.0, per_core - 1);
+  return (bw + compute + messages * l.per_message_s) * stretch(c, p) + rounds * l.latency_s +
+         sh.per_call_s + rounds * round_s;
 }
 
 double bus_factor(CallKind kind, int p) {

@@ -37,6 +37,16 @@ struct CodecCosts {
 // packet_bytes: it follows the codecs).
 double codec_wire_ratio(kernels::CodecId codec, size_t slice_elems);
 
+// What ranks sharing cores pay beyond bytes and codec work, measured on the machine
+// (perf/bench/scale_report.py): a fixed cost per call (the slices' set-up, the sample), a cost
+// per message round, and a wait per round for each rank per core beyond one (a waiting rank's
+// peer must first be scheduled); a message's own cost is the link's per_message_s, stretched.
+struct SharedCoreCosts {
+  double per_call_s = 0;
+  double per_round_s = 0;
+  double round_wait_s = 0;
+};
+
 struct ModelCall {
   CallKind kind = CallKind::kAllReduce;  // kAllReduce or kReduceScatter
   int nranks = 2;
@@ -49,6 +59,10 @@ struct ModelCall {
   // the same cores, one after the other, stretched by ranks / cores; 0: a core (or a GPU) per
   // rank, the codec's work overlapping the link's.
   double cores = 0;
+  SharedCoreCosts shared;  // read only where cores > 0
+  // The call also reduces the exact values at a sample of positions in a side ring of its own
+  // (the ring's lossy calls and two-shot's ReduceScatter; two-shot's AllReduce carries it).
+  bool sampled = false;
 };
 struct ModelTime {
   double seconds = 0;

@@ -986,6 +986,75 @@ TEST(ScaleModel, TwoShotNeedsFewerRoundsAndTheSameBytes) {
   EXPECT_NEAR(codec_wire_ratio(CodecId::kNone, 262144), 1.0, 1e-3);
 }
 
+// The at-scale branch (a core or a GPU per rank) is the link's bytes or the codec's work,
+// whichever is longer, plus the rounds' latency and messages; the shared-core figures and the
+// sample's flag change nothing there unless asked for.
+TEST(ScaleModel, AtScaleThePredictionsAreTheLinksAlone) {
+  ModelCall c;
+  c.codec.wire = codec_wire_ratio(CodecId::kQ8, 262144);
+  c.bytes = 25.0 * 1024 * 1024;
+  c.nranks = 8;
+  const double sent = 2 * 7.0 / 8 * c.bytes * c.codec.wire;
+  EXPECT_NEAR(predict_time(c, Schedule::kRing).seconds, sent / 50e9 + 14 * (5e-6 + 1e-6), 1e-12);
+  EXPECT_NEAR(predict_time(c, Schedule::kTwoShot).seconds, sent / 50e9 + 2 * 5e-6 + 14 * 1e-6,
+              1e-12);
+  ModelCall shared = c;
+  shared.shared = {1e-3, 1e-4, 1e-3};  // ignored without cores
+  for (Schedule s : {Schedule::kRing, Schedule::kTwoShot})
+    EXPECT_EQ(predict_time(shared, s).seconds, predict_time(c, s).seconds);
+}
+
+// Ranks sharing cores: the fixed cost per call is there in full at the smallest call, and is
+// what dominates it; the per-round wait makes the time grow faster than ranks per core.
+TEST(ScaleModel, OnSharedCoresTheCallCostAndTheRoundWaitAddUp) {
+  ModelCall c;
+  c.codec.wire = codec_wire_ratio(CodecId::kQ8, 262144);
+  c.codec.encode = c.codec.step = c.codec.decode = 1.0 / 16e9;
+  c.inter = LinkFigures{0.5e9, 0, 5e-6};
+  c.cores = 2;
+  c.sampled = true;
+  c.bytes = 64 * 1024;
+  c.nranks = 2;
+  for (Schedule s : {Schedule::kRing, Schedule::kTwoShot}) {
+    const double bare = predict_time(c, s).seconds;
+    ModelCall with = c;
+    with.shared.per_call_s = 300e-6;
+    EXPECT_NEAR(predict_time(with, s).seconds - bare, 300e-6, 1e-12) << schedule_name(s);
+    EXPECT_GT(300e-6, bare) << "the call's fixed cost outweighs a small call's bytes";
+    with.bytes = 16.0 * 1024 * 1024;
+    EXPECT_LT(300e-6, predict_time(with, s).seconds - 300e-6) << "but not a large one's";
+  }
+  c.bytes = 4.0 * 1024 * 1024;
+  c.shared = {200e-6, 10e-6, 100e-6};
+  for (Schedule s : {Schedule::kRing, Schedule::kTwoShot}) {
+    double last = 0, last_per_rank = 0;
+    for (int p = 2; p <= 32; p *= 2) {
+      c.nranks = p;
+      const double t = predict_time(c, s).seconds;
+      EXPECT_GT(t, last) << schedule_name(s) << " " << p;
+      if (p > 2) {
+        // More than proportional to the ranks per core: the waits compound with the rounds.
+        EXPECT_GT(t / (p / 2.0), last_per_rank) << schedule_name(s) << " " << p;
+      }
+      last = t;
+      last_per_rank = t / (p / 2.0);
+    }
+  }
+  // The wait per round only where ranks outnumber the cores.
+  c.nranks = 2;
+  ModelCall no_wait = c;
+  no_wait.shared.round_wait_s = 0;
+  EXPECT_EQ(predict_time(c, Schedule::kRing).seconds,
+            predict_time(no_wait, Schedule::kRing).seconds);
+  c.nranks = no_wait.nranks = 8;
+  EXPECT_NEAR(
+      predict_time(c, Schedule::kRing).seconds - predict_time(no_wait, Schedule::kRing).seconds,
+      (14 + 14) * 100e-6 * 3, 1e-9);  // data and sample rounds, 3 ranks per core over 1
+  EXPECT_NEAR(predict_time(c, Schedule::kTwoShot).seconds -
+                  predict_time(no_wait, Schedule::kTwoShot).seconds,
+              2 * 100e-6 * 3, 1e-9);  // two phases, the sample carried
+}
+
 Config config_with(const char* algo) {
   ConfigSources src;
   src.env["SKETCHCCL_ALGO"] = algo;
