@@ -940,7 +940,7 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 1, 1 << 20, true), Schedule::kRing);
   // A small AllReduce whose codec comes from the history (the guard, `auto`, error feedback)
   // takes two-shot at any P, its decision carried ahead of the data; above 1 MiB, and a
-  // ReduceScatter, as without.
+  // ReduceScatter (measured no faster on two-shot at 4 ranks), as without.
   for (int which = 0; which < 3; ++which) {
     Settings h = s;
     h.max_nmse = which == 0 ? 0.01 : 0;
