@@ -11,11 +11,12 @@
 # times per call (each the mean of N timed calls). Needs root (netem.sh's namespaces).
 set -euo pipefail
 
-BUILD=build ALGO=auto ITERS=20 ROUNDS=2
+BUILD=build ALGO=auto COLL=allreduce ITERS=20 ROUNDS=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=${2:?}; shift 2 ;;
     --algo) ALGO=${2:?}; shift 2 ;;
+    --coll) COLL=${2:?}; shift 2 ;;
     --iters) ITERS=${2:?}; shift 2 ;;
     --rounds) ROUNDS=${2:?}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -23,6 +24,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$ITERS" =~ ^[0-9]+$ ]] && [ "$ITERS" -ge 1 ] || { echo "--iters: a positive count" >&2; exit 2; }
+case "$COLL" in allreduce|reduce_scatter) ;; *) echo "--coll: allreduce or reduce_scatter" >&2; exit 2 ;; esac
 [[ "$ROUNDS" =~ ^[0-9]+$ ]] && [ "$ROUNDS" -ge 1 ] || { echo "--rounds: a positive count" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/sccl-latency.XXXXXX)
@@ -33,7 +35,7 @@ run_config() {
   local label=$1 codecs=$2; shift 2
   local out=$WORK/$label.$round
   env SKETCHCCL_ALGO="$ALGO" SKETCHCCL_MIN_BYTES=0 "$@" "$HERE/netem.sh" --build "$BUILD" \
-    --codecs "$codecs" --transports socket --mpi none -- -b 64K -e 1M -f 2 -n "$ITERS" -w 3 \
+    --codecs "$codecs" --transports socket --mpi none -- --coll "$COLL" -b 64K -e 1M -f 2 -n "$ITERS" -w 3 \
     >"$out" 2>"$out.err" || { cat "$out" "$out.err" >&2; exit 1; }
   awk -v l="$label" '$1 ~ /^socket-/ { c = $1; sub(/^socket-/, "", c); print l, c, $2, $7 }' \
     "$out" >>"$WORK/rows"
@@ -47,13 +49,13 @@ for ((round = 0; round < ROUNDS; round++)); do
 done
 
 # Median over the rounds per (label, codec, size), then the table.
-sort -k1,1 -k2,2 -k3,3n -k4,4n "$WORK/rows" | awk -v algo="$ALGO" '
+sort -k1,1 -k2,2 -k3,3n -k4,4n "$WORK/rows" | awk -v algo="$ALGO" -v coll="$COLL" '
   { k = $1 " " $2 " " $3; v[k, ++n[k]] = $4; keys[k] = 1 }
   END {
     for (k in keys) {
       m = n[k]; med[k] = (m % 2) ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2
     }
-    printf "SKETCHCCL_ALGO=%s, time per call in µs (median of the rounds):\n\n", algo
+    printf "%s, SKETCHCCL_ALGO=%s, time per call in µs (median of the rounds):\n\n", coll, algo
     print "| size | q8 | q8 + guard | guard / q8 | q4 | q4 + guard | guard / q4 | auto | auto / min(q8, q4) |"
     print "|---|---|---|---|---|---|---|---|---|"
     for (b = 65536; b <= 1048576; b *= 2) {

@@ -72,7 +72,7 @@ DecisionMessage AllReduceEngine::decision_of(const BufferState& state, CodecId c
 }
 
 Status AllReduceEngine::agree_on_decision(const RingLink& link, const DecisionMessage& mine,
-                                          size_t count, bool* agreed) {
+                                          CallKind kind, size_t count, bool* agreed) {
   std::vector<DecisionMessage> all(static_cast<size_t>(link.nranks));
   RingLink l = link;
   l.phase = kPhaseDecision;
@@ -87,7 +87,8 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const DecisionMe
   }
   // A rank that decided otherwise ran two-shot speculatively: what it sent here is dropped.
   if (*agreed || speculated.empty()) return Status::Ok();
-  return two_shot_drain(link, kPhaseTwoShotScatter, count, settings_.slice_elems, speculated);
+  return ring_shape(kind, Schedule::kTwoShot)
+      ->drain_speculation(link, count, settings_.slice_elems, speculated);
 }
 
 namespace {
@@ -146,16 +147,15 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
                                settings_.error_feedback ||
                                plan_reads_history(kernels::codec_info(codec)->family, settings_);
   const bool decide = !args.exact && link.nranks > 1 && history_matters;
-  // Two-shot's AllReduce sends the decision right ahead of its contributions and checks it as
-  // they arrive (two_shot.h): no round of its own. Other schedules agree on it first.
+  // Two-shot sends the decision right ahead of its contributions and checks it as they arrive
+  // (two_shot.h): no round of its own. The ring agrees on it first.
   Speculation spec;
   spec.phase = kPhaseDecision;
-  const bool speculate =
-      decide && schedule == Schedule::kTwoShot && ring_shape(args.kind, schedule)->whole_result();
+  const bool speculate = decide && schedule == Schedule::kTwoShot;
   if (decide) spec.mine = decision_of(*state, codec, speculate);
   if (decide && !speculate) {
     bool agreed = true;
-    SCCL_RETURN_IF_ERROR(agree_on_decision(link, spec.mine, args.count, &agreed));
+    SCCL_RETURN_IF_ERROR(agree_on_decision(link, spec.mine, args.kind, args.count, &agreed));
     if (!agreed) {
       start_afresh(ring, link, args);
       state = &buffers_.get(key);

@@ -63,10 +63,11 @@ class AllReduceEngine {
   // This rank's decision inputs for a call on the buffer of `state` with `codec`.
   static DecisionMessage decision_of(const BufferState& state, kernels::CodecId codec,
                                      bool speculative);
-  // All-gathers this rank's decision inputs for the call (of `count` elements); *agreed when every
-  // rank's are equal. Otherwise what speculating ranks sent ahead is received and dropped.
-  Status agree_on_decision(const RingLink& link, const DecisionMessage& mine, size_t count,
-                           bool* agreed);
+  // All-gathers this rank's decision inputs for the call (of `kind`, `count` elements); *agreed
+  // when every rank's are equal. Otherwise what speculating ranks sent ahead (on that kind's
+  // two-shot schedule) is received and dropped.
+  Status agree_on_decision(const RingLink& link, const DecisionMessage& mine, CallKind kind,
+                           size_t count, bool* agreed);
   // The ranks' decisions differed: the buffer starts afresh (the call runs exact), said once.
   void start_afresh(const RingShape& ring, const RingLink& link, const AllReduceArgs& args);
   // One run of the call with `codec` on `schedule`, its bytes in the codec's statistics; `spec`:

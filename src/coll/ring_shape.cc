@@ -28,6 +28,12 @@ RingLink on_phase(const RingLink& link, uint8_t phase) {
   return l;
 }
 
+// The peers wait for a decision ahead of two-shot's contributions: a ring cannot serve them.
+Status not_speculative(const RingJob& job) {
+  if (job.speculation == nullptr) return Status::Ok();
+  return Status(Code::kInternalError, "two-shot: a speculative call that runs the ring");
+}
+
 // Every rank gets every chunk: the ring of ring_allreduce, its chunks aligned for the codecs'
 // 16-byte paths.
 class AllReduceShape : public RingShape {
@@ -106,15 +112,17 @@ class TwoShotAllReduceShape : public AllReduceShape {
   Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
-      // The peers wait for a decision ahead of two-shot's contributions.
-      if (job.speculation != nullptr) {
-        return Status(Code::kInternalError, "two-shot: a speculative call that runs the ring");
-      }
+      SCCL_RETURN_IF_ERROR(not_speculative(job));
       return AllReduceShape::run(link, job, slice_elems, depth, stats);
     }
     job.carried = job.sample != nullptr;
     return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
                               slice_elems, *job.ops, stats, job.sample, job.speculation);
+  }
+  Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
+                           const std::vector<int>& peers) const override {
+    return two_shot_drain(on_phase(link, kPhaseTwoShotScatter), kPhaseTwoShotScatter,
+                          two_shot_plan(true, count, link.nranks, slice_elems), peers);
   }
 };
 
@@ -125,15 +133,27 @@ class TwoShotReduceScatterShape : public ReduceScatterShape {
   Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
+      SCCL_RETURN_IF_ERROR(not_speculative(job));
       return ReduceScatterShape::run(link, job, slice_elems, depth, stats);
     }
     const bool cut = job.bounds != nullptr && !job.bounds->empty();
     return two_shot_reduce_scatter(link, kPhaseTwoShotScatterRs, job.count, slice_elems, *job.ops,
-                                   stats, cut ? job.bounds : nullptr);
+                                   stats, cut ? job.bounds : nullptr, job.speculation);
+  }
+  Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
+                           const std::vector<int>& peers) const override {
+    return two_shot_drain(on_phase(link, kPhaseTwoShotScatterRs), kPhaseTwoShotScatterRs,
+                          two_shot_plan(false, count, link.nranks, slice_elems), peers);
   }
 };
 
 }  // namespace
+
+Status RingShape::drain_speculation(const RingLink&, size_t, size_t,
+                                    const std::vector<int>& peers) const {
+  if (peers.empty()) return Status::Ok();
+  return errorf(Code::kInternalError, "the %s ring has no speculative schedule to drain", name());
+}
 
 const char* schedule_name(Schedule s) {
   return s == Schedule::kTwoShot ? "twoshot" : "ring";

@@ -32,8 +32,8 @@ struct RingJob {
   // the input's elements): set by the engine, and `carried` set by the shape when it did.
   SampleCarry* sample = nullptr;
   mutable bool carried = false;
-  // The call's decision, sent ahead of the data where the schedule runs speculatively (two-shot's
-  // AllReduce: two_shot.h); null: agreed before the call.
+  // The call's decision, sent ahead of the data where the schedule runs speculatively (two-shot:
+  // two_shot.h); null: agreed before the call.
   Speculation* speculation = nullptr;
 };
 
@@ -81,6 +81,12 @@ class RingShape {
   // The plan of a ring over the set positions of `bits` (count bits).
   virtual SubsetPlan subset_plan(const uint64_t* bits, size_t count,
                                  const RingLink& link) const = 0;
+
+  // For a rank that agreed on the decision first and found it different: receives and drops
+  // what `peers` sent speculatively to this rank on this shape's two-shot schedule of `count`
+  // elements (its cut and phase), so that no message is left behind.
+  virtual Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
+                                   const std::vector<int>& peers) const;
 
   // One position per this many elements in the accuracy estimate's sample (accuracy.h): the
   // side ring's share of the wire stays under 1% of the call's packets.

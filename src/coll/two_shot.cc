@@ -725,11 +725,15 @@ Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, vo
   return complete_all(link, &reqs, "a small exchange");
 }
 
-Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, size_t count, size_t slice_elems,
+RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_elems) {
+  return all_reduce ? RingPlan(count, nranks, slice_elems, kRingChunkAlign)
+                    : RingPlan(count, nranks, slice_elems);
+}
+
+Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, const RingPlan& plan,
                       const std::vector<int>& peers) {
   SCCL_RETURN_IF_ERROR(check_link(link));
-  if (count == 0 || peers.empty()) return Status::Ok();
-  const RingPlan plan(count, link.nranks, slice_elems, kRingChunkAlign);
+  if (peers.empty()) return Status::Ok();
   std::vector<std::unique_ptr<uint8_t[]>> bufs;
   std::vector<Req> reqs;
   Status st;
@@ -759,18 +763,22 @@ Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t g
                           SampleCarry* sample, Speculation* spec) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
-  return run_two_shot(link, RingPlan(count, link.nranks, slice_elems, kRingChunkAlign), true,
+  return run_two_shot(link, two_shot_plan(true, count, link.nranks, slice_elems), true,
                       scatter_phase, gather_phase, ops, stats, sample, spec);
 }
 
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
-                               const std::vector<size_t>* bounds) {
+                               const std::vector<size_t>* bounds, Speculation* spec) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (bounds == nullptr || bounds->empty()) {
-    return run_two_shot(link, RingPlan(count, link.nranks, slice_elems), false, scatter_phase,
-                        scatter_phase, ops, stats);
+    return run_two_shot(link, two_shot_plan(false, count, link.nranks, slice_elems), false,
+                        scatter_phase, scatter_phase, ops, stats, nullptr, spec);
+  }
+  // A rank that did not speculate drains the even cut (two_shot_plan).
+  if (spec != nullptr) {
+    return Status(Code::kInternalError, "two-shot: a speculative ReduceScatter over a subset");
   }
   if (bounds->size() != static_cast<size_t>(link.nranks) + 1 || bounds->front() != 0 ||
       bounds->back() != count || !std::is_sorted(bounds->begin(), bounds->end())) {

@@ -29,9 +29,9 @@ constexpr int kTwoShotSumStep = 0;
 
 // The decision inputs of a call (allreduce.cc), as they travel: under `auto`, the guard or error
 // feedback each rank decides from its own history and sends this to every other rank (tags of
-// the decision phase). A rank that runs the two-shot AllReduce sends it right ahead of its
-// contributions instead of waiting for the others' (`speculative`), so the agreement costs no
-// message round of its own.
+// the decision phase). A rank that runs two-shot (AllReduce or ReduceScatter) sends it right
+// ahead of its contributions instead of waiting for the others' (`speculative`), so the agreement
+// costs no message round of its own.
 struct DecisionMessage {
   uint32_t speculative = 0;  // 1: this rank's two-shot contributions follow
   uint32_t reserved = 0;
@@ -56,18 +56,24 @@ struct Speculation {
 // after its reduced packet, so every rank gets the same exact sums without a side ring.
 // `spec` (optional): the decision goes to every rank first; a rank's contributions are received
 // only once its decision is known to equal this rank's, and the reduced packets only once every
-// rank's is. Where one differs, the call ends with spec->disagreed (see Speculation).
+// rank's is; a slice is reduced (a ReduceScatter's output written) only with every peer's
+// contribution in, so only after every decision arrived equal. Where one differs, the call ends
+// with spec->disagreed (see Speculation).
 Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
                           size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
                           SampleCarry* sample = nullptr, Speculation* spec = nullptr);
+// The cut of two-shot's chunks for `count` elements among link.nranks (rank r's chunk r): an
+// AllReduce's aligned like ring_allreduce, a ReduceScatter's even cut like ring_reduce_scatter.
+RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_elems);
 // Receives and drops the contributions that each of `peers` sent speculatively to this rank's
-// chunk of a two-shot AllReduce of `count` elements (tags of `scatter_phase`), for a rank that did
-// not speculate and found the decisions different: so that no message of the call is left behind.
-Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, size_t count, size_t slice_elems,
+// chunk of `plan` (tags of `scatter_phase`), for a rank that did not speculate and found the
+// decisions different: so that no message of the call is left behind.
+Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, const RingPlan& plan,
                       const std::vector<int>& peers);
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
-                               const std::vector<size_t>* bounds = nullptr);
+                               const std::vector<size_t>* bounds = nullptr,
+                               Speculation* spec = nullptr);
 
 // All-gather of `bytes` per rank in one message round: every rank sends its block straight to
 // every other (tags of link.op_seq and link.phase); `all` gets rank r's block at r * bytes. For
