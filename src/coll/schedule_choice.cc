@@ -152,7 +152,11 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
     case Settings::Algo::kAuto:
       break;
   }
-  const bool decided_from_history = s.auto_codec || s.max_nmse > 0 || s.error_feedback;
+  // Error feedback on the ring keeps each hop's requantization error of a partial sum and feeds
+  // it back, which grows call after call from a few ranks on (docs/scale.md); two-shot's is
+  // exact, so feedback takes two-shot wherever it applies.
+  if (s.error_feedback) return Schedule::kTwoShot;
+  const bool decided_from_history = s.auto_codec || s.max_nmse > 0;
   if (decided_from_history && kind == CallKind::kAllReduce &&
       4.0 * static_cast<double>(count) <= kSpeculativeTwoShotBytes) {
     return Schedule::kTwoShot;
