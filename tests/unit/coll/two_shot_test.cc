@@ -283,10 +283,15 @@ TEST(TwoShot, ErrorFeedbackOnCasqAveragedKeepsTheRunningSumAndIsBounded) {
   for (bool feedback : {false, true}) {
     EngineRanks ranks(p, settings_for(CodecId::kCasq2, Settings::Algo::kTwoShot, feedback), 60);
     std::vector<std::vector<float>> y(p, std::vector<float>(count));
+    // One input buffer per rank for every call, as a training step's bucket: the residual is kept
+    // per buffer address.
+    std::vector<std::vector<float>> x(p, std::vector<float>(count));
     std::vector<double> sum_y(count, 0.0), sum_x(count, 0.0);
     for (int call = 0; call < calls; ++call) {
-      const auto x = shared_inputs(p, count, call, 0.5);
-      const auto xs = data_of(x);
+      const auto fresh = shared_inputs(p, count, call, 0.5);
+      for (int r = 0; r < p; ++r)
+        std::copy(fresh[r].begin(), fresh[r].end(), x[r].begin());
+      const auto xs = data_of(std::as_const(x));
       const auto ys = data_of(y);
       ranks.run(static_cast<uint32_t>(call + 1), std::vector<const void*>(xs.begin(), xs.end()),
                 std::vector<void*>(ys.begin(), ys.end()), count, false, ElemType::kF32, true);
