@@ -9,19 +9,14 @@
 #include "src/coll/schedule_choice.h"
 #include "src/coll/settings.h"
 #include "src/core/config.h"
+#include "tests/unit/coll/two_shot_inputs.h"
 
 namespace sketchccl::coll {
 namespace {
 
 using kernels::CodecId;
 
-Settings settings_for(CodecId codec, Settings::Algo algo) {
-  Settings s;
-  s.auto_codec = false;
-  s.codec = codec;
-  s.algo = algo;
-  return s;
-}
+using testutil::settings_for;
 
 constexpr CodecId kQuantizing[] = {CodecId::kQ8,    CodecId::kQ4,    CodecId::kQ2,
                                    CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
