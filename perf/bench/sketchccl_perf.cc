@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <new>
 #include <sstream>
@@ -434,7 +435,21 @@ struct WireCounters {
   // The accuracy guard's estimates over all codecs: their sum and count, and its side bytes.
   double est_nmse_sum = 0;
   uint64_t est_calls = 0, sample_sent = 0;
+  std::map<std::string, uint64_t> calls;  // by codec name
 };
+
+// The codec that ran most of the calls between two queries ("-" when none ran): what `auto`
+// chose, or the guard's step.
+std::string codec_ran(const WireCounters& before, const WireCounters& after) {
+  std::string best = "-";
+  uint64_t most = 0;
+  for (const auto& [name, n] : after.calls) {
+    const auto it = before.calls.find(name);
+    const uint64_t d = n - (it == before.calls.end() ? 0 : it->second);
+    if (d > most) most = d, best = name;
+  }
+  return best;
+}
 
 // False when the library has no query (a plain NCCL) or does not know the communicator.
 bool wire_counters(ncclComm_t comm, WireCounters* out) {
@@ -450,6 +465,8 @@ bool wire_counters(ncclComm_t comm, WireCounters* out) {
     out->est_nmse_sum += a.estimated_nmse_mean * static_cast<double>(a.estimated_calls);
     out->est_calls += a.estimated_calls;
     out->sample_sent += a.sample_bytes_sent;
+    out->calls[std::string(s.codecs[i].name, strnlen(s.codecs[i].name, sizeof s.codecs[i].name))] =
+        s.codecs[i].calls;
   }
   return true;
 }
@@ -462,6 +479,7 @@ struct Result {
   double nmse = -1, maxrel = -1, wire = -1;
   double est_nmse = -1;     // the library's own estimate, mean over this size's calls
   double sample_wire = -1;  // the estimate's side bytes / the codec's wire bytes
+  std::string codec = "-";  // the codec that ran most of the size's calls (SketchCCL only)
 };
 
 std::string fmt_err(double v) {
@@ -536,7 +554,7 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     std::printf("#                                                              out-of-place\n");
     std::printf(
         "#       size         count      type   redop    root     time    algbw    busbw"
-        "      nmse    maxrel  est_nmse  wire/in\n");
+        "      nmse    maxrel  est_nmse  wire/in   codec\n");
     std::printf(
         "#        (B)    (elements)                               (us)   (GB/s)   (GB/s)"
         "                                    \n");
@@ -604,6 +622,7 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
         res.est_nmse = (after.est_nmse_sum - before.est_nmse_sum) /
                        static_cast<double>(after.est_calls - before.est_calls);
       }
+      res.codec = codec_ran(before, after);
       if (after.sent > before.sent) {
         res.sample_wire = static_cast<double>(after.sample_sent - before.sample_sent) /
                           static_cast<double>(after.sent - before.sent);
@@ -612,10 +631,10 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     if (g_rank == 0) {
       char wire[32] = "N/A";
       if (res.wire >= 0) std::snprintf(wire, sizeof wire, "%.4f", res.wire);
-      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.1f  %7.3f  %7.3f  %8s  %8s  %8s  %7s\n",
+      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.1f  %7.3f  %7.3f  %8s  %8s  %8s  %7s  %6s\n",
                   res.bytes, res.count, o.type_name.c_str(), o.op_name.c_str(), -1, res.time_us,
                   res.algbw, res.busbw, fmt_err(res.nmse).c_str(), fmt_err(res.maxrel).c_str(),
-                  fmt_err(res.est_nmse).c_str(), wire);
+                  fmt_err(res.est_nmse).c_str(), wire, res.codec.c_str());
       std::fflush(stdout);
     }
     bw_sum += res.busbw;
@@ -633,6 +652,7 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
         "for exact codecs)\n");
     std::printf("# wire/in = bytes this rank sent / bytes it reduced (fp32 ring: %s)\n",
                 o.reduce_scatter ? "(P-1)/P" : "2(P-1)/P");
+    std::printf("# codec = the codec that ran most of the size's calls (auto's choice)\n");
     std::printf("# Avg bus bandwidth    : %g \n", results.empty() ? 0.0 : bw_sum / results.size());
     std::printf("#\n");
     if (!o.json.empty()) {
@@ -651,11 +671,12 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
         std::snprintf(b, sizeof b,
                       "%s{\"size\": %zu, \"count\": %zu, \"time_us\": %.3f, \"algbw\": %.6f, "
                       "\"busbw\": %.6f, \"nmse\": %s, \"maxrel\": %s, \"est_nmse\": %s, "
-                      "\"wire_per_input_byte\": %s, \"sample_per_wire_byte\": %s}",
+                      "\"wire_per_input_byte\": %s, \"sample_per_wire_byte\": %s, "
+                      "\"codec_ran\": \"%s\"}",
                       i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw,
                       json_num(r.nmse).c_str(), json_num(r.maxrel).c_str(),
                       json_num(r.est_nmse).c_str(), json_num(r.wire).c_str(),
-                      json_num(r.sample_wire).c_str());
+                      json_num(r.sample_wire).c_str(), r.codec.c_str());
         j << b;
       }
       j << "]}\n";

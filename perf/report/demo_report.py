@@ -23,11 +23,12 @@ def parse(path):
                     continue
                 def num(s):
                     return None if s == "N/A" else float(s)
-                # sketchccl-perf: ... nmse maxrel est_nmse wire/in; mpi-allreduce-perf: no
-                # est_nmse. wire/in is the last column of both.
+                # sketchccl-perf: ... nmse maxrel est_nmse wire/in codec; mpi-allreduce-perf:
+                # ... nmse maxrel wire/in.
                 rows[int(p[0])] = {"time_us": float(p[5]), "algbw": float(p[6]),
                                    "busbw": float(p[7]), "nmse": num(p[8]),
-                                   "maxrel": num(p[9]), "wire": num(p[-1])}
+                                   "maxrel": num(p[9]),
+                                   "wire": num(p[11] if len(p) >= 13 else p[-1])}
     except OSError:
         pass
     return rows

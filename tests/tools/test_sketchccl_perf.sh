@@ -30,6 +30,9 @@ check "none: busbw = algbw for 2 ranks, time positive" \
 check "none: no estimate (exact), wire/in ~ 1 (fp32 ring, 2 ranks)" \
   awk '/^ +[0-9]/ { if ($11 != "N/A" || $12 < 0.99 || $12 > 1.1) bad = 1 } END { exit bad }' "$tmp/out"
 check "none: JSON written with 4 results" test "$(grep -o '"size"' "$tmp/none.json" | wc -l)" -eq 4
+check "none: the codec column and the JSON name the codec that ran" \
+  bash -c "awk '/^ +[0-9]/ { if (\$13 != \"none\") bad = 1 } END { exit bad }' '$tmp/out' &&
+           test \$(grep -o '\"codec_ran\": \"none\"' '$tmp/none.json' | wc -l) -eq 4"
 
 timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec q8 -d bfloat16 -o avg \
   >"$tmp/out" 2>"$tmp/err"; rc=$?
@@ -37,6 +40,10 @@ cat "$tmp/out"
 check "q8 bf16 avg: exits 0" test "$rc" -eq 0
 check "q8: small non-zero error, its estimate within 2x, wire about half of the bf16 input" \
   awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-2 && $11 > $9 / 2 && $11 < $9 * 2 && $12 < 0.6)) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+# auto names the codec it chose, one of the codecs (not "-" nor "auto").
+timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 2 -w 1 --codec auto >"$tmp/out" 2>"$tmp/err"
+check "auto: the codec column names the codec it ran" \
+  awk '/^ +[0-9]/ { n++; if ($13 !~ /^(none|bf16|fp16|q8|q4|q2|casq[234]|s2|sparse)$/) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
 
 timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec sparse --data sparse:0.05 \
   >"$tmp/out" 2>"$tmp/err"; rc=$?
