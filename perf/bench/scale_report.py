@@ -16,7 +16,7 @@ gnuplot PNG. Figures come only from this run's tools; a missing one is shown as 
 
   perf/bench/scale_report.py --build build --nmse nmse.json [--ranks 2,4,8,16]
       [--codecs q8,q4] [--size 4M] [--calibrate 64K,16M] [--repeats 3] [--cores 2]
-      [--markdown OUT.md] [--png OUT.png]
+      [--save POINTS.json | --load POINTS.json] [--markdown OUT.md] [--png OUT.png]
 """
 import argparse
 import json
@@ -136,6 +136,8 @@ def main():
                     help="sweeps per point, the fastest kept")
     ap.add_argument("--cores", type=float, default=float(os.cpu_count() or 1))
     ap.add_argument("--bytes-at-scale", default="25M")
+    ap.add_argument("--save", help="write the measured points (JSON) for a later --load")
+    ap.add_argument("--load", help="the measured points of an earlier --save: no runs")
     ap.add_argument("--markdown")
     ap.add_argument("--png")
     a = ap.parse_args()
@@ -155,17 +157,34 @@ def main():
     series = [("none", "ring")] + [(c, s) for c in codecs for s in ("ring", "twoshot")]
     load = [os.getloadavg()[0]]
     measured = {}  # (codec, algo, p) -> {size: result}
+    if a.load:
+        with open(a.load) as f:
+            saved = json.load(f)
+        load = saved["load"]
+        for d in saved["points"]:
+            measured.setdefault((d["codec"], d["algo"], d["nranks"]), {})[d["size"]] = d
+        series = []
     for codec, algo in series:
         for p in ranks:
             # The fastest of the repeats: the least disturbed by whatever else runs here.
             runs = [perf_sweep(perf, codec, algo, p, str(lo), str(hi)) for _ in range(a.repeats)]
-            best = {}
+            best, slowest = {}, {}
             for r in runs:
                 for size, res in r.items():
                     if size not in best or res["time_us"] < best[size]["time_us"]:
-                        best[size] = res
+                        best[size] = dict(res)
+                    slowest[size] = max(slowest.get(size, 0.0), res["time_us"])
+            # The repeats' own spread (slowest / fastest): how far this machine reproduces a point.
+            for size, res in best.items():
+                res["spread"] = slowest[size] / res["time_us"] if res["time_us"] > 0 else None
             measured[(codec, algo, p)] = best
-    load.append(os.getloadavg()[0])
+    if not a.load:
+        load.append(os.getloadavg()[0])
+    if a.save:
+        with open(a.save, "w") as f:
+            json.dump({"load": load, "points": [
+                dict(r, codec=c, algo=al, nranks=p, size=size)
+                for (c, al, p), by_size in measured.items() for size, r in by_size.items()]}, f)
 
     def margs_of(codec, size, x):
         inv_b, msg, call, rnd, wait = x
@@ -225,12 +244,12 @@ def main():
                  f"from the fit above, in the same runs; NMSE predicted from the ring's points at "
                  "2 and 4 ranks alone):")
     lines.append("")
-    lines.append("| codec | schedule | ranks | busbw measured GB/s | predicted | ratio | "
-                 "NMSE measured | predicted | ratio |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("| codec | schedule | ranks | busbw measured GB/s | repeats' spread | predicted | "
+                 "ratio | NMSE measured | predicted | ratio |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     plot_rows = []
     worst = {"busbw": 0.0, "nmse": 0.0}
-    held = {"all": 0, "in": 0, "other": 0, "other_in": 0}
+    held = {"all": 0, "in": 0, "other": 0, "other_in": 0, "noisy": 0, "noisy_out": 0}
     for codec in codecs:
         r2 = nmse_pts.get(("laplace", "all_reduce", "ring", codec, 2))
         r4 = nmse_pts.get(("laplace", "all_reduce", "ring", codec, 4))
@@ -252,6 +271,9 @@ def main():
                         key = "all" if size == n else "other"
                         held[key] += 1
                         held["in" if size == n else "other_in"] += ok
+                        noisy = (m.get("spread") or 1.0) > 1.25
+                        held["noisy"] += noisy
+                        held["noisy_out"] += noisy and not ok
                 m, pr = by_size.get(int(n)), fits[n].get((p, "flat", algo))
                 mn = nmse_pts.get(("laplace", "all_reduce", algo, codec, p))
                 bw_ratio = pr["busbw"] / m["busbw"] if m and pr and m["busbw"] else None
@@ -261,6 +283,7 @@ def main():
                     if v:
                         worst[k] = max(worst[k], abs(v - 1))
                 lines.append(f"| {codec} | {algo} | {p} | {fmt(m['busbw'] if m else None)} | "
+                             f"{fmt(m.get('spread') if m else None, '.2f')} | "
                              f"{fmt(pr['busbw'] if pr else None)} | {fmt(bw_ratio, '.2f')} | "
                              f"{fmt(mn['nmse'] if mn else None)} | "
                              f"{fmt(pr['nmse'] if pr else None)} | {fmt(nm_ratio, '.2f')} |")
@@ -269,7 +292,10 @@ def main():
     lines.append(f"Largest deviation: busbw {worst['busbw'] * 100:.0f}%, NMSE "
                  f"{worst['nmse'] * 100:.0f}%. busbw within 25%: {held['in']} of {held['all']} "
                  f"points at {a.size}; {held['other_in']} of {held['other']} at the other sizes "
-                 f"the fit did not see ({unseen}).")
+                 f"the fit did not see ({unseen}). Of these {held['all'] + held['other']} "
+                 f"points, {held['noisy']} measured more than 25% apart between their own "
+                 f"{a.repeats} repeats (slowest / fastest), {held['noisy_out']} of them outside "
+                 f"the 25%.")
     lines.append("")
     # At scale: the issue's link figures (the tool's defaults), 8 GPUs per node.
     lines.append(f"**At scale** (AllReduce, {a.bytes_at_scale} per rank, NVLink 450 GB/s, a "
