@@ -40,24 +40,43 @@ void sample_bitmap(uint64_t seed, uint32_t call, size_t count, std::vector<uint6
   }
 }
 
-AccuracyEstimate estimate_accuracy(const float* decoded, const float* exact, size_t n) {
-  AccuracyEstimate e;
-  e.samples = n;
-  double err = 0, ref = 0, maxerr = 0, maxref = 0;
+SampleTally tally_samples(const float* decoded, const float* exact, size_t n) {
+  SampleTally t;
+  t.samples = n;
   for (size_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(decoded[i]) - static_cast<double>(exact[i]);
-    err += d * d;
-    ref += static_cast<double>(exact[i]) * exact[i];
-    maxerr = std::max(maxerr, std::fabs(d));
-    maxref = std::max(maxref, std::fabs(static_cast<double>(exact[i])));
+    t.err += d * d;
+    t.ref += static_cast<double>(exact[i]) * exact[i];
+    t.max_err = std::max(t.max_err, std::fabs(d));
+    t.max_ref = std::max(t.max_ref, std::fabs(static_cast<double>(exact[i])));
   }
-  e.nmse = ref > 0 ? err / ref : err;
-  e.maxrel = maxref > 0 ? maxerr / maxref : maxerr;
+  return t;
+}
+
+AccuracyEstimate estimate_of(const SampleTally* tallies, size_t n) {
+  SampleTally all;
+  for (size_t i = 0; i < n; ++i) {
+    const SampleTally& t = tallies[i];
+    all.samples += t.samples;
+    all.err += t.err;
+    all.ref += t.ref;
+    all.max_err = std::max(all.max_err, t.max_err);
+    all.max_ref = std::max(all.max_ref, t.max_ref);
+  }
+  AccuracyEstimate e;
+  e.samples = static_cast<size_t>(all.samples);
+  e.nmse = all.ref > 0 ? all.err / all.ref : all.err;
+  e.maxrel = all.max_ref > 0 ? all.max_err / all.max_ref : all.max_err;
   // A non-finite decoded value is a huge error, never a NaN that compares false (and finite, so
   // that the statistics stay JSON numbers).
   if (!std::isfinite(e.nmse)) e.nmse = kHugeError;
   if (!std::isfinite(e.maxrel)) e.maxrel = kHugeError;
   return e;
+}
+
+AccuracyEstimate estimate_accuracy(const float* decoded, const float* exact, size_t n) {
+  const SampleTally t = tally_samples(decoded, exact, n);
+  return estimate_of(&t, 1);
 }
 
 bool is_lossy(CodecId c) {

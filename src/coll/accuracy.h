@@ -38,6 +38,22 @@ struct AccuracyEstimate {
 };
 AccuracyEstimate estimate_accuracy(const float* decoded, const float* exact, size_t n);
 
+// The sums an estimate is made of, over some of the sampled positions: what the owner of a
+// two-shot ReduceScatter's chunk sends every rank about its part of the sample (on the wire, so
+// plain doubles: 40 bytes).
+struct SampleTally {
+  double err = 0;      // sum (decoded - exact)^2
+  double ref = 0;      // sum exact^2
+  double max_err = 0;  // max |decoded - exact|
+  double max_ref = 0;  // max |exact|
+  uint64_t samples = 0;
+};
+static_assert(sizeof(SampleTally) == 40, "the tally's wire size");
+SampleTally tally_samples(const float* decoded, const float* exact, size_t n);
+// The estimate of `n` tallies combined in their order (estimate_accuracy's definitions): the same
+// tallies in the same order give the same bits.
+AccuracyEstimate estimate_of(const SampleTally* tallies, size_t n);
+
 // Codecs the estimate applies to: every codec that can change the sum (kernels/codecs.def's
 // `lossy`: not none, not sparse).
 bool is_lossy(kernels::CodecId c);

@@ -291,10 +291,15 @@ Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args
     compensated.emplace(*plan->feedback_target(), c.residual, feedback, &cs);
     job.ops = &*compensated;
   }
-  // One trip: where the schedule can carry the sample in its messages (two-shot's AllReduce over
-  // the input's elements), no side ring after it.
-  if (sample.taken() && shape.schedule() == Schedule::kTwoShot && shape.whole_result() &&
-      job.stage == Stage::kData && job.count == args.count) {
+  // Where the schedule can carry the sample in its messages (two-shot over the input's elements),
+  // no side ring after it: an AllReduce's exact sums reach every rank with the reduced packets, a
+  // ReduceScatter's owners send their chunk's tally in one round (a ReduceScatter's chunks cut
+  // the count evenly, as its outputs do).
+  const bool even_chunks =
+      shape.whole_result() || args.count % static_cast<size_t>(link.nranks) == 0;
+  if (sample.taken() && shape.schedule() == Schedule::kTwoShot && even_chunks &&
+      job.stage == Stage::kData && job.count == args.count &&
+      (job.bounds == nullptr || job.bounds->empty())) {
     SCCL_RETURN_IF_ERROR(sample.carry(&job.sample));
   }
   if (spec != nullptr) {

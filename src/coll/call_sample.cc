@@ -1,9 +1,12 @@
 #include "src/coll/call_sample.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "src/coll/accuracy.h"
 #include "src/coll/oom.h"
+#include "src/coll/ring_phase.h"
+#include "src/coll/two_shot.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {
@@ -35,13 +38,23 @@ Status CallSample::carry(SampleCarry** out) {
   return Status::Ok();
 }
 
+size_t CallSample::samples_in(size_t begin, size_t end) const {
+  auto bit = [this](size_t i) { return static_cast<size_t>((bits_[i / 64] >> (i % 64)) & 1u); };
+  size_t n = 0, i = begin;
+  for (; i < end && i % 64 != 0; ++i)
+    n += bit(i);
+  for (; i + 64 <= end; i += 64)
+    n += static_cast<size_t>(__builtin_popcountll(bits_[i / 64]));
+  for (; i < end; ++i)
+    n += bit(i);
+  return n;
+}
+
 Status CallSample::output_samples(const PlanCall& c, float* out) const {
   const size_t rc = c.shape.out_count(c.args.count, c.link);
   const size_t first = c.shape.out_first(c.args.count, c.link);
   auto sampled = [this](size_t i) { return (bits_[i / 64] >> (i % 64)) & 1u; };
-  size_t before = 0;  // samples ahead of the output: its first sample's index
-  for (size_t i = 0; i < first; ++i)
-    before += sampled(i);
+  const size_t before = samples_in(0, first);  // samples ahead of the output
   std::vector<uint64_t> out_bits((rc + 63) / 64, 0);
   for (size_t i = 0; i < rc; ++i) {
     if (sampled(first + i)) out_bits[i / 64] |= uint64_t(1) << (i % 64);
@@ -49,7 +62,7 @@ Status CallSample::output_samples(const PlanCall& c, float* out) const {
   return c.be.sparse_compact(out_bits.data(), rc, c.args.recv, c.args.type, out + before, nullptr);
 }
 
-Status CallSample::estimate(PlanCall& c, bool carried) {
+Status CallSample::estimate_by_values(PlanCall& c, bool carried, AccuracyEstimate* e) {
   const size_t m = own_.size();
   // The side ring's input: this rank's values at the sample, then (where each rank decoded only
   // its own output) its decoded values at the samples of its output, zero elsewhere. Its fp32
@@ -80,7 +93,62 @@ Status CallSample::estimate(PlanCall& c, bool carried) {
     for (float& v : exact)
       v *= scale;
   }
-  const AccuracyEstimate e = estimate_accuracy(decoded.data(), exact.data(), m);
+  *e = estimate_accuracy(decoded.data(), exact.data(), m);
+  return Status::Ok();
+}
+
+Status CallSample::estimate_by_tallies(PlanCall& c, AccuracyEstimate* e) {
+  const size_t m = own_.size(), count = c.args.count;
+  const auto p = static_cast<size_t>(c.link.nranks);
+  const size_t rc = c.shape.out_count(count, c.link);
+  const size_t first = c.shape.out_first(count, c.link);
+  if (exact_.size() != m || rc * p != count) {
+    return Status(Code::kInternalError, "a carried sample's chunks do not cut the count");
+  }
+  // This rank's chunk: what its output holds at the samples (the decoded sum, scaled and in the
+  // output's type) against the exact sums the schedule left (rank order, fp32; scaled alike).
+  std::vector<float> decoded(m, 0.0f);
+  SCCL_RETURN_IF_ERROR(output_samples(c, decoded.data()));
+  const size_t before = samples_in(0, first), k = samples_in(first, first + rc);
+  std::vector<float> exact(exact_.begin() + static_cast<std::ptrdiff_t>(before),
+                           exact_.begin() + static_cast<std::ptrdiff_t>(before + k));
+  if (c.args.avg) {
+    const float scale = 1.0f / static_cast<float>(c.link.nranks);
+    for (float& v : exact)
+      v *= scale;
+  }
+  const SampleTally mine = tally_samples(decoded.data() + before, exact.data(), k);
+  // One round: every owner's tally straight to every rank, so every rank combines the same P
+  // tallies in rank order into the same bits.
+  std::vector<SampleTally> all(p);
+  RingLink l = c.link;
+  l.phase = kPhaseAccuracyTally;
+  c.cs.sample_bytes_sent += (p - 1) * sizeof mine;
+  SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data(),
+                                        "the accuracy tallies of a two-shot ReduceScatter"));
+  for (size_t q = 0; q < p; ++q) {
+    const SampleTally& t = all[q];
+    const size_t want = samples_in(q * rc, (q + 1) * rc);
+    // Every rank knows how many samples each chunk holds; negative energies are no tally.
+    if (t.samples != want || t.err < 0 || t.ref < 0 || t.max_err < 0 || t.max_ref < 0) {
+      return errorf(Code::kInvalidUsage,
+                    "rank %d received a malformed accuracy tally from rank %zu (%llu samples, "
+                    "expected %zu): the ranks run different versions or calls",
+                    c.link.rank, q, static_cast<unsigned long long>(t.samples), want);
+    }
+  }
+  *e = estimate_of(all.data(), all.size());
+  return Status::Ok();
+}
+
+Status CallSample::estimate(PlanCall& c, bool carried) {
+  AccuracyEstimate e;
+  if (carried && !c.shape.whole_result()) {
+    SCCL_RETURN_IF_ERROR(estimate_by_tallies(c, &e));
+  } else {
+    SCCL_RETURN_IF_ERROR(estimate_by_values(c, carried, &e));
+  }
+  const size_t m = own_.size();
   CodecStats& cs = c.cs;
   cs.estimated_calls++;
   cs.estimated_nmse_sum += e.nmse;

@@ -5,9 +5,11 @@
 // to the statistics and to the guard.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "src/coll/accuracy.h"
 #include "src/coll/codec_plan.h"
 
 namespace sketchccl::coll {
@@ -22,13 +24,21 @@ class CallSample {
   Status carry(SampleCarry** out);
   // After the plan: the decoded values at the sample against their exact sum; the statistics,
   // an INFO line, and the guard's step up when the estimate exceeds SKETCHCCL_MAX_NMSE.
-  // `carried`: the data's schedule carried the sample (its exact sums are in place).
+  // `carried`: the data's schedule carried the sample (its exact sums are in place: every
+  // position's, or, where each rank decoded only its own chunk, that chunk's, whose tally each
+  // owner then sends to every rank in one round).
   Status estimate(PlanCall& c, bool carried = false);
 
  private:
   // The decoded values at the samples of this rank's output, in sample order, into out[0, m)
   // (zero elsewhere).
   Status output_samples(const PlanCall& c, float* out) const;
+  // The sampled positions among elements [begin, end).
+  size_t samples_in(size_t begin, size_t end) const;
+  // The estimate from the exact sums (carried, or a side ring's).
+  Status estimate_by_values(PlanCall& c, bool carried, AccuracyEstimate* e);
+  // The estimate from every owner's tally of its chunk (a carried ReduceScatter).
+  Status estimate_by_tallies(PlanCall& c, AccuracyEstimate* e);
 
   bool taken_ = false;
   std::vector<uint64_t> bits_;

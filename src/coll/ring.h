@@ -160,7 +160,8 @@ struct RingStats {
 
 // The accuracy sample (call_sample.h) carried in a schedule's own messages instead of a side ring:
 // the sampled positions of the call's `count` elements, this rank's input at them, and where the
-// call leaves their exact sums, the same bits on every rank (both in sample order).
+// call leaves their exact sums (both in sample order): every position's, the same bits on every
+// rank (an AllReduce), or those of this rank's own chunk (a ReduceScatter).
 struct SampleCarry {
   const uint64_t* bits = nullptr;  // count bits
   const float* own = nullptr;      // m values

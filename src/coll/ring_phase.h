@@ -42,6 +42,9 @@ enum RingPhase : uint8_t {
   kPhaseTwoShotScatter = 17,
   kPhaseTwoShotGather = 18,
   kPhaseTwoShotScatterRs = 19,
+  // A two-shot ReduceScatter's second round: each chunk owner's tally of the accuracy sample at
+  // its chunk to every rank (call_sample.h).
+  kPhaseAccuracyTally = 20,
 };
 
 namespace detail {
@@ -58,7 +61,8 @@ inline constexpr uint8_t kSharedPhases[] = {kPhaseAccuracySample,
                                             kPhaseSparseIndices,
                                             kPhaseTwoShotScatter,
                                             kPhaseTwoShotGather,
-                                            kPhaseTwoShotScatterRs};
+                                            kPhaseTwoShotScatterRs,
+                                            kPhaseAccuracyTally};
 constexpr bool phases_distinct() {
   uint32_t seen = 0;  // the tag's phase field has 5 bits
   auto take = [&seen](uint8_t p) {

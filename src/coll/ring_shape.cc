@@ -137,8 +137,11 @@ class TwoShotReduceScatterShape : public ReduceScatterShape {
       return ReduceScatterShape::run(link, job, slice_elems, depth, stats);
     }
     const bool cut = job.bounds != nullptr && !job.bounds->empty();
+    // The sample rides with the input's own cut; each owner keeps its chunk's exact sums.
+    SampleCarry* sample = cut ? nullptr : job.sample;
+    job.carried = sample != nullptr;
     return two_shot_reduce_scatter(link, kPhaseTwoShotScatterRs, job.count, slice_elems, *job.ops,
-                                   stats, cut ? job.bounds : nullptr, job.speculation);
+                                   stats, cut ? job.bounds : nullptr, job.speculation, sample);
   }
   Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
                            const std::vector<int>& peers) const override {

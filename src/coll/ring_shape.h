@@ -28,8 +28,8 @@ struct RingJob {
   // shape's own cut of `count` elements.
   const std::vector<size_t>* bounds = nullptr;
   SliceOps* ops = nullptr;
-  // Where the schedule can carry the accuracy sample in its messages (two-shot's AllReduce over
-  // the input's elements): set by the engine, and `carried` set by the shape when it did.
+  // Where the schedule can carry the accuracy sample in its messages (two-shot over the input's
+  // elements): set by the engine, and `carried` set by the shape when it did.
   SampleCarry* sample = nullptr;
   mutable bool carried = false;
   // The call's decision, sent ahead of the data where the schedule runs speculatively (two-shot:

@@ -21,8 +21,10 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
   const double rounds_ring = all ? 2 * pm1 : pm1;
   const double sent = (all ? 2 : 1) * share * n * w;
   const LinkFigures& ring_link = crossing > 0 ? slow : fast;
-  // The sample's side ring: 2(P - 1) rounds of one small message each.
-  const bool side_ring = c.sampled && (s == Schedule::kRing || !all);
+  // The ring's sample: a side ring of 2(P - 1) rounds of one small message each. Two-shot's
+  // AllReduce carries it; its ReduceScatter adds one round of P - 1 tallies.
+  const bool side_ring = c.sampled && s == Schedule::kRing;
+  const bool tally_round = c.sampled && s == Schedule::kTwoShot && !all;
   const double side_rounds = side_ring ? 2 * pm1 : 0;
   double bw = 0, compute = 0, rounds = 0, messages = 0;
   const CodecCosts& k = c.codec;
@@ -34,9 +36,9 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
     compute = n / p * k.encode + share * n * k.step + (all ? n : n / p) * k.decode;
   } else {
     bw = std::max(sent * crossing / slow.bytes_per_s, sent * (1 - crossing) / fast.bytes_per_s);
-    const double phases = all ? 2 : 1;
-    rounds = phases + side_rounds;
-    messages = phases * pm1 + side_rounds;
+    const double phases = (all ? 2 : 1) + (tally_round ? 1 : 0);
+    rounds = phases;
+    messages = phases * pm1;
     compute = all ? share * n * (k.encode + k.decode_add) + n / p * k.encode + n * k.decode
                   : n * (k.encode + k.decode_add);
   }
@@ -157,7 +159,7 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
   // exact, so feedback takes two-shot wherever it applies.
   if (s.error_feedback) return Schedule::kTwoShot;
   const bool decided_from_history = s.auto_codec || s.max_nmse > 0;
-  if (decided_from_history && kind == CallKind::kAllReduce &&
+  if (decided_from_history && (kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter) &&
       4.0 * static_cast<double>(count) <= kSpeculativeTwoShotBytes) {
     return Schedule::kTwoShot;
   }

@@ -60,8 +60,9 @@ struct ModelCall {
   // rank, the codec's work overlapping the link's.
   double cores = 0;
   SharedCoreCosts shared;  // read only where cores > 0
-  // The call also reduces the exact values at a sample of positions in a side ring of its own
-  // (the ring's lossy calls and two-shot's ReduceScatter; two-shot's AllReduce carries it).
+  // The call estimates its accuracy from a sample of positions: the ring reduces their exact
+  // values in a side ring of its own; two-shot carries them in its messages, its ReduceScatter
+  // with one more round for the owners' tallies.
   bool sampled = false;
 };
 struct ModelTime {
@@ -93,14 +94,14 @@ bool two_shot_applies(kernels::CodecId codec, bool backend_sums);
 // Laplace data, docs/scale.md): what `auto` assumes of a codec's error growth.
 inline constexpr double kRingNmseGrowth4 = 1.44;
 
-// An AllReduce of at most this many input bytes (fp32) whose codec each rank decides from its
-// history (`auto`, the guard, error feedback) runs two-shot under `auto` at any P: its decision
-// rides ahead of the contributions (two_shot.h), where the ring agrees on it in a round of its
-// own, and the calls this small measured faster on two-shot (docs/scale.md).
+// An AllReduce or ReduceScatter of at most this many input bytes (fp32) whose codec each rank
+// decides from its history (`auto`, the guard, error feedback) runs two-shot under `auto` at any
+// P: its decision rides ahead of the contributions (two_shot.h) and its sample in its messages,
+// where the ring agrees on the decision in a round of its own and sums the sample in a side ring.
 inline constexpr double kSpeculativeTwoShotBytes = 1 << 20;
 
 // What `auto` (and a forced schedule) gives for a call of `count` elements among `nranks`: where
-// two-shot applies, two-shot for a small AllReduce whose decision comes from the history (above);
+// two-shot applies, two-shot for a small call whose decision comes from the history (above);
 // else, where the scale model does not find the ring more than 5% faster on the default link
 // figures, two-shot when the model's ring error is at least twice two-shot's (AllReduce from
 // 8 ranks, ReduceScatter from 5, at kRingNmseGrowth4), the ring otherwise.

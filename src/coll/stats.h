@@ -32,7 +32,7 @@ struct CodecStats {
   uint64_t estimated_calls = 0;
   double estimated_nmse_sum = 0, estimated_nmse_worst = 0;
   double estimated_maxrel_sum = 0, estimated_maxrel_worst = 0;
-  uint64_t sample_bytes_sent = 0;  // the estimate's exact side reduction (not in bytes_sent)
+  uint64_t sample_bytes_sent = 0;  // the sample: side ring or carried (not in bytes_sent)
   uint64_t guard_steps = 0;        // buffers stepped up to a safer codec after a call here
   // `sparse` phase 1 (coll/support_encoding.h): calls per encoding that agreed the support
   // (element bitmap, row bitmap, index list), index lists that overflowed (the element bitmap

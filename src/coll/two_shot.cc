@@ -168,9 +168,6 @@ class TwoShotRun {
     }
     const size_t cells = static_cast<size_t>(p_) * static_cast<size_t>(s_);
     if (carry_ != nullptr) {
-      if (!gather_) {
-        return Status(Code::kInternalError, "two-shot: a carried sample needs the AllReduce");
-      }
       sfirst_.assign(cells, 0);
       scount_.assign(cells, 0);
       // Chunks and their slices follow each other in element order: one pass over the bitmap.
@@ -370,7 +367,10 @@ class TwoShotRun {
     if (!st.ok()) return annotate(st, j, "sum of the contributions to this rank's chunk");
     if (!gather_) {
       st = ops_.store_sum(off, n, sum);
-      return st.ok() ? st : annotate(st, j, "store of this rank's reduced chunk");
+      if (!st.ok()) return annotate(st, j, "store of this rank's reduced chunk");
+      // The exact sums stay with the owner: its tally of them goes out after the call.
+      if (carry_ != nullptr) sum_sample(j, nullptr);
+      return st;
     }
     const size_t bytes = bytes_of(r, j);
     uint8_t* pkt = final_at(r, j);
@@ -384,7 +384,7 @@ class TwoShotRun {
 
   // The exact sums at the sampled positions of slice j of this rank's chunk: every rank's values
   // (its own from the carry, the others' after their packets), added in rank order in fp32, into
-  // the carry and after the reduced packet at `out`.
+  // the carry and (an AllReduce's) after the reduced packet at `out`.
   void sum_sample(int j, uint8_t* out) {
     const int r = link_.rank;
     const size_t k = samples(r, j), first = sample_first(r, j);
@@ -401,7 +401,7 @@ class TwoShotRun {
       for (size_t i = 0; i < k; ++i)
         exact[i] += in[i];
     }
-    std::memcpy(out, exact, 4 * k);
+    if (out != nullptr) std::memcpy(out, exact, 4 * k);
   }
 
   Status decode(int c, int j) {
@@ -657,6 +657,15 @@ Status complete_all(const RingLink& link, std::vector<Req>* reqs, const char* wh
       bool done = false;
       size_t got = 0;
       st = link.transport->test(rq.id, &done, &got);
+      if (!st.ok() && rq.recv && rq.expect != 0 && st.code() == Code::kInvalidArgument) {
+        // A receive the transport truncated: the peer sent more than this exchange's block.
+        st =
+            errorf(Code::kInvalidUsage,
+                   "rank %d received more than %zu bytes from rank %d in %s (phase %d): the "
+                   "ranks run different versions or calls (%s)",
+                   r, rq.expect, rq.peer, what, static_cast<int>(link.phase), st.message().c_str());
+        break;
+      }
       if (!st.ok() || !done) {
         ++i;
         continue;
@@ -696,7 +705,8 @@ Status complete_all(const RingLink& link, std::vector<Req>* reqs, const char* wh
 
 }  // namespace
 
-Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all) {
+Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all,
+                        const char* what) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   auto* out = static_cast<uint8_t*>(all);
   const int p = link.nranks, r = link.rank;
@@ -722,7 +732,7 @@ Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, vo
     link.transport->close();
     return st;
   }
-  return complete_all(link, &reqs, "a small exchange");
+  return complete_all(link, &reqs, what);
 }
 
 RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_elems) {
@@ -769,16 +779,18 @@ Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t g
 
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
-                               const std::vector<size_t>* bounds, Speculation* spec) {
+                               const std::vector<size_t>* bounds, Speculation* spec,
+                               SampleCarry* sample) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (bounds == nullptr || bounds->empty()) {
     return run_two_shot(link, two_shot_plan(false, count, link.nranks, slice_elems), false,
-                        scatter_phase, scatter_phase, ops, stats, nullptr, spec);
+                        scatter_phase, scatter_phase, ops, stats, sample, spec);
   }
-  // A rank that did not speculate drains the even cut (two_shot_plan).
-  if (spec != nullptr) {
-    return Status(Code::kInternalError, "two-shot: a speculative ReduceScatter over a subset");
+  // A rank that did not speculate drains the even cut (two_shot_plan); the sample is the input's.
+  if (spec != nullptr || sample != nullptr) {
+    return Status(Code::kInternalError,
+                  "two-shot: a speculative or sampled ReduceScatter over a subset");
   }
   if (bounds->size() != static_cast<size_t>(link.nranks) + 1 || bounds->front() != 0 ||
       bounds->back() != count || !std::is_sorted(bounds->begin(), bounds->end())) {

@@ -53,7 +53,9 @@ struct Speculation {
 // output. Tags: `scatter_phase` for 1, `gather_phase` for 2.
 // `sample` (optional): the accuracy sample rides in the same messages, each rank's values at the
 // positions of a slice after its contribution's packet, the owner's exact sums (in rank order)
-// after its reduced packet, so every rank gets the same exact sums without a side ring.
+// after its reduced packet, so every rank gets the same exact sums without a side ring. A
+// ReduceScatter carries the values alike but sends no reduced packet: its owner keeps the exact
+// sums of its own chunk's positions (in sample->exact) for its tally (call_sample.h).
 // `spec` (optional): the decision goes to every rank first; a rank's contributions are received
 // only once its decision is known to equal this rank's, and the reduced packets only once every
 // rank's is; a slice is reduced (a ReduceScatter's output written) only with every peer's
@@ -70,14 +72,17 @@ RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_e
 // decisions different: so that no message of the call is left behind.
 Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, const RingPlan& plan,
                       const std::vector<int>& peers);
+// `sample`: as two_shot_allreduce's, on the even cut only (not with `bounds`).
 Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds = nullptr,
-                               Speculation* spec = nullptr);
+                               Speculation* spec = nullptr, SampleCarry* sample = nullptr);
 
 // All-gather of `bytes` per rank in one message round: every rank sends its block straight to
 // every other (tags of link.op_seq and link.phase); `all` gets rank r's block at r * bytes. For
 // the per-call agreement exchanges, whose latency a ring of P - 1 steps would multiply by P - 1.
-Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all);
+// `what` names the exchange in its errors.
+Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all,
+                        const char* what = "a small exchange");
 
 }  // namespace sketchccl::coll

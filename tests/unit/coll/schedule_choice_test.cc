@@ -39,9 +39,9 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
     EXPECT_EQ(choose_schedule(s, c, 8, 1 << 20, true), Schedule::kRing) << kernels::codec_name(c);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 8, 1 << 20, false), Schedule::kRing);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 1, 1 << 20, true), Schedule::kRing);
-  // A small AllReduce whose codec comes from the history (the guard, `auto`) takes two-shot at
-  // any P, its decision carried ahead of the data; above 1 MiB, and a ReduceScatter (measured no
-  // faster on two-shot at 4 ranks), as without.
+  // A small AllReduce or ReduceScatter whose codec comes from the history (the guard, `auto`)
+  // takes two-shot at any P, its decision and its sample carried in the data's messages; above
+  // 1 MiB as without.
   for (int which = 0; which < 2; ++which) {
     Settings h = s;
     h.max_nmse = which == 0 ? 0.01 : 0;
@@ -51,10 +51,22 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
     EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, true), Schedule::kTwoShot);
     EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, (1 << 18) + 1, true), Schedule::kRing);
     EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, true, CallKind::kReduceScatter),
+              Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ4, 2, 1 << 18, true, CallKind::kReduceScatter),
+              Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, (1 << 18) + 1, true, CallKind::kReduceScatter),
               Schedule::kRing);
+    EXPECT_EQ(choose_schedule(h, CodecId::kSparse, 4, 1 << 14, true, CallKind::kReduceScatter),
+              Schedule::kRing);
+    EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, false, CallKind::kReduceScatter),
+              Schedule::kRing)
+        << "no sums";
     EXPECT_EQ(choose_schedule(h, CodecId::kSparse, 4, 1 << 14, true), Schedule::kRing);
   }
   EXPECT_EQ(choose_schedule(s, CodecId::kQ8, 4, 1 << 14, true), Schedule::kRing) << "fixed";
+  EXPECT_EQ(choose_schedule(s, CodecId::kQ8, 4, 1 << 14, true, CallKind::kReduceScatter),
+            Schedule::kRing)
+      << "fixed";
   // Error feedback takes two-shot wherever it applies: every P, size and collective.
   Settings ef = s;
   ef.error_feedback = true;
@@ -137,6 +149,27 @@ TEST(ScaleModel, AtScaleThePredictionsAreTheLinksAlone) {
   shared.shared = {1e-3, 1e-4, 1e-3};  // ignored without cores
   for (Schedule s : {Schedule::kRing, Schedule::kTwoShot})
     EXPECT_EQ(predict_time(shared, s).seconds, predict_time(c, s).seconds);
+}
+
+// The accuracy sample: the ring's side ring adds 2(P - 1) rounds of one message; two-shot's
+// AllReduce carries it in its messages, its ReduceScatter adds one round of P - 1 tallies.
+TEST(ScaleModel, TheSampleCostsTheRingASideRingAndTwoShotsReduceScatterOneRound) {
+  ModelCall c;
+  c.codec.wire = codec_wire_ratio(CodecId::kQ8, 262144);
+  c.bytes = 1024.0 * 1024;
+  c.nranks = 8;
+  for (CallKind kind : {CallKind::kAllReduce, CallKind::kReduceScatter}) {
+    SCOPED_TRACE(kind == CallKind::kAllReduce ? "AllReduce" : "ReduceScatter");
+    c.kind = kind;
+    ModelCall with = c;
+    with.sampled = true;
+    auto extra = [&](Schedule s) {
+      return predict_time(with, s).seconds - predict_time(c, s).seconds;
+    };
+    EXPECT_NEAR(extra(Schedule::kRing), 14 * (5e-6 + 1e-6), 1e-12);
+    EXPECT_NEAR(extra(Schedule::kTwoShot), kind == CallKind::kAllReduce ? 0.0 : 5e-6 + 7 * 1e-6,
+                1e-12);
+  }
 }
 
 // Ranks sharing cores: the fixed cost per call is there in full at the smallest call, and is

@@ -28,6 +28,7 @@
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
 #include "tests/unit/coll/engine_ranks.h"
+#include "tests/unit/coll/recording_transport.h"
 #include "tests/unit/coll/two_shot_inputs.h"
 #include "tests/unit/warn_guard.h"
 
@@ -41,7 +42,11 @@ using testutil::data_of;
 using testutil::EngineRanks;
 using testutil::inputs;
 using testutil::nmse;
+using testutil::on_ranks;
+using testutil::RecordingTransport;
 using testutil::settings_for;
+using testutil::tag_has_phase;
+using testutil::unreceived;
 
 void expect_same_bits(const std::vector<std::vector<float>>& y) {
   for (size_t r = 1; r < y.size(); ++r) {
@@ -285,18 +290,6 @@ TEST(TwoShot, ErrorFeedbackOnCasqAveragedKeepsTheRunningSumAndIsBounded) {
       << "last call's error with feedback " << last[1] << ", without " << last[0];
 }
 
-// Runs `fn(r)` on a thread per rank; returns each rank's status.
-template <typename Fn>
-std::vector<Status> on_ranks(int p, Fn fn) {
-  std::vector<Status> st(p);
-  std::vector<std::thread> th;
-  for (int r = 0; r < p; ++r)
-    th.emplace_back([&, r] { st[r] = fn(r); });
-  for (auto& t : th)
-    t.join();
-  return st;
-}
-
 TEST(TwoShot, RanksThatDisagreeOnTheCountFailInsteadOfHanging) {
   const int p = 3;
   const double timeout = 20;
@@ -354,75 +347,6 @@ TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
   for (int r = 0; r < p - 1; ++r) {
     EXPECT_EQ(st[r].code(), Code::kRemoteError) << "rank " << r << ": " << st[r].to_string();
   }
-}
-
-// Forwards to a transport and records the tag of every send, in posting order, and the peer and
-// tag of every send and receive.
-class RecordingTransport final : public transport::Transport {
- public:
-  explicit RecordingTransport(transport::Transport* inner) : inner_(inner) {}
-  const char* name() const override { return inner_->name(); }
-  transport::TransportProperties properties() const override { return inner_->properties(); }
-  transport::Blob address() const override { return inner_->address(); }
-  Status connect(int peer, const transport::Blob& a) override { return inner_->connect(peer, a); }
-  Status isend(int peer, uint64_t tag, const void* buf, size_t bytes,
-               transport::RequestId* id) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sent_.push_back(tag);
-      sends_.emplace_back(peer, tag);
-    }
-    return inner_->isend(peer, tag, buf, bytes, id);
-  }
-  Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      recvs_.emplace_back(peer, tag);
-    }
-    return inner_->irecv(peer, tag, buf, bytes, id);
-  }
-  Status progress() override { return inner_->progress(); }
-  bool can_block() const override { return inner_->can_block(); }
-  Status wait_for_events(double max_s) override { return inner_->wait_for_events(max_s); }
-  Status test(transport::RequestId id, bool* done, size_t* bytes) override {
-    return inner_->test(id, done, bytes);
-  }
-  void close() override { inner_->close(); }
-  std::vector<uint64_t> sent() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return sent_;
-  }
-  using Ends = std::vector<std::pair<int, uint64_t>>;  // (peer, tag)
-  Ends sends() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return sends_;
-  }
-  Ends recvs() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return recvs_;
-  }
-
- private:
-  transport::Transport* inner_;
-  std::mutex mu_;
-  std::vector<uint64_t> sent_;
-  Ends sends_, recvs_;
-};
-
-// Messages that no receive took: a send from rank a to b whose tag b never posted a receive for
-// from a (left in b's transport, for a later call to trip over).
-int unreceived(std::vector<std::unique_ptr<RecordingTransport>>& rec) {
-  int n = 0;
-  for (size_t a = 0; a < rec.size(); ++a) {
-    const RecordingTransport::Ends sends = rec[a]->sends();
-    for (const auto& [b, tag] : sends) {
-      const RecordingTransport::Ends got = rec[static_cast<size_t>(b)]->recvs();
-      const auto from_a = std::make_pair(static_cast<int>(a), tag);
-      const auto sent = std::count(sends.begin(), sends.end(), std::make_pair(b, tag));
-      n += std::count(got.begin(), got.end(), from_a) < sent ? 1 : 0;
-    }
-  }
-  return n;
 }
 
 // Where the tags of `sent` fall: the index of the last send of phase `phase` among slices
@@ -731,12 +655,6 @@ TEST(TwoShot, AGoneRankFailsASpeculativeCallWithinTheTimeout) {
 
 TEST(TwoShot, AGoneRankFailsASpeculativeReduceScatterWithinTheTimeout) {
   gone_rank_fails_speculative_call(true);
-}
-
-// The phase of a ring tag (ring_tag's layout: the step and slice below it).
-bool tag_has_phase(uint64_t tag, uint32_t op, uint8_t phase) {
-  const uint64_t low = ring_tag(0, 0, -1, -1);
-  return (tag & ~low) == ring_tag(op, phase, 0, 0);
 }
 
 // The accuracy sample rides in the two-shot messages: no side ring, the same estimate on every
