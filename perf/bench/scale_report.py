@@ -161,6 +161,7 @@ def main():
         with open(a.load) as f:
             saved = json.load(f)
         load = saved["load"]
+        a.repeats = saved.get("repeats", a.repeats)
         for d in saved["points"]:
             measured.setdefault((d["codec"], d["algo"], d["nranks"]), {})[d["size"]] = d
         series = []
@@ -182,7 +183,7 @@ def main():
         load.append(os.getloadavg()[0])
     if a.save:
         with open(a.save, "w") as f:
-            json.dump({"load": load, "points": [
+            json.dump({"load": load, "repeats": a.repeats, "points": [
                 dict(r, codec=c, algo=al, nranks=p, size=size)
                 for (c, al, p), by_size in measured.items() for size, r in by_size.items()]}, f)
 
