@@ -1,6 +1,6 @@
 // What the engine tests over loopback ranks look at in the messages: a transport that records
 // the peer and tag of every send and receive, the messages no receive took, the phase of a tag;
-// and a thread per rank.
+// a thread per rank, and P engines whose calls run on them through recording transports.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "src/coll/allreduce.h"
 #include "src/coll/ring.h"
+#include "tests/unit/coll/loopback_ranks.h"
 #include "transport/transport.h"
 
 namespace sketchccl::testutil {
@@ -29,29 +31,19 @@ std::vector<Status> on_ranks(int p, Fn fn) {
   return st;
 }
 
-// Forwards to a transport and records the tag of every send, in posting order, and the peer and
-// tag of every send and receive.
-class RecordingTransport final : public transport::Transport {
+// Forwards every call to `inner`, so a test's transport overrides only the calls it watches.
+class ForwardingTransport : public transport::Transport {
  public:
-  explicit RecordingTransport(transport::Transport* inner) : inner_(inner) {}
+  explicit ForwardingTransport(transport::Transport* inner) : inner_(inner) {}
   const char* name() const override { return inner_->name(); }
   transport::TransportProperties properties() const override { return inner_->properties(); }
   transport::Blob address() const override { return inner_->address(); }
   Status connect(int peer, const transport::Blob& a) override { return inner_->connect(peer, a); }
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes,
                transport::RequestId* id) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sent_.push_back(tag);
-      sends_.emplace_back(peer, tag);
-    }
     return inner_->isend(peer, tag, buf, bytes, id);
   }
   Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      recvs_.emplace_back(peer, tag);
-    }
     return inner_->irecv(peer, tag, buf, bytes, id);
   }
   Status progress() override { return inner_->progress(); }
@@ -61,6 +53,35 @@ class RecordingTransport final : public transport::Transport {
     return inner_->test(id, done, bytes);
   }
   void close() override { inner_->close(); }
+
+ protected:
+  transport::Transport* inner() const { return inner_; }
+
+ private:
+  transport::Transport* inner_;
+};
+
+// Forwards to a transport and records the tag of every send, in posting order, and the peer and
+// tag of every send and receive.
+class RecordingTransport final : public ForwardingTransport {
+ public:
+  explicit RecordingTransport(transport::Transport* inner) : ForwardingTransport(inner) {}
+  Status isend(int peer, uint64_t tag, const void* buf, size_t bytes,
+               transport::RequestId* id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent_.push_back(tag);
+      sends_.emplace_back(peer, tag);
+    }
+    return ForwardingTransport::isend(peer, tag, buf, bytes, id);
+  }
+  Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      recvs_.emplace_back(peer, tag);
+    }
+    return ForwardingTransport::irecv(peer, tag, buf, bytes, id);
+  }
   std::vector<uint64_t> sent() {
     std::lock_guard<std::mutex> lock(mu_);
     return sent_;
@@ -76,7 +97,6 @@ class RecordingTransport final : public transport::Transport {
   }
 
  private:
-  transport::Transport* inner_;
   std::mutex mu_;
   std::vector<uint64_t> sent_;
   Ends sends_, recvs_;
@@ -97,6 +117,52 @@ inline int unreceived(std::vector<std::unique_ptr<RecordingTransport>>& rec) {
   }
   return n;
 }
+
+// A call's arguments as one expression, for the per-rank lambdas of RecordedRanks::run.
+inline coll::AllReduceArgs call_args(const void* send, void* recv, size_t count,
+                                     coll::CallKind kind = coll::CallKind::kAllReduce) {
+  coll::AllReduceArgs a;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.kind = kind;
+  return a;
+}
+
+// P engines over loopback sockets, each through a RecordingTransport: the ranks of one test.
+struct RecordedRanks {
+  RecordedRanks(int nranks, const coll::Settings& s, double timeout)
+      : p(nranks), timeout_s(timeout), t(loopback_transports(nranks, timeout)) {
+    for (int r = 0; r < p; ++r) {
+      rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
+      link_transport.push_back(rec.back().get());
+      engines.push_back(std::make_unique<coll::AllReduceEngine>(s, p));
+    }
+  }
+
+  // Rank r's call numbered `op` on the calling thread, for the tests that stagger the ranks.
+  Status call(int r, uint32_t op, const coll::AllReduceArgs& a) {
+    coll::RingLink link = ring_link(link_transport[r], r, p, timeout_s, op);
+    return engines[r]->run(link, a);
+  }
+  // The call numbered `op` of args(r) on every rank, a thread each; each rank's status.
+  template <typename ArgsOf>
+  std::vector<Status> run(uint32_t op, ArgsOf args) {
+    return run_on(p, op, args);
+  }
+  // The same on ranks [0, n) only, for the tests whose last ranks are gone.
+  template <typename ArgsOf>
+  std::vector<Status> run_on(int n, uint32_t op, ArgsOf args) {
+    return on_ranks(n, [&](int r) { return call(r, op, args(r)); });
+  }
+
+  int p;
+  double timeout_s;
+  std::vector<std::unique_ptr<transport::Transport>> t;  // the sockets, for a test to close one
+  std::vector<std::unique_ptr<RecordingTransport>> rec;
+  std::vector<transport::Transport*> link_transport;  // rec's, unless a test puts a tamperer
+  std::vector<std::unique_ptr<coll::AllReduceEngine>> engines;
+};
 
 // The phase of a ring tag (ring_tag's layout: the step and slice below it).
 inline bool tag_has_phase(uint64_t tag, uint32_t op, uint8_t phase) {

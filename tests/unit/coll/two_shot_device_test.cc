@@ -19,19 +19,17 @@
 #include "src/coll/allreduce.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
-#include "tests/unit/coll/engine_ranks.h"
+#include "tests/unit/coll/recording_transport.h"
 #include "tests/unit/coll/two_shot_inputs.h"
-#include "tests/unit/warn_guard.h"
 
 namespace sketchccl::coll {
 namespace {
 
 using kernels::CodecId;
 using kernels::ElemType;
-using testutil::AllowWarnings;
-using testutil::data_of;
-using testutil::EngineRanks;
+using testutil::call_args;
 using testutil::inputs;
+using testutil::RecordedRanks;
 using testutil::settings_for;
 
 // A device backend for the CPU: the host backend's kernels on memory it calls device memory, and
@@ -149,31 +147,21 @@ TEST(TwoShot, DeviceBuffersKeepTheSumsInTheBackendsMemory) {
       std::vector<std::vector<float>> y[2];
       uint64_t calls[2] = {0, 0};
       for (int dev = 0; dev < 2; ++dev) {
-        const Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot, feedback);
-        auto t = testutil::loopback_transports(p, 30);
-        std::vector<std::unique_ptr<AllReduceEngine>> eng;
-        for (int r = 0; r < p; ++r)
-          eng.push_back(std::make_unique<AllReduceEngine>(s, p));
+        RecordedRanks ranks(p, settings_for(CodecId::kQ4, Settings::Algo::kTwoShot, feedback), 30);
         y[dev].assign(p, std::vector<float>(out, -1.f));
-        std::vector<std::thread> th;
-        for (int r = 0; r < p; ++r) {
-          th.emplace_back([&, r] {
-            const auto ru = static_cast<size_t>(r);
-            RingLink link = testutil::ring_link(t[ru].get(), r, p, 30, 1);
-            AllReduceArgs a;
-            a.send = x[ru].data();
-            a.recv = y[dev][ru].data();
-            a.count = count;
-            a.kind = scatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
-            a.mem = dev == 1 ? backend::MemoryType::kDevice : backend::MemoryType::kHost;
-            const Status st = eng[ru]->run(link, a);
-            EXPECT_TRUE(st.ok()) << st.to_string();
-          });
+        for (const Status& st : ranks.run(1, [&](int r) {
+               const auto ru = static_cast<size_t>(r);
+               AllReduceArgs a =
+                   call_args(x[ru].data(), y[dev][ru].data(), count,
+                             scatter ? CallKind::kReduceScatter : CallKind::kAllReduce);
+               a.mem = dev == 1 ? backend::MemoryType::kDevice : backend::MemoryType::kHost;
+               return a;
+             })) {
+          EXPECT_TRUE(st.ok()) << st.to_string();
         }
-        for (auto& thr : th)
-          thr.join();
         for (int r = 0; r < p; ++r)
-          calls[dev] += eng[static_cast<size_t>(r)]->stats().by_codec["q4"].two_shot_calls;
+          calls[dev] +=
+              ranks.engines[static_cast<size_t>(r)]->stats().by_codec["q4"].two_shot_calls;
       }
       EXPECT_EQ(calls[0], static_cast<uint64_t>(p));
       EXPECT_EQ(calls[1], static_cast<uint64_t>(p)) << "device buffers ran the ring";

@@ -36,9 +36,10 @@ namespace {
 using kernels::CodecId;
 using kernels::ElemType;
 using testutil::AllowWarnings;
+using testutil::call_args;
 using testutil::inputs;
 using testutil::on_ranks;
-using testutil::RecordingTransport;
+using testutil::RecordedRanks;
 using testutil::settings_for;
 using testutil::tag_has_phase;
 using testutil::unreceived;
@@ -194,27 +195,14 @@ TEST(TwoShotScatterSample, TheCarriedEstimateIsTheSideRingsWithTheSameBitsOnEver
 // (4 bytes per sample of the other chunks) and the tallies.
 TEST(TwoShotScatterSample, NoSideRingOneTallyToEveryPeer) {
   const int p = 4;
-  const double timeout = 30;
-  auto t = testutil::loopback_transports(p, timeout);
-  std::vector<std::unique_ptr<RecordingTransport>> rec;
-  for (int r = 0; r < p; ++r)
-    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
   Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
   s.slice_elems = 4096;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, s, 30);
   const size_t out = 3 * 65536 + 77, count = p * out;
   const uint32_t op = 5;
   std::vector<std::vector<float>> x = inputs(p, count), y(p, std::vector<float>(out));
-  for (const Status& st : on_ranks(p, [&](int r) {
-         RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
-         AllReduceArgs a;
-         a.send = x[r].data();
-         a.recv = y[r].data();
-         a.count = count;
-         a.kind = CallKind::kReduceScatter;
-         return engines[r]->run(link, a);
+  for (const Status& st : ranks.run(op, [&](int r) {
+         return call_args(x[r].data(), y[r].data(), count, CallKind::kReduceScatter);
        })) {
     ASSERT_TRUE(st.ok()) << st.to_string();
   }
@@ -226,19 +214,19 @@ TEST(TwoShotScatterSample, NoSideRingOneTallyToEveryPeer) {
   const size_t m = sample_count(count, kScatterSampleStride);
   for (int r = 0; r < p; ++r) {
     SCOPED_TRACE(r);
-    const CodecStats& cs = engines[r]->stats().by_codec["q4"];
+    const CodecStats& cs = ranks.engines[r]->stats().by_codec["q4"];
     EXPECT_EQ(cs.two_shot_calls, 1u);
     EXPECT_EQ(cs.estimated_calls, 1u);
     EXPECT_EQ(cs.sample_bytes_sent,
               4 * (m - per_chunk[static_cast<size_t>(r)]) + (p - 1) * sizeof(SampleTally));
     int tallies = 0;
-    for (uint64_t tag : rec[r]->sent()) {
+    for (uint64_t tag : ranks.rec[r]->sent()) {
       EXPECT_FALSE(tag_has_phase(tag, op, kPhaseAccuracySample)) << "a side ring ran";
       tallies += tag_has_phase(tag, op, kPhaseAccuracyTally) ? 1 : 0;
     }
     EXPECT_EQ(tallies, p - 1) << "one tally to every peer";
   }
-  EXPECT_EQ(unreceived(rec), 0) << "a message of the call was never received";
+  EXPECT_EQ(unreceived(ranks.rec), 0) << "a message of the call was never received";
 }
 
 // q2 under SKETCHCCL_MAX_NMSE=1e-3 on the default policy (a small ReduceScatter whose codec the
@@ -247,36 +235,23 @@ TEST(TwoShotScatterSample, NoSideRingOneTallyToEveryPeer) {
 TEST(TwoShotScatterSample, TheGuardStepsUpAlikeOnEveryRankFromTheCarriedEstimate) {
   AllowWarnings allow("SKETCHCCL_MAX_NMSE");
   const int p = 3;
-  const double timeout = 30;
-  auto t = testutil::loopback_transports(p, timeout);
-  std::vector<std::unique_ptr<RecordingTransport>> rec;
-  for (int r = 0; r < p; ++r)
-    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
   Settings s = settings_for(CodecId::kQ2, Settings::Algo::kAuto);
   s.max_nmse = 1e-3;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, s, 30);
   const size_t out = 30001, count = p * out;  // 352 KiB of fp32 input
   const auto x = inputs(p, count);
   std::vector<std::vector<float>> y(p, std::vector<float>(out));
   const int calls = 4;
   for (int call = 1; call <= calls; ++call) {
-    for (const Status& st : on_ranks(p, [&](int r) {
-           RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, call);
-           AllReduceArgs a;
-           a.send = x[r].data();
-           a.recv = y[r].data();
-           a.count = count;
-           a.kind = CallKind::kReduceScatter;
-           return engines[r]->run(link, a);
+    for (const Status& st : ranks.run(static_cast<uint32_t>(call), [&](int r) {
+           return call_args(x[r].data(), y[r].data(), count, CallKind::kReduceScatter);
          })) {
       ASSERT_TRUE(st.ok()) << st.to_string();
     }
   }
   for (int r = 0; r < p; ++r) {
     SCOPED_TRACE(r);
-    CommStats& st = engines[r]->stats();
+    CommStats& st = ranks.engines[r]->stats();
     const std::pair<const char*, uint64_t> want[] = {{"q2", 1}, {"q4", 1}, {"q8", 2}};
     for (const auto& [codec, n] : want) {
       const CodecStats& cs = st.by_codec[codec];
@@ -284,19 +259,19 @@ TEST(TwoShotScatterSample, TheGuardStepsUpAlikeOnEveryRankFromTheCarriedEstimate
       EXPECT_EQ(cs.two_shot_calls, n) << codec;
       EXPECT_EQ(cs.estimated_calls, n) << codec;
       EXPECT_EQ(cs.guard_steps, std::string(codec) == "q8" ? 0u : 1u) << codec;
-      const CodecStats& cs0 = engines[0]->stats().by_codec[codec];
+      const CodecStats& cs0 = ranks.engines[0]->stats().by_codec[codec];
       EXPECT_EQ(std::memcmp(&cs.estimated_nmse_sum, &cs0.estimated_nmse_sum, sizeof(double)), 0)
           << codec;
     }
     EXPECT_EQ(st.decisions_disagreed, 0u);
     EXPECT_LT(testutil::nmse(x, y[r].data(), static_cast<size_t>(r) * out, out), 1e-3);
     for (int call = 1; call <= calls; ++call) {
-      for (uint64_t tag : rec[r]->sent())
+      for (uint64_t tag : ranks.rec[r]->sent())
         EXPECT_FALSE(tag_has_phase(tag, static_cast<uint32_t>(call), kPhaseAccuracySample));
     }
   }
   EXPECT_EQ(allow.count(), 2 * p) << "one WARN per step, per rank";
-  EXPECT_EQ(unreceived(rec), 0);
+  EXPECT_EQ(unreceived(ranks.rec), 0);
 }
 
 // One rank's transport in the tally round: absent (its tallies go under a tag no one receives),
@@ -304,54 +279,39 @@ TEST(TwoShotScatterSample, TheGuardStepsUpAlikeOnEveryRankFromTheCarriedEstimate
 // tally. Everything else passes through.
 enum class Tamper { kAbsent, kKilled, kShort, kLong, kMalformed };
 
-class TallyTamper final : public transport::Transport {
+class TallyTamper final : public testutil::ForwardingTransport {
  public:
-  TallyTamper(transport::Transport* inner, Tamper how) : inner_(inner), how_(how) {}
-  const char* name() const override { return inner_->name(); }
-  transport::TransportProperties properties() const override { return inner_->properties(); }
-  transport::Blob address() const override { return inner_->address(); }
-  Status connect(int peer, const transport::Blob& a) override { return inner_->connect(peer, a); }
+  TallyTamper(transport::Transport* inner, Tamper how) : ForwardingTransport(inner), how_(how) {}
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes,
                transport::RequestId* id) override {
     if (!tag_has_phase(tag, kOp, kPhaseAccuracyTally))
-      return inner_->isend(peer, tag, buf, bytes, id);
+      return inner()->isend(peer, tag, buf, bytes, id);
     std::lock_guard<std::mutex> lock(mu_);
     switch (how_) {
       case Tamper::kAbsent:
-        return inner_->isend(peer, coll::ring_tag(kOp, 31, 0, 0), buf, bytes, id);
+        return inner()->isend(peer, coll::ring_tag(kOp, 31, 0, 0), buf, bytes, id);
       case Tamper::kKilled:
-        inner_->close();
+        inner()->close();
         return Status(Code::kRemoteError, "killed in the tally round");
       case Tamper::kShort:
-        return inner_->isend(peer, tag, buf, bytes / 2, id);
+        return inner()->isend(peer, tag, buf, bytes / 2, id);
       case Tamper::kLong:
       case Tamper::kMalformed: {
         kept_.emplace_back(2 * bytes, 0);
         std::vector<uint8_t>& b = kept_.back();
         std::memcpy(b.data(), buf, bytes);
-        if (how_ == Tamper::kLong) return inner_->isend(peer, tag, b.data(), 2 * bytes, id);
+        if (how_ == Tamper::kLong) return inner()->isend(peer, tag, b.data(), 2 * bytes, id);
         SampleTally t;
         std::memcpy(&t, b.data(), sizeof t);
         t.samples += 1;
         std::memcpy(b.data(), &t, sizeof t);
-        return inner_->isend(peer, tag, b.data(), bytes, id);
+        return inner()->isend(peer, tag, b.data(), bytes, id);
       }
     }
     return Status(Code::kInternalError, "no such tampering");
   }
-  Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, transport::RequestId* id) override {
-    return inner_->irecv(peer, tag, buf, bytes, id);
-  }
-  Status progress() override { return inner_->progress(); }
-  bool can_block() const override { return inner_->can_block(); }
-  Status wait_for_events(double max_s) override { return inner_->wait_for_events(max_s); }
-  Status test(transport::RequestId id, bool* done, size_t* bytes) override {
-    return inner_->test(id, done, bytes);
-  }
-  void close() override { inner_->close(); }
 
  private:
-  transport::Transport* inner_;
   Tamper how_;
   std::mutex mu_;
   std::list<std::vector<uint8_t>> kept_;  // the tampered messages, alive until the call ends
@@ -363,24 +323,15 @@ class TallyTamper final : public transport::Transport {
 void tampered_tally_fails(Tamper how, Code code, bool named) {
   const int p = 3;
   const double timeout = 3;
-  auto t = testutil::loopback_transports(p, timeout);
-  TallyTamper bad(t[2].get(), how);
-  const Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, settings_for(CodecId::kQ4, Settings::Algo::kTwoShot), timeout);
+  TallyTamper bad(ranks.t[2].get(), how);
+  ranks.link_transport[2] = &bad;  // rank 2's messages through the tamperer, not its recorder
   const size_t out = 10001, count = p * out;
   const auto x = inputs(p, count);
   std::vector<std::vector<float>> y(p, std::vector<float>(out));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto st = on_ranks(p, [&](int r) {
-    RingLink link = testutil::ring_link(r == 2 ? &bad : t[r].get(), r, p, timeout, kOp);
-    AllReduceArgs a;
-    a.send = x[r].data();
-    a.recv = y[r].data();
-    a.count = count;
-    a.kind = CallKind::kReduceScatter;
-    return engines[r]->run(link, a);
+  const auto st = ranks.run(kOp, [&](int r) {
+    return call_args(x[r].data(), y[r].data(), count, CallKind::kReduceScatter);
   });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 3 * timeout);
@@ -390,7 +341,7 @@ void tampered_tally_fails(Tamper how, Code code, bool named) {
     EXPECT_TRUE(st[r].code() == code || st[r].code() == Code::kRemoteError) << st[r].to_string();
     const bool names = st[r].message().find("tall") != std::string::npos;
     said = said || (st[r].code() == code && (names || !named));
-    EXPECT_EQ(engines[r]->stats().by_codec["q4"].estimated_calls, 0u);
+    EXPECT_EQ(ranks.engines[r]->stats().by_codec["q4"].estimated_calls, 0u);
   }
   EXPECT_TRUE(said) << "no rank named the bad tally: " << st[0].to_string() << "; "
                     << st[1].to_string();

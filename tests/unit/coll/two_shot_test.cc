@@ -38,12 +38,12 @@ namespace {
 using kernels::CodecId;
 using kernels::ElemType;
 using testutil::AllowWarnings;
+using testutil::call_args;
 using testutil::data_of;
 using testutil::EngineRanks;
 using testutil::inputs;
 using testutil::nmse;
-using testutil::on_ranks;
-using testutil::RecordingTransport;
+using testutil::RecordedRanks;
 using testutil::settings_for;
 using testutil::tag_has_phase;
 using testutil::unreceived;
@@ -293,22 +293,12 @@ TEST(TwoShot, ErrorFeedbackOnCasqAveragedKeepsTheRunningSumAndIsBounded) {
 TEST(TwoShot, RanksThatDisagreeOnTheCountFailInsteadOfHanging) {
   const int p = 3;
   const double timeout = 20;
-  auto t = testutil::loopback_transports(p, timeout);
-  const Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, settings_for(CodecId::kQ4, Settings::Algo::kTwoShot), timeout);
   const size_t count = 30000;
   std::vector<std::vector<float>> x(p, std::vector<float>(count + 640, 1.0f)), y = x;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto st = on_ranks(p, [&](int r) {
-    RingLink link = testutil::ring_link(t[r].get(), r, p, timeout, 1);
-    AllReduceArgs a;
-    a.send = x[r].data();
-    a.recv = y[r].data();
-    a.count = r == 0 ? count + 640 : count;
-    return engines[r]->run(link, a);
-  });
+  const auto st = ranks.run(
+      1, [&](int r) { return call_args(x[r].data(), y[r].data(), r == 0 ? count + 640 : count); });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, timeout / 2) << "the mismatch was not noticed before the timeout";
   bool named = false;
@@ -325,23 +315,13 @@ TEST(TwoShot, RanksThatDisagreeOnTheCountFailInsteadOfHanging) {
 TEST(TwoShot, AGoneRankFailsTheOthersWithinTheTimeout) {
   const int p = 4;
   const double timeout = 3;
-  auto t = testutil::loopback_transports(p, timeout);
-  const Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, settings_for(CodecId::kQ4, Settings::Algo::kTwoShot), timeout);
   const size_t count = 30000;
   std::vector<std::vector<float>> x(p, std::vector<float>(count, 1.0f)), y = x;
-  t[3]->close();  // rank 3 is gone
+  ranks.t[3]->close();  // rank 3 is gone
   const auto t0 = std::chrono::steady_clock::now();
-  const auto st = on_ranks(p - 1, [&](int r) {
-    RingLink link = testutil::ring_link(t[r].get(), r, p, timeout, 1);
-    AllReduceArgs a;
-    a.send = x[r].data();
-    a.recv = y[r].data();
-    a.count = count;
-    return engines[r]->run(link, a);
-  });
+  const auto st =
+      ranks.run_on(p - 1, 1, [&](int r) { return call_args(x[r].data(), y[r].data(), count); });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 3 * timeout);
   for (int r = 0; r < p - 1; ++r) {
@@ -381,42 +361,28 @@ int count_sends(const std::vector<uint64_t>& sent, uint32_t op, uint8_t phase, i
 // slices' contributions after its first encodes.
 TEST(TwoShot, ReducedPacketsGoOutWhileTheContributionsStillFlow) {
   const int p = 2, slices = 32;
-  const double timeout = 30;
-  auto t = testutil::loopback_transports(p, timeout);
-  std::vector<std::unique_ptr<RecordingTransport>> rec;
-  for (int r = 0; r < p; ++r)
-    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
   Settings s = settings_for(CodecId::kQ8, Settings::Algo::kTwoShot);
   s.slice_elems = 1024;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, s, 30);
   const size_t count = static_cast<size_t>(p) * slices * s.slice_elems;
   std::vector<std::vector<float>> x = inputs(p, count), y = x;
-  auto call = [&](int r, uint32_t op) {
-    RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
-    AllReduceArgs a;
-    a.send = x[r].data();
-    a.recv = y[r].data();
-    a.count = count;
-    return engines[r]->run(link, a);
-  };
+  auto args = [&](int r) { return call_args(x[r].data(), y[r].data(), count); };
   // A first call connects the ranks (rank 1 accepts rank 0's connection as it progresses).
-  for (const Status& st : on_ranks(p, [&](int r) { return call(r, 1); }))
+  for (const Status& st : ranks.run(1, args))
     ASSERT_TRUE(st.ok()) << st.to_string();
   Status st1;
-  std::thread one([&] { st1 = call(1, 2); });
+  std::thread one([&] { st1 = ranks.call(1, 2, args(1)); });
   const auto t0 = std::chrono::steady_clock::now();
-  while (count_sends(rec[1]->sent(), 2, kPhaseTwoShotScatter, slices) < slices) {
+  while (count_sends(ranks.rec[1]->sent(), 2, kPhaseTwoShotScatter, slices) < slices) {
     ASSERT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0)
         << "rank 1 did not post its contributions";
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const Status st0 = call(0, 2);
+  const Status st0 = ranks.call(0, 2, args(0));
   one.join();
   ASSERT_TRUE(st0.ok()) << st0.to_string();
   ASSERT_TRUE(st1.ok()) << st1.to_string();
-  const std::vector<uint64_t> sent = rec[0]->sent();
+  const std::vector<uint64_t> sent = ranks.rec[0]->sent();
   const long last_contribution = send_index(sent, 2, kPhaseTwoShotScatter, slices, false);
   const long first_reduced = send_index(sent, 2, kPhaseTwoShotGather, slices, true);
   ASSERT_GE(last_contribution, 0);
@@ -438,13 +404,10 @@ struct CallBuffers {
   }
   AllReduceArgs args(int r) {
     auto& b = buf[static_cast<size_t>(r)];
-    AllReduceArgs a;
-    a.send = in_place ? b.data() : x[static_cast<size_t>(r)].data();
-    a.recv = in_place ? b.data() + (scatter ? static_cast<size_t>(r) * out : 0)
-                      : y[static_cast<size_t>(r)].data();
-    a.count = x[0].size();
-    a.kind = scatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
-    return a;
+    return call_args(in_place ? b.data() : x[static_cast<size_t>(r)].data(),
+                     in_place ? b.data() + (scatter ? static_cast<size_t>(r) * out : 0)
+                              : y[static_cast<size_t>(r)].data(),
+                     x[0].size(), scatter ? CallKind::kReduceScatter : CallKind::kAllReduce);
   }
   // Rank r's output after the call; in place, the input is restored for the next call.
   std::vector<float> output(int r) {
@@ -467,40 +430,29 @@ struct CallBuffers {
 // rank 0 has started; agreeing on the decision first would hold them until rank 0's arrives.
 void decision_rides_ahead(bool scatter, bool in_place) {
   const int p = 2, slices = 4;
-  const double timeout = 30;
-  auto t = testutil::loopback_transports(p, timeout);
-  std::vector<std::unique_ptr<RecordingTransport>> rec;
-  for (int r = 0; r < p; ++r)
-    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
   Settings s = settings_for(CodecId::kQ8, Settings::Algo::kTwoShot);
   s.max_nmse = 1000;  // the guard, never stepping
   s.slice_elems = 1024;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, s, 30);
   const size_t count = static_cast<size_t>(p) * slices * s.slice_elems;
   CallBuffers io(inputs(p, count), scatter, in_place);
   const uint8_t phase = scatter ? kPhaseTwoShotScatterRs : kPhaseTwoShotScatter;
-  auto call = [&](int r, uint32_t op) {
-    RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
-    return engines[r]->run(link, io.args(r));
-  };
-  for (const Status& st : on_ranks(p, [&](int r) { return call(r, 1); }))
+  for (const Status& st : ranks.run(1, [&](int r) { return io.args(r); }))
     ASSERT_TRUE(st.ok()) << st.to_string();
   for (int r = 0; r < p; ++r)
     io.output(r);  // in place: the input back for call 2
   Status st1;
-  std::thread one([&] { st1 = call(1, 2); });
+  std::thread one([&] { st1 = ranks.call(1, 2, io.args(1)); });
   const auto t0 = std::chrono::steady_clock::now();
   bool ahead = false;
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0) {
-    if (count_sends(rec[1]->sent(), 2, phase, slices) == slices) {
+    if (count_sends(ranks.rec[1]->sent(), 2, phase, slices) == slices) {
       ahead = true;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const Status st0 = call(0, 2);
+  const Status st0 = ranks.call(0, 2, io.args(0));
   one.join();
   EXPECT_TRUE(ahead) << "rank 1 waited for rank 0 before sending its contributions";
   ASSERT_TRUE(st0.ok()) << st0.to_string();
@@ -514,9 +466,10 @@ void decision_rides_ahead(bool scatter, bool in_place) {
   }
   if (!scatter) expect_same_bits(second);
   for (int r = 0; r < p; ++r) {
-    EXPECT_EQ(engines[r]->stats().decisions_disagreed, 0u);
-    EXPECT_EQ(engines[r]->stats().by_codec["q8"].two_shot_calls, 2u);
-    EXPECT_EQ(count_sends(rec[r]->sent(), 2, kPhaseDecision, 1), 1) << "one decision per peer";
+    EXPECT_EQ(ranks.engines[r]->stats().decisions_disagreed, 0u);
+    EXPECT_EQ(ranks.engines[r]->stats().by_codec["q8"].two_shot_calls, 2u);
+    EXPECT_EQ(count_sends(ranks.rec[r]->sent(), 2, kPhaseDecision, 1), 1)
+        << "one decision per peer";
   }
 }
 
@@ -541,23 +494,14 @@ void reused_address_runs_exact(const Settings& s, CodecId agreed, uint64_t two_s
   AllowWarnings allow("different histories");
   const int p = 3;
   const size_t count = 40002;
-  const double timeout = 30;
-  auto t = testutil::loopback_transports(p, timeout);
-  std::vector<std::unique_ptr<RecordingTransport>> rec;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r) {
-    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
-  }
+  RecordedRanks ranks(p, s, 30);
   std::vector<std::vector<float>> b = inputs(p, count, 2);
   CallBuffers fresh(inputs(p, count, 1), scatter, in_place), reused(b, scatter, in_place);
   std::vector<std::vector<float>> y(p);
   auto run = [&](uint32_t op, bool reuse) {
     // Rank 0 keeps the first call's address (fresh's buffers) for tensor b.
-    for (const Status& st : on_ranks(p, [&](int r) {
-           RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
-           return engines[r]->run(link, (reuse && r != 0 ? reused : fresh).args(r));
-         })) {
+    for (const Status& st :
+         ranks.run(op, [&](int r) { return (reuse && r != 0 ? reused : fresh).args(r); })) {
       ASSERT_TRUE(st.ok()) << st.to_string();
     }
     for (int r = 0; r < p; ++r)
@@ -578,15 +522,16 @@ void reused_address_runs_exact(const Settings& s, CodecId agreed, uint64_t two_s
         EXPECT_GT(err, 0.0) << "agreed again: lossy, rank " << r;
         EXPECT_LT(err, 1e-3) << "rank " << r;
       }
-      EXPECT_EQ(engines[r]->stats().decisions_disagreed, 1u) << "rank " << r;
+      EXPECT_EQ(ranks.engines[r]->stats().decisions_disagreed, 1u) << "rank " << r;
     }
   }
   for (int r = 0; r < p; ++r) {
-    EXPECT_EQ(engines[r]->stats().by_codec[kernels::codec_name(agreed)].two_shot_calls, two_shot)
+    EXPECT_EQ(ranks.engines[r]->stats().by_codec[kernels::codec_name(agreed)].two_shot_calls,
+              two_shot)
         << "rank " << r;
-    EXPECT_EQ(engines[r]->stats().by_codec["none"].calls, 1u) << "call 2, rank " << r;
+    EXPECT_EQ(ranks.engines[r]->stats().by_codec["none"].calls, 1u) << "call 2, rank " << r;
   }
-  EXPECT_EQ(unreceived(rec), 0) << "a message of a call was never received";
+  EXPECT_EQ(unreceived(ranks.rec), 0) << "a message of a call was never received";
 }
 
 // Every rank speculates: rank 0 holds an error feedback residual for the address, the others not.
@@ -628,21 +573,15 @@ TEST(TwoShot, AReduceScatterRankThatSpeculatesAloneHasItsContributionsDropped) {
 void gone_rank_fails_speculative_call(bool scatter) {
   const int p = 3;
   const double timeout = 3;
-  auto t = testutil::loopback_transports(p, timeout);
   Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
   s.max_nmse = 1000;
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, s, timeout);
   const size_t count = 30000;
   CallBuffers io(std::vector<std::vector<float>>(p, std::vector<float>(count, 1.0f)), scatter,
                  false);
-  t[2]->close();
+  ranks.t[2]->close();
   const auto t0 = std::chrono::steady_clock::now();
-  const auto st = on_ranks(p - 1, [&](int r) {
-    RingLink link = testutil::ring_link(t[r].get(), r, p, timeout, 1);
-    return engines[r]->run(link, io.args(r));
-  });
+  const auto st = ranks.run_on(p - 1, 1, [&](int r) { return io.args(r); });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 3 * timeout);
   for (int r = 0; r < p - 1; ++r)
@@ -662,27 +601,14 @@ TEST(TwoShot, AGoneRankFailsASpeculativeReduceScatterWithinTheTimeout) {
 // sampled positions against the exact sum of the inputs there.
 TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
   const int p = 4;
-  const double timeout = 30;
-  auto t = testutil::loopback_transports(p, timeout);
-  std::vector<std::unique_ptr<RecordingTransport>> rec;
-  for (int r = 0; r < p; ++r)
-    rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
   Settings s = settings_for(CodecId::kQ4, Settings::Algo::kTwoShot);
   s.slice_elems = 4096;  // several slices per chunk, the sample spread over them
-  std::vector<std::unique_ptr<AllReduceEngine>> engines;
-  for (int r = 0; r < p; ++r)
-    engines.push_back(std::make_unique<AllReduceEngine>(s, p));
+  RecordedRanks ranks(p, s, 30);
   const size_t count = 3 * 65536 + 77;
   const uint32_t op = 5;
   std::vector<std::vector<float>> x = inputs(p, count), y = x;
-  for (const Status& st : on_ranks(p, [&](int r) {
-         RingLink link = testutil::ring_link(rec[r].get(), r, p, timeout, op);
-         AllReduceArgs a;
-         a.send = x[r].data();
-         a.recv = y[r].data();
-         a.count = count;
-         return engines[r]->run(link, a);
-       })) {
+  for (const Status& st :
+       ranks.run(op, [&](int r) { return call_args(x[r].data(), y[r].data(), count); })) {
     ASSERT_TRUE(st.ok()) << st.to_string();
   }
   expect_same_bits(y);
@@ -699,10 +625,10 @@ TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
   }
   ASSERT_GE(exact.size(), kMinSamples);
   const double want = estimate_accuracy(decoded.data(), exact.data(), exact.size()).nmse;
-  const CodecStats& cs0 = engines[0]->stats().by_codec["q4"];
+  const CodecStats& cs0 = ranks.engines[0]->stats().by_codec["q4"];
   for (int r = 0; r < p; ++r) {
     SCOPED_TRACE(r);
-    const CodecStats& cs = engines[r]->stats().by_codec["q4"];
+    const CodecStats& cs = ranks.engines[r]->stats().by_codec["q4"];
     EXPECT_EQ(cs.two_shot_calls, 1u);
     ASSERT_EQ(cs.estimated_calls, 1u);
     EXPECT_EQ(std::memcmp(&cs.estimated_nmse_sum, &cs0.estimated_nmse_sum, sizeof(double)), 0)
@@ -710,7 +636,7 @@ TEST(TwoShot, TheSampleRidesInTheMessagesWithTheSameEstimateOnEveryRank) {
     EXPECT_NEAR(cs.estimated_nmse_sum, want, 1e-4 * want);
     // Its bytes are counted as the sample's: 4 per sampled value in each message.
     EXPECT_GT(cs.sample_bytes_sent, 0u);
-    for (uint64_t tag : rec[r]->sent())
+    for (uint64_t tag : ranks.rec[r]->sent())
       EXPECT_FALSE(tag_has_phase(tag, op, kPhaseAccuracySample)) << "a side ring ran";
   }
 }
