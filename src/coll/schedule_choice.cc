@@ -158,9 +158,8 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
   // it back, which grows call after call from a few ranks on (docs/scale.md); two-shot's is
   // exact, so feedback takes two-shot wherever it applies.
   if (s.error_feedback) return Schedule::kTwoShot;
-  const bool decided_from_history = s.auto_codec || s.max_nmse > 0;
-  if (decided_from_history && (kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter) &&
-      4.0 * static_cast<double>(count) <= kSpeculativeTwoShotBytes) {
+  if ((kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter) &&
+      4.0 * static_cast<double>(count) <= kSmallCallTwoShotBytes) {
     return Schedule::kTwoShot;
   }
   // The same bytes, fewer message rounds; the codec's work is about the same in both, so the

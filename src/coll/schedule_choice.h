@@ -94,17 +94,17 @@ bool two_shot_applies(kernels::CodecId codec, bool backend_sums);
 // Laplace data, docs/scale.md): what `auto` assumes of a codec's error growth.
 inline constexpr double kRingNmseGrowth4 = 1.44;
 
-// An AllReduce or ReduceScatter of at most this many input bytes (fp32) whose codec each rank
-// decides from its history (`auto`, the guard, error feedback) runs two-shot under `auto` at any
-// P: its decision rides ahead of the contributions (two_shot.h) and its sample in its messages,
-// where the ring agrees on the decision in a round of its own and sums the sample in a side ring.
-inline constexpr double kSpeculativeTwoShotBytes = 1 << 20;
+// An AllReduce or ReduceScatter of at most this many input bytes (fp32) runs two-shot under
+// `auto` at any P, its codec fixed or decided: such calls are latency-bound, and two-shot's one
+// round per phase (a decision and the sample carried in its messages) measured as fast as or
+// faster than the ring's 2(P - 1) rounds with the side ring and an agreement round (docs/scale.md).
+inline constexpr double kSmallCallTwoShotBytes = 1 << 20;
 
 // What `auto` (and a forced schedule) gives for a call of `count` elements among `nranks`: where
-// two-shot applies, two-shot for a small call whose decision comes from the history (above);
-// else, where the scale model does not find the ring more than 5% faster on the default link
-// figures, two-shot when the model's ring error is at least twice two-shot's (AllReduce from
-// 8 ranks, ReduceScatter from 5, at kRingNmseGrowth4), the ring otherwise.
+// two-shot applies, two-shot for error feedback and for a small call (above); else, where the scale
+// model does not find the ring more than 5% faster on the default link figures, two-shot when the
+// model's ring error is at least twice two-shot's (AllReduce from 8 ranks, ReduceScatter from 5, at
+// kRingNmseGrowth4), the ring otherwise.
 Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
                          bool backend_sums, CallKind kind = CallKind::kAllReduce);
 

@@ -39,16 +39,17 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
     EXPECT_EQ(choose_schedule(s, c, 8, 1 << 20, true), Schedule::kRing) << kernels::codec_name(c);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 8, 1 << 20, false), Schedule::kRing);
   EXPECT_EQ(choose_schedule(s, CodecId::kQ4, 1, 1 << 20, true), Schedule::kRing);
-  // A small AllReduce or ReduceScatter whose codec comes from the history (the guard, `auto`)
-  // takes two-shot at any P, its decision and its sample carried in the data's messages; above
-  // 1 MiB as without.
-  for (int which = 0; which < 2; ++which) {
+  // A small AllReduce or ReduceScatter takes two-shot at any P, its codec fixed or decided (the
+  // guard, `auto`: its decision and its sample carried in the data's messages); above 1 MiB as
+  // without.
+  for (int which = 0; which < 3; ++which) {
     Settings h = s;
-    h.max_nmse = which == 0 ? 0.01 : 0;
-    h.auto_codec = which == 1;
+    h.max_nmse = which == 1 ? 0.01 : 0;
+    h.auto_codec = which == 2;
     SCOPED_TRACE(which);
     EXPECT_EQ(choose_schedule(h, CodecId::kQ4, 2, 1 << 18, true), Schedule::kTwoShot);
     EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, true), Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(h, CodecId::kCasq2, 7, 1 << 18, true), Schedule::kTwoShot);
     EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, (1 << 18) + 1, true), Schedule::kRing);
     EXPECT_EQ(choose_schedule(h, CodecId::kQ8, 4, 1 << 14, true, CallKind::kReduceScatter),
               Schedule::kTwoShot);
@@ -62,11 +63,8 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
               Schedule::kRing)
         << "no sums";
     EXPECT_EQ(choose_schedule(h, CodecId::kSparse, 4, 1 << 14, true), Schedule::kRing);
+    EXPECT_EQ(choose_schedule(h, CodecId::kNone, 4, 1 << 14, true), Schedule::kRing) << "exact";
   }
-  EXPECT_EQ(choose_schedule(s, CodecId::kQ8, 4, 1 << 14, true), Schedule::kRing) << "fixed";
-  EXPECT_EQ(choose_schedule(s, CodecId::kQ8, 4, 1 << 14, true, CallKind::kReduceScatter),
-            Schedule::kRing)
-      << "fixed";
   // Error feedback takes two-shot wherever it applies: every P, size and collective.
   Settings ef = s;
   ef.error_feedback = true;
