@@ -28,7 +28,8 @@
 #                         root namespace while the network exists (its ranks enter the
 #                         namespaces scclns0.. themselves, e.g. ddp-train --netns scclns);
 #                         exits with its status (under --timeout)
-# Namespaces are named scclns0.. and scclbr; addresses are 10.88.0.0/24 inside them only.
+# Namespaces are named scclns0.. and scclbr; addresses are 10.88.0.0/24 inside them only; a run
+# holds /tmp/sketchccl-netem.lock while they exist (a second run waits).
 set -euo pipefail
 
 NRANKS=4 RPN=1 TOPO=bridge RATE=1gbit BUILD=build CODECS=none,q8 DATA=gauss SPARSE_DATA=sparse:0.01
@@ -70,6 +71,12 @@ MPIPERF=$(readlink -f "$BUILD/perf/bench/mpi-allreduce-perf" 2>/dev/null || true
 [ -x "$PERF" ] || die "$BUILD/perf/bench/sketchccl-perf not built (ninja -C $BUILD)"
 if [ "$LOOPBACK" = 0 ] && [ "$(id -u)" -ne 0 ]; then die "namespaces need root (or use --loopback)"; fi
 
+# One emulated network at a time: the namespaces have fixed names, and a second run's cleanup
+# would delete the first's. A run waits for the one before it (up to --timeout).
+if [ "$LOOPBACK" = 0 ]; then
+  exec 9>/tmp/sketchccl-netem.lock
+  flock -w "$TIMEOUT" 9 || die "another netem.sh run held the emulated network for ${TIMEOUT}s (/tmp/sketchccl-netem.lock)"
+fi
 WORK=$(mktemp -d /tmp/sccl-netem.XXXXXX)
 [ -n "$OUT" ] || OUT=$WORK/out
 mkdir -p "$OUT"
