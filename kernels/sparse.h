@@ -27,6 +27,8 @@ void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n);
 
 // Set bits among the first n.
 size_t bitmap_popcount(const uint64_t* bits, size_t n);
+// Set bits among positions [begin, end): whole words by popcount, the ends bit by bit.
+size_t bitmap_count_range(const uint64_t* bits, size_t begin, size_t end);
 
 // out[k] = float(x[i_k]) for the k-th set bit i_k (ascending); out holds bitmap_popcount values.
 // Returns the number written.

@@ -63,6 +63,18 @@ size_t bitmap_popcount(const uint64_t* bits, size_t n) {
   return c;
 }
 
+size_t bitmap_count_range(const uint64_t* bits, size_t begin, size_t end) {
+  auto bit = [bits](size_t i) { return static_cast<size_t>((bits[i / 64] >> (i % 64)) & 1u); };
+  size_t n = 0, i = begin;
+  for (; i < end && i % 64 != 0; ++i)
+    n += bit(i);
+  for (; i + 64 <= end; i += 64)
+    n += static_cast<size_t>(__builtin_popcountll(bits[i / 64]));
+  for (; i < end; ++i)
+    n += bit(i);
+  return n;
+}
+
 size_t sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, float* out) {
   size_t k = 0;
   by_type(t, [&](auto et) {

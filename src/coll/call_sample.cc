@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "kernels/sparse.h"
 #include "src/coll/accuracy.h"
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
@@ -39,15 +40,7 @@ Status CallSample::carry(SampleCarry** out) {
 }
 
 size_t CallSample::samples_in(size_t begin, size_t end) const {
-  auto bit = [this](size_t i) { return static_cast<size_t>((bits_[i / 64] >> (i % 64)) & 1u); };
-  size_t n = 0, i = begin;
-  for (; i < end && i % 64 != 0; ++i)
-    n += bit(i);
-  for (; i + 64 <= end; i += 64)
-    n += static_cast<size_t>(__builtin_popcountll(bits_[i / 64]));
-  for (; i < end; ++i)
-    n += bit(i);
-  return n;
+  return kernels::bitmap_count_range(bits_.data(), begin, end);
 }
 
 Status CallSample::output_samples(const PlanCall& c, float* out) const {

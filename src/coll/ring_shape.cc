@@ -1,5 +1,6 @@
 #include "src/coll/ring_shape.h"
 
+#include "kernels/sparse.h"
 #include "src/coll/accuracy.h"
 #include "src/coll/two_shot.h"
 
@@ -8,18 +9,6 @@ namespace {
 
 bool bit(const uint64_t* bits, size_t i) {
   return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
-}
-
-// Set bits among positions [a, b): whole words by popcount, the ends bit by bit.
-size_t count_set(const uint64_t* bits, size_t a, size_t b) {
-  size_t n = 0;
-  for (; a < b && a % 64 != 0; ++a)
-    n += bit(bits, a) ? 1 : 0;
-  for (; a + 64 <= b; a += 64)
-    n += static_cast<size_t>(__builtin_popcountll(bits[a / 64]));
-  for (; a < b; ++a)
-    n += bit(bits, a) ? 1 : 0;
-  return n;
 }
 
 RingLink on_phase(const RingLink& link, uint8_t phase) {
@@ -88,7 +77,7 @@ class ReduceScatterShape : public RingShape {
     size_t set = 0;
     for (size_t c = 0; c < p; ++c) {
       plan.bounds[c] = set;
-      set += count_set(bits, c * recvcount, (c + 1) * recvcount);
+      set += kernels::bitmap_count_range(bits, c * recvcount, (c + 1) * recvcount);
     }
     plan.bounds[p] = set;
     const size_t first = static_cast<size_t>(link.rank) * recvcount;

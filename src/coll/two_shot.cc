@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/sparse.h"
+
 namespace sketchccl::coll {
 namespace {
 
@@ -302,16 +304,7 @@ class TwoShotRun {
 
   // Set bits of the sample's bitmap among elements [begin, end).
   size_t bits_in(size_t begin, size_t end) const {
-    const uint64_t* b = carry_->bits;
-    auto bit = [b](size_t i) { return static_cast<size_t>((b[i / 64] >> (i % 64)) & 1u); };
-    size_t n = 0, i = begin;
-    for (; i < end && i % 64 != 0; ++i)
-      n += bit(i);
-    for (; i + 64 <= end; i += 64)
-      n += static_cast<size_t>(__builtin_popcountll(b[i / 64]));
-    for (; i < end; ++i)
-      n += bit(i);
-    return n;
+    return kernels::bitmap_count_range(carry_->bits, begin, end);
   }
 
   Status post_recv(Kind kind, int peer, int j, int chunk, uint8_t* pkt) {
