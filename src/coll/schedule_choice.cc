@@ -64,6 +64,11 @@ double mean_pow(int from, int to, double a) {
   return s;
 }
 
+bool ring_feedback_settles(kernels::CodecId codec, int nranks) {
+  const kernels::CodecInfo* ci = kernels::codec_info(codec);
+  return nranks <= kRingFeedbackRanks && ci != nullptr && (ci->bits == 0 || ci->bits >= 3);
+}
+
 }  // namespace
 
 double codec_wire_ratio(kernels::CodecId codec, size_t slice_elems) {
@@ -155,9 +160,10 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
       break;
   }
   // Error feedback on the ring keeps each hop's requantization error of a partial sum and feeds
-  // it back, which grows call after call from a few ranks on (docs/scale.md); two-shot's is
-  // exact, so feedback takes two-shot wherever it applies.
-  if (s.error_feedback) return Schedule::kTwoShot;
+  // it back: it grows call after call at 16 ranks and is many times two-shot's for 2-bit codecs
+  // already at 4 (docs/scale.md), so feedback takes two-shot there. Up to 4 ranks a codec of 3
+  // bits or more keeps the ring's rule below, whose DDP steps measured faster there.
+  if (s.error_feedback && !ring_feedback_settles(codec, nranks)) return Schedule::kTwoShot;
   if ((kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter) &&
       4.0 * static_cast<double>(count) <= kSmallCallTwoShotBytes) {
     return Schedule::kTwoShot;

@@ -94,6 +94,10 @@ bool two_shot_applies(kernels::CodecId codec, bool backend_sums);
 // Laplace data, docs/scale.md): what `auto` assumes of a codec's error growth.
 inline constexpr double kRingNmseGrowth4 = 1.44;
 
+// Up to this many ranks the ring's error feedback settles for codecs of 3 bits or more (and the
+// casts), so `auto` does not force two-shot for feedback there (docs/scale.md).
+inline constexpr int kRingFeedbackRanks = 4;
+
 // An AllReduce or ReduceScatter of at most this many input bytes (fp32) runs two-shot under
 // `auto` at any P, its codec fixed or decided: such calls are latency-bound, and two-shot's one
 // round per phase (a decision and the sample carried in its messages) measured as fast as or
@@ -101,7 +105,8 @@ inline constexpr double kRingNmseGrowth4 = 1.44;
 inline constexpr double kSmallCallTwoShotBytes = 1 << 20;
 
 // What `auto` (and a forced schedule) gives for a call of `count` elements among `nranks`: where
-// two-shot applies, two-shot for error feedback and for a small call (above); else, where the scale
+// two-shot applies, two-shot for error feedback (but up to kRingFeedbackRanks with 3 bits or
+// more) and for a small call (above); else, where the scale
 // model does not find the ring more than 5% faster on the default link figures, two-shot when the
 // model's ring error is at least twice two-shot's (AllReduce from 8 ranks, ReduceScatter from 5, at
 // kRingNmseGrowth4), the ring otherwise.

@@ -65,14 +65,20 @@ TEST(SchedulePolicy, TwoShotForQuantizingCodecsOnBackendsWithSums) {
     EXPECT_EQ(choose_schedule(h, CodecId::kSparse, 4, 1 << 14, true), Schedule::kRing);
     EXPECT_EQ(choose_schedule(h, CodecId::kNone, 4, 1 << 14, true), Schedule::kRing) << "exact";
   }
-  // Error feedback takes two-shot wherever it applies: every P, size and collective.
+  // Error feedback takes two-shot wherever it applies from 5 ranks, and for 2-bit codecs at every
+  // P; up to 4 ranks a codec of 3 bits or more keeps the ring's rule (the ring for large calls).
   Settings ef = s;
   ef.error_feedback = true;
-  for (int p : {2, 4, 7}) {
-    EXPECT_EQ(choose_schedule(ef, CodecId::kQ4, p, 1 << 24, true), Schedule::kTwoShot) << p;
+  for (int p : {2, 4, 5, 7, 16}) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(choose_schedule(ef, CodecId::kQ4, p, 1 << 24, true),
+              p <= 4 ? Schedule::kRing : Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(ef, CodecId::kCasq3, p, 1 << 24, true),
+              p <= 4 ? Schedule::kRing : Schedule::kTwoShot);
     EXPECT_EQ(choose_schedule(ef, CodecId::kCasq2, p, 1 << 24, true, CallKind::kReduceScatter),
-              Schedule::kTwoShot)
-        << p;
+              Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(ef, CodecId::kQ2, p, 1 << 24, true), Schedule::kTwoShot);
+    EXPECT_EQ(choose_schedule(ef, CodecId::kQ4, p, 1 << 14, true), Schedule::kTwoShot) << "small";
   }
   EXPECT_EQ(choose_schedule(ef, CodecId::kSparse, 4, 1 << 14, true), Schedule::kRing);
   EXPECT_EQ(choose_schedule(ef, CodecId::kQ4, 4, 1 << 14, false), Schedule::kRing);
