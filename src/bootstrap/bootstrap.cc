@@ -374,6 +374,13 @@ class RootRegistry {
     reap_locked();
     return threads_.size();
   }
+  bool running(uint64_t secret) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const RootThread& t : threads_) {
+      if (t.secret == secret && t.running->load()) return true;
+    }
+    return false;
+  }
   bool release(uint64_t secret) {
     std::lock_guard<std::mutex> lock(mu_);
     bool found = false;
@@ -502,6 +509,11 @@ Status record_fields(const uint8_t id[kUniqueIdBytes], std::vector<uint8_t>* roo
 
 size_t active_root_listeners() {
   return RootRegistry::get().active();
+}
+
+bool root_listening(const uint8_t id[kUniqueIdBytes]) {
+  Record r;
+  return read_record(id, &r).ok() && RootRegistry::get().running(r.secret);
 }
 
 bool JoinResult::configs_agree() const {

@@ -114,5 +114,8 @@ Status join(const uint8_t id[kUniqueIdBytes], int rank, int nranks, const transp
 
 // Root listeners of this process still running (for tests).
 size_t active_root_listeners();
+// Is the root listener this id names still running in this process? (for tests; unlike the count
+// above, other tests' roots winding down cannot change it)
+bool root_listening(const uint8_t id[kUniqueIdBytes]);
 
 }  // namespace sketchccl::bootstrap
