@@ -8,6 +8,15 @@ namespace sketchccl::coll {
 
 using kernels::CodecId;
 
+namespace {
+
+// GB/s of fp32 input from seconds per byte, for the logs.
+double gbs(double s_per_byte) {
+  return s_per_byte > 0 ? 1e-9 / s_per_byte : 0.0;
+}
+
+}  // namespace
+
 void candidate_codecs(const Settings& s, CodecId out[kVerdictCodecs]) {
   CodecId c = s.dense_codec;
   for (int i = 0; i < kVerdictCodecs; ++i) {
@@ -69,7 +78,7 @@ NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nran
 
 std::string NetworkFigures::describe() const {
   if (!known) return "not measured";
-  char buf[512];
+  char buf[640];
   int n =
       std::snprintf(buf, sizeof buf, "link %.3g Gbit/s, %.3g us (%s)", link.bytes_per_s * 8 / 1e9,
                     link.latency_s * 1e6, stated ? "stated" : "probed");
@@ -80,14 +89,14 @@ std::string NetworkFigures::describe() const {
   for (int k = 0; k < kVerdictCodecs && n > 0 && static_cast<size_t>(n) < sizeof buf; ++k) {
     if (codecs[k] == CodecId::kNone) continue;
     const CodecCosts& c = costs[k];
-    auto gbs = [](double s_per_byte) { return s_per_byte > 0 ? 1e-9 / s_per_byte : 0.0; };
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
                        ", %s encode %.2g step %.2g decode %.2g GB/s",
                        kernels::codec_name(codecs[k]), gbs(c.encode), gbs(c.step), gbs(c.decode));
   }
   if (n > 0 && static_cast<size_t>(n) < sizeof buf) {
-    std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), ", %d rank(s) on %.0f core(s)",
-                  ranks_per_machine, cores);
+    std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                  ", exact encode %.2g step %.2g decode %.2g GB/s, %d rank(s) on %.0f core(s)",
+                  gbs(exact.encode), gbs(exact.step), gbs(exact.decode), ranks_per_machine, cores);
   }
   return buf;
 }
