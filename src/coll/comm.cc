@@ -224,16 +224,8 @@ Status Communicator::measure_network() {
     to = topology_.rail_ranks[static_cast<size_t>((topology_.node + 1) % n)];
     from = topology_.rail_ranks[static_cast<size_t>((topology_.node + n - 1) % n)];
   }
-  PeerLink l;
-  l.transport = transport_.get();
-  l.rank = rank_;
-  l.nranks = nranks_;
-  l.timeout_s = settings_.timeout_s;
-  l.abort = &abort_;
-  l.addresses = &addresses_;
-  l.op_seq = op_seq_++;
   RankFigures mine;
-  SCCL_RETURN_IF_ERROR(measure_link(l, to, from, settings_, &mine));
+  SCCL_RETURN_IF_ERROR(measure_link(peer_link(op_seq_++), to, from, settings_, &mine));
   const transport::LinkReport report = transport_->link_report(from);
   mine.nominal_bytes_per_s = report.nominal_bytes_per_s;
   measure_codecs(settings_, &mine);
@@ -319,6 +311,18 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
   return Status::Ok();
 }
 
+PeerLink Communicator::peer_link(uint32_t op_seq) {
+  PeerLink l;
+  l.transport = transport_.get();
+  l.rank = rank_;
+  l.nranks = nranks_;
+  l.timeout_s = settings_.timeout_s;
+  l.abort = &abort_;
+  l.addresses = &addresses_;
+  l.op_seq = op_seq;
+  return l;
+}
+
 RingLink Communicator::link(uint8_t phase) {
   RingLink l;
   l.transport = transport_.get();
@@ -366,14 +370,7 @@ std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) 
 std::shared_ptr<Work> Communicator::submit_exact(std::function<Status(const PeerLink&)> fn,
                                                  bool collective) {
   return submit([this, fn = std::move(fn), collective] {
-    PeerLink l;
-    l.transport = transport_.get();
-    l.rank = rank_;
-    l.nranks = nranks_;
-    l.timeout_s = settings_.timeout_s;
-    l.abort = &abort_;
-    l.addresses = &addresses_;
-    l.op_seq = collective ? op_seq_++ : 0;
+    PeerLink l = peer_link(collective ? op_seq_++ : 0);
     p2p_sent_.resize(static_cast<size_t>(nranks_), 0);
     p2p_received_.resize(static_cast<size_t>(nranks_), 0);
     l.sent = &p2p_sent_;

@@ -146,6 +146,7 @@ class Communicator {
   Status allgather_small(const void* mine, size_t bytes, void* all);
   Status allgather_small_ring(const void* mine, size_t bytes, void* all);
   RingLink link(uint8_t phase = 0);
+  PeerLink peer_link(uint32_t op_seq);  // an exact operation's view of the transport
   void fail(const Status& st);
   // Tells the root that this rank cannot join (bootstrap::abandon), best effort.
   void abandon_join(const Status& why);
