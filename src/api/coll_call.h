@@ -39,6 +39,9 @@ struct CollCall {
   BufferMemory mem;  // where the buffers live, asked of CUDA once
   // The element type the codecs compute in (kernels' own enum: kernels knows no NCCL type).
   kernels::ElemType elem = kernels::ElemType::kF32;
+  // A *Config call's codec option (coll_config.h), set by the front that read the config.
+  bool has_codec = false;
+  kernels::CodecId codec = kernels::CodecId::kNone;
 
   // NCCL's spelling in its log lines: "AllReduce".
   const char* name() const { return api + 4; }

@@ -11,13 +11,16 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                 "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
                 "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"nodes\": %d, "
                 "\"ranks_per_node\": %d, \"hierarchical\": %s, \"decisions_disagreed\": %llu, "
+                "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s, "
                 "\"codecs\": {",
                 static_cast<unsigned long long>(comm_id), rank, nranks,
                 static_cast<unsigned long long>(calls_taken),
                 static_cast<unsigned long long>(calls_forwarded),
                 static_cast<unsigned long long>(calls_failed), nodes, ranks_per_node,
                 hierarchical ? "true" : "false",
-                static_cast<unsigned long long>(decisions_disagreed));
+                static_cast<unsigned long long>(decisions_disagreed),
+                static_cast<unsigned long long>(device_bytes),
+                static_cast<unsigned long long>(pinned_bytes), suspended ? "true" : "false");
   out += buf;
   bool first = true;
   for (const auto& [name, c] : by_codec) {

@@ -28,14 +28,37 @@ namespace sketchccl::interpose {
 #include "src/api/nccl_api.def"
 
 ncclResult_t ForwardingFront::collective(const api::CollCall& call) {
+  return forward_logged(call, "forwarded: SketchCCL takes over AllReduce and ReduceScatter only");
+}
+
+ncclResult_t ForwardingFront::forward_logged(const api::CollCall& call,
+                                             const std::string& outcome) {
   auto c = api::Runtime::get().find(call.comm);
   if (c != nullptr) c->count_forwarded();
   if (api::call_log_enabled()) {
-    api::log_call(call, c != nullptr ? c->nranks() : 0,
-                  "forwarded: SketchCCL takes over AllReduce and ReduceScatter only",
-                  real_.ncclCommCount);
+    api::log_call(call, c != nullptr ? c->nranks() : 0, outcome.c_str(), real_.ncclCommCount);
   }
   return forward_call(call);
+}
+
+bool ForwardingFront::has_real(const api::CollCall& c) const {
+  if (c.with_config) {
+    switch (c.kind) {
+#define SCCL_NCCL_COLL_CONFIG(name, kind, since, params, call, real) \
+  case api::CollKind::k##kind:                                       \
+    return real_.name != nullptr;
+#include "src/api/nccl_api.def"
+      default:
+        return false;
+    }
+  }
+  switch (c.kind) {
+#define SCCL_NCCL_COLL(name, kind, since, params, call, real) \
+  case api::CollKind::k##kind:                                \
+    return real_.name != nullptr;
+#include "src/api/nccl_api.def"
+  }
+  return false;
 }
 
 ncclResult_t ForwardingFront::forward_call(const api::CollCall& c) const {
