@@ -69,6 +69,12 @@ typedef struct {
   /* Appended: s2_repaired[i] belongs to codecs[i]: s2 positions left to the median estimate
    * and then reduced exactly (SKETCHCCL_S2_REPAIR=1, the default); its bytes are in bytes_sent. */
   uint64_t s2_repaired[SKETCHCCL_STATS_MAX_CODECS];
+  /* Appended: memory SketchCCL holds for this communicator: device bytes (error-feedback
+   * residuals on the device) and pinned host bytes (packet memory of the CUDA backend); 1 while
+   * suspended (ncclCommSuspend), when both are given back. */
+  uint64_t device_bytes;
+  uint64_t pinned_bytes;
+  int suspended;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

@@ -21,6 +21,9 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->calls_taken = s.calls_taken;
   out->calls_forwarded = s.calls_forwarded;
   out->calls_failed = s.calls_failed;
+  out->device_bytes = s.device_bytes;
+  out->pinned_bytes = s.pinned_bytes;
+  out->suspended = s.suspended ? 1 : 0;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;
