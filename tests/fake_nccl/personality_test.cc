@@ -17,11 +17,7 @@ namespace {
 std::string g_client, g_shim;
 std::map<int, std::string> g_fakes;  // personality -> its library
 
-struct Result {
-  int fails = 0;
-  int checks = 0;
-  std::string text;
-};
+using Result = sketchccl::testing::CheckTally;
 
 Result run(int version) {
   char dir[] = "/tmp/sketchccl_personality_XXXXXX";
@@ -41,19 +37,7 @@ Result run(int version) {
        "SKETCHCCL_FAKE_NCCL_VERSION=" + std::to_string(version), "SKETCHCCL_TIMEOUT=10",
        "SKETCHCCL_CODEC=q8"},
       120);
-  Result res;
-  for (size_t r = 0; r < outs.size(); ++r) {
-    res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
-                ", signal " + std::to_string(outs[r].signal) + ")\n" + outs[r].out;
-    if (outs[r].exit_code != 0) res.fails++;
-    size_t pos = 0;
-    while ((pos = outs[r].out.find("CHECK ", pos)) != std::string::npos) {
-      res.checks++;
-      size_t eol = outs[r].out.find('\n', pos);
-      if (outs[r].out.substr(pos, eol - pos).find(" FAIL") != std::string::npos) res.fails++;
-      pos = eol;
-    }
-  }
+  Result res = sketchccl::testing::tally_checks(outs);
   std::filesystem::remove_all(d);
   return res;
 }
