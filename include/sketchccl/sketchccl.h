@@ -77,6 +77,12 @@ typedef struct {
   uint64_t calls_exact_no_gain;
   double link_gbps;
   double link_latency_us;
+  /* Appended: memory SketchCCL holds for this communicator: device bytes (error-feedback
+   * residuals on the device) and pinned host bytes (packet memory of the CUDA backend); 1 while
+   * suspended (ncclCommSuspend), when both are given back. */
+  uint64_t device_bytes;
+  uint64_t pinned_bytes;
+  int suspended;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

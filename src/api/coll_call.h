@@ -9,12 +9,13 @@
 
 #include "kernels/codec.h"
 #include "src/api/memory.h"
+#include "src/api/nccl_compat.h"
 
 namespace sketchccl::api {
 
 // NCCL's collectives and point-to-point calls, one per row of nccl_api.def.
 enum class CollKind {
-#define SCCL_NCCL_COLL(name, kind, params, call, real) k##kind,
+#define SCCL_NCCL_COLL(name, kind, since, params, call, real) k##kind,
 #include "src/api/nccl_api.def"
 };
 
@@ -30,10 +31,17 @@ struct CollCall {
   int root = 0;              // root, or the peer of Send/Recv; 0 where the call has none
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  // The nccl*Config variant (NCCL 2.31) was called: forwarded to its own twin with `config`,
+  // which may be NULL (the plain call's behaviour) and is read only through coll_config.h.
+  bool with_config = false;
+  const ncclCollConfig_t* config = nullptr;
   // Set once by the front that runs the call itself, never by the export:
   BufferMemory mem;  // where the buffers live, asked of CUDA once
   // The element type the codecs compute in (kernels' own enum: kernels knows no NCCL type).
   kernels::ElemType elem = kernels::ElemType::kF32;
+  // A *Config call's codec option (coll_config.h), set by the front that read the config.
+  bool has_codec = false;
+  kernels::CodecId codec = kernels::CodecId::kNone;
 
   // NCCL's spelling in its log lines: "AllReduce".
   const char* name() const { return api + 4; }
@@ -54,6 +62,17 @@ inline CollCall make_call(CollKind kind, const char* api, const void* send, void
   c.root = root;
   c.comm = comm;
   c.stream = stream;
+  return c;
+}
+
+// The CollCall of one nccl*Config export: as make_call, plus its config.
+inline CollCall make_config_call(CollKind kind, const char* api, const void* send, void* recv,
+                                 size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                                 ncclComm_t comm, cudaStream_t stream,
+                                 const ncclCollConfig_t* config) {
+  CollCall c = make_call(kind, api, send, recv, count, type, op, root, comm, stream);
+  c.with_config = true;
+  c.config = config;
   return c;
 }
 

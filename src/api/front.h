@@ -14,9 +14,9 @@ class Front {
  public:
   virtual ~Front() = default;
 
-#define SCCL_NCCL_FN(name, params, args) virtual ncclResult_t name params = 0;
-#define SCCL_NCCL_VALUE(ret, name, params, args, failed) virtual ret name params = 0;
-#define SCCL_NCCL_VOID(name, params, args) virtual void name params = 0;
+#define SCCL_NCCL_FN(name, since, params, args) virtual ncclResult_t name params = 0;
+#define SCCL_NCCL_VALUE(ret, name, since, params, args, failed) virtual ret name params = 0;
+#define SCCL_NCCL_VOID(name, since, params, args) virtual void name params = 0;
 #include "src/api/nccl_api.def"
 
   // Every row SCCL_NCCL_COLL of nccl_api.def, as the export described it.

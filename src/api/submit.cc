@@ -12,6 +12,8 @@ coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run)
   args.type = call.elem;
   args.avg = call.op == ncclAvg;
   args.exact = run == EngineRun::kExact;
+  args.has_codec = call.has_codec;
+  args.codec = call.codec;
   args.mem = call.mem.type;
   const bool rs = call.kind == CollKind::kReduceScatter;
   if (run == EngineRun::kRail) {

@@ -141,7 +141,9 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const BufferKey key = buffer_key(args);
   BufferState* state = &buffers_.get(key);
-  CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state, args);
+  CodecId codec = args.exact       ? CodecId::kNone
+                  : args.has_codec ? args.codec
+                                   : choose_codec(*state, args);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state->guard.steps);
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
@@ -253,7 +255,24 @@ Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
   const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
   const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
   const size_t final_packets = count * sizeof(float) + count / 8 + (size_t(1) << 20);
-  return be->reserve_packet_memory(final_packets + lanes);
+  const size_t bytes = final_packets + lanes;
+  // The CUDA backend's pinned packet memory grows to the largest size asked for.
+  if (mem == backend::MemoryType::kDevice && bytes > device_packets_reserved_) {
+    device_packets_reserved_ = bytes;
+  }
+  return be->reserve_packet_memory(bytes);
+}
+
+void AllReduceEngine::release_device_memory() {
+  buffers_ = BufferStates();
+  device_.reset();
+  device_packets_reserved_ = 0;
+  count_memory();
+}
+
+void AllReduceEngine::count_memory() {
+  stats_.device_bytes = buffers_.residual_bytes(backend::MemoryType::kDevice);
+  stats_.pinned_bytes = device_ ? device_packets_reserved_ : 0;
 }
 
 // On the backend of the buffers' memory type, made current on this (the proxy) thread. Every

@@ -56,6 +56,14 @@ class AllReduceEngine {
   // The cost model's view of a buffer of `count` elements under these settings.
   CostModelParams cost_model(size_t count) const { return settings_.cost_model(count, nranks_); }
 
+  // Gives back what it holds of the device (the device backend: its stream, device scratch and
+  // pinned packet memory; the buffers' device residuals and so their histories), made again by
+  // the next call on device buffers (ncclCommSuspend). On the proxy, between operations.
+  void release_device_memory();
+  // What it holds: device bytes (residuals) and pinned bytes (packet memory reserved), into
+  // stats().device_bytes and stats().pinned_bytes.
+  void count_memory();
+
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }
   // How many user buffers it keeps a state for.
@@ -98,7 +106,8 @@ class AllReduceEngine {
   std::unique_ptr<backend::Backend> host_;
   // Device memory of cuda_device_: made by prepare_backend or the first call on device buffers.
   std::unique_ptr<backend::Backend> device_;
-  BufferStates buffers_;  // bounded, least recently used dropped first
+  BufferStates buffers_;                // bounded, least recently used dropped first
+  size_t device_packets_reserved_ = 0;  // the largest reserve_packets of device_, its pinned memory
   CommStats stats_;
   Topology topology_;
   NetworkFigures network_;

@@ -26,4 +26,13 @@ BufferState& BufferStates::renew(const BufferKey& key) {
   return s;
 }
 
+size_t BufferStates::residual_bytes(backend::MemoryType mem) const {
+  size_t bytes = 0;
+  for (const Entry& e : lru_) {
+    const BufferState& b = e.second;
+    if (b.residual && b.residual_mem == mem) bytes += b.residual->size() * sizeof(float);
+  }
+  return bytes;
+}
+
 }  // namespace sketchccl::coll

@@ -83,6 +83,8 @@ class BufferStates {
   BufferState& renew(const BufferKey& key);
 
   size_t size() const { return index_.size(); }
+  // Bytes of the error-feedback residuals held in memory `mem`.
+  size_t residual_bytes(backend::MemoryType mem) const;
   uint64_t dropped() const { return dropped_; }
 
  private:

@@ -618,8 +618,28 @@ Status Communicator::finalize() {
 }
 
 void Communicator::publish_stats() {
+  engine_.count_memory();
+  if (hier_) hier_->rail().count_memory();
   std::lock_guard<std::mutex> lock(stats_mu_);
   published_stats_ = engine_.stats();
+  if (hier_) {
+    published_stats_.device_bytes += hier_->rail().stats().device_bytes;
+    published_stats_.pinned_bytes += hier_->rail().stats().pinned_bytes;
+  }
+}
+
+Status Communicator::release_device_memory() {
+  auto w = submit([this] {
+    engine_.release_device_memory();
+    if (hier_) hier_->rail().release_device_memory();
+    publish_stats();
+    return Status::Ok();
+  });
+  Status st = w->wait();
+  // The next device call builds the path again, on its caller's thread (build_device_path_locked).
+  std::lock_guard<std::mutex> glock(gate_mu_);
+  device_ready_ = false;
+  return st;
 }
 
 CommStats Communicator::stats() const {
@@ -634,6 +654,7 @@ CommStats Communicator::stats() const {
     s.link_gbps = network_.link.bytes_per_s * 8 / 1e9;
     s.link_latency_us = network_.link.latency_s * 1e6;
   }
+  s.suspended = suspended_.load();
   return s;
 }
 

@@ -123,6 +123,14 @@ class Communicator {
   // Waits for queued work, then stops the proxy and closes the transport.
   Status finalize();
 
+  // ncclCommSuspend with NCCL_SUSPEND_MEM: after the queued work, the engines give back their
+  // device and pinned memory (AllReduceEngine::release_device_memory); the next device call
+  // builds the device path again (ncclCommResume restores lazily). Waits for the proxy.
+  Status release_device_memory();
+  // Suspended (between ncclCommSuspend and ncclCommResume): its calls go to the real NCCL.
+  void set_suspended(bool suspended) { suspended_.store(suspended); }
+  bool suspended() const { return suspended_.load(); }
+
   // Statistics of the work the proxy finished, from any thread (sketchcclCommGetStats).
   CommStats stats() const;
   std::string stats_json() const;
@@ -165,6 +173,7 @@ class Communicator {
   const bool nonblocking_;
   std::atomic<bool> configs_agree_{true};
   std::atomic<bool> stepped_aside_{false};
+  std::atomic<bool> suspended_{false};
   const UniqueId id_;
   const uint64_t id_hash_;
   const Settings settings_;

@@ -53,6 +53,10 @@ struct AllReduceArgs {
   // What the buffer's history and error feedback are kept by (null: send): a rail phase reads a
   // scratch whose address says nothing of the user's buffer, so it passes the user's sendbuff.
   const void* state_key = nullptr;
+  // This call's codec, chosen by the caller (a *Config call's option), instead of the settings';
+  // every rank passes the same.
+  bool has_codec = false;
+  kernels::CodecId codec = kernels::CodecId::kNone;
 };
 
 }  // namespace sketchccl::coll

@@ -6,13 +6,15 @@ namespace sketchccl::coll {
 
 std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   std::string out;
-  char buf[512];
+  char buf[1024];
   std::snprintf(buf, sizeof buf,
                 "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
                 "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"nodes\": %d, "
                 "\"ranks_per_node\": %d, \"hierarchical\": %s, \"decisions_disagreed\": %llu, "
                 "\"calls_forwarded_no_gain\": %llu, \"calls_exact_no_gain\": %llu, "
-                "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, \"codecs\": {",
+                "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, "
+                "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s, "
+                "\"codecs\": {",
                 static_cast<unsigned long long>(comm_id), rank, nranks,
                 static_cast<unsigned long long>(calls_taken),
                 static_cast<unsigned long long>(calls_forwarded),
@@ -20,7 +22,9 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                 hierarchical ? "true" : "false",
                 static_cast<unsigned long long>(decisions_disagreed),
                 static_cast<unsigned long long>(calls_forwarded_no_gain),
-                static_cast<unsigned long long>(calls_exact_no_gain), link_gbps, link_latency_us);
+                static_cast<unsigned long long>(calls_exact_no_gain), link_gbps, link_latency_us,
+                static_cast<unsigned long long>(device_bytes),
+                static_cast<unsigned long long>(pinned_bytes), suspended ? "true" : "false");
   out += buf;
   bool first = true;
   for (const auto& [name, c] : by_codec) {

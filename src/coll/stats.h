@@ -61,6 +61,11 @@ struct CommStats {
   uint64_t calls_exact_no_gain = 0;
   double link_gbps = 0;
   double link_latency_us = 0;
+  // Memory held for this communicator: device bytes (error-feedback residuals on the device) and
+  // pinned host bytes (the CUDA backend's packet memory); suspended: released by ncclCommSuspend.
+  uint64_t device_bytes = 0;
+  uint64_t pinned_bytes = 0;
+  bool suspended = false;
 
   // One JSON object; `rank`, `nranks` and `comm` identify the communicator.
   std::string to_json(int rank, int nranks, uint64_t comm_id) const;

@@ -4,14 +4,19 @@
 
 #include <nccl.h>
 
+#include <string>
 #include <utility>
 
 #include "src/api/last_error.h"
 
 namespace sketchccl::interpose {
 
-// The real library lacks the twin of `api` (a broken or foreign libnccl): ncclInternalError.
-ncclResult_t missing_real(const char* api);
+// The real library lacks `api`: ncclInvalidUsage when it predates the release that added it
+// (`since`, an NCCL_VERSION_CODE; ncclGetLastError names both versions), else ncclInternalError
+// (a broken or foreign libnccl).
+ncclResult_t missing_real(const char* api, int since = 0);
+// "2.29.7" for 22907.
+std::string nccl_version_text(int code);
 
 // Hands the call to `fn` (a RealApi pointer) unchanged and returns its result; `api` names the
 // function when the real library lacks it. A failure makes ncclGetLastError the real one's.

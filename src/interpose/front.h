@@ -30,6 +30,11 @@ class InterposedFront final : public ForwardingFront {
   ncclResult_t ncclCommDestroy(ncclComm_t comm) override;
   ncclResult_t ncclCommAbort(ncclComm_t comm) override;
 
+  // Suspension (suspend.cc): SketchCCL's memory of the communicator released and counted too.
+  ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) override;
+  ncclResult_t ncclCommResume(ncclComm_t comm) override;
+  ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) override;
+
   // Errors: SketchCCL's when the failure was its own (errors.cc).
   ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) override;
   const char* ncclGetErrorString(ncclResult_t result) override;
@@ -46,6 +51,9 @@ class InterposedFront final : public ForwardingFront {
 
  private:
   ncclResult_t take_over(api::CollCall call);
+  // An nccl*Config call: its config read (src/api/coll_config.h), then as the plain call, or
+  // forwarded unchanged where the config pins NCCL's algorithms or asks for exact.
+  ncclResult_t config_collective(api::CollCall call);
 };
 
 // A communicator whose device path failed to set up (a synchronous failure of a device-buffer

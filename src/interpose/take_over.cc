@@ -5,6 +5,7 @@
 #include <set>
 
 #include "src/api/call_log.h"
+#include "src/api/coll_config.h"
 #include "src/api/group.h"
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
@@ -49,13 +50,32 @@ void forget_device_path(ncclComm_t comm) {
 }
 
 ncclResult_t InterposedFront::collective(const api::CollCall& call) {
+  if (call.with_config) return config_collective(call);
   if (api::compressible(call.kind)) return take_over(call);
   return ForwardingFront::collective(call);
+}
+
+ncclResult_t InterposedFront::config_collective(api::CollCall call) {
+  // A real NCCL older than 2.31 has no such call: refused alike whatever the policy would say.
+  if (!has_real(call)) return forward_call(call);
+  if (!api::compressible(call.kind)) return ForwardingFront::collective(call);
+  const api::CollOptions opts = api::read_coll_config(call.config);
+  // NCCL judges a config it cannot use itself, and runs what the caller pinned to its algorithms.
+  if (!opts.invalid.empty()) return forward_logged(call, "forwarded: " + opts.invalid);
+  if (!opts.needs_nccl.empty()) return forward_logged(call, "forwarded: " + opts.needs_nccl);
+  if (opts.exact) return forward_logged(call, "forwarded: the call's config asks for exact");
+  call.has_codec = opts.has_codec;
+  call.codec = opts.codec;
+  return take_over(call);
 }
 
 ncclResult_t InterposedFront::take_over(api::CollCall call) {
   api::Runtime& rt = api::Runtime::get();
   auto c = rt.find(call.comm);
+  // Suspended (ncclCommSuspend): NCCL answers for it until the resume.
+  if (c != nullptr && c->suspended()) {
+    return forward_logged(call, "forwarded: the communicator is suspended");
+  }
   // The first call after init may wait here, bounded, for the communicator's join.
   const CommState state = wait_for_join(c.get(), rt.settings().timeout_s);
   PolicyInput in = policy_input(c.get(), state, call);

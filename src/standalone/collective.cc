@@ -3,6 +3,7 @@
 // memory with the CUDA backend), one path for both; below SKETCHCCL_MIN_BYTES of input, or with
 // SKETCHCCL_ENABLE=0, exact (`none`): there is no NCCL to forward them to. Every other type, op
 // and collective runs on the exact engine (exact_calls.h), sends and receives on p2p_calls.h.
+#include "src/api/coll_config.h"
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
 #include "src/api/submit.h"
@@ -15,7 +16,7 @@
 namespace sketchccl::standalone {
 namespace {
 
-ncclResult_t run_compressed(coll::Communicator& c, api::CollCall call) {
+ncclResult_t run_compressed(coll::Communicator& c, api::CollCall call, bool exact_asked) {
   // Host memory positively, or device memory (run only with the CUDA backend); else an error.
   call.mem = api::classify(call, c.nranks());
   Status st = api::validate(call, c.rank(), c.nranks(), &call.elem);
@@ -31,14 +32,27 @@ ncclResult_t run_compressed(coll::Communicator& c, api::CollCall call) {
   // No NCCL to forward small calls to either: they run exact (`none`).
   const api::FrontSettings& s = api::Runtime::get().front_settings();
   const size_t input_bytes = api::input_count(call, c.nranks()) * kernels::elem_size(call.elem);
-  const bool exact = !s.enabled || input_bytes < s.min_bytes;
+  const bool exact = exact_asked || !s.enabled || input_bytes < s.min_bytes;
   return api::report(api::submit(c, call, exact ? api::EngineRun::kExact : api::EngineRun::kCodec),
                      call.api);
 }
 
 }  // namespace
 
-ncclResult_t StandaloneFront::collective(const api::CollCall& call) {
+ncclResult_t StandaloneFront::collective(const api::CollCall& call_in) {
+  api::CollCall call = call_in;
+  // An nccl*Config call: its config must be valid; SketchCCL's options apply to AllReduce and
+  // ReduceScatter, NCCL's own settings (algorithms, CTAs) mean nothing without NCCL.
+  bool exact_asked = false;
+  if (call.with_config) {
+    const api::CollOptions opts = api::read_coll_config(call.config);
+    if (!opts.invalid.empty()) {
+      return api::report(Status(Code::kInvalidArgument, opts.invalid), call.api);
+    }
+    exact_asked = opts.exact;
+    call.has_codec = opts.has_codec;
+    call.codec = opts.codec;
+  }
   switch (call.kind) {
     case api::CollKind::kAllReduce:
     case api::CollKind::kReduceScatter: {
@@ -48,7 +62,7 @@ ncclResult_t StandaloneFront::collective(const api::CollCall& call) {
                            call.api);
       }
       // The other types and ops (every one NCCL accepts) run the exact engine.
-      if (compressed_eligible(call.type, call.op)) return run_compressed(*c, call);
+      if (compressed_eligible(call.type, call.op)) return run_compressed(*c, call, exact_asked);
       return exact_call(call);
     }
     case api::CollKind::kSend:

@@ -12,19 +12,19 @@ ncclResult_t not_in_standalone(const char* api) {
                      api);
 }
 
-#define SCCL_NCCL_FN(name, params, args)    \
+#define SCCL_NCCL_FN(name, since, params, args)    \
   ncclResult_t RefusingFront::name params { \
     api::ignore args;                       \
     return not_in_standalone(#name);        \
   }
-#define SCCL_NCCL_VALUE(ret, name, params, args, failed) \
+#define SCCL_NCCL_VALUE(ret, name, since, params, args, failed) \
   ret RefusingFront::name params {                       \
     api::ignore args;                                    \
     (void)not_in_standalone(#name);                      \
     return failed;                                       \
   }
 // Nothing to refuse with: SketchCCL has nothing of NCCL's to reset or report.
-#define SCCL_NCCL_VOID(name, params, args) \
+#define SCCL_NCCL_VOID(name, since, params, args) \
   void RefusingFront::name params {        \
     api::ignore args;                      \
   }

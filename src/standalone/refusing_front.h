@@ -13,9 +13,9 @@ ncclResult_t not_in_standalone(const char* api);
 
 class RefusingFront : public api::Front {
  public:
-#define SCCL_NCCL_FN(name, params, args) ncclResult_t name params override;
-#define SCCL_NCCL_VALUE(ret, name, params, args, failed) ret name params override;
-#define SCCL_NCCL_VOID(name, params, args) void name params override;
+#define SCCL_NCCL_FN(name, since, params, args) ncclResult_t name params override;
+#define SCCL_NCCL_VALUE(ret, name, since, params, args, failed) ret name params override;
+#define SCCL_NCCL_VOID(name, since, params, args) void name params override;
 #include "src/api/nccl_api.def"
 
   ncclResult_t collective(const api::CollCall& call) override;

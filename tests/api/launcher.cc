@@ -125,4 +125,21 @@ std::vector<RankOutput> run_ranks(int nranks,
   return out;
 }
 
+CheckTally tally_checks(const std::vector<RankOutput>& outs) {
+  CheckTally res;
+  for (size_t r = 0; r < outs.size(); ++r) {
+    res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
+                ", signal " + std::to_string(outs[r].signal) + ")\n" + outs[r].out;
+    if (outs[r].exit_code != 0) res.fails++;
+    size_t pos = 0;
+    while ((pos = outs[r].out.find("CHECK ", pos)) != std::string::npos) {
+      res.checks++;
+      const size_t eol = outs[r].out.find('\n', pos);
+      if (outs[r].out.substr(pos, eol - pos).find(" FAIL") != std::string::npos) res.fails++;
+      pos = eol;
+    }
+  }
+  return res;
+}
+
 }  // namespace sketchccl::testing

@@ -20,4 +20,13 @@ std::vector<RankOutput> run_ranks(int nranks,
                                   const std::function<std::vector<std::string>(int)>& argv_for,
                                   const std::vector<std::string>& env, double timeout_s);
 
+// What client programs that print "CHECK <name> OK|FAIL <detail>" lines said: fails counts the
+// FAIL lines and the ranks that exited non-zero; text is every rank's output, headed.
+struct CheckTally {
+  int fails = 0;
+  int checks = 0;
+  std::string text;
+};
+CheckTally tally_checks(const std::vector<RankOutput>& outs);
+
 }  // namespace sketchccl::testing

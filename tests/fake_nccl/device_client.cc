@@ -6,7 +6,7 @@
 // device backend (the host kernels), or fails to ($MODEL_FAIL: gate, backend or enqueue). The
 // real NCCL is the fake, opened through SKETCHCCL_NCCL_LIB; SKETCHCCL_NCCL_LIB=none runs
 // standalone. Usage: device_client RANK NRANKS IDFILE MODE (MODE: group, nonblocking, fail, hierrs,
-// hierrsflat, hierrsfail).
+// hierrsflat, hierrsfail, suspend: in front of a personality of NCCL 2.29.7 or newer).
 #include <nccl.h>
 
 #include <atomic>
@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "include/sketchccl/sketchccl.h"
+#include "src/api/nccl_api.h"
 #include "src/backend/device_runtime.h"
 #include "tests/fake_nccl/client_util.h"
 
@@ -333,6 +335,57 @@ int run_group(int rank, int nranks, const ncclUniqueId& id) {
   return 0;
 }
 
+sketchcclCommStats stats_of(ncclComm_t comm) {
+  sketchcclCommStats s{};
+  s.size = sizeof s;
+  sketchcclCommGetStats(comm, &s);
+  return s;
+}
+
+// ncclCommSuspend(NCCL_SUSPEND_MEM) gives back the device path's memory (the backend and its
+// pinned packets); calls while suspended are NCCL's; after ncclCommResume the next device call
+// makes the backend again, on the caller's device, and is taken over.
+int run_suspend(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm = nullptr;
+  check("suspend/init", ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess);
+  Buffers b(rank, true);
+  auto device_allreduce = [&](const std::string& name) {
+    std::fill(b.y.begin(), b.y.end(), -1.f);
+    const ncclResult_t r = ncclAllReduce(b.x.data(), b.y.data(), kCount, ncclFloat, ncclSum, comm,
+                                         fake_client::fake_stream(0));
+    check(name, r == ncclSuccess && device_work_done(comm) && is_sum(b.y, nranks),
+          fmt("result %d, y[0]=%g", r, b.y[0]));
+  };
+  device_allreduce("suspend/taken-over-before");
+  const sketchcclCommStats before = stats_of(comm);
+  check("suspend/pinned-held", before.pinned_bytes > 0 && before.suspended == 0,
+        fmt("pinned %llu", static_cast<unsigned long long>(before.pinned_bytes)));
+  const size_t backends = g_model->backend_devices_.size();
+  check("suspend/suspend", ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclSuccess);
+  const sketchcclCommStats during = stats_of(comm);
+  check("suspend/released",
+        during.pinned_bytes == 0 && during.device_bytes == 0 && during.suspended == 1,
+        fmt("pinned %llu device %llu", static_cast<unsigned long long>(during.pinned_bytes),
+            static_cast<unsigned long long>(during.device_bytes)));
+  uint64_t total = 0;
+  check("suspend/memstats-nccls",
+        ncclCommMemStats(comm, ncclStatGpuMemTotal, &total) == ncclSuccess && total == 4096,
+        fmt("total %llu", static_cast<unsigned long long>(total)));
+  const ncclResult_t r = ncclAllReduce(b.x.data(), b.y.data(), kCount, ncclFloat, ncclSum, comm,
+                                       fake_client::fake_stream(0));
+  check("suspend/call-while-suspended-is-nccls", r == ncclInvalidUsage, fmt("result %d", r));
+  check("suspend/resume", ncclCommResume(comm) == ncclSuccess);
+  check("suspend/nothing-made-at-resume", g_model->backend_devices_.size() == backends);
+  device_allreduce("suspend/taken-over-after-resume");
+  const sketchcclCommStats after = stats_of(comm);
+  check("suspend/made-again-lazily",
+        g_model->backend_devices_.size() == backends + 1 && after.pinned_bytes > 0 &&
+            after.suspended == 0,
+        fmt("backends %zu", g_model->backend_devices_.size()));
+  ncclCommDestroy(comm);
+  return 0;
+}
+
 // A nonblocking communicator: nothing asks NCCL about it while it initialises (NCCL refuses,
 // WARNs and keeps the refusal as its last error); its device path is on the current device.
 int run_nonblocking(int rank, int nranks, const ncclUniqueId& id) {
@@ -560,10 +613,10 @@ int run_hier_rs(int rank, int nranks, const ncclUniqueId& id, const std::string&
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(
-        stderr,
-        "usage: %s RANK NRANKS IDFILE group|nonblocking|fail|hierrs|hierrsflat|hierrsfail\n",
-        argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s RANK NRANKS IDFILE "
+                 "group|nonblocking|fail|hierrs|hierrsflat|hierrsfail|suspend\n",
+                 argv[0]);
     return 2;
   }
   const int rank = std::atoi(argv[1]);
@@ -590,6 +643,8 @@ int main(int argc, char** argv) {
     run_nonblocking(rank, nranks, id);
   } else if (mode == "fail") {
     run_fail(rank, nranks, id, standalone);
+  } else if (mode == "suspend") {
+    run_suspend(rank, nranks, id);
   } else if (mode.rfind("hierrs", 0) == 0) {
     run_hier_rs(rank, nranks, id, mode);
   } else {

@@ -14,6 +14,7 @@
 namespace {
 
 std::string g_client, g_fake;
+std::string g_fake_2_29;  // the fake as NCCL 2.29.7 (suspend)
 
 struct Result {
   int fails = 0;
@@ -35,12 +36,13 @@ std::string own_host(int r) {
 }
 
 Result run(const std::string& mode, const std::vector<std::string>& env, bool standalone = false,
-           int kRanks = 2, std::function<std::string(int)> host = own_host) {
+           int kRanks = 2, std::function<std::string(int)> host = own_host,
+           const std::string& fake = g_fake) {
   char dir[] = "/tmp/sketchccl_device_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   const std::string d = dir;
   std::vector<std::string> all = env;
-  all.push_back("SKETCHCCL_NCCL_LIB=" + (standalone ? std::string("none") : g_fake));
+  all.push_back("SKETCHCCL_NCCL_LIB=" + (standalone ? std::string("none") : fake));
   all.push_back("SKETCHCCL_TIMEOUT=20");
   all.push_back("SKETCHCCL_CODEC=none");
   all.push_back("SKETCHCCL_MIN_BYTES=0");
@@ -138,6 +140,14 @@ TEST(DevicePath, AReduceScatterOnInterleavedNodesKeepsTheFlatRing) {
   EXPECT_EQ(r.warns, std::vector<int>({0, 0, 0, 0})) << r.text;
 }
 
+// ncclCommSuspend gives back the device path's memory; ncclCommResume makes it again lazily.
+TEST(DevicePath, SuspendReleasesTheDeviceMemoryAndResumeRestoresItLazily) {
+  Result r = run("suspend", {"MODEL_DEVICE=1"}, false, 2, own_host, g_fake_2_29);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 11) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
+}
+
 // No scratch: the call and the later ones forwarded, one WARN per rank.
 TEST(DevicePath, AHierarchicalReduceScatterWithoutScratchForwardsWithOneWarn) {
   Result r = run("hierrsfail", {"MODEL_DEVICE=0", "MODEL_FAIL=alloc"}, false, 4, by_node);
@@ -160,11 +170,12 @@ TEST(DevicePath, AHierarchicalReduceScatterWhoseRailFailsStillEnqueuedPhaseOne) 
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s DEVICE_CLIENT FAKE_LIBNCCL\n", argv[0]);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s DEVICE_CLIENT FAKE_LIBNCCL FAKE_LIBNCCL_2_29_7\n", argv[0]);
     return 2;
   }
   g_client = argv[1];
   g_fake = argv[2];
+  g_fake_2_29 = argv[3];
   return RUN_ALL_TESTS();
 }

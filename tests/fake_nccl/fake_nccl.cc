@@ -24,10 +24,22 @@
 //   answers 0 until then (the device is set by commAlloc at the group's end, init.cc:438), and a
 //   split's *newcomm stays NULL. The device is the caller's current one at init: here
 //   FAKE_NCCL_DEVICE (3 unless set), as no CUDA runs.
+//
+// Personalities: built with -DFAKE_NCCL_VERSION=V (22809 unless set: the nccl.h at hand), it is
+// the NCCL of that release to a caller: ncclGetVersion answers V and it exports exactly the
+// functions NCCL had by then (src/api/nccl_api.def's `since`), the *Config calls read a
+// ncclCollConfig_t of that release's size (64 bytes in 2.31, 72 in 2.32). The 2.32 personality
+// exports ncclSetEncryption without a pnccl twin. Since 2.28.7 a revoked communicator's
+// collectives fail (ncclInvalidUsage); since 2.29.7 a suspended one's do, until its resume.
 #include <nccl.h>
 #include <unistd.h>
 
 #include "sketchccl_build_config.h"
+#include "src/api/nccl_compat.h"
+
+#ifndef FAKE_NCCL_VERSION
+#define FAKE_NCCL_VERSION NCCL_VERSION_CODE
+#endif
 #if SKETCHCCL_NCCL_DEVICE_API
 #include <nccl_device/core.h>
 #include <nccl_device/gin_barrier.h>
@@ -59,6 +71,8 @@ namespace {
 struct Shared {
   std::atomic<int> async{ncclSuccess};  // what ncclCommGetAsyncError answers
   std::atomic<int> cuda_dev{0};         // set when the init has run (commAlloc)
+  std::atomic<bool> revoked{false};     // ncclCommRevoke: its collectives fail from now on
+  std::atomic<bool> suspended{false};   // between ncclCommSuspend and ncclCommResume
 };
 
 struct FakeComm {
@@ -257,6 +271,10 @@ ncclResult_t enqueue(ncclComm_t comm) {
   FakeComm* c = as_fake(comm);
   ncclResult_t r = ensure_ready(c);
   if (r != ncclSuccess) return r;
+  if (c->s->revoked.load() || c->s->suspended.load()) {
+    set_last_error(c->s->revoked.load() ? "communicator was revoked" : "communicator is suspended");
+    return ncclInvalidUsage;
+  }
   if (t_depth > 0) {
     r = join_group(c);
     if (r == ncclSuccess && !c->blocking) t_group_comms.push_back(c->s);
@@ -282,7 +300,7 @@ ncclResult_t copying(ncclComm_t comm, const void* src, void* dst, size_t count, 
 
 FAKE_API(ncclResult_t, ncclGetVersion, int* version) {
   log_call("ncclGetVersion");
-  *version = NCCL_VERSION_CODE;
+  *version = FAKE_NCCL_VERSION;
   return ncclSuccess;
 }
 
@@ -359,6 +377,9 @@ FAKE_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
 
 FAKE_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int flags) {
   log_call("ncclCommRevoke comm=%p flags=%d", static_cast<void*>(comm), flags);
+  FakeComm* c = as_fake(comm);
+  if (c == nullptr) return ncclInvalidArgument;
+  c->s->revoked.store(true);
   return ncclSuccess;
 }
 
@@ -610,6 +631,8 @@ FAKE_API(void, ncclResetDebugInit, void) {
 extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal() {
   log_call("ncclResetDebugInitInternal");
 }
+
+#include "tests/fake_nccl/fake_nccl_since_2_29.inc"
 
 #if SKETCHCCL_NCCL_DEVICE_API
 // The device API's host functions: each logs its arguments and answers with values derived from

@@ -222,7 +222,16 @@ void revoke_and_shrink(int rank, int nranks, const std::string& id_path) {
         r == ncclSuccess && log_since(at).find(fmt("ncclCommRevoke comm=%p flags=0\n",
                                                    static_cast<void*>(child))) != std::string::npos,
         log_since(at));
-  allreduce("revoke/child-forwarded-after", child, rank, nranks, false);
+  {
+    // Forwarded, and the revoked communicator's call fails as NCCL's (the fake's) does.
+    std::vector<float> buf(262144, 1.0f);
+    at = log_size();
+    r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, child,
+                      fake_stream(0x70));
+    check("revoke/child-forwarded-after",
+          r == ncclInvalidUsage && log_since(at).find("ncclAllReduce") != std::string::npos,
+          "result " + std::to_string(r));
+  }
   double t0 = now_s();
   check("revoke/destroy-prompt", ncclCommDestroy(child) == ncclSuccess && now_s() - t0 < 2.0);
 

@@ -14,11 +14,7 @@ namespace {
 
 std::string g_client, g_shim, g_fake;
 
-struct Result {
-  int fails = 0;
-  int checks = 0;
-  std::string text;
-};
+using Result = sketchccl::testing::CheckTally;
 
 // `stats_in_log`: SKETCHCCL_STATS_FILE is each rank's fake log (to see what came first).
 Result run(const std::string& mode, int nranks, bool stats_in_log = false,
@@ -40,19 +36,7 @@ Result run(const std::string& mode, int nranks, bool stats_in_log = false,
       {"LD_PRELOAD=" + g_shim, "SKETCHCCL_NCCL_LIB=" + g_fake, "SKETCHCCL_TIMEOUT=" + timeout,
        "SKETCHCCL_TRANSPORT=" + transport, "SKETCHCCL_CODEC=q8"},
       90);
-  Result res;
-  for (size_t r = 0; r < outs.size(); ++r) {
-    res.text += "--- rank " + std::to_string(r) + " (exit " + std::to_string(outs[r].exit_code) +
-                ", signal " + std::to_string(outs[r].signal) + ")\n" + outs[r].out;
-    if (outs[r].exit_code != 0) res.fails++;
-    size_t pos = 0;
-    while ((pos = outs[r].out.find("CHECK ", pos)) != std::string::npos) {
-      res.checks++;
-      size_t eol = outs[r].out.find('\n', pos);
-      if (outs[r].out.substr(pos, eol - pos).find(" FAIL") != std::string::npos) res.fails++;
-      pos = eol;
-    }
-  }
+  Result res = sketchccl::testing::tally_checks(outs);
   std::filesystem::remove_all(d);
   return res;
 }

@@ -25,6 +25,9 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->calls_exact_no_gain = s.calls_exact_no_gain;
   out->link_gbps = s.link_gbps;
   out->link_latency_us = s.link_latency_us;
+  out->device_bytes = s.device_bytes;
+  out->pinned_bytes = s.pinned_bytes;
+  out->suspended = s.suspended ? 1 : 0;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;

@@ -14,17 +14,18 @@ using sketchccl::api::guarded;
 using sketchccl::api::guarded_value;
 using sketchccl::api::guarded_void;
 using sketchccl::api::make_call;
+using sketchccl::api::make_config_call;
 
 #define SCCL_EXPORT extern "C" __attribute__((visibility("default")))
 #define SCCL_ALIAS(ret, name, params) \
   extern "C" __attribute__((visibility("default"), alias("p" #name))) ret name params;
 
-#define SCCL_NCCL_FN(name, params, args)                      \
+#define SCCL_NCCL_FN(name, since, params, args)               \
   SCCL_EXPORT ncclResult_t p##name params {                   \
     return guarded(#name, [&] { return front().name args; }); \
   }                                                           \
   SCCL_ALIAS(ncclResult_t, name, params)
-#define SCCL_NCCL_COLL(name, kind, params, call, real)                        \
+#define SCCL_NCCL_COLL(name, kind, since, params, call, real)                 \
   SCCL_EXPORT ncclResult_t p##name params {                                   \
     return guarded(#name, [&] {                                               \
       return front().collective(                                              \
@@ -32,19 +33,27 @@ using sketchccl::api::make_call;
     });                                                                       \
   }                                                                           \
   SCCL_ALIAS(ncclResult_t, name, params)
-#define SCCL_NCCL_VALUE(ret, name, params, args, failed)                         \
+#define SCCL_NCCL_COLL_CONFIG(name, kind, since, params, call, real)                         \
+  SCCL_EXPORT ncclResult_t p##name params {                                                  \
+    return guarded(#name, [&] {                                                              \
+      return front().collective(                                                             \
+          make_config_call(CollKind::k##kind, #name, SCCL_ARGS call, comm, stream, config)); \
+    });                                                                                      \
+  }                                                                                          \
+  SCCL_ALIAS(ncclResult_t, name, params)
+#define SCCL_NCCL_VALUE(ret, name, since, params, args, failed)                  \
   SCCL_EXPORT ret p##name params {                                               \
     return guarded_value<ret>(#name, failed, [&] { return front().name args; }); \
   }                                                                              \
   SCCL_ALIAS(ret, name, params)
-#define SCCL_NCCL_VOID(name, params, args)           \
+#define SCCL_NCCL_VOID(name, since, params, args)    \
   SCCL_EXPORT void p##name params {                  \
     guarded_void(#name, [&] { front().name args; }); \
   }                                                  \
   SCCL_ALIAS(void, name, params)
-#define SCCL_NCCL_VOID_NO_TWIN(name, params, args)   \
-  SCCL_EXPORT void name params {                     \
-    guarded_void(#name, [&] { front().name args; }); \
+#define SCCL_NCCL_VOID_NO_TWIN(name, since, params, args) \
+  SCCL_EXPORT void name params {                          \
+    guarded_void(#name, [&] { front().name args; });      \
   }
 #include "src/api/nccl_api.def"
 // NOLINTEND
