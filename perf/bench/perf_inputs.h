@@ -135,9 +135,11 @@ inline DataSpec parse_data(const std::string& d) {
     s.kind = DataSpec::kFile;
     s.file = d;
   } else {
-    input_error("bad --data '%s': gauss | laplace | student3 | outliers | sparse:DENSITY | clustered:ROWS | "
-                "FILE.npy",
-                d.c_str());
+    input_error(
+        "bad --data '%s': gauss | laplace | student3 | outliers | sparse:DENSITY | clustered:ROWS "
+        "| "
+        "FILE.npy",
+        d.c_str());
   }
   return s;
 }

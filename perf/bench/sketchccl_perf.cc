@@ -198,8 +198,9 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
     } else if (key == "--id-file") {
       o.id_file = v;
     } else if (key == "--codec") {
-      static const char* codecs[] = {"none", "bf16",   "fp16", "q8",  "q4",  "q2",  "casq2", "casq3",
-                                     "casq4", "s2", "sparse", "q8r", "q4r", "q2r", "auto"};
+      static const char* codecs[] = {"none",   "bf16",  "fp16",  "q8",    "q4",
+                                     "q2",     "casq2", "casq3", "casq4", "s2",
+                                     "sparse", "q8r",   "q4r",   "q2r",   "auto"};
       if (std::find_if(std::begin(codecs), std::end(codecs),
                        [&](const char* c) { return v == c; }) == std::end(codecs))
         bad("none bf16 fp16 q8 q4 q2 casq2 casq3 casq4 s2 sparse q8r q4r q2r auto");
