@@ -365,7 +365,7 @@ int main(int argc, char** argv) {
           "                 [--epochs N] [--steps N] [--eval-every STEPS] [--nranks N]\n"
           "                 [--netns PREFIX]\n"
           "                 [--bucket-mb 25] [--first-bucket-mb 1] [--lr X] [--csv FILE]\n"
-          "                 [--label TEXT] [--dump-grads FILE%r.npy [--dump-step N]]\n"
+          "                 [--label TEXT] [--dump-grads FILE%%r.npy [--dump-step N]]\n"
           "  DDP-style training (buckets in reverse layer order, each AllReduce issued when its\n"
           "  bucket is final, overlapped with the rest of the backward pass), per configuration;\n"
           "  prints per-step times and one time-to-accuracy line per configuration. --netns:\n"
@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
           "  time_s,test_acc per evaluation. --overlap-check: checks that an AllReduce issued\n"
           "  inside a group progresses before ncclGroupEnd (what the overlap rests on).\n"
           "  --dump-grads: each rank writes its gradient of step N (default 1) before the\n"
-          "  reduction as .npy, %r the rank (sketchccl-perf --data FILE%r.npy reads them).\n");
+          "  reduction as .npy, %%r the rank (sketchccl-perf --data FILE%%r.npy reads them).\n");
       return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
