@@ -35,15 +35,16 @@ struct CodecInfo {
   bool lossy_step;
   CodecId safer;
   bool dense;
+  bool rotated;
 };
 
 // By CodecId, visible at compile time, so that names meant to denote a codec (the configuration
 // table's) are checked with static_assert.
 // clang-format off
 inline constexpr CodecInfo kCodecs[] = {
-#define SCCL_CODEC(id, name, family, bits, wire, lossy, lossy_step, safer, dense) \
+#define SCCL_CODEC(id, name, family, bits, wire, lossy, lossy_step, safer, dense, rotated) \
   {CodecId::id, name, CodecFamily::k##family, bits, ElemType::k##wire, lossy != 0, \
-   lossy_step != 0, CodecId::safer, dense != 0},
+   lossy_step != 0, CodecId::safer, dense != 0, rotated != 0},
 #include "kernels/codecs.def"
 #undef SCCL_CODEC
 };
@@ -65,6 +66,8 @@ constexpr bool codec_facts_consistent() {
     if (c.lossy && c.safer == c.id) return false;   // a lossy one has a safer codec
     if ((c.wire != ElemType::kF32) && (c.family != CodecFamily::kLinear || c.bits != 0))
       return false;  // only casts put another element type on the wire
+    if (c.rotated && (c.family != CodecFamily::kLinear || c.bits == 0))
+      return false;  // only the blockwise quantizers rotate
   }
   return true;
 }

@@ -35,6 +35,17 @@ SCCL_HD_INLINE uint32_t codec_bits(CodecId c) {
   }
   return 0;
 }
+// Quantizers of a randomized Hadamard transform of each block (kernels/rotation.h).
+SCCL_HD_INLINE bool codec_rotated(CodecId c) {
+  switch (c) {
+#define SCCL_CODEC(id, name, family, bits, wire, lossy, lossy_step, safer, dense, rotated) \
+  case CodecId::id:                                                                        \
+    return rotated != 0;
+#include "kernels/codecs.def"
+#undef SCCL_CODEC
+  }
+  return false;
+}
 // Blockwise quantizers: the linear family's codecs with bits per code (the others are casts).
 SCCL_HD_INLINE bool is_quant(CodecId c) {
   return codec_family(c) == CodecFamily::kLinear && codec_bits(c) > 0;

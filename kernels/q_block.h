@@ -163,16 +163,21 @@ SCCL_HD_INLINE void q_record_scale(const uint8_t* rec, float* mn, float* sc) {
 
 // A lane's input: elements [base + 8 lane, +cnt) of x, plus the incoming record's values when
 // in_rec is given (the fused step).
-template <uint32_t BITS, int ET>
-SCCL_HD_INLINE void q_lane_load(const uint8_t* in_rec, const void* x, size_t base, uint32_t lane,
-                                uint32_t cnt, float v[8]) {
-  load8<ET>(x, base + size_t(lane) * kGroup, cnt, v);
-  if (in_rec == nullptr) return;
+// The incoming record's values of lane `lane` added to v (its first cnt; 0 past them).
+template <uint32_t BITS>
+SCCL_HD_INLINE void q_lane_add_record(const uint8_t* in_rec, uint32_t lane, uint32_t cnt,
+                                      float v[8]) {
   float mn, sc, a[kGroup];
   q_record_scale(in_rec, &mn, &sc);
   q_load_values<BITS>(in_rec + 8 + lane * BITS, kGroup, mn, sc, a);
   for (uint32_t k = 0; k < kGroup; ++k)
     v[k] = k < cnt ? a[k] + v[k] : 0.0f;
+}
+template <uint32_t BITS, int ET>
+SCCL_HD_INLINE void q_lane_load(const uint8_t* in_rec, const void* x, size_t base, uint32_t lane,
+                                uint32_t cnt, float v[8]) {
+  load8<ET>(x, base + size_t(lane) * kGroup, cnt, v);
+  if (in_rec != nullptr) q_lane_add_record<BITS>(in_rec, lane, cnt, v);
 }
 // The lane's part of the output record (its codes); lane 0 also writes min and scale.
 template <uint32_t BITS>

@@ -126,8 +126,9 @@ void launch_linear(const CodecParams& p, const PacketHeader& e, const uint8_t* i
     constexpr CodecInfo c = decltype(codec)::info;
     if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
       const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
+      const uint64_t rkey = rot_key(p.seed, p.call, p.offset_key);
       const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-      k_quant<c.bits, ET><<<g, kThreads, 0, s>>>(key, in, e, x, n, out, err);
+      k_quant<c.bits, ET, c.rotated><<<g, kThreads, 0, s>>>(key, rkey, in, e, x, n, out, err);
     } else if constexpr (c.family == CodecFamily::kLinear) {
       const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
       k_cast<int(c.wire), ET><<<g, kThreads, 0, s>>>(in, e, x, n, out, err);
@@ -265,8 +266,10 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       with_codec(p.codec, [&](auto codec) {
         constexpr CodecInfo c = decltype(codec)::info;
         if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
+          const uint64_t rkey = rot_key(p.seed, p.call, p.offset_key);
           const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-          k_quant_decode<c.bits, ET><<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
+          k_quant_decode<c.bits, ET, c.rotated>
+              <<<g, kThreads, 0, s>>>(rkey, ib, e, n, y, scale, w.err, nz);
         } else if constexpr (c.family == CodecFamily::kLinear) {
           const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
           k_cast_decode<int(c.wire), ET><<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
@@ -332,8 +335,8 @@ void preload_typed(size_t* local, cudaError_t* err) {
     with_codec(CodecId(i), [&](auto codec) {
       constexpr CodecInfo c = decltype(codec)::info;
       if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
-        preload_one(k_quant<c.bits, ET>, local, err);
-        preload_one(k_quant_decode<c.bits, ET>, local, err);
+        preload_one(k_quant<c.bits, ET, c.rotated>, local, err);
+        preload_one(k_quant_decode<c.bits, ET, c.rotated>, local, err);
       } else if constexpr (c.family == CodecFamily::kLinear) {
         preload_one(k_cast<int(c.wire), ET>, local, err);
         preload_one(k_cast_decode<int(c.wire), ET>, local, err);

@@ -27,7 +27,8 @@ constexpr int kRanks = 8;
 const sk::CodecId kCodecs[] = {sk::CodecId::kNone,  sk::CodecId::kBf16,  sk::CodecId::kFp16,
                                sk::CodecId::kQ8,    sk::CodecId::kQ4,    sk::CodecId::kQ2,
                                sk::CodecId::kCasq2, sk::CodecId::kCasq3, sk::CodecId::kCasq4,
-                               sk::CodecId::kS2};
+                               sk::CodecId::kS2,    sk::CodecId::kQ8r,   sk::CodecId::kQ4r,
+                               sk::CodecId::kQ2r};
 
 enum class Dist { kGauss, kLaplace, kSparse1, kSparse10 };
 const char* const kDistNames[] = {"Gaussian", "Laplace", "sparse 1%", "sparse 10%"};

@@ -88,7 +88,7 @@ inline float round_to(ncclDataType_t t, float v) {
 }
 
 struct DataSpec {
-  enum Kind { kGauss, kLaplace, kSparse, kClustered, kFile } kind = kGauss;
+  enum Kind { kGauss, kLaplace, kStudent3, kOutliers, kSparse, kClustered, kFile } kind = kGauss;
   double density = 1;  // sparse: of elements; clustered: of rows, per rank
   std::string file;
   std::string describe;
@@ -101,6 +101,10 @@ inline DataSpec parse_data(const std::string& d) {
     s.kind = DataSpec::kGauss;
   } else if (d == "laplace") {
     s.kind = DataSpec::kLaplace;
+  } else if (d == "student3") {
+    s.kind = DataSpec::kStudent3;
+  } else if (d == "outliers") {
+    s.kind = DataSpec::kOutliers;
   } else if (d.rfind("sparse:", 0) == 0 || d == "sparse") {
     s.kind = DataSpec::kSparse;
     s.density = 0.01;
@@ -131,8 +135,11 @@ inline DataSpec parse_data(const std::string& d) {
     s.kind = DataSpec::kFile;
     s.file = d;
   } else {
-    input_error("bad --data '%s': gauss | laplace | sparse:DENSITY | clustered:ROWS | FILE.npy",
-                d.c_str());
+    input_error(
+        "bad --data '%s': gauss | laplace | student3 | outliers | sparse:DENSITY | clustered:ROWS "
+        "| "
+        "FILE.npy",
+        d.c_str());
   }
   return s;
 }
@@ -218,9 +225,19 @@ class Inputs {
         }
         v = gauss(mix(h));
         if (std::fabs(v) < 1.0f / 4096) v = v < 0 ? -1.0f / 4096 : 1.0f / 4096;
-      } else if (spec_.kind == DataSpec::kLaplace) {
+      } else if (spec_.kind == DataSpec::kLaplace || spec_.kind == DataSpec::kOutliers) {
         double u = ((h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
         v = static_cast<float>(u < 0.5 ? std::log(2 * u) : -std::log(2 - 2 * u));
+        // outliers: 1% of the elements 50 times larger (a few per 256-block of every rank)
+        if (spec_.kind == DataSpec::kOutliers && (mix(h ^ 0x0de1a5ull) % 100) == 0) v *= 50.0f;
+      } else if (spec_.kind == DataSpec::kStudent3) {
+        // Student's t with 3 degrees of freedom: a normal over sqrt(chi2(3) / 3), capped at
+        // 1000 (heavy tails: a few elements per block set its range).
+        const uint64_t h1 = mix(h), h2 = mix(h1), h3 = mix(h2);
+        const float g1 = gauss(h1), g2 = gauss(h2), g3 = gauss(h3);
+        const float chi = (g1 * g1 + g2 * g2 + g3 * g3) / 3.0f;
+        v = chi > 0 ? gauss(h) / std::sqrt(chi) : 0.0f;
+        v = std::fmax(-1000.0f, std::fmin(1000.0f, v));
       } else {
         v = gauss(h);
       }

@@ -70,9 +70,10 @@ const char* kUsage =
     "  --rank R                 this process is rank R (with --nranks and --id or --id-file)\n"
     "  --id HEX | --id-file F   the ncclUniqueId (256 hex digits), or a file rank 0 writes it to\n"
     "  --codec C                sets SKETCHCCL_CODEC (none bf16 fp16 q8 q4 q2 casq2 casq3 casq4\n"
-    "                           s2 sparse auto); implies the shim\n"
+    "                           s2 sparse q8r q4r q2r auto); implies the shim\n"
     "  --error-feedback 0|1     sets SKETCHCCL_ERROR_FEEDBACK\n"
-    "  --data D                 gauss | laplace | sparse:DENSITY | clustered:ROWS | FILE.npy\n"
+    "  --data D                 gauss | laplace | student3 | outliers | sparse:DENSITY |\n"
+    "                           clustered:ROWS | FILE.npy\n"
     "                           (default gauss); clustered: embedding-style rows of 64\n"
     "                           non-zeros, ROWS of them per rank (default 0.01), half from a\n"
     "                           pool shared across ranks; in FILE.npy, %r is replaced by the\n"
@@ -197,11 +198,12 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
     } else if (key == "--id-file") {
       o.id_file = v;
     } else if (key == "--codec") {
-      static const char* codecs[] = {"none",  "bf16",  "fp16",  "q8", "q4",     "q2",
-                                     "casq2", "casq3", "casq4", "s2", "sparse", "auto"};
+      static const char* codecs[] = {"none",   "bf16",  "fp16",  "q8",    "q4",
+                                     "q2",     "casq2", "casq3", "casq4", "s2",
+                                     "sparse", "q8r",   "q4r",   "q2r",   "auto"};
       if (std::find_if(std::begin(codecs), std::end(codecs),
                        [&](const char* c) { return v == c; }) == std::end(codecs))
-        bad("none bf16 fp16 q8 q4 q2 casq2 casq3 casq4 s2 sparse auto");
+        bad("none bf16 fp16 q8 q4 q2 casq2 casq3 casq4 s2 sparse q8r q4r q2r auto");
       o.codec = v;
     } else if (key == "--error-feedback") {
       if (v != "0" && v != "1") bad("0 or 1");

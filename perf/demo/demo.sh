@@ -196,6 +196,9 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/ddp-train" ]; then
     tta digits-wide --task digits-wide --digits "$digits" --epochs 3
     tta digits-deep --task digits-deep --digits "$digits" --epochs 1 --steps 22 --eval-every 5 \
       --configs fp32,bf16,q8,q4+ef
+    # Rotated quantizers (docs/codecs.md) beside q4, q8 and bf16, with and without error feedback.
+    tta digits-deep-rotated --task digits-deep --digits "$digits" --epochs 1 --steps 22 \
+      --eval-every 5 --configs fp32,bf16,q8,q4,q4r,q4r+ef,q2r,q2r+ef
   fi
   # lr 2 (the convergence benchmark trains it at 0.5 for 6 epochs): near its plateau in 1 epoch
   tta text --task text --epochs 1 --lr 2 --configs fp32,bf16,sparse,s2

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -53,8 +54,8 @@ using convergence::Task;
 using convergence::make_task;
 
 struct Options : convergence::RankOptions {
-  std::string seeds = "1", netns, label;
-  long eval_every = 0, max_steps = 0;
+  std::string seeds = "1", netns, label, dump;
+  long eval_every = 0, max_steps = 0, dump_step = 1;
   bool overlap_check = false;
   double bucket_mb = 25, first_bucket_mb = 1, lr = 0;  // lr 0: the task's
   Options() { task = "digits-wide"; }
@@ -103,6 +104,25 @@ double test_accuracy(const Task& t, const std::vector<float>& w, int rank, int P
   return static_cast<double>(*correct) / static_cast<double>(n);
 }
 
+// g[n] as a little-endian fp32 .npy file at `pattern` with %r replaced by the rank (what
+// sketchccl-perf --data reads: docs/codecs.md's table of dumped gradients).
+void dump_npy(const std::string& pattern, int rank, const std::vector<float>& g) {
+  std::string path = pattern;
+  const size_t at = path.find("%r");
+  if (at != std::string::npos) path.replace(at, 2, std::to_string(rank));
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(g.size()) + ",), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');  // 64-byte aligned, ending in a newline
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  const uint16_t hlen = static_cast<uint16_t>(header.size());
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.write(reinterpret_cast<const char*>(&hlen), 2);
+  f << header;
+  f.write(reinterpret_cast<const char*>(g.data()), static_cast<std::streamsize>(4 * g.size()));
+  if (!f) die("cannot write " + path);
+}
+
 int train_rank(const Options& o) {
   const std::unique_ptr<Task> task = make_task(o.task, o.digits, static_cast<uint64_t>(o.seed));
   const int rank = static_cast<int>(o.rank), P = static_cast<int>(o.nranks);
@@ -122,8 +142,14 @@ int train_rank(const Options& o) {
   const std::vector<ddp::Bucket> buckets = ddp::make_buckets(
       task->tensor_sizes(), sizeof(float), static_cast<size_t>(o.bucket_mb * 1048576.0),
       static_cast<size_t>(o.first_bucket_mb * 1048576.0));
+  long step = 0;
+  std::vector<float> dumped;  // --dump-grads: this rank's gradient before its reduction
   ddp::BucketLauncher launcher(buckets, [&](size_t k) {
     float* p = g.data() + buckets[k].begin;
+    if (!o.dump.empty() && step + 1 == o.dump_step) {
+      dumped.resize(g.size());
+      std::copy(p, p + buckets[k].size(), dumped.begin() + static_cast<long>(buckets[k].begin));
+    }
     NCCLCHECK(ncclAllReduce(p, p, buckets[k].size(), ncclFloat32, ncclAvg, comm, nullptr));
   });
 
@@ -143,7 +169,6 @@ int train_rank(const Options& o) {
     if (rank == 0) res << "eval " << step << " " << clock << " " << acc << "\n" << std::flush;
   };
   evaluate(0);
-  long step = 0;
   for (long ep = 1; ep <= o.epochs; ++ep) {
     shuffle(&shard, &rng);
     for (size_t st = 0; st < steps; ++st) {
@@ -166,6 +191,7 @@ int train_rank(const Options& o) {
       const double t3 = now_s(), c1 = library_cpu_s();
       clock += t3 - t0;
       ++step;
+      if (!dumped.empty() && step == o.dump_step) dump_npy(o.dump, rank, dumped);
       if (rank == 0)
         res << "step " << (t1 - t0) + (t3 - t2) << " " << t2 - t1 << " " << c1 - c0 << "\n";
       if (step % eval_every == 0 && !(ep == o.epochs && st + 1 == steps)) evaluate(step);
@@ -328,6 +354,10 @@ int main(int argc, char** argv) {
       o.overlap_check = true;
     } else if (a == "--label") {
       o.label = val();
+    } else if (a == "--dump-grads") {
+      o.dump = val();
+    } else if (a == "--dump-step") {
+      if (!perfutil::parse_int(val(), 1, 1000000, &o.dump_step)) die("--dump-step: 1..1000000");
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "Usage: ddp-train --task digits-wide|digits-deep|text [--digits digits.csv]\n"
@@ -335,14 +365,16 @@ int main(int argc, char** argv) {
           "                 [--epochs N] [--steps N] [--eval-every STEPS] [--nranks N]\n"
           "                 [--netns PREFIX]\n"
           "                 [--bucket-mb 25] [--first-bucket-mb 1] [--lr X] [--csv FILE]\n"
-          "                 [--label TEXT]\n"
+          "                 [--label TEXT] [--dump-grads FILE%%r.npy [--dump-step N]]\n"
           "  DDP-style training (buckets in reverse layer order, each AllReduce issued when its\n"
           "  bucket is final, overlapped with the rest of the backward pass), per configuration;\n"
           "  prints per-step times and one time-to-accuracy line per configuration. --netns:\n"
           "  rank i runs in namespace PREFIX<i> (perf/demo/netem.sh --exec makes them), UCX\n"
           "  over tcp on eth0. --steps: at most N steps per epoch. --csv: task,config,seed,\n"
           "  time_s,test_acc per evaluation. --overlap-check: checks that an AllReduce issued\n"
-          "  inside a group progresses before ncclGroupEnd (what the overlap rests on).\n");
+          "  inside a group progresses before ncclGroupEnd (what the overlap rests on).\n"
+          "  --dump-grads: each rank writes its gradient of step N (default 1) before the\n"
+          "  reduction as .npy, %%r the rank (sketchccl-perf --data FILE%%r.npy reads them).\n");
       return 0;
     } else {
       die("unknown option '" + a + "' (see --help)");
@@ -451,6 +483,11 @@ int main(int argc, char** argv) {
         if (o.eval_every) {
           v.push_back("--eval-every");
           v.push_back(std::to_string(o.eval_every));
+        }
+        if (!o.dump.empty()) {
+          for (const std::string& x : {std::string("--dump-grads"), o.dump,
+                                       std::string("--dump-step"), std::to_string(o.dump_step)})
+            v.push_back(x);
         }
         argvs.push_back(v);
       }

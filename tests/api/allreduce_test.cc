@@ -59,11 +59,11 @@ TEST_P(AllReduceMatrix, EveryCountTypeOpAndPlacement) {
 std::vector<MatrixCase> matrix_cases() {
   std::vector<MatrixCase> out;
   for (const char* codec : {"none", "bf16", "fp16", "q8", "q4", "q2", "casq2", "casq3", "casq4",
-                            "s2", "sparse", "auto"}) {
+                            "s2", "sparse", "q8r", "q4r", "q2r", "auto"}) {
     out.push_back({codec, 4});
   }
   for (int p : {2, 3, 8}) {
-    for (const char* codec : {"none", "q8", "s2", "sparse"})
+    for (const char* codec : {"none", "q8", "s2", "sparse", "q4r"})
       out.push_back({codec, p});
   }
   for (const char* codec : {"none", "q8", "sparse"})

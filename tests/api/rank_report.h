@@ -93,9 +93,9 @@ inline double codec_nmse_bound(const std::string& codec) {
   return codec == "none" || codec == "sparse" ? 0
          : codec == "bf16"                    ? 1e-4
          : codec == "fp16"                    ? 1e-5
-         : codec == "q8"                      ? 1e-3
-         : codec == "q4"                      ? 0.15
-         : codec == "q2"                      ? 3.5
+         : codec == "q8" || codec == "q8r"    ? 1e-3
+         : codec == "q4" || codec == "q4r"    ? 0.15
+         : codec == "q2" || codec == "q2r"    ? 3.5
          : codec == "casq2"                   ? 8.0  // unbiased: 7.07 on Laplace x8 (codecs.md)
          : codec == "casq3"                   ? 1.0
          : codec == "casq4"                   ? 0.2

@@ -43,7 +43,7 @@ check "q8: small non-zero error, its estimate within 2x, wire about half of the 
 # auto names the codec it chose, one of the codecs (not "-" nor "auto").
 timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 2 -w 1 --codec auto >"$tmp/out" 2>"$tmp/err"
 check "auto: the codec column names the codec it ran" \
-  awk '/^ +[0-9]/ { n++; if ($13 !~ /^(none|bf16|fp16|q8|q4|q2|casq[234]|s2|sparse)$/) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
+  awk '/^ +[0-9]/ { n++; if ($13 !~ /^(none|bf16|fp16|q8|q4|q2|q[842]r|casq[234]|s2|sparse)$/) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
 
 timeout 60 "$perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec sparse --data sparse:0.05 \
   >"$tmp/out" 2>"$tmp/err"; rc=$?

@@ -113,9 +113,10 @@ const Golden kGolden[] = {
 };
 
 const char* enum_name(CodecId c) {
-  const char* const names[] = {"None", "Bf16", "Fp16", "Q8", "Q4", "Q2", "Casq2", "Casq3", "Casq4"};
+  const char* const names[] = {"None",  "Bf16",  "Fp16", "Q8",     "Q4",  "Q2",  "Casq2",
+                               "Casq3", "Casq4", "S2",   "Sparse", "Q8r", "Q4r", "Q2r"};
   const int i = int(c);
-  return i < 9 ? names[i] : "?";
+  return i < 14 ? names[i] : "?";
 }
 
 TEST(CodecGolden, PacketsKeepTheirBytes) {

@@ -20,6 +20,7 @@
 #include "kernels/codec_internal.h"
 #include "kernels/host/cpu_ops_common.h"
 #include "kernels/host/cpu_path.h"
+#include "kernels/rotation.h"
 #include "kernels/sparse.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
@@ -33,11 +34,12 @@ using testing::make_data;
 using testing::Packet;
 using testing::params_for;
 
-const CodecId kPathCodecs[] = {CodecId::kBf16,  CodecId::kFp16,  CodecId::kQ8,
-                               CodecId::kQ4,    CodecId::kQ2,    CodecId::kCasq2,
-                               CodecId::kCasq3, CodecId::kCasq4, CodecId::kS2};
+const CodecId kPathCodecs[] = {CodecId::kBf16, CodecId::kFp16,  CodecId::kQ8,    CodecId::kQ4,
+                               CodecId::kQ2,   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4,
+                               CodecId::kS2,   CodecId::kQ8r,   CodecId::kQ4r,   CodecId::kQ2r};
 const CodecId kLaneCodecs[] = {CodecId::kQ8,    CodecId::kQ4,    CodecId::kQ2,
-                               CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4};
+                               CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4,
+                               CodecId::kQ8r,   CodecId::kQ4r,   CodecId::kQ2r};
 
 // Inputs whose blocks exercise every branch: ordinary values, an offset block (1000 + small), a
 // constant block, a block of zeros, a huge-range block (overflowing max - min), tiny and
@@ -201,20 +203,70 @@ TEST(CpuPaths, SparseHelpersWriteTheGenericBytes) {
 
 // ---- the CUDA build's routines, driven on the CPU as its kernels drive them --------------------
 
+using LaneValues = float[detail::kQLanes][detail::kGroup];
+
+// warp_fwht: each lane's group, then the stages across lanes as __shfl_xor_sync pairs them (every
+// lane reads its partner's value from before the stage).
+void lanes_fwht(LaneValues v) {
+  for (uint32_t lane = 0; lane < detail::kQLanes; ++lane)
+    detail::fwht_group(v[lane]);
+  for (uint32_t o = 1; o < detail::kQLanes; o <<= 1) {
+    LaneValues before;
+    std::memcpy(before, v, sizeof(before));
+    for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
+      for (uint32_t k = 0; k < detail::kGroup; ++k)
+        v[lane][k] = detail::fwht_pair(before[lane][k], before[lane ^ o][k], (lane & o) != 0);
+    }
+  }
+}
+// warp_rotate and warp_unrotate.
+void lanes_rotate(LaneValues v, uint64_t bkey, bool inverse) {
+  for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
+    const uint32_t s = detail::rot_group_signs(bkey, lane);
+    for (uint32_t k = 0; k < detail::kGroup; ++k)
+      v[lane][k] = v[lane][k] * (inverse ? detail::kRotScale : detail::rot_mult((s >> k) & 1u));
+  }
+  lanes_fwht(v);
+  if (!inverse) return;
+  for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
+    const uint32_t s = detail::rot_group_signs(bkey, lane);
+    for (uint32_t k = 0; k < detail::kGroup; ++k)
+      v[lane][k] = detail::rot_unsign(v[lane][k], (s >> k) & 1u);
+  }
+}
+
 // k_quant: one warp per record, lane l with elements 8l .. 8l + 7; the range a reduction over
-// the lanes (exact: any order), then every lane writes its codes (lane 0 min and scale).
+// the lanes (exact: any order), then every lane writes its codes (lane 0 min and scale). A
+// rotated codec rotates the block of x first, and every lane holds 8 values.
 void lanes_quant(const CodecParams& p, const uint8_t* in_body, const float* x, size_t n,
                  uint8_t* body) {
   const uint64_t key = detail::stream_key(p.seed, p.call, p.offset_key, p.step);
+  const uint64_t rkey = detail::rot_key(p.seed, p.call, p.offset_key);
+  const bool rot = detail::codec_rotated(p.codec);
   const uint32_t bits = detail::codec_bits(p.codec);
   const size_t R = detail::q_record_bytes(bits);
   for (size_t rec = 0, base = 0; base < n; ++rec, base += detail::kBlock) {
-    float v[detail::kQLanes][detail::kGroup];
+    LaneValues v;
     uint32_t cnt[detail::kQLanes];
     detail::QRange r{detail::u2f(0x7f800000u), detail::u2f(0xff800000u), 0u};
+    if (rot) {
+      for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
+        detail::load8<0>(x, base + lane * detail::kGroup, detail::q_lane_count(lane, n - base),
+                         v[lane]);
+      }
+      lanes_rotate(v, detail::rot_block_key(rkey, rec), false);
+    }
     for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
       cnt[lane] = detail::q_lane_count(lane, n - base);
       const uint8_t* ir = in_body != nullptr ? in_body + rec * R : nullptr;
+      if (rot) {
+        cnt[lane] = detail::kGroup;
+        if (ir == nullptr) continue;
+        if (bits == 8) detail::q_lane_add_record<8>(ir, lane, cnt[lane], v[lane]);
+        if (bits == 4) detail::q_lane_add_record<4>(ir, lane, cnt[lane], v[lane]);
+        if (bits == 2) detail::q_lane_add_record<2>(ir, lane, cnt[lane], v[lane]);
+        continue;
+      }
       switch (bits) {
         case 8:
           detail::q_lane_load<8, 0>(ir, x, base, lane, cnt[lane], v[lane]);
@@ -244,6 +296,28 @@ void lanes_quant(const CodecParams& p, const uint8_t* in_body, const float* x, s
           break;
       }
     }
+  }
+}
+
+// k_quant_decode of a rotated codec: each lane's values, the warp's inverse rotation, times the
+// scale, canonical NaN.
+void lanes_rot_decode(const CodecParams& p, const uint8_t* body, size_t n, float scale, float* y) {
+  const uint64_t rkey = detail::rot_key(p.seed, p.call, p.offset_key);
+  const uint32_t bits = detail::codec_bits(p.codec);
+  const size_t R = detail::q_record_bytes(bits);
+  for (size_t rec = 0, base = 0; base < n; ++rec, base += detail::kBlock) {
+    LaneValues v;
+    float mn, sc;
+    detail::q_record_scale(body + rec * R, &mn, &sc);
+    for (uint32_t lane = 0; lane < detail::kQLanes; ++lane) {
+      const uint8_t* codes = body + rec * R + 8 + lane * bits;
+      if (bits == 8) detail::q_load_values<8>(codes, detail::kGroup, mn, sc, v[lane]);
+      if (bits == 4) detail::q_load_values<4>(codes, detail::kGroup, mn, sc, v[lane]);
+      if (bits == 2) detail::q_load_values<2>(codes, detail::kGroup, mn, sc, v[lane]);
+    }
+    lanes_rotate(v, detail::rot_block_key(rkey, rec), true);
+    for (uint32_t j = 0; j < detail::kBlock && base + j < n; ++j)
+      y[base + j] = detail::canon_nan(v[j / detail::kGroup][j % detail::kGroup] * scale);
   }
 }
 
@@ -410,6 +484,16 @@ TEST(LaneRoutines, MatchTheCpuDrivers) {
           }
           EXPECT_TRUE(cpu_a.raw() == gpu_a.raw()) << "encode";
           EXPECT_TRUE(cpu_b.raw() == gpu_b.raw()) << "step";
+          if (detail::codec_rotated(c)) {
+            std::vector<float> y_cpu(n), y_gpu(n);
+            ASSERT_TRUE(
+                decode(ps, cpu_b.data(), bytes, y_cpu.data(), ElemType::kF32, n, 0.5f, nullptr)
+                    .ok());
+            lanes_rot_decode(
+                ps, static_cast<const uint8_t*>(cpu_b.data()) + sizeof(detail::PacketHeader), n,
+                0.5f, y_gpu.data());
+            EXPECT_EQ(0, memcmp(y_cpu.data(), y_gpu.data(), 4 * n)) << "decode";
+          }
         }
       }
     }

@@ -16,7 +16,8 @@ namespace sketchccl::kernels::testing {
 inline const std::vector<CodecId>& all_codecs() {
   static const std::vector<CodecId> v = {
       CodecId::kNone, CodecId::kBf16,  CodecId::kFp16,  CodecId::kQ8,    CodecId::kQ4,
-      CodecId::kQ2,   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4, CodecId::kS2};
+      CodecId::kQ2,   CodecId::kCasq2, CodecId::kCasq3, CodecId::kCasq4, CodecId::kS2,
+      CodecId::kQ8r,  CodecId::kQ4r,   CodecId::kQ2r};
   return v;
 }
 
