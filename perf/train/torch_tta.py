@@ -112,12 +112,15 @@ def cnn_data(torch):
     if not os.path.isdir(FASHION):
         raise SystemExit("torch_tta: no Fashion-MNIST at %s (apt-get install dataset-fashion-mnist)"
                          % FASHION)
-    norm = lambda x: ((x.float() / 255.0) - 0.2860) / 0.3530  # the training set's mean, std
-    xtr, ytr = norm(read_idx(torch, "train-images-idx3-ubyte.gz")), read_idx(
+    xtr, ytr = read_idx(torch, "train-images-idx3-ubyte.gz"), read_idx(
         torch, "train-labels-idx1-ubyte.gz").long()
-    xte, yte = norm(read_idx(torch, "t10k-images-idx3-ubyte.gz")), read_idx(
+    xte, yte = read_idx(torch, "t10k-images-idx3-ubyte.gz"), read_idx(
         torch, "t10k-labels-idx1-ubyte.gz").long()
-    return (xtr.unsqueeze(1), ytr), (xte[:2000].unsqueeze(1), yte[:2000])
+    return (xtr, ytr), (cnn_input(xte[:2000]), yte[:2000])
+
+
+def cnn_input(images):  # uint8 images (N, 28, 28) to the network's input: normalized floats
+    return (((images.float() / 255.0) - 0.2860) / 0.3530).unsqueeze(1)  # training set mean, std
 
 
 def make_cnn(torch):
@@ -175,7 +178,7 @@ def worker(a):
             return (torch.stack([train[i:i + ctx] for i in s]),
                     torch.stack([train[i + 1:i + ctx + 1] for i in s]))
         idx = torch.randint(0, len(ytr), (B,), generator=batches)
-        return xtr[idx], ytr[idx]
+        return cnn_input(xtr[idx]), ytr[idx]
 
     def loss_of(out, y):
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
@@ -252,10 +255,12 @@ def run_config(a, py, config, seed, port, workdir):
     pkg = os.environ.get("SKETCHCCL_PYTHONPATH") or os.path.join(a.build, "python")
     env["PYTHONPATH"] = pkg + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     master = "127.0.0.1"
-    if a.netns:  # gloo and UCX over TCP on the namespace's link (eth0), as ddp-train does
+    # SketchCCL's socket transport: a rank waiting for its peers sleeps in ppoll() as gloo's
+    # do; UCX's progress spins (docs/transport.md), taking the cores the 4 ranks compute on.
+    env.setdefault("SKETCHCCL_TRANSPORT", "socket")
+    if a.netns:  # gloo and SketchCCL on the namespace's link (eth0)
         master = "10.88.0.1"
-        env.update(GLOO_SOCKET_IFNAME="eth0", SKETCHCCL_TRANSPORT="ucx", UCX_TLS="tcp",
-                   UCX_NET_DEVICES="eth0", SKETCHCCL_SOCKET_IFNAME="=eth0")
+        env.update(GLOO_SOCKET_IFNAME="eth0", SKETCHCCL_SOCKET_IFNAME="=eth0")
     procs = []
     for r in range(NRANKS):
         cmd = [py, os.path.abspath(__file__), "--worker", "--model", a.model, "--config", config,
@@ -327,7 +332,7 @@ def main():
           flush=True)
     csv = open(a.csv, "w") if a.csv else None
     if csv:
-        csv.write("model,config,seed,step,time,val_loss\n")
+        csv.write("model,config,seed,time,val_loss\n")  # as perf/report/plot_tta.sh --loss reads
     port = 29500 + os.getpid() % 2000
     rows = []  # (seed, config, tta, final, time, step_s, bytes ratio)
     for seed in seeds:
@@ -344,8 +349,8 @@ def main():
             summary = next((r["summary"] for r in recs if "summary" in r), {})
             if csv:
                 for r in curve:
-                    csv.write("%s,%s,%d,%d,%.4f,%.5f\n" % (a.model, config, seed, r["step"],
-                                                          r["time"], r["val_loss"]))
+                    csv.write("%s,%s,%d,%.4f,%.5f\n" % (a.model, config, seed, r["time"],
+                                                       r["val_loss"]))
                 csv.flush()
             final = curve[-1]["val_loss"]
             if config == "fp32":
