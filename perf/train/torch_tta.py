@@ -31,6 +31,7 @@ import gzip
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -248,6 +249,12 @@ def torch_python():
     raise SystemExit("torch_tta: no Python here imports torch (apt-get install python3-torch)")
 
 
+def cpu_ticks():
+    """(busy, total) jiffies of the whole machine (/proc/stat)."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+    return sum(f) - f[3] - f[4], sum(f)
+
+
 def run_config(a, py, config, seed, port, workdir):
     result = os.path.join(workdir, "%s-%s-%d.jsonl" % (a.model, config, seed))
     env = dict(os.environ, OMP_NUM_THREADS="1", SKETCHCCL_TIMEOUT="120",
@@ -262,6 +269,8 @@ def run_config(a, py, config, seed, port, workdir):
         master = "10.88.0.1"
         env.update(GLOO_SOCKET_IFNAME="eth0", SKETCHCCL_SOCKET_IFNAME="=eth0")
     procs = []
+    busy0, total0 = cpu_ticks()
+    ours0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for r in range(NRANKS):
         cmd = [py, os.path.abspath(__file__), "--worker", "--model", a.model, "--config", config,
                "--seed", str(seed), "--steps", str(a.steps), "--eval-every", str(a.eval_every),
@@ -279,7 +288,13 @@ def run_config(a, py, config, seed, port, workdir):
             for q in procs:
                 q.kill()
             rcs.append("timeout")
+    busy1, total1 = cpu_ticks()
+    ours1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    hz, span = os.sysconf("SC_CLK_TCK"), max(1, total1 - total0)
+    ours = (ours1.ru_utime + ours1.ru_stime - ours0.ru_utime - ours0.ru_stime) * hz / span
+    busy = (busy1 - busy0) / span
     recs = [json.loads(l) for l in open(result)] if os.path.exists(result) else []
+    recs.append({"cpu": {"ours": ours, "others": max(0.0, busy - ours)}})
     if any(rc != 0 for rc in rcs):
         print("torch_tta: %s seed %d failed (exit %s); logs %s/%s-%s-%d.err.*" % (
             config, seed, rcs, workdir, a.model, config, seed), file=sys.stderr)
@@ -320,8 +335,6 @@ def main():
     configs = [c for c in a.configs.split(",") if c]
     if "fp32" not in configs:
         raise SystemExit("torch_tta: --configs needs fp32 (the target and the baseline)")
-    configs.remove("fp32")
-    configs.insert(0, "fp32")
     seeds = [int(s) for s in a.seeds.split(",")]
     workdir = a.out or tempfile.mkdtemp(prefix="torch_tta.")
     os.makedirs(workdir, exist_ok=True)
@@ -330,79 +343,90 @@ def main():
     print("== torch_tta %s: DDP, %d ranks, %s; %d steps, validation every %d; target: fp32's final "
           "validation loss + %g" % (a.model, NRANKS, where, a.steps, a.eval_every, a.margin),
           flush=True)
-    csv = open(a.csv, "w") if a.csv else None
-    if csv:
-        csv.write("model,config,seed,time,val_loss\n")  # as perf/report/plot_tta.sh --loss reads
     port = 29500 + os.getpid() % 2000
-    rows = []  # (seed, config, tta, final, time, step_s, bytes ratio)
-    for seed in seeds:
-        target = None
-        for config in configs:
+    runs = {}  # (seed, config) -> {curve, step_s, wire, cpu} or None (failed)
+    for k, seed in enumerate(seeds):
+        # Every other seed in reverse order: a drift of the machine's load shifts no configuration
+        # the same way in every seed.
+        for config in (configs if k % 2 == 0 else configs[::-1]):
             port += 1
             wall = time.time()
             recs = run_config(a, py, config, seed, port, workdir)
             if recs is None:
-                rows.append((seed, config, None, None, None, None, None))
+                runs[(seed, config)] = None
                 continue
             head = recs[0]
-            curve = [r for r in recs if "val_loss" in r]
             summary = next((r["summary"] for r in recs if "summary" in r), {})
-            if csv:
-                for r in curve:
-                    csv.write("%s,%s,%d,%.4f,%.5f\n" % (a.model, config, seed, r["time"],
-                                                       r["val_loss"]))
-                csv.flush()
-            final = curve[-1]["val_loss"]
+            run = {"curve": [r for r in recs if "val_loss" in r],
+                   "cpu": next(r["cpu"] for r in recs if "cpu" in r),
+                   "step_s": summary["time"] / max(1, summary["steps"]),
+                   "wire": (summary["bytes_sent"] / summary["bytes_in"]
+                            if summary.get("bytes_in") else None)}
+            runs[(seed, config)] = run
+            print("   seed %d %-8s %6.1f s for %3d steps (%.3f s/step), final val loss %.4f%s"
+                  "  [run %.0f s; CPU %.0f%% ours, %.0f%% others']" % (
+                      seed, config, summary["time"], summary["steps"], run["step_s"],
+                      run["curve"][-1]["val_loss"],
+                      ", wire/input %.3f" % run["wire"] if run["wire"] is not None else "",
+                      time.time() - wall, 100 * run["cpu"]["ours"], 100 * run["cpu"]["others"]),
+                  flush=True)
             if config == "fp32":
-                target = final + a.margin
-                print("   seed %d: %d parameters (%.1f MiB fp32); gloo AllReduce of the whole "
-                      "gradient alone: %.3f s" % (seed, head["nparams"],
-                                                  head["nparams"] * 4 / 1048576.0,
-                                                  head["gloo_allreduce_s"]), flush=True)
-            tta = next((r["time"] for r in curve if r["val_loss"] <= target), None)
-            steps = summary.get("steps", a.steps)
-            step_s = summary.get("time", curve[-1]["time"]) / max(1, steps)
-            ratio = (summary["bytes_sent"] / summary["bytes_in"]
-                     if summary.get("bytes_in") else None)
-            rows.append((seed, config, tta, final, curve[-1]["time"], step_s, ratio))
-            print("   seed %d %-8s %5.1f s for %d steps (%.3f s/step), final val loss %.4f, "
-                  "time to %.4f: %s%s  [run %.0f s]" % (
-                      seed, config, curve[-1]["time"], steps, step_s, final, target,
-                      "%.1f s" % tta if tta is not None else "not reached",
-                      ", wire/input %.3f" % ratio if ratio is not None else "",
-                      time.time() - wall), flush=True)
-    # Summary: per configuration over the seeds, the speed-up over fp32 (gloo) and over bf16.
-    print("   summary (time to fp32's final loss + %g; speed-up = its time / this one's, per seed):"
-          % a.margin)
-    by = {(s, c): r for (s, c, *r) in [(row[0], row[1]) + row[2:] for row in rows]}
+                print("   seed %d: %d parameters (%.1f MiB fp32); gloo's AllReduce of the whole "
+                      "gradient, alone: %.3f s" % (seed, head["nparams"],
+                                                   head["nparams"] * 4 / 1048576.0,
+                                                   head["gloo_allreduce_s"]), flush=True)
+    if a.csv:
+        with open(a.csv, "w") as csv:
+            csv.write("model,config,seed,time,val_loss\n")  # as perf/report/plot_tta.sh --loss reads
+            for seed in seeds:
+                for config in configs:
+                    for r in (runs.get((seed, config)) or {}).get("curve", []):
+                        csv.write("%s,%s,%d,%.4f,%.5f\n" % (a.model, config, seed, r["time"],
+                                                           r["val_loss"]))
+    # Per configuration over the seeds: the time to each seed's target, the speed-ups.
+    tta = {}
+    for seed in seeds:
+        base = runs.get((seed, "fp32"))
+        if not base:
+            continue
+        target = base["curve"][-1]["val_loss"] + a.margin
+        for config in configs:
+            run = runs.get((seed, config))
+            if run and config != "compute":
+                tta[(seed, config)] = next((r["time"] for r in run["curve"]
+                                            if r["val_loss"] <= target), None)
+    print("   summary: training time until the validation loss first reaches the fp32 (gloo) "
+          "run's final loss + %g, per seed; speed-up: the mean over the seeds of the ratio" %
+          a.margin)
     for config in configs:
         if config == "compute":
-            steps = [by[(s, config)][4] for s in seeds if by.get((s, config)) and by[(s, config)][4]]
-            fp = [by[(s, "fp32")][4] for s in seeds if by.get((s, "fp32")) and by[(s, "fp32")][4]]
-            if steps and fp:
-                frac = [1 - c / f for c, f in zip(steps, fp)]
-                print("   time-to-accuracy %s %s: compute alone %.3f s/step, fp32 %.3f s/step: "
-                      "communication is %.0f%% of an fp32 step" % (
-                          a.model, config, sum(steps) / len(steps), sum(fp) / len(fp),
-                          100 * sum(frac) / len(frac)))
+            pairs = [(runs[(s, "compute")]["step_s"], runs[(s, "fp32")]["step_s"]) for s in seeds
+                     if runs.get((s, "compute")) and runs.get((s, "fp32"))]
+            if pairs:
+                c = sum(p[0] for p in pairs) / len(pairs)
+                f = sum(p[1] for p in pairs) / len(pairs)
+                print("   time-to-accuracy %s compute: %.3f s/step without communication, fp32 "
+                      "(gloo) %.3f s/step: communication is %.0f%% of an fp32 step" % (
+                          a.model, c, f, 100 * (1 - c / f)))
             continue
-        ttas = [by[(s, config)][0] if by.get((s, config)) else None for s in seeds]
-        vs = {}
+        times = [tta.get((s, config)) for s in seeds]
+        speedups = []
         for base in ("fp32", "bf16"):
-            sp = [by[(s, base)][0] / t for s, t in zip(seeds, ttas)
-                  if t and by.get((s, base)) and by[(s, base)][0]]
-            if sp:
-                vs[base] = "%.2fx (%s)" % (sum(sp) / len(sp), "-".join(
-                    "%.2f" % x for x in (min(sp), max(sp))) if len(sp) > 1 else "1 seed")
-        reached = [t for t in ttas if t is not None]
-        print("   time-to-accuracy %s %-6s %s; vs gloo fp32 %s; vs bf16 %s" % (
-            a.model, config,
-            ", ".join("%.1f s" % t if t is not None else "not reached" for t in ttas)
-            + " (seeds %s)" % ",".join(map(str, seeds)) if reached or ttas else "-",
-            vs.get("fp32", "-"), vs.get("bf16", "-")), flush=True)
-    if csv:
-        csv.close()
-    return 0 if all(r[3] is not None for r in rows) else 1  # every run ran
+            sp = [tta[(s, base)] / t for s, t in zip(seeds, times) if t and tta.get((s, base))]
+            speedups.append("%.2fx%s" % (sum(sp) / len(sp), " (%.2f-%.2f)" % (min(sp), max(sp))
+                                         if len(sp) > 1 else "") if sp else "-")
+        steps = [runs[(s, config)]["step_s"] for s in seeds if runs.get((s, config))]
+        print("   time-to-accuracy %s %-7s %s; vs gloo fp32 %s, vs bf16 %s; %s s/step" % (
+            a.model, config, ", ".join("%.1f s" % t if t is not None else "not reached"
+                                       for t in times),
+            speedups[0], speedups[1],
+            "%.3f" % (sum(steps) / len(steps)) if steps else "-"), flush=True)
+    others = [r["cpu"]["others"] for r in runs.values() if r]
+    if others:
+        print("   CPU taken by other processes on the machine during the runs: %.0f%% on average, "
+              "%.0f%% at most (of %d cores)" % (100 * sum(others) / len(others),
+                                                100 * max(others), os.cpu_count()))
+    return 0 if all(runs.values()) else 1  # every run ran
 
 
 if __name__ == "__main__":
