@@ -236,7 +236,14 @@ def worker(a):
                        lib_seconds=s["seconds"], codecs=sorted(s["codecs"]))
         hook_state.close()
     emit({"summary": summary})
-    dist.destroy_process_group()
+    if out:
+        out.close()
+    dist.barrier()
+    # Out without tearing down: torch 1.13 can deadlock destroying DDP's Reducer and its gloo
+    # process group at exit (a gloo thread freeing a tensor waits for the GIL the main thread
+    # holds while it waits for the group's lock).
+    sys.stdout.flush()
+    os._exit(0)
 
 
 # --- the launcher -----------------------------------------------------------------------------
@@ -257,7 +264,9 @@ def cpu_ticks():
 
 def run_config(a, py, config, seed, port, workdir):
     result = os.path.join(workdir, "%s-%s-%d.jsonl" % (a.model, config, seed))
-    env = dict(os.environ, OMP_NUM_THREADS="1", SKETCHCCL_TIMEOUT="120",
+    # One thread per rank for torch and BLAS: 4 ranks share the cores (Debian's threaded
+    # OpenBLAS, where installed instead of libopenblas0-serial, would start one per core).
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", SKETCHCCL_TIMEOUT="120",
                SKETCHCCL_DEBUG=os.environ.get("SKETCHCCL_DEBUG", "WARN"))
     pkg = os.environ.get("SKETCHCCL_PYTHONPATH") or os.path.join(a.build, "python")
     env["PYTHONPATH"] = pkg + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
