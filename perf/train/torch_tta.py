@@ -43,8 +43,8 @@ PY_SOURCES = "/usr/lib/python3.11/*.py"
 NRANKS = 4
 COMPUTE_STEPS = 40  # the compute-only configuration measures the step time, not a curve
 DEFAULTS = {  # steps, eval every, batch per rank, learning rate, margin on the loss
-    "lm": dict(steps=200, eval_every=20, batch=2, lr=2e-3, margin=0.03),
-    "cnn": dict(steps=160, eval_every=20, batch=32, lr=1e-3, margin=0.03),
+    "lm": dict(steps=150, eval_every=15, batch=2, lr=2e-3, margin=0.03),
+    "cnn": dict(steps=120, eval_every=10, batch=32, lr=1e-3, margin=0.03),
 }
 
 
