@@ -36,7 +36,7 @@ SWEEP=(-b 1M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 CLUSTER_CODECS=s2,sparse,auto CLUSTER_DATA=clustered:0.01
 CLUSTER_SWEEP=(-b 4M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
+rm -rf "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/torch-tta-* "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
   "$OUT"/clustered/*.txt* "$OUT"/docs-ready 2>/dev/null || true
 start=$(date +%s)
 
@@ -194,6 +194,13 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/ddp-train" ]; then
     [ ${#csvs[@]} -gt 0 ] && "$PERF/report/plot_tta.sh" "$OUT/tta.png" "${csvs[@]}" >/dev/null
   fi
   echo "(time to accuracy: $(($(date +%s) - tta_start)) s; per-step compute, exposed communication and library CPU in $OUT/tta-*.txt; plot $OUT/tta.png)"
+  # The same question with PyTorch: DDP on a CNN over Fashion-MNIST, gloo's AllReduce against
+  # SketchCCL's comm hook (the short form; the full run: perf/demo/torch_tta.sh --full).
+  echo
+  torch_start=$(date +%s)
+  echo "Time to accuracy with PyTorch (DDP, gloo fp32 against SketchCCL's comm hook; validation loss):"
+  "$HERE/torch_tta.sh" "$BUILD" "$OUT" || echo "demo: PyTorch time to accuracy failed (log: $OUT/torch-tta-cnn.txt)" >&2
+  echo "(PyTorch time to accuracy: $(($(date +%s) - torch_start)) s; log $OUT/torch-tta-cnn.txt, plot $OUT/torch-tta-cnn.png)"
 fi
 
 # The current results: the table and the whole report (./run docs copies them into the docs).
@@ -210,7 +217,7 @@ python3 "$PERF/report/results_table.py" --allreduce "$OUT/allreduce.json" \
   conv=$(cd "$OUT" && cat convergence.txt convergence-sharded.txt convergence-text.txt \
     2>/dev/null | grep '^convergence' || true)
   if [ -n "$conv" ]; then printf '\n#### Convergence\n\n```\n%s\n```\n' "$conv"; fi
-  tta_lines=$(cd "$OUT" && cat tta-*.txt 2>/dev/null | grep -E '^(==|  )' || true)
+  tta_lines=$(cd "$OUT" && cat tta-*.txt torch-tta-cnn.txt 2>/dev/null | grep -E '^(==|  )' || true)
   if [ -n "$tta_lines" ]; then printf '\n#### Time to accuracy\n\n```\n%s\n```\n' "$tta_lines"; fi
 } >"$OUT/report.md"
 echo
