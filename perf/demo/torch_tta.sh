@@ -37,9 +37,9 @@ if ! py=$(for p in ${SKETCHCCL_TORCH_PYTHON:-} python3 /usr/bin/python3; do
 fi
 mkdir -p "$OUT"
 if [ "$FULL" = 1 ]; then
-  MODELS=(lm cnn) ARGS=(--seeds 1,2 --configs compute,fp32,none,bf16,q8,q4,q4+ef,auto)
+  MODELS=(lm cnn) ARGS=(--seeds 1,2 --configs compute,fp32,none,bf16,q8,q4+ef,auto)
 else
-  MODELS=(cnn) ARGS=(--seeds 1 --configs fp32,q8,q4+ef --steps 50)
+  MODELS=(cnn) ARGS=(--seeds 1 --configs fp32,q8,q4+ef --steps 40)
 fi
 if [ "$(id -u)" -eq 0 ] && ip netns add "${PREFIX}probe" 2>/dev/null; then
   ip netns del "${PREFIX}probe"
