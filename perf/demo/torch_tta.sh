@@ -7,8 +7,8 @@
 #   perf/demo/torch_tta.sh BUILD_DIR OUT_DIR [--full] [--docs] [--prefix P]
 #
 # Default, the short form ./run demo runs: the CNN on Fashion-MNIST, fp32 (gloo), q8 and q4+ef,
-# seed 1, 60 steps (about 3 minutes). --full: both models (the GPT-style LM on the Python standard
-# library's source, the CNN), every configuration, seeds 1 and 2: docs/perf.md's figures (about 40
+# seed 1, 40 steps (about 1.5 minutes). --full: both models (the GPT-style LM on the Python standard
+# library's source, the CNN), every configuration, seeds 1 and 2: docs/perf.md's figures (about 35
 # minutes on the 2-core reference machine). --docs (with --full): afterwards, the plots into
 # docs/img/ and the runs' lines into docs/perf.md (torch-tta markers). --prefix: the namespaces'
 # names (netem.sh --prefix; default scclns).
