@@ -7,25 +7,26 @@
 # bytes each node's link carried; OUT/topology); the clustered-sparse sweep (embedding-style rows,
 # s2, sparse and auto; OUT/clustered); the convergence summary lines (digits, digits sharded,
 # text); and the time-to-accuracy lines of DDP-style training (digits-wide, digits-deep, text) with
-# their plot (OUT/tta.png); auto on every emulated link beside the exact ring and its fixed codecs
-# (OUT/auto). Last, the current results: one table (OUT/results.md)
-# and the whole report (OUT/report.md), which a full run on the emulated network also writes into
-# the README (between its demo-results markers) and docs/perf.md (demo-report markers).
+# their plot (OUT/tta.png), and the short form of the PyTorch one (perf/demo/torch_tta.sh: DDP,
+# gloo against SketchCCL's comm hook; OUT/torch-tta*); auto on every emulated link beside the
+# exact ring and its fixed codecs (OUT/auto). Last, the current results: one table
+# (OUT/results.md) and the whole report (OUT/report.md). Everything goes to OUT: the checkout is
+# left as it was. After a full run on the emulated network (OUT/docs-ready), `./run docs`
+# (perf/demo/refresh_docs.sh) writes them into the README and docs/perf.md.
 #
-#   perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence] [--no-docs]
+#   perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PERF=$(dirname "$HERE")
-BUILD=${1:?usage: perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence] [--no-docs]}
+BUILD=${1:?usage: perf/demo/demo.sh BUILD_DIR [--out DIR] [--iters N] [--quick] [--no-convergence]}
 shift
-OUT=$BUILD/demo ITERS=5 MAXB=64M CONV=1 DOCS=1
+OUT=$BUILD/demo ITERS=5 MAXB=64M CONV=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=${2:?}; shift 2 ;;
     --iters) ITERS=${2:?}; shift 2 ;;
     --quick) MAXB=8M; shift ;;
     --no-convergence) CONV=0; shift ;;
-    --no-docs) DOCS=0; shift ;;
     *) echo "demo: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -36,8 +37,8 @@ SWEEP=(-b 1M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 CLUSTER_CODECS=s2,sparse,auto CLUSTER_DATA=clustered:0.01
 CLUSTER_SWEEP=(-b 4M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
-  "$OUT"/clustered/*.txt* 2>/dev/null || true
+rm -rf "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/torch-tta-* "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
+  "$OUT"/clustered/*.txt* "$OUT"/docs-ready 2>/dev/null || true
 start=$(date +%s)
 
 if [ "$(id -u)" -eq 0 ] && ip netns add scclprobe 2>/dev/null; then
@@ -208,11 +209,16 @@ if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/ddp-train" ]; then
     [ ${#csvs[@]} -gt 0 ] && "$PERF/report/plot_tta.sh" "$OUT/tta.png" "${csvs[@]}" >/dev/null
   fi
   echo "(time to accuracy: $(($(date +%s) - tta_start)) s; per-step compute, exposed communication and library CPU in $OUT/tta-*.txt; plot $OUT/tta.png)"
+  # The same question with PyTorch: DDP on a CNN over Fashion-MNIST, gloo's AllReduce against
+  # SketchCCL's comm hook (the short form; the full run: perf/demo/torch_tta.sh --full).
+  echo
+  torch_start=$(date +%s)
+  echo "Time to accuracy with PyTorch (DDP, gloo fp32 against SketchCCL's comm hook; validation loss):"
+  "$HERE/torch_tta.sh" "$BUILD" "$OUT" || echo "demo: PyTorch time to accuracy failed (log: $OUT/torch-tta-cnn.txt)" >&2
+  echo "(PyTorch time to accuracy: $(($(date +%s) - torch_start)) s; log $OUT/torch-tta-cnn.txt, plot $OUT/torch-tta-cnn.png)"
 fi
 
-# The current results: the table and the whole report, and (a full run on the emulated network
-# only) the same in the README and docs/perf.md.
-REPO=$(dirname "$PERF")
+# The current results: the table and the whole report (./run docs copies them into the docs).
 python3 "$PERF/report/results_table.py" --allreduce "$OUT/allreduce.json" \
   --reduce-scatter "$OUT/reduce_scatter.json" --accuracy-from "$OUT/tta-digits-wide.txt" \
   --mode "$MODE" --cpu "$cpu_line" --tta "${TTA_TASKS[@]/#/$OUT/tta-}" \
@@ -226,24 +232,16 @@ python3 "$PERF/report/results_table.py" --allreduce "$OUT/allreduce.json" \
   conv=$(cd "$OUT" && cat convergence.txt convergence-sharded.txt convergence-text.txt \
     2>/dev/null | grep '^convergence' || true)
   if [ -n "$conv" ]; then printf '\n#### Convergence\n\n```\n%s\n```\n' "$conv"; fi
-  tta_lines=$(cd "$OUT" && cat tta-*.txt 2>/dev/null | grep -E '^(==|  )' || true)
+  tta_lines=$(cd "$OUT" && cat tta-*.txt torch-tta-cnn.txt 2>/dev/null | grep -E '^(==|  )' || true)
   if [ -n "$tta_lines" ]; then printf '\n#### Time to accuracy\n\n```\n%s\n```\n' "$tta_lines"; fi
 } >"$OUT/report.md"
 echo
-if [ "$DOCS" = 1 ] && [ "$MODE" = netem ] && [ "$MAXB" = 64M ] && [ "$CONV" = 1 ] && [ $rc -eq 0 ] &&
-   [ -s "$OUT/results.md" ]; then
-  python3 "$PERF/report/results_table.py" --splice "$REPO/README.md" demo-results \
-    --text "$OUT/results.md" || rc=1
-  python3 "$PERF/report/results_table.py" --splice "$REPO/docs/perf.md" demo-report \
-    --text "$OUT/report.md" || rc=1
-  for png in busbw:demo-busbw reduce_scatter/busbw:reduce-scatter-busbw topology/busbw:topology-busbw \
-             tta:time-to-accuracy; do
-    if [ -f "$OUT/${png%%:*}.png" ]; then cp "$OUT/${png%%:*}.png" "$REPO/docs/img/${png#*:}.png"; fi
-  done
-  echo "demo: results written into README.md and docs/perf.md, the plots into docs/img/"
+if [ "$MODE" = netem ] && [ "$MAXB" = 64M ] && [ "$CONV" = 1 ] && [ $rc -eq 0 ] && [ -s "$OUT/results.md" ]; then
+  touch "$OUT/docs-ready"
+  echo "demo: './run docs' writes these results into README.md and docs/perf.md, the plots into docs/img/"
 else
-  echo "demo: README.md and docs/perf.md left as they were (they take a full run on the emulated"
-  echo "      network, all parts passing, without --quick, --no-convergence or --no-docs)"
+  echo "demo: not a run for the docs (that takes a full run on the emulated network, all parts"
+  echo "      passing, without --quick or --no-convergence)"
 fi
 echo "demo: wall time $(($(date +%s) - start)) s (sweeps $sweep_s s); tables and logs in $OUT"
 exit $rc

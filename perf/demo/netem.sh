@@ -28,14 +28,17 @@
 #                         root namespace while the network exists (its ranks enter the
 #                         namespaces scclns0.. themselves, e.g. ddp-train --netns scclns);
 #                         exits with its status (under --timeout)
+#   --prefix P            name the namespaces P0.. and Pbr (default scclns0.. and scclbr): a
+#                         network of its own beside the default one, with its own lock
 # Namespaces are named scclns0.. and scclbr; addresses are 10.88.0.0/24 inside them only; a run
-# holds /tmp/sketchccl-netem.lock while they exist (a second run waits).
+# holds /tmp/sketchccl-netem.lock (another prefix: /tmp/sketchccl-netem-P.lock) while they exist
+# (a second run waits).
 set -euo pipefail
 
 NRANKS=4 RPN=1 TOPO=bridge RATE=1gbit BUILD=build CODECS=none,q8 DATA=gauss SPARSE_DATA=sparse:0.01
 TRANSPORTS=ucx,socket MPI=ring,default OUT= LOOPBACK=0 TIMEOUT=300 EXEC=0 GIVEN=0
 SWEEP=(-b 1M -e 64M -f 2 -n 3 -w 1)
-PREFIX=scclns BRNS=scclbr
+PREFIX=scclns BRNS=scclbr LOCK=/tmp/sketchccl-netem.lock
 
 die() { echo "netem.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
     --loopback) LOOPBACK=1; shift ;;
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
     --exec) EXEC=1; shift ;;
+    --prefix) PREFIX=${2:?}; BRNS=${2}br; shift 2 ;;
     --) shift; SWEEP=("$@"); GIVEN=1; break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -61,6 +65,8 @@ while [ $# -gt 0 ]; do
 done
 [[ "$NRANKS" =~ ^[0-9]+$ ]] && [ "$NRANKS" -ge 2 ] && [ "$NRANKS" -le 64 ] || die "--nranks: 2..64"
 [ "$TOPO" = bridge ] || [ "$TOPO" = ring ] || die "--topology: bridge | ring"
+[[ "$PREFIX" =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "--prefix: a lowercase name of up to 8 characters"
+[ "$PREFIX" = scclns ] || LOCK=/tmp/sketchccl-netem-$PREFIX.lock
 [ "$EXEC" = 0 ] || { [ "$GIVEN" = 1 ] && [ ${#SWEEP[@]} -gt 0 ]; } || die "--exec needs a command after --"
 [[ "$RPN" =~ ^[0-9]+$ ]] && [ "$RPN" -ge 1 ] && [ $((NRANKS % RPN)) -eq 0 ] ||
   die "--ranks-per-node: a divisor of --nranks"
@@ -74,8 +80,8 @@ if [ "$LOOPBACK" = 0 ] && [ "$(id -u)" -ne 0 ]; then die "namespaces need root (
 # One emulated network at a time: the namespaces have fixed names, and a second run's cleanup
 # would delete the first's. A run waits for the one before it (up to --timeout).
 if [ "$LOOPBACK" = 0 ]; then
-  exec 9>/tmp/sketchccl-netem.lock
-  flock -w "$TIMEOUT" 9 || die "another netem.sh run held the emulated network for ${TIMEOUT}s (/tmp/sketchccl-netem.lock)"
+  exec 9>"$LOCK"
+  flock -w "$TIMEOUT" 9 || die "another netem.sh run held the emulated network for ${TIMEOUT}s ($LOCK)"
 fi
 WORK=$(mktemp -d /tmp/sccl-netem.XXXXXX)
 [ -n "$OUT" ] || OUT=$WORK/out

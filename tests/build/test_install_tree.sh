@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # meson install --destdir of this build: every file where it belongs (nothing else), the library's
-# SONAME, the public header without nccl.h, the pkg-config file, and the installed sketchccl-info,
-# sketchccl-run and sketchccl-perf finding the installed library.
+# SONAME, the public header without nccl.h, the pkg-config file, the installed sketchccl-info,
+# sketchccl-run and sketchccl-perf finding the installed library, and the installed Python
+# package bound to it.
 set -u
-build=$1 src=$2 prefix=$3 bindir=$4 libdir=$5 includedir=$6 datadir=$7 version=$8
+build=$1 src=$2 prefix=$3 bindir=$4 libdir=$5 includedir=$6 datadir=$7 version=$8 pydir=${9:-}
 fails=0
 check() { # description, command...
   local what=$1; shift
@@ -28,6 +29,9 @@ root=$tmp/dest
     "$doc/README.md" "$doc/LICENSE" "$doc/CHANGELOG.md" \
     "$lib/sketchccl/jax/libnccl.so.2"
   (cd "$src" && find docs -type f) | sed "s|^|$doc/|"
+  if [ -n "$pydir" ]; then
+    for f in __init__.py _library.py _nccl.py torch.py; do echo "$(abs "$pydir")/$f"; done
+  fi
 } | sort >"$tmp/expected"
 (cd "$root" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort) >"$tmp/installed"
 check "installed files are exactly the expected ones" diff -u "$tmp/expected" "$tmp/installed"
@@ -70,6 +74,15 @@ check "... and preloads nothing" test -z "$(sed -n 2p "$tmp/jax")"
 timeout 60 "$root$bin/sketchccl-perf" --nranks 2 -b 64K -e 64K -n 1 -w 0 --codec q8 \
   >"$tmp/perf" 2>&1
 check "installed sketchccl-perf finds the installed library and runs" test $? -eq 0 || cat "$tmp/perf"
+
+if [ -n "$pydir" ]; then
+  # The installed package names the installed library (here under the destdir: redirected).
+  pyout=$(cd "$tmp" && PYTHONPATH=$root$(abs "$pydir")/.. SKETCHCCL_LIBRARY=$root$lib/libsketchccl.so.$major \
+    python3 -c 'import sketchccl, sketchccl._library as l; print(l.LIBRARY); print(sketchccl.version())' 2>&1)
+  check "the installed Python package is bound to $lib/libsketchccl.so.$major" \
+    test "$(head -1 <<<"$pyout")" = "$lib/libsketchccl.so.$major" || echo "$pyout"
+  check "... and loads it (sketchccl.version() = $version)" test "$(sed -n 2p <<<"$pyout")" = "$version"
+fi
 
 echo "$fails failure(s)"
 test "$fails" -eq 0
