@@ -98,6 +98,7 @@ start_ranks() {
         >"$DIR/rank$i.log" 2>&1 &
     fi
     PIDS+=($!)
+    disown $!  # no "Killed" notices from bash: this script reaps nothing itself
   done
 }
 
@@ -262,7 +263,7 @@ case "$SCENARIO" in
       line=$(grep '^ABORTED' "$DIR/rank$i.log")
       [ -n "$line" ] || { seen="rank $i printed no ABORTED line"; break; }
       # ABORTED AT a CALL RETURNED AT b RSS_DELTA_MB m
-      verdict=$(echo "$line" | awk '{ if ($6 == 0 || $6 - $3 > 3) print "slow"; else if ($8 > 64) print "held"; else print "ok" }')
+      verdict=$(echo "$line" | awk '{ if ($7 == 0 || $7 - $3 > 3) print "slow"; else if ($9 > 64) print "held"; else print "ok" }')
       case "$verdict" in
         slow) seen="rank $i: the stalled call did not return within 3 s of ncclCommAbort ($line)"; break ;;
         held) seen="rank $i: the aborted communicator's memory was not freed ($line)"; break ;;
