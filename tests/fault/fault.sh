@@ -172,6 +172,12 @@ report() {  # report EXPECTED SEEN
   # Calls over all ranks, for fault_campaign.sh: completed correctly, failed, wrong.
   counts=$(cat "$DIR"/rank*.log 2>/dev/null | awk '/^CALL [0-9]* OK/ { o++ } /^CALL [0-9]* ERR/ { e++ }
     /^CALL [0-9]* WRONG/ { w++ } END { printf "[calls ok=%d err=%d wrong=%d]", o, e, w }')
+  # A sanitizer's report (build-tsan) fails the run whatever the ranks returned.
+  if grep -q 'WARNING: ThreadSanitizer\|ERROR: AddressSanitizer\|runtime error:' "$DIR"/rank*.log; then
+    echo "FAIL $SCENARIO $SETTINGS: a sanitizer report $counts"
+    grep -h -A30 'WARNING: ThreadSanitizer\|ERROR: AddressSanitizer\|runtime error:' "$DIR"/rank*.log | head -80
+    exit 1
+  fi
   if [ "$1" = "$2" ]; then
     echo "PASS $SCENARIO $SETTINGS: $2 $counts${first:+ (first error: $first)}"
     exit 0
