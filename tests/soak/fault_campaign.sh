@@ -38,17 +38,17 @@ ops=(allreduce reducescatter)
 bads=(null type op)
 pick() { local -n a=$1; echo "${a[RANDOM % ${#a[@]}]}"; }
 
-runs=0 faults=0 ok_calls=0 err_calls=0 wrong=0 hangs=0 crashes=0 unexpected=0
+runs=0 faults=0 missed=0 ok_calls=0 err_calls=0 wrong=0 hangs=0 crashes=0 unexpected=0
 end=$((SECONDS + SECONDS_WANTED))
 while [ "$SECONDS" -lt "$end" ]; do
   sc=$(pick scenarios)
   args=(transport="$(pick transports)" algo="$(pick algos)" op="$(pick ops)" rank=$((RANDOM % 4))
-        count=$(( (1 + RANDOM % 4) * 1048576 )) calls=6)
+        count=$(( (1 + RANDOM % 4) * 1048576 )) calls=40)
   down=$((1 + RANDOM % 5))
   case "$sc" in
     linkdown | stop)
       # Half the outages end well within the timeout (the calls must complete), half outlast it.
-      if [ $((RANDOM % 2)) -eq 0 ]; then timeout=$((down + 8)); else timeout=$((down > 2 ? down - 1 : 1)); down=$((timeout + 2)); fi
+      if [ $((RANDOM % 2)) -eq 0 ]; then timeout=$((down + 8)); else timeout=$((down > 3 ? down - 1 : 2)); down=$((timeout + 2)); fi
       args+=(down="$down" timeout="$timeout") ;;
     partition | kill) args+=(timeout=$((2 + RANDOM % 4))) ;;
     badinput) args+=(bad="$(pick bads)" timeout=$((2 + RANDOM % 3))) ;;
@@ -67,13 +67,16 @@ while [ "$SECONDS" -lt "$end" ]; do
   case "$first" in *"(hang)"*) hangs=$((hangs + 1)) ;; esac
   case "$first" in *"without DONE"*) crashes=$((crashes + 1)) ;; esac
   case "$first" in *"different bytes"*) wrong=$((wrong + 1)) ;; esac
+  case "$first" in
+    *"missed every call"*) missed=$((missed + 1)); faults=$((faults - 1)); continue ;;
+  esac
   if [ "$rc" -ne 0 ]; then
     unexpected=$((unexpected + 1))
     echo "$line" >"$LOGDIR/run$runs.log"
     echo "run $runs (seed $SEED): $first" >&2
   fi
 done
-echo "fault campaign: ${SECONDS_WANTED}s seed $SEED: runs $runs, faults injected $faults," \
+echo "fault campaign: ${SECONDS_WANTED}s seed $SEED: runs $runs, faults injected $faults, faults that missed every call $missed," \
   "calls completed correctly $ok_calls, calls failed cleanly $err_calls, wrong results $wrong," \
   "hangs $hangs, crashes $crashes, runs not as expected $unexpected"
 [ "$unexpected" -eq 0 ] || echo "fault_campaign.sh: the failing runs' output is in $LOGDIR" >&2
