@@ -1,19 +1,26 @@
 // sketchccl-info: what this SketchCCL is, how it is configured, and what it can use here.
+#include <ifaddrs.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <sketchccl/sketchccl.h>
 #include "sketchccl_build_config.h"
 #include "src/backend/cuda_probe.h"
 #include "src/backend/cuda_query.h"
+#include "src/coll/link_probe.h"
+#include "src/coll/network_verdict.h"
 #include "src/coll/settings.h"
 #include "src/coll/topology.h"
 #include "src/core/config.h"
 #include "src/interpose/real_nccl.h"
 #include "tools/library_needs.h"
 #include "transport/probe.h"
+#include "transport/socket/net.h"
 
 namespace {
 
@@ -23,7 +30,7 @@ using sketchccl::VarSpec;
 
 void print_help() {
   std::printf(
-      "Usage: sketchccl-info [--help] [--config-table]\n"
+      "Usage: sketchccl-info [--help] [--config-table] [--probe [--nranks N]]\n"
       "\n"
       "Prints the SketchCCL version, every configuration value and where it came from\n"
       "(environment, a file, or the default), the CUDA devices or why there are none, the real\n"
@@ -31,6 +38,9 @@ void print_help() {
       "Exits 1 when the configuration has a bad value.\n"
       "\n"
       "  --config-table  print the configuration reference as a Markdown table (the README's)\n"
+      "  --probe         also measure this machine's codec speeds and print auto's verdicts\n"
+      "                  for N ranks (default 8) on each interface's reported speed and on\n"
+      "                  SKETCHCCL_LINK_GBPS (a communicator probes its own links at init)\n"
       "  --help          this text\n"
       "\n"
       "Configuration is read from the environment, then $SKETCHCCL_CONF_FILE or\n"
@@ -144,10 +154,86 @@ void print_topology(const Config& cfg) {
                   : "one compressed ring over every rank");
 }
 
+// auto's view of this machine (docs/scale.md): the codec speeds a communicator would measure, and
+// the verdict per size on the links this host reports (its communicators probe the real ones).
+void print_network(const sketchccl::coll::Settings& s, int nranks) {
+  using namespace sketchccl::coll;
+  RankFigures mine;
+  measure_codecs(s, &mine);
+  mine.machine = 1;
+  mine.cores = machine_cores();
+  struct Link {
+    std::string name;
+    double bytes_per_s;
+  };
+  std::vector<Link> links;
+  if (s.link_gbps > 0) links.push_back({"SKETCHCCL_LINK_GBPS", s.link_gbps * 1e9 / 8});
+  ifaddrs* list = nullptr;
+  std::set<std::string> seen;
+  if (getifaddrs(&list) == 0) {
+    for (ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+      if (!seen.insert(ifa->ifa_name).second) continue;
+      const double bps = sketchccl::transport::net::interface_bytes_per_s(ifa->ifa_name);
+      if (bps > 0) links.push_back({ifa->ifa_name, bps});
+    }
+    freeifaddrs(list);
+  }
+  std::printf("Network (auto, %d ranks, one per machine):\n", nranks);
+  if (!s.auto_codec) std::printf("  SKETCHCCL_CODEC is forced: every eligible call compresses\n");
+  if (links.empty()) std::printf("  no interface reports a speed; set SKETCHCCL_LINK_GBPS\n");
+  for (const Link& l : links) {
+    mine.link_bytes_per_s = l.bytes_per_s;
+    mine.stated = l.name == "SKETCHCCL_LINK_GBPS" ? 1 : 0;
+    mine.latency_s = s.link_latency_us > 0 ? s.link_latency_us * 1e-6 : 10e-6;
+    std::vector<RankFigures> all(static_cast<size_t>(nranks), mine);
+    for (int r = 0; r < nranks; ++r)
+      all[static_cast<size_t>(r)].machine = static_cast<uint64_t>(r) + 1;
+    const NetworkFigures f = agree_network(s, all.data(), nranks);
+    std::printf("  %s: %s\n", l.name.c_str(), f.describe().c_str());
+    std::printf("    %8s  %-18s %-18s %-18s\n", "size", "standalone", "host, NCCL", "device, NCCL");
+    for (size_t mib : {1, 4, 16, 64, 256}) {
+      std::printf("    %4zu MiB ", mib);
+      for (int column = 0; column < 3; ++column) {
+        VerdictCall c;
+        c.nranks = nranks;
+        c.count = mib << 18;
+        c.nccl_alone = column > 0;
+        c.device = column == 2;
+        const Verdict v = judge(f, s, c);
+        char cell[64];
+        std::snprintf(cell, sizeof cell, "%s %.3g/%.3g ms",
+                      v.codec == sketchccl::kernels::CodecId::kNone
+                          ? (c.nccl_alone ? "NCCL" : "exact")
+                          : sketchccl::kernels::codec_name(v.codec),
+                      v.codec_s * 1e3, v.exact_s * 1e3);
+        std::printf(" %-18s", cell);
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf(
+      "  (the verdict, its predicted time / the exact reduction's; a communicator logs its\n"
+      "   own figures at init with SKETCHCCL_DEBUG=INFO)\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool probe = false;
+  int nranks = 8;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--probe")) {
+      probe = true;
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--nranks") && i + 1 < argc) {
+      nranks = std::atoi(argv[++i]);
+      if (nranks < 2 || nranks > 65536) {
+        std::fprintf(stderr, "sketchccl-info: --nranks wants 2 to 65536\n");
+        return 2;
+      }
+      continue;
+    }
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       print_help();
       return 0;
@@ -175,5 +261,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sketchccl-info: %s\n", st.message().c_str());
     return 1;
   }
+  if (probe) print_network(settings, nranks);
   return 0;
 }

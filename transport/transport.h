@@ -43,6 +43,14 @@ struct TransportProperties {
   bool device_memory = false;  // isend/irecv accept device memory
 };
 
+// What a transport knows of its link to a peer: the path ("tcp via eth0") and the nominal rate
+// the system reports for it, bytes per second per direction; 0 when unknown (loopback, shared
+// memory, an interface without a speed in sysfs).
+struct LinkReport {
+  std::string path;
+  double nominal_bytes_per_s = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -72,6 +80,12 @@ class Transport {
   // *done = true once complete (and the request is released); a failed request returns its
   // error (peer gone: kRemoteError; timeout: kRemoteError naming the peer). *bytes = received.
   virtual Status test(RequestId id, bool* done, size_t* bytes) = 0;
+  // The link to a connected `peer`, as far as the transport can tell (auto's model,
+  // sketchccl-info).
+  virtual LinkReport link_report(int peer) const {
+    (void)peer;
+    return {};
+  }
   // Orderly close: cancels what is pending, disconnects.
   virtual void close() = 0;
 };

@@ -69,6 +69,14 @@ typedef struct {
   /* Appended: s2_repaired[i] belongs to codecs[i]: s2 positions left to the median estimate
    * and then reduced exactly (SKETCHCCL_S2_REPAIR=1, the default); its bytes are in bytes_sent. */
   uint64_t s2_repaired[SKETCHCCL_STATS_MAX_CODECS];
+  /* Appended: SKETCHCCL_CODEC=auto's verdicts from the measured network (docs/scale.md): calls
+   * forwarded to NCCL (also in calls_forwarded), and calls run exact standalone, because no codec
+   * was predicted faster on this communicator's links; the link figures the ranks agreed on at
+   * init (0 where nothing was measured: a forced codec). */
+  uint64_t calls_forwarded_no_gain;
+  uint64_t calls_exact_no_gain;
+  double link_gbps;
+  double link_latency_us;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

@@ -7,7 +7,8 @@
 # bytes each node's link carried; OUT/topology); the clustered-sparse sweep (embedding-style rows,
 # s2, sparse and auto; OUT/clustered); the convergence summary lines (digits, digits sharded,
 # text); and the time-to-accuracy lines of DDP-style training (digits-wide, digits-deep, text) with
-# their plot (OUT/tta.png). Last, the current results: one table (OUT/results.md)
+# their plot (OUT/tta.png); auto on every emulated link beside the exact ring and its fixed codecs
+# (OUT/auto). Last, the current results: one table (OUT/results.md)
 # and the whole report (OUT/report.md), which a full run on the emulated network also writes into
 # the README (between its demo-results markers) and docs/perf.md (demo-report markers).
 #
@@ -130,6 +131,17 @@ else
   echo "Topology section skipped: it needs network namespaces (root) to make nodes with links."
 fi
 [ -n "$cpu_line" ] && echo "$cpu_line" && echo "$cpu_line" >>"$OUT/table.md"
+
+# auto on every link the demo emulates (docs/scale.md, "auto and the network"): the exact ring,
+# bf16, q8 and auto side by side on the 1 Gbit/s network, the same namespaces unshaped (root) and
+# loopback, with the figures and verdict auto measured at init.
+echo
+echo "auto on each link (exact ring, bf16, q8 and auto, 16-64 MiB; auto's measured figures at init):"
+mkdir -p "$OUT/auto"
+quick_flag=()
+[ "$MAXB" = 8M ] && quick_flag=(--quick)
+"$HERE/auto_links.sh" "$BUILD" "$OUT/auto" "${quick_flag[@]}" 2>"$OUT/auto/raw.err" ||
+  echo "demo: the auto section failed (see $OUT/auto/raw.err)" >&2
 
 if [ "$CONV" = 1 ] && [ -x "$BUILD/perf/train/convergence" ]; then
   echo

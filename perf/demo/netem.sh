@@ -13,7 +13,7 @@
 #                         SKETCHCCL_HOSTID), ranks placed node by node; they talk inside a
 #                         node over its own address (loopback), between nodes over the links
 #   --topology T          bridge | ring (default bridge)
-#   --rate R              tbf rate of every link (default 1gbit)
+#   --rate R              tbf rate of every link (default 1gbit); none: unshaped veth links
 #   --build DIR           build directory holding perf/bench/sketchccl-perf (default build)
 #   --codecs LIST         comma-separated (default none,q8); s2 and sparse get --sparse-data;
 #                         CODEC@flat runs it with SKETCHCCL_HIERARCHY=flat (one ring over all)
@@ -132,8 +132,8 @@ setup_bridge() {
     ip netns exec "$BRNS" ip link set vb$i master br0
     ip netns exec "$BRNS" ip link set vb$i up
     # both directions of the link: the namespace's upload and its download
-    ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$RATE" burst 256kb latency 10ms
-    ip netns exec "$BRNS" tc qdisc replace dev vb$i root tbf rate "$RATE" burst 256kb latency 10ms
+    [ "$RATE" = none ] || ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$RATE" burst 256kb latency 10ms
+    [ "$RATE" = none ] || ip netns exec "$BRNS" tc qdisc replace dev vb$i root tbf rate "$RATE" burst 256kb latency 10ms
   done
   ip netns exec "$BRNS" ip addr add 10.88.0.254/24 dev br0
 }
@@ -157,7 +157,7 @@ setup_ring() {
     for d in rn$i rp$i; do
       ip netns exec "$ns" sysctl -qw net.ipv4.conf.$d.rp_filter=0
       ip netns exec "$ns" ip link set $d up
-      ip netns exec "$ns" tc qdisc replace dev $d root tbf rate "$RATE" burst 256kb latency 10ms
+      [ "$RATE" = none ] || ip netns exec "$ns" tc qdisc replace dev $d root tbf rate "$RATE" burst 256kb latency 10ms
     done
   done
   for ((i = 0; i < NRANKS; i++)); do
@@ -305,7 +305,7 @@ for tr in "${transport_list[@]}"; do
     name=${c%@*}
     label=$tr-$c
     env=(SKETCHCCL_NCCL_LIB=none SKETCHCCL_TRANSPORT="$tr" UCX_TLS=tcp SKETCHCCL_TIMEOUT=60
-         SKETCHCCL_DEBUG=WARN)
+         SKETCHCCL_DEBUG="${SKETCHCCL_DEBUG:-WARN}" SKETCHCCL_DEBUG_SUBSYS="${SKETCHCCL_DEBUG_SUBSYS:-^COLL}")
     case "$c" in
       *@flat) env+=(SKETCHCCL_HIERARCHY=flat) ;;  # one ring over every rank
       *@*) d=$SPARSE_DATA ;;  # "none@sparse": a codec on the sparse data

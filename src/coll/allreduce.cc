@@ -22,9 +22,21 @@ namespace sketchccl::coll {
 
 using kernels::CodecId;
 
-CodecId AllReduceEngine::choose_codec(const BufferState& state, size_t count) const {
+CodecId AllReduceEngine::choose_codec(const BufferState& state, const AllReduceArgs& args) {
   if (!settings_.auto_codec) return settings_.codec;
-  return choose_auto(cost_model(count), state.support_history()).codec;
+  const CodecId chosen = choose_auto(cost_model(args.count), state.support_history()).codec;
+  if (chosen != settings_.dense_codec || !network_.known) return chosen;
+  // A dense buffer: the fastest of exact, the dense codec and its safer rung on these links.
+  VerdictCall c;
+  c.kind = args.kind == CallKind::kReduceScatter || args.kind == CallKind::kRailReduceScatter
+               ? CallKind::kReduceScatter
+               : CallKind::kAllReduce;
+  c.nranks = nranks_;
+  c.count = args.count;
+  c.device = args.mem == backend::MemoryType::kDevice;
+  const Verdict v = judge(network_, settings_, c);
+  if (v.codec == CodecId::kNone) ++stats_.calls_exact_no_gain;
+  return v.codec;
 }
 
 AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks, int cuda_device)
@@ -129,7 +141,7 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const BufferKey key = buffer_key(args);
   BufferState* state = &buffers_.get(key);
-  CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state, args.count);
+  CodecId codec = args.exact ? CodecId::kNone : choose_codec(*state, args);
   if (!args.exact && settings_.max_nmse > 0) codec = guarded_codec(codec, state->guard.steps);
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);

@@ -14,6 +14,7 @@
 #include "src/backend/memory_type.h"
 #include "src/coll/buffer_states.h"
 #include "src/coll/codec_choice.h"
+#include "src/coll/network_verdict.h"
 #include "src/coll/reduction.h"
 #include "src/coll/ring.h"
 #include "src/coll/ring_shape.h"
@@ -34,6 +35,10 @@ class AllReduceEngine {
   // After the join, before any call: the nodes of the ranks (coll/topology.h), for the
   // statistics (intra- and inter-node bytes).
   void set_topology(const Topology& topo);
+  // After the join under SKETCHCCL_CODEC=auto: the agreed link and codec figures, from which
+  // `auto` runs a dense buffer exact, or on a safer codec, where that is faster
+  // (network_verdict.h).
+  void set_network(const NetworkFigures& f) { network_ = f; }
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number. A call
   // of kind kRail is the hierarchy's, never a flat ring's (an internal error here).
@@ -59,7 +64,7 @@ class AllReduceEngine {
 
  private:
   // The codec this call would use, from agreed numbers only.
-  kernels::CodecId choose_codec(const BufferState& state, size_t count) const;
+  kernels::CodecId choose_codec(const BufferState& state, const AllReduceArgs& args);
   // This rank's decision inputs for a call on the buffer of `state` with `codec`.
   static DecisionMessage decision_of(const BufferState& state, kernels::CodecId codec,
                                      bool speculative);
@@ -96,6 +101,7 @@ class AllReduceEngine {
   BufferStates buffers_;  // bounded, least recently used dropped first
   CommStats stats_;
   Topology topology_;
+  NetworkFigures network_;
 };
 
 }  // namespace sketchccl::coll

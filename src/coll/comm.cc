@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <system_error>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "src/backend/device_runtime.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/coll/hierarchy.h"
+#include "src/coll/link_probe.h"
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
 #include "src/core/log.h"
@@ -207,8 +209,65 @@ Status Communicator::rendezvous_and_connect() {
   uint8_t here = 1;
   std::vector<uint8_t> all(static_cast<size_t>(nranks_));
   SCCL_RETURN_IF_ERROR(allgather_small(&here, sizeof here, all.data()));
+  SCCL_RETURN_IF_ERROR(measure_network());
   SCCL_INFO(kLogInit, "rank %d of %d joined over %s", rank_, nranks_, transport_->name());
   return Status::Ok();
+}
+
+Status Communicator::measure_network() {
+  // A forced codec always compresses, and one node in front of NCCL always forwards.
+  if (!settings_.auto_codec || nranks_ < 2 || forwards_one_node()) return Status::Ok();
+  // The links the compressed data crosses: the rail's ring where the hierarchy runs, else the ring.
+  int to = (rank_ + 1) % nranks_, from = (rank_ - 1 + nranks_) % nranks_;
+  if (hierarchical()) {
+    const int n = topology_.nodes;
+    to = topology_.rail_ranks[static_cast<size_t>((topology_.node + 1) % n)];
+    from = topology_.rail_ranks[static_cast<size_t>((topology_.node + n - 1) % n)];
+  }
+  RankFigures mine;
+  SCCL_RETURN_IF_ERROR(measure_link(peer_link(op_seq_++), to, from, settings_, &mine));
+  const transport::LinkReport report = transport_->link_report(from);
+  mine.nominal_bytes_per_s = report.nominal_bytes_per_s;
+  measure_codecs(settings_, &mine);
+  std::vector<RankFigures> all(static_cast<size_t>(nranks_));
+  SCCL_RETURN_IF_ERROR(allgather_small(&mine, sizeof mine, all.data()));
+  network_ = agree_network(settings_, all.data(), nranks_);
+  engine_.set_network(network_);
+  if (hier_) hier_->rail().set_network(network_);
+  if (rank_ == 0) log_verdicts(report.path);
+  return Status::Ok();
+}
+
+void Communicator::log_verdicts(const std::string& path) const {
+  std::string bands;
+  for (size_t mib : {1, 4, 16, 64, 256}) {
+    const Verdict v = verdict(CallKind::kAllReduce, mib << 18, false);
+    char b[200];
+    int n = std::snprintf(b, sizeof b, "%s%zu MiB %s (%.3g ms, exact %.3g ms)",
+                          bands.empty() ? "" : "; ", mib, kernels::codec_name(v.codec),
+                          v.codec_s * 1e3, v.exact_s * 1e3);
+    if (!standalone_ && n > 0 && static_cast<size_t>(n) < sizeof b) {
+      const Verdict d = verdict(CallKind::kAllReduce, mib << 18, true);
+      std::snprintf(
+          b + n, sizeof b - static_cast<size_t>(n), ", device buffers %s",
+          d.codec == kernels::CodecId::kNone ? "forwarded" : kernels::codec_name(d.codec));
+    }
+    bands += b;
+  }
+  SCCL_INFO(kLogInit, "auto: %s over %s; AllReduce verdicts (host buffers%s): %s",
+            network_.describe().c_str(), path.empty() ? transport_->name() : path.c_str(),
+            standalone_ ? "" : "; none: forwarded to NCCL", bands.c_str());
+}
+
+Verdict Communicator::verdict(CallKind kind, size_t count, bool device) const {
+  VerdictCall c;
+  c.kind = kind;
+  c.nranks = nranks_;
+  c.ranks_per_node = hierarchical() ? topology_.local_ranks : 1;
+  c.count = count;
+  c.device = device;
+  c.nccl_alone = !standalone_;
+  return judge(network_, settings_, c);
 }
 
 Status Communicator::discover_topology(const std::vector<transport::Blob>& addresses) {
@@ -250,6 +309,18 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
     SCCL_RETURN_IF_ERROR(transport_->connect(peer, addresses[static_cast<size_t>(peer)]));
   }
   return Status::Ok();
+}
+
+PeerLink Communicator::peer_link(uint32_t op_seq) {
+  PeerLink l;
+  l.transport = transport_.get();
+  l.rank = rank_;
+  l.nranks = nranks_;
+  l.timeout_s = settings_.timeout_s;
+  l.abort = &abort_;
+  l.addresses = &addresses_;
+  l.op_seq = op_seq;
+  return l;
 }
 
 RingLink Communicator::link(uint8_t phase) {
@@ -299,14 +370,7 @@ std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) 
 std::shared_ptr<Work> Communicator::submit_exact(std::function<Status(const PeerLink&)> fn,
                                                  bool collective) {
   return submit([this, fn = std::move(fn), collective] {
-    PeerLink l;
-    l.transport = transport_.get();
-    l.rank = rank_;
-    l.nranks = nranks_;
-    l.timeout_s = settings_.timeout_s;
-    l.abort = &abort_;
-    l.addresses = &addresses_;
-    l.op_seq = collective ? op_seq_++ : 0;
+    PeerLink l = peer_link(collective ? op_seq_++ : 0);
     p2p_sent_.resize(static_cast<size_t>(nranks_), 0);
     p2p_received_.resize(static_cast<size_t>(nranks_), 0);
     l.sent = &p2p_sent_;
@@ -565,6 +629,11 @@ CommStats Communicator::stats() const {
     s = published_stats_;
   }
   s.calls_forwarded = forwarded_.load();
+  s.calls_forwarded_no_gain = forwarded_no_gain_.load();
+  if (network_.known) {  // written by the join, before any caller can ask
+    s.link_gbps = network_.link.bytes_per_s * 8 / 1e9;
+    s.link_latency_us = network_.link.latency_s * 1e6;
+  }
   return s;
 }
 

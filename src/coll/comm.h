@@ -16,6 +16,7 @@
 #include "src/backend/stream_gate.h"
 #include "src/coll/allreduce.h"
 #include "src/coll/hierarchy.h"
+#include "src/coll/network_verdict.h"
 #include "src/coll/p2p.h"
 #include "src/coll/settings.h"
 #include "src/coll/topology.h"
@@ -75,6 +76,13 @@ class Communicator {
     return !standalone_ && settings_.hierarchy && nranks_ > 1 && topology_.nodes == 1;
   }
 
+  // After a successful join: what the ranks agreed of the links and codec speeds (known only
+  // under SKETCHCCL_CODEC=auto), and auto's verdict for a call from them (network_verdict.h):
+  // the same on every rank.
+  const NetworkFigures& network() const { return network_; }
+  Verdict verdict(CallKind kind, size_t count, bool device) const;
+  void count_forwarded_no_gain() { forwarded_no_gain_.fetch_add(1, std::memory_order_relaxed); }
+
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
   // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): queues the
@@ -129,12 +137,16 @@ class Communicator {
   Status rendezvous_and_connect();  // bootstrap all-gather of addresses, ring connections
   // All-gathers the node ids, then connects the node's and the rail's ring neighbours.
   Status discover_topology(const std::vector<transport::Blob>& addresses);
+  // auto's figures: the link probe over the schedule's ring and the codec speeds, agreed.
+  Status measure_network();
+  void log_verdicts(const std::string& path) const;  // rank 0's INFO line of the figures
   Status split_on_proxy(int color, int key, bool child_nonblocking,
                         std::shared_ptr<Communicator>* child);
   // Small all-gather of `bytes` per rank over the ring (membership exchange).
   Status allgather_small(const void* mine, size_t bytes, void* all);
   Status allgather_small_ring(const void* mine, size_t bytes, void* all);
   RingLink link(uint8_t phase = 0);
+  PeerLink peer_link(uint32_t op_seq);  // an exact operation's view of the transport
   void fail(const Status& st);
   // Tells the root that this rank cannot join (bootstrap::abandon), best effort.
   void abandon_join(const Status& why);
@@ -159,7 +171,8 @@ class Communicator {
   const uint64_t config_hash_;
 
   std::unique_ptr<transport::Transport> transport_;
-  Topology topology_;  // written by the join, read after it
+  Topology topology_;       // written by the join, read after it
+  NetworkFigures network_;  // likewise
   // The flat engine; its statistics are the communicator's (the hierarchy adds to them).
   AllReduceEngine engine_;
   // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: made by the join.
@@ -173,6 +186,7 @@ class Communicator {
   std::shared_ptr<Work> init_work_;
   std::atomic<bool> abort_{false};
   std::atomic<uint64_t> forwarded_{0};
+  std::atomic<uint64_t> forwarded_no_gain_{0};
   mutable std::mutex stats_mu_;
   CommStats published_stats_;
   mutable std::mutex mu_;

@@ -175,6 +175,7 @@ std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats, bool count_
     if (c.calls > 0) codec = name;
     add_codec_stats(c, &stats->by_codec[name], count_calls);
   }
+  stats->calls_exact_no_gain += rail_.stats().calls_exact_no_gain;
   rail_.stats() = CommStats{};
   return codec;
 }

@@ -45,6 +45,7 @@ enum RingPhase : uint8_t {
   // A two-shot ReduceScatter's second round: each chunk owner's tally of the accuracy sample at
   // its chunk to every rank (call_sample.h).
   kPhaseAccuracyTally = 20,
+  kPhaseLinkProbe = 21,  // the link probe at join (link_probe.h)
 };
 
 namespace detail {
@@ -62,7 +63,8 @@ inline constexpr uint8_t kSharedPhases[] = {kPhaseAccuracySample,
                                             kPhaseTwoShotScatter,
                                             kPhaseTwoShotGather,
                                             kPhaseTwoShotScatterRs,
-                                            kPhaseAccuracyTally};
+                                            kPhaseAccuracyTally,
+                                            kPhaseLinkProbe};
 constexpr bool phases_distinct() {
   uint32_t seen = 0;  // the tag's phase field has 5 bits
   auto take = [&seen](uint8_t p) {

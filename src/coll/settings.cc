@@ -98,6 +98,8 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.max_nmse = cfg.get_double(Var::kMaxNmse);
   s.timeout_s = cfg.get_double(Var::kTimeout);
   s.hierarchy = cfg.get_string(Var::kHierarchy) == "auto";
+  s.link_gbps = cfg.get_double(Var::kLinkGbps);
+  s.link_latency_us = cfg.get_double(Var::kLinkLatencyUs);
   const std::string& algo = cfg.get_string(Var::kAlgo);
   s.algo = algo == "ring"      ? Settings::Algo::kRing
            : algo == "twoshot" ? Settings::Algo::kTwoShot

@@ -32,6 +32,10 @@ struct Settings {
   bool hierarchy;  // SKETCHCCL_HIERARCHY=auto: node-aware AllReduce (docs/hierarchy.md)
   // SKETCHCCL_ALGO: the data schedule of the quantizing codecs (schedule_choice.h).
   enum class Algo : uint8_t { kAuto, kRing, kTwoShot } algo = Algo::kAuto;
+  // SKETCHCCL_LINK_GBPS / _LATENCY_US: this rank's statement of its link for auto's model
+  // (link_probe.h); 0 measures it.
+  double link_gbps;
+  double link_latency_us;
 
   // The table's defaults.
   Settings();

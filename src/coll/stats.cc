@@ -11,13 +11,16 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                 "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
                 "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"nodes\": %d, "
                 "\"ranks_per_node\": %d, \"hierarchical\": %s, \"decisions_disagreed\": %llu, "
-                "\"codecs\": {",
+                "\"calls_forwarded_no_gain\": %llu, \"calls_exact_no_gain\": %llu, "
+                "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, \"codecs\": {",
                 static_cast<unsigned long long>(comm_id), rank, nranks,
                 static_cast<unsigned long long>(calls_taken),
                 static_cast<unsigned long long>(calls_forwarded),
                 static_cast<unsigned long long>(calls_failed), nodes, ranks_per_node,
                 hierarchical ? "true" : "false",
-                static_cast<unsigned long long>(decisions_disagreed));
+                static_cast<unsigned long long>(decisions_disagreed),
+                static_cast<unsigned long long>(calls_forwarded_no_gain),
+                static_cast<unsigned long long>(calls_exact_no_gain), link_gbps, link_latency_us);
   out += buf;
   bool first = true;
   for (const auto& [name, c] : by_codec) {

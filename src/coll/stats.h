@@ -54,6 +54,13 @@ struct CommStats {
   bool hierarchical = false;
   // Calls whose ranks held different histories for their buffer (ran exact; allreduce.cc).
   uint64_t decisions_disagreed = 0;
+  // auto's verdicts (network_verdict.h): calls forwarded to NCCL, and calls run exact
+  // (standalone), because no codec was predicted faster on these links; the agreed link figures
+  // (0: not measured).
+  uint64_t calls_forwarded_no_gain = 0;
+  uint64_t calls_exact_no_gain = 0;
+  double link_gbps = 0;
+  double link_latency_us = 0;
 
   // One JSON object; `rank`, `nranks` and `comm` identify the communicator.
   std::string to_json(int rank, int nranks, uint64_t comm_id) const;

@@ -41,6 +41,13 @@ uint64_t local_host_id(std::string* source) {
   return fnv1a(std::string(host) + "|" + boot);
 }
 
+uint64_t machine_id() {
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return fnv1a(boot);
+}
+
 Topology make_topology(int rank, const std::vector<uint64_t>& host_ids) {
   Topology t;
   t.nranks = static_cast<int>(host_ids.size());

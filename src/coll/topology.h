@@ -11,6 +11,9 @@ namespace sketchccl::coll {
 // This process's node id: a hash of SKETCHCCL_HOSTID, else NCCL_HOSTID, else the hostname and
 // the boot id (/proc/sys/kernel/random/boot_id), as NCCL does. *source says which, for logs.
 uint64_t local_host_id(std::string* source = nullptr);
+// A hash of the boot id alone: processes that share it share one machine's cores, whatever
+// SKETCHCCL_HOSTID says of their node.
+uint64_t machine_id();
 
 struct Topology {
   int nranks = 1;

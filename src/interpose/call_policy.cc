@@ -39,6 +39,13 @@ PolicyInput policy_input(const coll::Communicator* c, CommState state, const api
   if (in.comm == CommState::kReady && in.enabled) {
     in.capturing = backend::stream_is_capturing(call.stream);
     in.cuda_backend = backend::has_cuda_backend();
+    if (c->network().known) {
+      const coll::CallKind kind = call.kind == api::CollKind::kReduceScatter
+                                      ? coll::CallKind::kReduceScatter
+                                      : coll::CallKind::kAllReduce;
+      in.no_gain_host = c->verdict(kind, in.count, false).codec == kernels::CodecId::kNone;
+      in.no_gain_device = c->verdict(kind, in.count, true).codec == kernels::CodecId::kNone;
+    }
   }
   return in;
 }

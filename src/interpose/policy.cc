@@ -60,6 +60,9 @@ PolicyDecision decide(const PolicyInput& in) {
                                               ? in.cuda_unusable
                                               : "device buffers need the CUDA backend");
   }
+  if (in.mem == backend::MemoryType::kDevice ? in.no_gain_device : in.no_gain_host) {
+    return forward_because(R::kNoGain, "auto: NCCL alone is predicted faster on these links");
+  }
   PolicyDecision d;
   d.take_over = true;
   return d;

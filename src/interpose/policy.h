@@ -34,6 +34,10 @@ struct PolicyInput {
   backend::MemoryType mem = backend::MemoryType::kHost;
   bool cuda_backend = false;            // this build can run codecs on the GPU
   const char* cuda_unusable = nullptr;  // why not (backend::device_path_usable), if known
+  // SKETCHCCL_CODEC=auto's verdict on the measured links (coll/network_verdict.h): NCCL alone is
+  // predicted fastest for host / device buffers of this call.
+  bool no_gain_host = false;
+  bool no_gain_device = false;
 };
 
 // Why a call is forwarded (kNone: taken over), as the per-call log names it.
@@ -49,6 +53,7 @@ enum class ForwardReason {
   kMemory,     // memory that cannot be classified (any doubt forwards)
   kNoBackend,  // device memory without a working CUDA backend
   kSimulated,  // inside a group ended by ncclGroupSimulateEnd (the front decides that)
+  kNoGain,     // auto: no codec is predicted faster than NCCL on these links
 };
 
 struct PolicyDecision {

@@ -72,6 +72,7 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   if (!d.take_over) {
     log(forwarded_outcome(d, call.mem));
     if (c != nullptr) c->count_forwarded();
+    if (c != nullptr && d.why == ForwardReason::kNoGain) c->count_forwarded_no_gain();
     return forward_call(call);
   }
   Status st = api::validate(call, c->rank(), c->nranks(), &call.elem);

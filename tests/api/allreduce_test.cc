@@ -215,6 +215,34 @@ TEST(AllReduce, AutoTurnsDenseBuffersToTheDenseCodec) {
   }
 }
 
+// auto's link figures (docs/scale.md): ranks told different link speeds agree on the slowest, and
+// ranks that each probe their own link agree on one set of figures and run the same codecs.
+TEST(AllReduce, AutoRanksAgreeOnTheSlowestLinkWhateverEachMeasured) {
+  const std::string id = new_id_hex();
+  const char* told[] = {"10", "0.5", "100", "2"};
+  auto outs = sketchccl::testing::run_ranks(
+      4,
+      [&](int r) {
+        return std::vector<std::string>{"/usr/bin/env",
+                                        std::string("SKETCHCCL_LINK_GBPS=") + told[r],
+                                        g_worker,
+                                        "network",
+                                        std::to_string(r),
+                                        "4",
+                                        id,
+                                        "1100000"};
+      },
+      {"SKETCHCCL_CODEC=auto"}, 120);
+  sketchccl::testing::expect_agreement(outs);
+  for (const auto& o : outs) {
+    EXPECT_NE(o.out.find(" link_gbps 0.5 "), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find(" codecs q8:1 sparse:1 "), std::string::npos) << o.out;
+  }
+  // Probed: each rank times its own link; the figures and codecs agree on every rank.
+  Outcome probed = run("network", 4, {"SKETCHCCL_CODEC=auto"}, {"1100000"});
+  expect_agreement(probed);
+}
+
 TEST(AllReduce, SparseIsExactWithEachSupportEncoding) {
   // Three calls on one buffer, each checked exact; the index list needs the first call's support.
   const std::pair<const char*, const char*> cases[] = {

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include <sketchccl/sketchccl.h>
+
 #include "tests/api/elem_convert.h"
 #include "tests/api/rank_report.h"
 
@@ -305,6 +307,34 @@ int scenario_big(ncclComm_t comm, const std::string& codec, size_t count) {
   return 0;
 }
 
+// auto's figures and verdict: two AllReduces of `count` Gaussian values (the first runs `sparse`,
+// which measures the support), then the statistics. Every rank must hold the same agreed link
+// figures and have run the same codecs, whatever each measured or was told.
+int scenario_network(ncclComm_t comm, size_t count) {
+  std::vector<float> buf(count);
+  for (int call = 0; call < 2; ++call) {
+    for (size_t i = 0; i < count; ++i)
+      buf[i] = input_value("gauss", g_rank, i + static_cast<size_t>(call));
+    NCCL_OK(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+  }
+  sketchcclCommStats st;
+  std::memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  NCCL_OK(static_cast<ncclResult_t>(sketchcclCommGetStats(comm, &st)));
+  std::string codecs;
+  for (int i = 0; i < st.num_codecs; ++i)
+    codecs += std::string(st.codecs[i].name) + ":" + std::to_string(st.codecs[i].calls) + " ";
+  std::printf("NETWORK rank %d link_gbps %.9g latency_us %.9g exact_no_gain %llu codecs %s\n",
+              g_rank, st.link_gbps, st.link_latency_us,
+              static_cast<unsigned long long>(st.calls_exact_no_gain), codecs.c_str());
+  const double figures[2] = {st.link_gbps, st.link_latency_us};
+  report_case("network/agreed-figures", figures, sizeof figures,
+              st.link_gbps > 0 ? "OK" : "FAIL no link figures");
+  report_case("network/codecs", codecs.data(), codecs.size(),
+              st.calls_taken == 2 ? "OK" : "FAIL calls not taken");
+  return 0;
+}
+
 // A second communicator on another id, used alternately with the first.
 int scenario_two_comms(ncclComm_t comm, const char* id2_hex) {
   ncclUniqueId id2;
@@ -471,6 +501,8 @@ int main(int argc, char** argv) {
     rc = scenario_bad_input(comm);
   } else if (scenario == "mismatch") {
     rc = scenario_count_mismatch(comm);
+  } else if (scenario == "network") {
+    rc = scenario_network(comm, std::strtoull(argv[5], nullptr, 10));
   } else if (scenario == "big") {
     rc = scenario_big(comm, codec, std::strtoull(argv[5], nullptr, 10));
   } else if (scenario == "twocomms") {

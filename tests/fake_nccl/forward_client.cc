@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include <sketchccl/sketchccl.h>
+
 #include "sketchccl_build_config.h"
 #include "tests/fake_nccl/client_util.h"
 #if SKETCHCCL_NCCL_DEVICE_API
@@ -662,7 +664,8 @@ void reduce_scatter_policy(ncclComm_t comm, int rank, int nranks, bool expect_an
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr,
-                 "usage: forward_client RANK NRANKS ID_FILE full|norecord|mismatch|onenode|hier\n");
+                 "usage: forward_client RANK NRANKS ID_FILE "
+                 "full|norecord|mismatch|onenode|hier|fastlink\n");
     return 2;
   }
   alarm(120);
@@ -720,6 +723,22 @@ int main(int argc, char** argv) {
   } else {
     policy_table(comm, rank, nranks, mode == "full");
     reduce_scatter_policy(comm, rank, nranks, mode == "full");
+  }
+  if (mode == "fastlink") {
+    // auto on a link faster than the host's codecs: every call the policy would take over went
+    // to NCCL (checked above), each counted as auto's verdict.
+    using GetStats = int (*)(ncclComm_t, sketchcclCommStats*);
+    auto get = reinterpret_cast<GetStats>(dlsym(RTLD_DEFAULT, "sketchcclCommGetStats"));
+    sketchcclCommStats st;
+    std::memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    const int rc = get != nullptr ? get(comm, &st) : -1;
+    check(
+        "fastlink/forwarded-as-auto's-verdict",
+        rc == 0 && st.calls_forwarded_no_gain == 8 && st.calls_taken == 0 && st.link_gbps == 100000,
+        fmt("rc %d, no-gain %llu, taken %llu, link %g Gbit/s", rc,
+            static_cast<unsigned long long>(st.calls_forwarded_no_gain),
+            static_cast<unsigned long long>(st.calls_taken), st.link_gbps));
   }
   if (mode == "hier") {
     // A blocking split's child (PyTorch's new_group): its node communicator comes with it.

@@ -83,6 +83,16 @@ TEST(Forwarding, RanksThatDisagreeOnConfigurationAreForwardedOnEveryRank) {
   EXPECT_GT(r.checks, 3 * 10) << r.text;
 }
 
+// SKETCHCCL_CODEC=auto on a link stated faster than this host's codecs: NCCL alone is predicted
+// faster for every eligible call, which goes to NCCL unchanged (docs/scale.md).
+TEST(Forwarding, AutoForwardsToNcclWhereNoCodecIsPredictedFaster) {
+  Result r =
+      run("fastlink", 3, [](int) { return "auto"; }, /*one_node=*/false, /*ranks_per_node=*/1,
+          {"SKETCHCCL_LINK_GBPS=100000", "SKETCHCCL_LINK_LATENCY_US=5"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_GT(r.checks, 3 * 10) << r.text;
+}
+
 TEST(Forwarding, RanksOnOneNodeForwardEveryCallToNccl) {
   // A record and agreed configurations, but one node: NCCL's own paths win (docs/hierarchy.md);
   // the client's non-"full" modes expect every reduction forwarded.

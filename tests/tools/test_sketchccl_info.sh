@@ -44,6 +44,16 @@ check "--help exits 0 and lists variables" test "$rc" -eq 0 -a -n "$(grep SKETCH
 "$info" --frobnicate >/dev/null 2>&1; rc=$?
 check "unknown flag exits 2" test "$rc" -eq 2
 
+# auto's view of this machine: measured codec speeds and the verdicts on a stated link.
+SKETCHCCL_LINK_GBPS=1 "$info" --probe --nranks 4 >"$tmp/out" 2>&1; rc=$?
+check "--probe exits 0" test "$rc" -eq 0
+check "--probe measures the candidates" grep -qE "SKETCHCCL_LINK_GBPS: link 1 Gbit/s, .*\(stated\), q8 encode [0-9.]+ step" "$tmp/out"
+check "--probe: 1 Gbit/s compresses 64 MiB in every column" grep -qE "^ +64 MiB +q8 .* q8 .* q8 " "$tmp/out"
+SKETCHCCL_LINK_GBPS=100000 "$info" --probe >"$tmp/out" 2>&1
+check "--probe: NCCL alone beats the host's codecs on a 100 Tbit/s link" grep -qE "^ +64 MiB +.* NCCL .* NCCL " "$tmp/out"
+"$info" --probe --nranks 1 >/dev/null 2>&1; rc=$?
+check "--probe --nranks 1 exits 2" test "$rc" -eq 2
+
 # The README's reference table is produced by --config-table; they must not drift.
 "$info" --config-table >"$tmp/table"
 sed -n '/<!-- config-table:begin -->/,/<!-- config-table:end -->/p' "$src/README.md" |

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -374,6 +375,41 @@ uint64_t random_u64() {
     }
   }
   return v;
+}
+
+std::string interface_of_socket(int fd) {
+  SockAddr local;
+  local.len = sizeof local.ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local.ss), &local.len) != 0) return "";
+  std::string name;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  for (ifaddrs* ifa = list; ifa != nullptr && name.empty(); ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != local.family()) continue;
+    if (local.family() == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr);
+      const auto* b = reinterpret_cast<const sockaddr_in*>(&local.ss);
+      if (a->sin_addr.s_addr == b->sin_addr.s_addr) name = ifa->ifa_name;
+    } else if (local.family() == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr);
+      const auto* b = reinterpret_cast<const sockaddr_in6*>(&local.ss);
+      if (std::memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr) == 0) {
+        name = ifa->ifa_name;
+      }
+    }
+  }
+  freeifaddrs(list);
+  return name;
+}
+
+double interface_bytes_per_s(const std::string& ifname) {
+  if (ifname.empty() || ifname.find('/') != std::string::npos) return 0;
+  FILE* f = std::fopen(("/sys/class/net/" + ifname + "/speed").c_str(), "r");
+  if (f == nullptr) return 0;
+  long mbits = -1;
+  if (std::fscanf(f, "%ld", &mbits) != 1) mbits = -1;
+  std::fclose(f);
+  return mbits > 0 ? static_cast<double>(mbits) * 1e6 / 8 : 0;
 }
 
 }  // namespace sketchccl::transport::net

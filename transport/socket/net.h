@@ -112,4 +112,10 @@ inline uint64_t get_u64(const uint8_t* p) {
 // 64 random bits from the OS (getrandom), never zero.
 uint64_t random_u64();
 
+// The interface holding the local address of the connected socket `fd`, "" when none does.
+std::string interface_of_socket(int fd);
+// The speed /sys/class/net/IFNAME/speed reports, in bytes per second; 0 when it reports none
+// (loopback, a virtual interface without one, no sysfs).
+double interface_bytes_per_s(const std::string& ifname);
+
 }  // namespace sketchccl::transport::net

@@ -301,6 +301,17 @@ class SocketTransport final : public Transport {
     return st;
   }
 
+  LinkReport link_report(int peer) const override {
+    LinkReport r;
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer].fd.valid()) {
+      return r;
+    }
+    const std::string ifname = net::interface_of_socket(peers_[peer].fd.get());
+    r.path = "tcp via " + (ifname.empty() ? std::string("?") : ifname);
+    r.nominal_bytes_per_s = net::interface_bytes_per_s(ifname);
+    return r;
+  }
+
   void close() override {
     if (closed_) return;
     closed_ = true;

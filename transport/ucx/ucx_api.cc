@@ -121,6 +121,7 @@ Loaded load() {
   SCCL_UCX_BIND(ucp_worker_release_address);
   SCCL_UCX_BIND(ucp_worker_progress);
   SCCL_UCX_BIND(ucp_ep_create);
+  SCCL_UCX_BIND(ucp_ep_print_info);
   SCCL_UCX_BIND(ucp_ep_close_nbx);
   SCCL_UCX_BIND(ucp_tag_send_nbx);
   SCCL_UCX_BIND(ucp_tag_recv_nbx);

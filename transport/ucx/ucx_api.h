@@ -25,6 +25,7 @@ struct UcxApi {
   decltype(&::ucp_worker_progress) ucp_worker_progress = nullptr;
   decltype(&::ucp_ep_create) ucp_ep_create = nullptr;
   decltype(&::ucp_ep_close_nbx) ucp_ep_close_nbx = nullptr;
+  decltype(&::ucp_ep_print_info) ucp_ep_print_info = nullptr;
   decltype(&::ucp_tag_send_nbx) ucp_tag_send_nbx = nullptr;
   decltype(&::ucp_tag_recv_nbx) ucp_tag_recv_nbx = nullptr;
   decltype(&::ucp_tag_probe_nb) ucp_tag_probe_nb = nullptr;

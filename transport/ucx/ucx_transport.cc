@@ -1,5 +1,6 @@
 #include "transport/ucx/ucx_transport.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -56,6 +57,7 @@ class UcxTransport final : public Transport {
   Status irecv(int peer, uint64_t tag, void* buf, size_t bytes, RequestId* id) override;
   Status progress() override;
   Status test(RequestId id, bool* done, size_t* bytes) override;
+  LinkReport link_report(int peer) const override;
   void close() override;
 
   void on_peer_error(int peer, ucs_status_t status);
@@ -484,6 +486,35 @@ Status UcxTransport::test(RequestId id, bool* done, size_t* bytes) {
   }
   reqs_.erase(it);
   return st;
+}
+
+// UCX 1.13 has no query for an endpoint's transports: its printed lanes name them ("tcp/eth0",
+// "posix/memory"); the first network lane's device gives the NIC.
+LinkReport UcxTransport::link_report(int peer) const {
+  LinkReport r;
+  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || peers_[peer].ep == nullptr) {
+    return r;
+  }
+  char* text = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&text, &len);
+  if (f == nullptr) return r;
+  ucx().ucp_ep_print_info(peers_[peer].ep, f);
+  std::fclose(f);
+  const std::string info(text != nullptr ? text : "", len);
+  std::free(text);
+  const size_t tcp = info.find("tcp/");
+  if (tcp != std::string::npos) {
+    const size_t end = info.find_first_of(" \t\n", tcp);
+    const std::string dev = info.substr(tcp + 4, end == std::string::npos ? end : end - tcp - 4);
+    r.path = "ucx tcp via " + dev;
+    r.nominal_bytes_per_s = net::interface_bytes_per_s(dev);
+  } else if (info.find("/memory") != std::string::npos) {
+    r.path = "ucx shared memory";
+  } else {
+    r.path = "ucx";
+  }
+  return r;
 }
 
 void UcxTransport::close() {

@@ -21,6 +21,10 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->calls_taken = s.calls_taken;
   out->calls_forwarded = s.calls_forwarded;
   out->calls_failed = s.calls_failed;
+  out->calls_forwarded_no_gain = s.calls_forwarded_no_gain;
+  out->calls_exact_no_gain = s.calls_exact_no_gain;
+  out->link_gbps = s.link_gbps;
+  out->link_latency_us = s.link_latency_us;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;

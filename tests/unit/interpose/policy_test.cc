@@ -51,6 +51,13 @@ TEST(Policy, ForwardsEverythingElse) {
       {"device memory without CUDA backend",
        [](PolicyInput& in) { in.mem = backend::MemoryType::kDevice; }},
       {"memory that cannot be classified", [](PolicyInput& in) { in.mem_known = false; }},
+      {"auto: NCCL alone faster for host buffers", [](PolicyInput& in) { in.no_gain_host = true; }},
+      {"auto: NCCL alone faster for device buffers",
+       [](PolicyInput& in) {
+         in.mem = backend::MemoryType::kDevice;
+         in.cuda_backend = true;
+         in.no_gain_device = true;
+       }},
       {"unclassifiable memory even with a CUDA backend",
        [](PolicyInput& in) {
          in.mem_known = false;
@@ -64,6 +71,18 @@ TEST(Policy, ForwardsEverythingElse) {
     EXPECT_FALSE(d.take_over) << row.what;
     EXPECT_NE(std::string(d.reason), "") << row.what;
   }
+}
+
+// auto's verdict is per memory type: the one for the call's buffers decides.
+TEST(Policy, AutosVerdictForTheCallsMemoryDecides) {
+  PolicyInput in = eligible();
+  in.no_gain_device = true;
+  EXPECT_TRUE(decide(in).take_over);  // host buffers: the host verdict (gain) applies
+  in.mem = backend::MemoryType::kDevice;
+  in.cuda_backend = true;
+  const PolicyDecision d = decide(in);
+  EXPECT_FALSE(d.take_over);
+  EXPECT_EQ(d.why, ForwardReason::kNoGain);
 }
 
 // The memory is asked last: a call the rest forwards never queries CUDA.

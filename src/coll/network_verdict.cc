@@ -1,0 +1,146 @@
+#include "src/coll/network_verdict.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace sketchccl::coll {
+
+using kernels::CodecId;
+
+namespace {
+
+// GB/s of fp32 input from seconds per byte, for the logs.
+double gbs(double s_per_byte) {
+  return s_per_byte > 0 ? 1e-9 / s_per_byte : 0.0;
+}
+
+}  // namespace
+
+void candidate_codecs(const Settings& s, CodecId out[kVerdictCodecs]) {
+  CodecId c = s.dense_codec;
+  for (int i = 0; i < kVerdictCodecs; ++i) {
+    const kernels::CodecInfo* ci = kernels::codec_info(c);
+    if (ci == nullptr || !ci->lossy) {
+      out[i] = CodecId::kNone;
+      continue;
+    }
+    out[i] = c;
+    c = ci->safer;
+  }
+}
+
+NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nranks) {
+  NetworkFigures f;
+  if (nranks < 1) return f;
+  f.known = true;
+  candidate_codecs(s, f.codecs);
+  f.link.bytes_per_s = all[0].link_bytes_per_s;
+  f.link.latency_s = 0;
+  f.link.per_message_s = 0;
+  std::map<uint64_t, int> per_machine;
+  for (int r = 0; r < nranks; ++r) {
+    const RankFigures& m = all[r];
+    f.stated = f.stated || m.stated != 0;
+    f.link.bytes_per_s = std::min(f.link.bytes_per_s, m.link_bytes_per_s);
+    f.link.latency_s = std::max(f.link.latency_s, m.latency_s);
+    if (m.nominal_bytes_per_s > 0) {
+      f.nominal_bytes_per_s = f.nominal_bytes_per_s > 0
+                                  ? std::min(f.nominal_bytes_per_s, m.nominal_bytes_per_s)
+                                  : m.nominal_bytes_per_s;
+    }
+    auto slowest = [](CodecCosts* c, const double* m) {
+      c->encode = std::max(c->encode, m[0]);
+      c->step = std::max(c->step, m[1]);
+      c->decode = std::max(c->decode, m[2]);
+      c->decode_add = std::max(c->decode_add, m[3]);
+    };
+    for (int k = 0; k < kVerdictCodecs; ++k)
+      slowest(&f.costs[k], m.codec_costs[k]);
+    slowest(&f.exact, m.exact_costs);
+    const int on_machine = ++per_machine[m.machine];
+    if (on_machine >= f.ranks_per_machine) {
+      f.ranks_per_machine = on_machine;
+      f.cores = m.cores;
+    }
+  }
+  // A link that reports its rate cannot carry more: the probe's first bytes may pass a shaper's
+  // burst unshaped.
+  if (f.nominal_bytes_per_s > 0 && !f.stated) {
+    f.link.bytes_per_s = std::min(f.link.bytes_per_s, f.nominal_bytes_per_s);
+  }
+  for (int k = 0; k < kVerdictCodecs; ++k) {
+    f.costs[k].wire = codec_wire_ratio(f.codecs[k], s.slice_elems);
+  }
+  f.exact.wire = codec_wire_ratio(CodecId::kNone, s.slice_elems);
+  return f;
+}
+
+std::string NetworkFigures::describe() const {
+  if (!known) return "not measured";
+  char buf[640];
+  int n =
+      std::snprintf(buf, sizeof buf, "link %.3g Gbit/s, %.3g us (%s)", link.bytes_per_s * 8 / 1e9,
+                    link.latency_s * 1e6, stated ? "stated" : "probed");
+  if (nominal_bytes_per_s > 0 && n > 0 && static_cast<size_t>(n) < sizeof buf) {
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), ", NIC %.3g Gbit/s",
+                       nominal_bytes_per_s * 8 / 1e9);
+  }
+  for (int k = 0; k < kVerdictCodecs && n > 0 && static_cast<size_t>(n) < sizeof buf; ++k) {
+    if (codecs[k] == CodecId::kNone) continue;
+    const CodecCosts& c = costs[k];
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                       ", %s encode %.2g step %.2g decode %.2g GB/s",
+                       kernels::codec_name(codecs[k]), gbs(c.encode), gbs(c.step), gbs(c.decode));
+  }
+  if (n > 0 && static_cast<size_t>(n) < sizeof buf) {
+    std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                  ", exact encode %.2g step %.2g decode %.2g GB/s, %d rank(s) on %.0f core(s)",
+                  gbs(exact.encode), gbs(exact.step), gbs(exact.decode), ranks_per_machine, cores);
+  }
+  return buf;
+}
+
+Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call) {
+  Verdict v;
+  if (!f.known) {  // nothing measured: the dense codec, as a forced one
+    CodecId c[kVerdictCodecs];
+    candidate_codecs(s, c);
+    v.codec = c[0];
+    return v;
+  }
+  ModelCall m;
+  m.kind = call.kind == CallKind::kReduceScatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
+  m.nranks = call.nranks;
+  m.bytes = 4.0 * static_cast<double>(call.count);
+  m.ranks_per_node = call.ranks_per_node;
+  m.inter = f.link;
+  // More ranks than cores on a machine: the copies and the codec's work take turns on the same
+  // cores. The figures were measured with every rank busy at once, so they are not stretched.
+  m.cores = f.ranks_per_machine > f.cores && f.cores > 0 ? f.ranks_per_machine : 0;
+  m.codec = call.device || call.nccl_alone ? CodecCosts{f.exact.wire, 0, 0, 0, 0} : f.exact;
+  v.exact_s = predict_time(m, Schedule::kRing).seconds;
+  v.codec_s = v.exact_s;
+  for (int k = 0; k < kVerdictCodecs; ++k) {
+    const CodecId c = f.codecs[k];
+    if (c == CodecId::kNone) continue;
+    ModelCall mc = m;
+    mc.codec = f.costs[k];
+    if (call.device) {
+      const double hop = f.costs[k].wire / kDeviceStagingBytesPerS;  // one packet out or in
+      mc.codec = CodecCosts{f.costs[k].wire, hop, 2 * hop, hop, 2 * hop};
+    }
+    const Schedule sched =
+        choose_schedule(s, c, call.nranks, call.count, call.backend_sums, call.kind);
+    const double t = predict_time(mc, sched).seconds;
+    // Ties go to the more accurate: the exact reduction, then the safer rung.
+    if (t < v.codec_s || (v.codec != CodecId::kNone && t <= v.codec_s)) {
+      v.codec = c;
+      v.schedule = sched;
+      v.codec_s = t;
+    }
+  }
+  return v;
+}
+
+}  // namespace sketchccl::coll

@@ -1,0 +1,91 @@
+// Whether compression pays on this communicator's links (SKETCHCCL_CODEC=auto, docs/scale.md):
+// each rank measures its link and this machine's codec speeds at join (link_probe.h), the ranks
+// agree on the slowest figures, and every call of `auto` runs the fastest of the exact reduction
+// (NCCL alone, in front of NCCL), the dense codec and its next safer rung (the guard's ladder:
+// never less accurate than the dense codec), as the scale model (schedule_choice.h) predicts them.
+// The same agreed numbers on every rank, so the same verdict on every rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/codec.h"
+#include "src/coll/reduction.h"
+#include "src/coll/schedule_choice.h"
+#include "src/coll/settings.h"
+
+namespace sketchccl::coll {
+
+// The codecs weighed beside the exact reduction: the dense codec and its safer rung (q8: q8 and
+// bf16; a slot is kNone where the ladder reaches the exact codec first).
+inline constexpr int kVerdictCodecs = 2;
+
+// What one rank measured (or was told), as it travels in the agreement: plain numbers only.
+struct RankFigures {
+  double link_bytes_per_s = 0;     // payload bytes per second per direction of its slowest link
+  double latency_s = 0;            // one small message's time across it
+  double nominal_bytes_per_s = 0;  // what the transport reports (NIC speed); 0: unknown
+  double stated = 0;               // 1: the link figures came from SKETCHCCL_LINK_GBPS
+  double cores = 0;                // this machine's cores
+  uint64_t machine = 0;            // ranks with the same value share the cores (boot id)
+  // Seconds per fp32 input byte of each candidate's encode, step, decode and two-shot's
+  // decode-add, in the order candidate_codecs gives; and of the exact ring's (`none`: copy, add).
+  double codec_costs[kVerdictCodecs][4] = {};
+  double exact_costs[4] = {};
+};
+
+// The candidates of `s` in a fixed order (kNone where a slot is unused): every rank computes them
+// from the agreed settings.
+void candidate_codecs(const Settings& s, kernels::CodecId out[kVerdictCodecs]);
+
+// What every rank of a communicator holds alike after the agreement.
+struct NetworkFigures {
+  bool known = false;  // false: nothing measured (a forced codec, one rank): no verdicts
+  bool stated = false;
+  LinkFigures link;
+  double nominal_bytes_per_s = 0;  // the slowest link the transports reported, 0: none did
+  kernels::CodecId codecs[kVerdictCodecs] = {};
+  CodecCosts costs[kVerdictCodecs];
+  CodecCosts exact;  // the exact ring's own work (host memory)
+  // Ranks on the busiest machine, and its cores: more ranks than cores share them, so the link's
+  // copies and the codec's work do not overlap there (the model's shared-cores case).
+  int ranks_per_machine = 1;
+  double cores = 0;
+  // One line for logs and sketchccl-info.
+  std::string describe() const;
+};
+
+// The slowest link, the largest latency and codec costs, the busiest machine: what every rank
+// agrees on. `all` holds every rank's figures in rank order.
+NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nranks);
+
+// Device buffers: the codecs run on the GPU (their arithmetic is not the limit), and their
+// packets cross PCIe through pinned host memory at every hop, out and back; NCCL alone moves the
+// data straight to the NIC. PCIe 4.0 x16's pinned copy rate, not measured here: no GPU has run
+// the device path yet.
+inline constexpr double kDeviceStagingBytesPerS = 20e9;
+
+struct VerdictCall {
+  CallKind kind = CallKind::kAllReduce;
+  int nranks = 2;
+  int ranks_per_node = 1;  // > 1: the hierarchical AllReduce (exact in a node, codec between)
+  size_t count = 0;        // elements
+  bool backend_sums = true;
+  bool device = false;  // device buffers: the codec's cost is its packets' staging
+  // In front of NCCL the exact reduction is NCCL's: the data at the link's rate, its arithmetic
+  // on the GPU; standalone it is SketchCCL's exact ring, whose copies and adds the host pays.
+  bool nccl_alone = false;
+};
+
+struct Verdict {
+  kernels::CodecId codec = kernels::CodecId::kNone;  // kNone: the exact reduction is fastest
+  Schedule schedule = Schedule::kRing;
+  double exact_s = 0;  // the model's seconds of the exact reduction
+  double codec_s = 0;  // and of the chosen codec (exact_s when kNone)
+};
+
+// The fastest of the exact reduction and the candidates for this call (`auto`'s dense choice).
+Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call);
+
+}  // namespace sketchccl::coll
