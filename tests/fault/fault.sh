@@ -199,6 +199,17 @@ expected_for_outage() {  # the call survives an outage that ends well within the
   awk -v d="$down" -v t="$timeout" 'BEGIN { print (d + 4 < t) ? "ok" : (d > t ? "failed" : "either") }'
 }
 
+# Waits for the ranks after an outage and reports what they saw against $want.
+finish_outage() {
+  local left seen
+  left=$(wait_ranks "$bound")
+  [ "$left" -eq 0 ] || report "$want" "$left rank(s) still running after ${bound}s (hang)"
+  seen=$(judge "$calls")
+  [ "$want" = either ] && [ "$seen" = ok -o "$seen" = failed ] && want=$seen
+  [ "$want" = failed ] && [ "$seen" = ok ] && seen="every call completed: the fault missed every call (more calls=)"
+  report "$want" "$seen"
+}
+
 bound=$(awk -v t="$timeout" -v d="$down" 'BEGIN { printf "%d", 3 * t + d + 30 }')
 case "$SCENARIO" in
   linkdown | partition)
@@ -211,16 +222,11 @@ case "$SCENARIO" in
       sleep "$down"
       ip -n "${NS}b" link set "rel$rank" up
       want=$(expected_for_outage)
-    MIN_STALL=$(awk -v d="$down" 'BEGIN { print d * 0.8 }')
+      MIN_STALL=$(awk -v d="$down" 'BEGIN { print d * 0.8 }')
     else
       want=failed
     fi
-    left=$(wait_ranks "$bound")
-    [ "$left" -eq 0 ] || report "$want" "$left rank(s) still running after ${bound}s (hang)"
-    seen=$(judge "$calls")
-    [ "$want" = either ] && [ "$seen" = ok -o "$seen" = failed ] && want=$seen
-    [ "$want" = failed ] && [ "$seen" = ok ] && seen="every call completed: the fault missed every call (more calls=)"
-    report "$want" "$seen"
+    finish_outage
     ;;
   stop)
     start_ranks
@@ -231,12 +237,7 @@ case "$SCENARIO" in
     kill -CONT "${PIDS[$rank]}"
     want=$(expected_for_outage)
     MIN_STALL=$(awk -v d="$down" 'BEGIN { print d * 0.8 }')
-    left=$(wait_ranks "$bound")
-    [ "$left" -eq 0 ] || report "$want" "$left rank(s) still running after ${bound}s (hang)"
-    seen=$(judge "$calls")
-    [ "$want" = either ] && [ "$seen" = ok -o "$seen" = failed ] && want=$seen
-    [ "$want" = failed ] && [ "$seen" = ok ] && seen="every call completed: the fault missed every call (more calls=)"
-    report "$want" "$seen"
+    finish_outage
     ;;
   kill)
     start_ranks
