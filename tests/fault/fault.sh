@@ -6,7 +6,9 @@
 #
 # Scenarios (each prints one line "PASS|FAIL <scenario> <settings>: <what was seen>"):
 #   linkdown   each rank in its own network namespace behind a bridge; the bridge port of rank
-#              `rank` goes down (ip link set down) for `down` seconds mid-call, then up again.
+#              `rank` goes down (ip link set down) for `down` seconds, then up again: in the
+#              middle of a call when calls last long enough to be hit, else just before one
+#              starts (the settings say at=mid or at=start; see inject).
 #              Expected: down + 4 s < timeout, every call completes correctly on every rank;
 #              down > timeout, every rank fails with an error naming a peer. Needs root (else 77).
 #   partition  as linkdown, but the link never comes back: every rank fails with an error.
@@ -78,6 +80,8 @@ start_ranks() {
   local abort_after=${1:-0}
   export SKETCHCCL_NCCL_LIB=none SKETCHCCL_TIMEOUT=$timeout SKETCHCCL_MIN_BYTES=0
   export SKETCHCCL_TRANSPORT=$transport UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=tcp
+  # Gated: after call 1 every rank waits for $DIR/go, so that inject can meet a call.
+  if [ -n "${GATED:-}" ]; then export FAULT_GO_FILE=$DIR/go; else unset FAULT_GO_FILE; fi
   case "$algo" in
     ring) export SKETCHCCL_ALGO=ring SKETCHCCL_HIERARCHY=flat SKETCHCCL_CODEC=none ;;
     twoshot) export SKETCHCCL_ALGO=twoshot SKETCHCCL_HIERARCHY=flat SKETCHCCL_CODEC=q8 ;;
@@ -102,11 +106,14 @@ start_ranks() {
   done
 }
 
-# Waits (up to 60 s) until every rank has finished its first call: calls are then flowing.
+# Waits (up to 60 s) until every rank has finished its first call (its second with $DIR/go as
+# the gate: start_ranks gated): calls are then flowing.
 wait_flowing() {
+  local first="CALL 0 "
+  [ -n "${GATED:-}" ] && first="CALL 1 "
   for _ in $(seq 600); do
     local n=0
-    for ((i = 0; i < nranks; i++)); do grep -q '^CALL 0 ' "$DIR/rank$i.log" 2>/dev/null && n=$((n + 1)); done
+    for ((i = 0; i < nranks; i++)); do grep -q "^$first" "$DIR/rank$i.log" 2>/dev/null && n=$((n + 1)); done
     [ "$n" -eq "$nranks" ] && return 0
     sleep 0.1
   done
@@ -123,6 +130,25 @@ wait_ranks() {
     sleep 0.2
   done
   echo "$left"
+}
+
+# Puts the fault in place (the command given) where it meets a call, the gated ranks waiting
+# before call 2: in the middle of a call when the calls left last long enough for a random point
+# in them to be hit (at=mid), else before call 2 starts, which then runs into it (at=start).
+inject() {
+  local d
+  d=$(grep -h '^CALL 1 OK' "$DIR"/rank*.log | awk '{ if ($7 > m) m = $7 } END { print m + 0 }')
+  if awk -v d="$d" -v c="$calls" 'BEGIN { exit !((c - 2) * d > 1.5) }'; then
+    SETTINGS="$SETTINGS at=mid"
+    touch "$DIR/go"
+    sleep 0.$((RANDOM % 4))
+    "$@"
+  else
+    SETTINGS="$SETTINGS at=start"
+    "$@"
+    sleep 0.$((RANDOM % 3))
+    touch "$DIR/go"
+  fi
 }
 
 # Judges the ranks' logs: "ok" (every call correct everywhere, same bytes on every rank),
@@ -214,10 +240,10 @@ bound=$(awk -v t="$timeout" -v d="$down" 'BEGIN { printf "%d", 3 * t + d + 30 }'
 case "$SCENARIO" in
   linkdown | partition)
     make_network
+    GATED=1
     start_ranks
     wait_flowing || report ok "calls never started"
-    sleep 0.$((RANDOM % 4))
-    ip -n "${NS}b" link set "rel$rank" down
+    inject ip -n "${NS}b" link set "rel$rank" down
     if [ "$SCENARIO" = linkdown ]; then
       sleep "$down"
       ip -n "${NS}b" link set "rel$rank" up
@@ -229,10 +255,10 @@ case "$SCENARIO" in
     finish_outage
     ;;
   stop)
+    GATED=1
     start_ranks
     wait_flowing || report ok "calls never started"
-    sleep 0.$((RANDOM % 4))
-    kill -STOP "${PIDS[$rank]}"
+    inject kill -STOP "${PIDS[$rank]}"
     sleep "$down"
     kill -CONT "${PIDS[$rank]}"
     want=$(expected_for_outage)
@@ -240,10 +266,10 @@ case "$SCENARIO" in
     finish_outage
     ;;
   kill)
+    GATED=1
     start_ranks
     wait_flowing || report failed "calls never started"
-    sleep 0.$((RANDOM % 4))
-    kill -KILL "${PIDS[$rank]}"
+    inject kill -KILL "${PIDS[$rank]}"
     SKIP_RANK=$rank
     left=$(wait_ranks "$bound")
     [ "$left" -eq 0 ] || report failed "$left rank(s) still running after ${bound}s (hang)"

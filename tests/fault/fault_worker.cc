@@ -11,8 +11,10 @@
 // FAULT_BAD=CALL:RANK:null|type|op in the environment: that rank passes a null buffer, an unknown
 // type or an unknown op in that call (it must get ncclInvalidArgument, the others an error within
 // SKETCHCCL_TIMEOUT). Then "ABORTED AT t CALL RETURNED AT t RSS_DELTA_MB m" when the abort thread
-// ran, and "DONE". Exit 0 when every call completed correctly, 3 when a call failed with an error
-// (the rest are skipped), 4 on a wrong result, 2 on bad usage.
+// ran, and "DONE". FAULT_GO_FILE=path: after call 1 the rank waits until that file exists, so the
+// driver can put its fault in place before the next call starts (calls too short to hit). Exit 0
+// when every call completed correctly, 3 when a call failed with an error (the rest are skipped), 4
+// on a wrong result, 2 on bad usage.
 #include <nccl.h>
 #include <unistd.h>
 
@@ -155,6 +157,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < count; ++i)
       in[i] = input(rank, i, c);
     if (c == 1) second_call_started.store(true);
+    if (const char* go = std::getenv("FAULT_GO_FILE"); go && c == 2)
+      while (access(go, F_OK) != 0)
+        usleep(1000);
     const bool bad = c == bad_call && rank == bad_rank;
     const float* send = bad && std::strcmp(bad_kind, "null") == 0 ? nullptr : in.data();
     const auto type =
