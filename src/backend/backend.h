@@ -64,6 +64,19 @@ class Backend {
     (void)bytes;
     return Status::Ok();
   }
+  // The operation of a reserve_packet_memory has ended (`ok`: without a failure) or will never
+  // run: a backend that holds pool memory for reserved operations gives it back to the
+  // process's pool (memory_pool.h) once none is left, so that another communicator reuses it.
+  virtual void end_packet_reservation(bool ok) { (void)ok; }
+
+  // Memory this backend holds, for the statistics (docs/memory.md).
+  struct MemoryFigures {
+    uint64_t pinned_bytes = 0;         // pinned host memory held now: leased packets and staging
+    uint64_t packet_leased_bytes = 0;  // packet memory leased from the process's pools now
+    uint64_t packet_peak_bytes = 0;    // the most packet memory it leased at once
+    uint64_t device_bytes = 0;         // device memory it reserves: scratch and alloc_f32 arrays
+  };
+  virtual MemoryFigures memory_figures() const { return MemoryFigures{}; }
 
   // The codec contract (kernels/codec.h) on this backend's memory.
   virtual size_t packet_bytes(const kernels::CodecParams& p, size_t n) const = 0;

@@ -2,7 +2,7 @@
 // make_backend, which picks the backend for a memory type.
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -13,6 +13,7 @@
 #include "kernels/sum.h"
 #include "src/backend/backend.h"
 #include "src/backend/device_runtime.h"
+#include "src/backend/memory_pool.h"
 
 namespace sketchccl::backend {
 namespace {
@@ -28,75 +29,21 @@ class HostF32Array final : public F32Array {
   std::vector<float> v_;
 };
 
-// Packet memory kept across operations. A fresh block of tens of MiB (glibc maps every block
-// above its 32 MiB threshold anew and unmaps it on free) costs a page fault and a zeroed page per
-// 4 KiB, measured as much CPU as the codec's own work in a 64 MiB two-shot AllReduce; so freed
-// blocks of 1 MiB and more are kept (the last kKeep) and handed out again.
-class PacketPool {
- public:
-  static constexpr size_t kKeep = 4;
-  static constexpr size_t kMinKept = size_t(1) << 20;
-
-  PacketPool() = default;
-  PacketPool(const PacketPool&) = delete;
-  PacketPool& operator=(const PacketPool&) = delete;
-  ~PacketPool() {
-    for (const Block& b : spare_)
-      std::free(b.p);
-  }
-
-  void* take(size_t bytes) {
-    const size_t want = (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
-    std::lock_guard<std::mutex> lock(mu_);
-    // The smallest kept block that fits, if it is not over 4 times too large (a small request
-    // would otherwise hold a block a later large one needs).
-    size_t best = spare_.size();
-    for (size_t i = 0; i < spare_.size(); ++i) {
-      const size_t cap = spare_[i].cap;
-      if (cap >= want && cap / 4 <= want && (best == spare_.size() || cap < spare_[best].cap)) {
-        best = i;
-      }
-    }
-    if (best < spare_.size()) {
-      const Block b = spare_[best];
-      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(best));
-      live_[b.p] = b.cap;
-      return b.p;
-    }
-    void* p = std::aligned_alloc(64, want);
-    if (p != nullptr) live_[p] = want;
-    return p;
-  }
-
-  void give(void* p) {
-    if (p == nullptr) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(p);
-    const size_t cap = it == live_.end() ? 0 : it->second;
-    if (it != live_.end()) live_.erase(it);
-    if (cap < kMinKept) {
-      std::free(p);
-      return;
-    }
-    spare_.push_back({p, cap});
-    if (spare_.size() > kKeep) {  // the oldest goes
-      std::free(spare_.front().p);
-      spare_.erase(spare_.begin());
-    }
-  }
-
- private:
-  struct Block {
-    void* p;
-    size_t cap;
-  };
-  std::mutex mu_;
-  std::vector<Block> spare_;
-  std::unordered_map<void*, size_t> live_;
-};
-
+// Packet memory is leased from the process's host packet pool (memory_pool.h) for as long as an
+// operation holds it: a fresh block of tens of MiB (glibc maps every block above its 32 MiB
+// threshold anew and unmaps it on free) costs a page fault and a zeroed page per 4 KiB, measured
+// as much CPU as the codec's own work in a 64 MiB two-shot AllReduce; and communicators whose
+// calls follow one another reuse the same blocks instead of each keeping its own.
 class HostBackend final : public Backend {
  public:
+  HostBackend() : pool_(host_packet_pool()) { pool_.add_user(); }
+  ~HostBackend() override {
+    leases_.clear();  // back to the pool before it may be trimmed
+    pool_.remove_user();
+  }
+  HostBackend(const HostBackend&) = delete;
+  HostBackend& operator=(const HostBackend&) = delete;
+
   const char* name() const override { return "host"; }
   MemoryType memory_type() const override { return MemoryType::kHost; }
 
@@ -115,8 +62,32 @@ class HostBackend final : public Backend {
                 kernels::ElemType t, size_t n, float scale, kernels::DecodeStats* stats) override {
     return kernels::decode(p, pkt, bytes, y, t, n, scale, stats);
   }
-  void* alloc_packets(size_t bytes) override { return packets_.take(bytes); }
-  void free_packets(void* p) override { packets_.give(p); }
+  void* alloc_packets(size_t bytes) override {
+    PoolLease lease = pool_.take(bytes);
+    if (!lease) return nullptr;
+    void* p = lease.data();
+    std::lock_guard<std::mutex> lock(mu_);
+    leased_bytes_ += lease.capacity();
+    peak_bytes_ = std::max(peak_bytes_, leased_bytes_);
+    leases_.emplace(p, std::move(lease));
+    return p;
+  }
+  void free_packets(void* p) override {
+    PoolLease back;  // given back to the pool outside this backend's lock
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = leases_.find(p);
+    if (it == leases_.end()) return;  // null, or not this backend's
+    leased_bytes_ -= it->second.capacity();
+    back = std::move(it->second);
+    leases_.erase(it);
+  }
+  MemoryFigures memory_figures() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    MemoryFigures f;
+    f.packet_leased_bytes = leased_bytes_;
+    f.packet_peak_bytes = peak_bytes_;
+    return f;
+  }
   Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) override {
     *out = std::make_unique<HostF32Array>(n);
     return Status::Ok();
@@ -170,7 +141,11 @@ class HostBackend final : public Backend {
   }
 
  private:
-  PacketPool packets_;
+  MemoryPool& pool_;
+  mutable std::mutex mu_;  // leases and figures may be asked for from more than one thread
+  std::unordered_map<void*, PoolLease> leases_;
+  uint64_t leased_bytes_ = 0;
+  uint64_t peak_bytes_ = 0;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "src/coll/allreduce.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -255,24 +256,30 @@ Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
   const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
   const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
   const size_t final_packets = count * sizeof(float) + count / 8 + (size_t(1) << 20);
-  const size_t bytes = final_packets + lanes;
-  // The CUDA backend's pinned packet memory grows to the largest size asked for.
-  if (mem == backend::MemoryType::kDevice && bytes > device_packets_reserved_) {
-    device_packets_reserved_ = bytes;
-  }
-  return be->reserve_packet_memory(bytes);
+  return be->reserve_packet_memory(final_packets + lanes);
+}
+
+void AllReduceEngine::end_packet_reservation(backend::MemoryType mem, bool ok) {
+  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
+  if (be && nranks_ != 1) be->end_packet_reservation(ok);  // as reserve_packets skipped it
 }
 
 void AllReduceEngine::release_device_memory() {
   buffers_ = BufferStates();
   device_.reset();
-  device_packets_reserved_ = 0;
   count_memory();
 }
 
 void AllReduceEngine::count_memory() {
-  stats_.device_bytes = buffers_.residual_bytes(backend::MemoryType::kDevice);
-  stats_.pinned_bytes = device_ ? device_packets_reserved_ : 0;
+  const backend::Backend::MemoryFigures h = host_->memory_figures();
+  const backend::Backend::MemoryFigures d =
+      device_ ? device_->memory_figures() : backend::Backend::MemoryFigures{};
+  // The residuals live in the device backend's memory: its figure includes them where it has one.
+  stats_.device_bytes =
+      std::max<uint64_t>(buffers_.residual_bytes(backend::MemoryType::kDevice), d.device_bytes);
+  stats_.pinned_bytes = h.pinned_bytes + d.pinned_bytes;
+  stats_.packet_leased_bytes = h.packet_leased_bytes + d.packet_leased_bytes;
+  stats_.packet_peak_bytes = h.packet_peak_bytes + d.packet_peak_bytes;
 }
 
 // On the backend of the buffers' memory type, made current on this (the proxy) thread. Every

@@ -52,6 +52,9 @@ class AllReduceEngine {
   // Sizes the packet memory of the `mem` backend for a call of `count` elements, on the caller's
   // thread before its stream is gated (the CUDA proxy never allocates pinned memory).
   Status reserve_packets(backend::MemoryType mem, size_t count);
+  // The call of a reserve_packets has ended (`ok`: without a failure) or will never run: the
+  // backend may give its pool memory back once no reserved call is left.
+  void end_packet_reservation(backend::MemoryType mem, bool ok);
 
   // The cost model's view of a buffer of `count` elements under these settings.
   CostModelParams cost_model(size_t count) const { return settings_.cost_model(count, nranks_); }
@@ -60,8 +63,8 @@ class AllReduceEngine {
   // pinned packet memory; the buffers' device residuals and so their histories), made again by
   // the next call on device buffers (ncclCommSuspend). On the proxy, between operations.
   void release_device_memory();
-  // What it holds: device bytes (residuals) and pinned bytes (packet memory reserved), into
-  // stats().device_bytes and stats().pinned_bytes.
+  // What it holds now: device bytes (residuals), pinned bytes (packet memory leased, the CUDA
+  // backend's staging) and packet memory leased from the process's pools, into stats().
   void count_memory();
 
   CommStats& stats() { return stats_; }
@@ -106,8 +109,7 @@ class AllReduceEngine {
   std::unique_ptr<backend::Backend> host_;
   // Device memory of cuda_device_: made by prepare_backend or the first call on device buffers.
   std::unique_ptr<backend::Backend> device_;
-  BufferStates buffers_;                // bounded, least recently used dropped first
-  size_t device_packets_reserved_ = 0;  // the largest reserve_packets of device_, its pinned memory
+  BufferStates buffers_;  // bounded, least recently used dropped first
   CommStats stats_;
   Topology topology_;
   NetworkFigures network_;

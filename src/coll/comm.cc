@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/backend/device_runtime.h"
+#include "src/backend/memory_pool.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/coll/hierarchy.h"
 #include "src/coll/link_probe.h"
@@ -354,10 +355,15 @@ Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
 }
 
 std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) {
-  return submit([this, args] {
+  return submit_reduce(args, false);
+}
+
+std::shared_ptr<Work> Communicator::submit_reduce(const AllReduceArgs& args, bool reserved) {
+  return submit([this, args, reserved] {
     RingLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
     Status st = reduce(l, args);
+    if (reserved) end_packet_reservations(args, st.ok());
     publish_stats();
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "%s failed: %s", call_kind_name(args.kind), st.to_string().c_str());
@@ -435,9 +441,10 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   // Pinned packet memory grows here, on the caller's thread, also while streams are gated (under
   // DDP one always is; docs/cuda.md); if it fails, this operation's packets beyond the current
   // reservation use plain memory.
-  {
-    Status r = hier_ ? hier_->rail().reserve_packets(args.mem, args.count) : Status::Ok();
-    if (r.ok()) r = engine_.reserve_packets(args.mem, args.count);
+  // Each engine counts the reservation even when it fails: the work ends it on both.
+  for (AllReduceEngine* e : {hier_ ? &hier_->rail() : nullptr, &engine_}) {
+    if (e == nullptr) continue;
+    const Status r = e->reserve_packets(args.mem, args.count);
     if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
   }
   if (!gated) {
@@ -452,7 +459,7 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
       fail(st);
       return st;
     }
-    auto w = submit_allreduce(args);
+    auto w = submit_reduce(args, true);
     if (synchronous != nullptr) {
       *synchronous = std::move(w);
       return Status::Ok();
@@ -468,11 +475,13 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
     Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
     // The enqueue failed on the caller's thread, which forwards the call (or reports it): no
     // stream waits for this work and the communicator has not failed.
-    if (!st.ok() && ticket.marker->cancelled()) return st;
-    if (st.ok()) {
-      st = reduce(l, args);
-      publish_stats();
+    if (!st.ok() && ticket.marker->cancelled()) {
+      end_packet_reservations(args, true);  // nothing of it ran on the device
+      return st;
     }
+    if (st.ok()) st = reduce(l, args);
+    end_packet_reservations(args, st.ok());
+    publish_stats();
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(args.kind),
                 st.to_string().c_str());
@@ -617,14 +626,22 @@ Status Communicator::finalize() {
   return st.code() == Code::kInProgress ? Status::Ok() : st;
 }
 
+void Communicator::end_packet_reservations(const AllReduceArgs& args, bool ok) {
+  if (hier_) hier_->rail().end_packet_reservation(args.mem, ok);
+  engine_.end_packet_reservation(args.mem, ok);
+}
+
 void Communicator::publish_stats() {
   engine_.count_memory();
   if (hier_) hier_->rail().count_memory();
   std::lock_guard<std::mutex> lock(stats_mu_);
   published_stats_ = engine_.stats();
   if (hier_) {
-    published_stats_.device_bytes += hier_->rail().stats().device_bytes;
-    published_stats_.pinned_bytes += hier_->rail().stats().pinned_bytes;
+    const CommStats& rail = hier_->rail().stats();
+    published_stats_.device_bytes += rail.device_bytes;
+    published_stats_.pinned_bytes += rail.pinned_bytes;
+    published_stats_.packet_leased_bytes += rail.packet_leased_bytes;
+    published_stats_.packet_peak_bytes += rail.packet_peak_bytes;
   }
 }
 
@@ -632,6 +649,9 @@ Status Communicator::release_device_memory() {
   auto w = submit([this] {
     engine_.release_device_memory();
     if (hier_) hier_->rail().release_device_memory();
+    // Pool memory that no communicator leases goes too; the others lease afresh at their next
+    // call (on their caller's thread for pinned memory).
+    backend::trim_process_pools();
     publish_stats();
     return Status::Ok();
   });
@@ -655,6 +675,10 @@ CommStats Communicator::stats() const {
     s.link_latency_us = network_.link.latency_s * 1e6;
   }
   s.suspended = suspended_.load();
+  // The process's pools as they are now, not as the last call left them.
+  s.process_host_packets = backend::process_pool_figures(backend::PoolKind::kHostPackets, -1);
+  s.process_pinned_packets = backend::process_pool_figures(backend::PoolKind::kPinnedPackets,
+                                                           cuda_device_ < 0 ? 0 : cuda_device_);
   return s;
 }
 

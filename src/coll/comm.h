@@ -160,6 +160,11 @@ class Communicator {
   void abandon_join(const Status& why);
   // On the proxy: a taken-over reduction, by its kind.
   Status reduce(const RingLink& l, const AllReduceArgs& args);
+  // submit_allreduce; `reserved`: the caller reserved its packet memory (reserve_packets), which
+  // the work ends once it ran.
+  std::shared_ptr<Work> submit_reduce(const AllReduceArgs& args, bool reserved);
+  // On the proxy: the engines' reservations for `args` end (`ok`: the call did not fail).
+  void end_packet_reservations(const AllReduceArgs& args, bool ok);
   // Under gate_mu_: the gate (gated mode) and the device backends, once; the first failure is
   // kept in device_path_error_.
   Status build_device_path_locked(backend::MemoryType mem);

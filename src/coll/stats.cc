@@ -4,6 +4,40 @@
 
 namespace sketchccl::coll {
 
+namespace {
+
+void append_pool(std::string* out, const char* name, const backend::PoolFigures& f) {
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "\"%s\": {\"held_bytes\": %llu, \"leased_bytes\": %llu, "
+      "\"peak_held_bytes\": %llu, \"leases\": %llu, \"reuses\": %llu, "
+      "\"trimmed_bytes\": %llu, \"users\": %llu}",
+      name, static_cast<unsigned long long>(f.held_bytes),
+      static_cast<unsigned long long>(f.leased_bytes),
+      static_cast<unsigned long long>(f.peak_held_bytes), static_cast<unsigned long long>(f.leases),
+      static_cast<unsigned long long>(f.reuses), static_cast<unsigned long long>(f.trimmed_bytes),
+      static_cast<unsigned long long>(f.users));
+  *out += buf;
+}
+
+// `, "memory": {...}`: the communicator's packet memory and the process's pools.
+void append_memory(std::string* out, const CommStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                ", \"memory\": {\"packet_leased_bytes\": %llu, \"packet_peak_bytes\": %llu, "
+                "\"process\": {",
+                static_cast<unsigned long long>(s.packet_leased_bytes),
+                static_cast<unsigned long long>(s.packet_peak_bytes));
+  *out += buf;
+  append_pool(out, "host_packets", s.process_host_packets);
+  *out += ", ";
+  append_pool(out, "pinned_packets", s.process_pinned_packets);
+  *out += "}}";
+}
+
+}  // namespace
+
 std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   std::string out;
   char buf[1024];
@@ -13,8 +47,7 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                 "\"ranks_per_node\": %d, \"hierarchical\": %s, \"decisions_disagreed\": %llu, "
                 "\"calls_forwarded_no_gain\": %llu, \"calls_exact_no_gain\": %llu, "
                 "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, "
-                "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s, "
-                "\"codecs\": {",
+                "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s",
                 static_cast<unsigned long long>(comm_id), rank, nranks,
                 static_cast<unsigned long long>(calls_taken),
                 static_cast<unsigned long long>(calls_forwarded),
@@ -26,6 +59,8 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
                 static_cast<unsigned long long>(device_bytes),
                 static_cast<unsigned long long>(pinned_bytes), suspended ? "true" : "false");
   out += buf;
+  append_memory(&out, *this);
+  out += ", \"codecs\": {";
   bool first = true;
   for (const auto& [name, c] : by_codec) {
     const double wire_ratio = c.bytes_in ? static_cast<double>(c.bytes_sent) / c.bytes_in : 0;

@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "src/backend/memory_pool.h"
+
 namespace sketchccl::coll {
 
 struct CodecStats {
@@ -61,11 +63,20 @@ struct CommStats {
   uint64_t calls_exact_no_gain = 0;
   double link_gbps = 0;
   double link_latency_us = 0;
-  // Memory held for this communicator: device bytes (error-feedback residuals on the device) and
-  // pinned host bytes (the CUDA backend's packet memory); suspended: released by ncclCommSuspend.
+  // Memory held for this communicator now (docs/memory.md): device bytes (the CUDA backend's
+  // scratch and the error-feedback residuals on the device) and pinned host bytes (packet memory
+  // it leases, the CUDA backend's own pinned buffers); suspended: released by ncclCommSuspend.
   uint64_t device_bytes = 0;
   uint64_t pinned_bytes = 0;
   bool suspended = false;
+  // Packet memory it leases from the process's pools now (0 between its calls), and the most it
+  // leased at once (what it would keep alone, without the pools).
+  uint64_t packet_leased_bytes = 0;
+  uint64_t packet_peak_bytes = 0;
+  // The process's pools, shared by all its communicators: host packet memory, and the pinned
+  // packet memory of this communicator's device.
+  backend::PoolFigures process_host_packets;
+  backend::PoolFigures process_pinned_packets;
 
   // One JSON object; `rank`, `nranks` and `comm` identify the communicator.
   std::string to_json(int rank, int nranks, uint64_t comm_id) const;

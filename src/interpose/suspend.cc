@@ -41,8 +41,9 @@ ncclResult_t InterposedFront::ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_
   if (r != ncclSuccess || value == nullptr) return r;
   auto c = api::Runtime::get().find(comm);
   if (c == nullptr) return r;
-  // SketchCCL's device memory is all of the kind a suspend releases; pinned host memory is no
-  // GPU memory and has no category here (sketchcclCommGetStats reports it).
+  // SketchCCL's device memory (scratch, residuals) is all of the kind a suspend releases; pinned
+  // and pooled host memory is no GPU memory and has no category here (sketchcclCommGetStats and
+  // the statistics file report it, docs/memory.md).
   const coll::CommStats s = c->stats();
   if (stat == ncclStatGpuMemSuspend || stat == ncclStatGpuMemTotal) *value += s.device_bytes;
   return r;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -106,6 +108,75 @@ TEST_F(CommStatsTest, BadArgumentsAreInvalidArgument) {
             ncclInvalidArgument);
   s.size = 0;
   EXPECT_EQ(sketchcclCommGetStats(comms_[0], &s), ncclInvalidArgument);
+}
+
+sketchcclCommStats stats_of(ncclComm_t comm) {
+  sketchcclCommStats s;
+  std::memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  EXPECT_EQ(sketchcclCommGetStats(comm, &s), 0);
+  return s;
+}
+
+// Three groups of communicators in one process (FSDP makes several per process group), used one
+// after another: the process's packet pool holds about what one group needs at once, not three
+// times that, and the later groups' leases take the blocks the first group left.
+TEST(PacketPool, CommunicatorsUsedOneAfterAnotherShareThePacketMemory) {
+  constexpr int kGroups = 3;
+  constexpr size_t kBig = size_t(1) << 21;  // 8 MiB per rank: blocks of 1 MiB and more, kept
+  ncclComm_t comms[kGroups][kRanks] = {};
+  for (auto& g : comms)
+    ASSERT_EQ(ncclCommInitAll(g, kRanks, nullptr), ncclSuccess);
+  std::vector<std::vector<float>> bufs(kRanks, std::vector<float>(kBig));
+  auto run = [&](ncclComm_t* g) {
+    for (auto& b : bufs)
+      std::fill(b.begin(), b.end(), 1.0f);
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_EQ(
+          ncclAllReduce(bufs[r].data(), bufs[r].data(), kBig, ncclFloat32, ncclSum, g[r], nullptr),
+          ncclSuccess);
+    }
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+    EXPECT_EQ(bufs[1][kBig - 1], 2.0f);
+  };
+  run(comms[0]);
+  run(comms[0]);
+  const sketchcclCommStats first = stats_of(comms[0][0]);
+  for (int g = 1; g < kGroups; ++g) {
+    run(comms[g]);
+    run(comms[g]);
+  }
+  uint64_t peaks = 0;
+  for (auto& g : comms) {
+    for (ncclComm_t c : g) {
+      const sketchcclCommStats s = stats_of(c);
+      EXPECT_EQ(s.packet_leased_bytes, 0u);  // nothing held between its calls
+      EXPECT_GT(s.packet_peak_bytes, 0u);
+      peaks += s.packet_peak_bytes;
+    }
+  }
+  const sketchcclCommStats last = stats_of(comms[2][1]);
+  const uint64_t leases = last.process_packet_leases - first.process_packet_leases;
+  const uint64_t reuses = last.process_packet_reuses - first.process_packet_reuses;
+  std::printf(
+      "six communicators' peaks %llu bytes; the process's pool holds %llu (peak %llu); "
+      "groups 2 and 3: %llu leases, %llu reused a kept block\n",
+      static_cast<unsigned long long>(peaks),
+      static_cast<unsigned long long>(last.process_host_packet_bytes),
+      static_cast<unsigned long long>(last.process_host_packet_peak_bytes),
+      static_cast<unsigned long long>(leases), static_cast<unsigned long long>(reuses));
+  EXPECT_GT(last.process_host_packet_bytes, 0u);
+  // Without sharing each would keep its own blocks: the sum of the peaks. Shared, the pool holds
+  // about a third of it (one group of three at a time).
+  EXPECT_LT(last.process_host_packet_peak_bytes * 2, peaks);
+  EXPECT_GT(leases, 0u);
+  EXPECT_GE(reuses * 2, leases);
+  EXPECT_EQ(last.process_pinned_packet_bytes, 0u);  // host memory only
+  for (auto& g : comms) {
+    for (ncclComm_t c : g)
+      EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  }
 }
 
 }  // namespace

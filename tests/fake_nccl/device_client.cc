@@ -24,6 +24,8 @@
 #include "include/sketchccl/sketchccl.h"
 #include "src/api/nccl_api.h"
 #include "src/backend/device_runtime.h"
+#include "src/backend/memory_pool.h"
+#include "src/backend/packet_arena.h"
 #include "tests/fake_nccl/client_util.h"
 
 namespace {
@@ -67,10 +69,42 @@ class ModelGate final : public StreamGate {
   std::atomic<uint32_t> reserved_{0}, released_{0};
 };
 
+// The model's "pinned" packet memory: host memory, in the process's pool of pinned packet
+// memory of the device, as the CUDA backend's is.
+class ModelPinnedSource final : public BlockSource {
+ public:
+  void* allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
+  void release(void* p, size_t) override { std::free(p); }
+};
+std::unique_ptr<BlockSource> make_model_pinned_source(int) {
+  return std::make_unique<ModelPinnedSource>();
+}
+
 // The host kernels as the device backend (its memory is the host's; the model calls it device).
+// Its packets come from a PacketArena, as the CUDA backend's do: leased from the process's
+// pinned pool at each reservation, given back when the last reserved call ended.
 class ModelBackend final : public Backend {
  public:
-  ModelBackend() : host_(make_host_backend()) {}
+  explicit ModelBackend(int device)
+      : host_(make_host_backend()),
+        arena_(process_pool(PoolKind::kPinnedPackets, device, 0, 0, make_model_pinned_source),
+               size_t(4) << 20, size_t(256) << 20) {}
+  Status reserve_packet_memory(size_t bytes) override { return arena_.reserve(bytes); }
+  void end_packet_reservation(bool ok) override { arena_.end_reservation(ok); }
+  void* alloc_packets(size_t bytes) override {
+    void* p = arena_.alloc(bytes);
+    return p != nullptr ? p : host_->alloc_packets(bytes);
+  }
+  void free_packets(void* p) override {
+    if (!arena_.free(p)) host_->free_packets(p);
+  }
+  MemoryFigures memory_figures() const override {
+    MemoryFigures f = host_->memory_figures();
+    f.pinned_bytes = arena_.leased_bytes();
+    f.packet_leased_bytes += arena_.leased_bytes();
+    f.packet_peak_bytes += arena_.peak_bytes();
+    return f;
+  }
   const char* name() const override { return "model"; }
   MemoryType memory_type() const override { return MemoryType::kDevice; }
   size_t packet_bytes(const kernels::CodecParams& p, size_t n) const override {
@@ -119,6 +153,7 @@ class ModelBackend final : public Backend {
 
  private:
   std::unique_ptr<Backend> host_;
+  PacketArena arena_;
 };
 
 class ModelDevice final : public DeviceRuntime {
@@ -171,7 +206,7 @@ class ModelDevice final : public DeviceRuntime {
       return Status(Code::kUnhandledCudaError,
                     "no kernel image is available for execution on the device (model)");
     }
-    *out = std::make_unique<ModelBackend>();
+    *out = std::make_unique<ModelBackend>(device);
     return Status::Ok();
   }
   Status synchronize(int, void*, double) override { return Status::Ok(); }
@@ -358,15 +393,25 @@ int run_suspend(int rank, int nranks, const ncclUniqueId& id) {
   };
   device_allreduce("suspend/taken-over-before");
   const sketchcclCommStats before = stats_of(comm);
-  check("suspend/pinned-held", before.pinned_bytes > 0 && before.suspended == 0,
-        fmt("pinned %llu", static_cast<unsigned long long>(before.pinned_bytes)));
+  // Between its calls the communicator leases nothing; the device's pool keeps the block for
+  // the next call, of this communicator or another.
+  check("suspend/pinned-pooled",
+        before.pinned_bytes == 0 && before.packet_peak_bytes > 0 &&
+            before.process_pinned_packet_bytes > 0 && before.suspended == 0,
+        fmt("pinned %llu peak %llu pool %llu", static_cast<unsigned long long>(before.pinned_bytes),
+            static_cast<unsigned long long>(before.packet_peak_bytes),
+            static_cast<unsigned long long>(before.process_pinned_packet_bytes)));
   const size_t backends = g_model->backend_devices_.size();
   check("suspend/suspend", ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclSuccess);
   const sketchcclCommStats during = stats_of(comm);
-  check("suspend/released",
-        during.pinned_bytes == 0 && during.device_bytes == 0 && during.suspended == 1,
-        fmt("pinned %llu device %llu", static_cast<unsigned long long>(during.pinned_bytes),
-            static_cast<unsigned long long>(during.device_bytes)));
+  // The suspend trims the pool: no communicator leases it.
+  check(
+      "suspend/released",
+      during.pinned_bytes == 0 && during.device_bytes == 0 &&
+          during.process_pinned_packet_bytes == 0 && during.suspended == 1,
+      fmt("pinned %llu device %llu pool %llu", static_cast<unsigned long long>(during.pinned_bytes),
+          static_cast<unsigned long long>(during.device_bytes),
+          static_cast<unsigned long long>(during.process_pinned_packet_bytes)));
   uint64_t total = 0;
   check("suspend/memstats-nccls",
         ncclCommMemStats(comm, ncclStatGpuMemTotal, &total) == ncclSuccess && total == 4096,
@@ -379,7 +424,7 @@ int run_suspend(int rank, int nranks, const ncclUniqueId& id) {
   device_allreduce("suspend/taken-over-after-resume");
   const sketchcclCommStats after = stats_of(comm);
   check("suspend/made-again-lazily",
-        g_model->backend_devices_.size() == backends + 1 && after.pinned_bytes > 0 &&
+        g_model->backend_devices_.size() == backends + 1 && after.process_pinned_packet_bytes > 0 &&
             after.suspended == 0,
         fmt("backends %zu", g_model->backend_devices_.size()));
   ncclCommDestroy(comm);

@@ -28,6 +28,14 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->device_bytes = s.device_bytes;
   out->pinned_bytes = s.pinned_bytes;
   out->suspended = s.suspended ? 1 : 0;
+  out->packet_leased_bytes = s.packet_leased_bytes;
+  out->packet_peak_bytes = s.packet_peak_bytes;
+  out->process_host_packet_bytes = s.process_host_packets.held_bytes;
+  out->process_host_packet_peak_bytes = s.process_host_packets.peak_held_bytes;
+  out->process_pinned_packet_bytes = s.process_pinned_packets.held_bytes;
+  out->process_pinned_packet_peak_bytes = s.process_pinned_packets.peak_held_bytes;
+  out->process_packet_leases = s.process_host_packets.leases + s.process_pinned_packets.leases;
+  out->process_packet_reuses = s.process_host_packets.reuses + s.process_pinned_packets.reuses;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;

@@ -64,6 +64,7 @@ CudaBackendImpl::~CudaBackendImpl() {
   if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
   if (cudaSetDevice(dev_) != cudaSuccess) {  // e.g. at exit, after the runtime unloaded
     cudaGetLastError();
+    arena_.release(false);  // nothing known of the device: never leased again
     return;
   }
   for (DevBuf* b : {&ws_, &pkt_, &stats_, &bits_, &vals_, &ef_sums_, &unres_, &sum_tmp_}) {
@@ -78,26 +79,26 @@ CudaBackendImpl::~CudaBackendImpl() {
   // Bounded: a device that never finishes must not hang the application's teardown.
   abort_ = nullptr;
   timeout_s_ = std::min(timeout_s_, 10.0);
+  bool idle = true;
   for (Lane& l : lanes_) {
     if (l.stream == nullptr) continue;
-    (void)sync(l.stream, "backend teardown");
+    idle = sync(l.stream, "backend teardown").ok() && idle;
     cudaStreamDestroy(l.stream);
   }
-  (void)sync(stream_, "backend teardown");
+  idle = sync(stream_, "backend teardown").ok() && idle;
+  // The arena's blocks go back to the device's pool for other communicators, unless the device
+  // may still write them.
+  arena_.release(idle);
   if (sync_ev_ != nullptr) cudaEventDestroy(sync_ev_);
   if (main_ev_ != nullptr) cudaEventDestroy(main_ev_);
   cudaStreamDestroy(stream_);
   if (pool_ != nullptr) cudaMemPoolDestroy(pool_);  // released once its frees completed
-  for (PinBuf* b : {&small_, &bounce_, &arena_.block}) {
-    if (b->p != nullptr) old_pinned_.push_back(b->p);
-  }
-  for (const PinBuf& r : retired_)
-    old_pinned_.push_back(r.p);
   for (auto& sl : slots_) {
     if (sl->done != nullptr) cudaEventDestroy(sl->done);
   }
-  for (void* p : old_pinned_)
-    cudaFreeHost(p);
+  for (PinBuf* b : {&small_, &bounce_}) {
+    if (b->p != nullptr) cudaFreeHost(b->p);
+  }
   if (prev >= 0 && prev != dev_) cudaSetDevice(prev);
   cudaGetLastError();
 }

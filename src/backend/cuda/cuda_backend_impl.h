@@ -18,6 +18,8 @@
 #include "kernels/cuda/codec_cuda.h"
 #include "kernels/sparse.h"
 #include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/memory_pool.h"
+#include "src/backend/packet_arena.h"
 
 namespace sketchccl::backend::cuda_impl {
 
@@ -54,17 +56,9 @@ struct PinBuf {
   size_t cap = 0;
 };
 
-// Pinned memory for the ring's packets (Backend::alloc_packets): one block, bump-allocated during
-// an operation and rewound when the operation has handed everything back. It grows on the
-// caller's thread (reserve_packet_memory) to the largest size ever asked for, whether or not a
-// stream is gated (under DDP one always is: bucket N+1 arrives while bucket N holds the stream);
-// the proxy thread never allocates pinned memory. A block that is replaced stays valid (retired)
-// until the backend goes: packets may still live in it.
-struct Arena {
-  PinBuf block;
-  size_t top = 0;
-  int live = 0;
-};
+// The process's pool of pinned packet memory for `device` (memory_pool.h): the arenas of every
+// CUDA backend on that device lease their blocks from it.
+MemoryPool& pinned_packet_pool(int device);
 
 // One encode, step or decode in flight: its completion event, the device's verdict and (decode)
 // statistics, both copied into the slot's pinned bytes.
@@ -94,6 +88,7 @@ constexpr size_t kSmallPinned = kVerdictOffset + 64;
 // Largest arena block; an operation needing more gets plain memory for the rest (correct, but a
 // copy to or from plain memory makes the proxy wait for the device's earlier work).
 constexpr size_t kArenaCap = size_t(256) << 20;
+constexpr size_t kArenaMinBlock = size_t(4) << 20;
 // Pinned bounce buffer for copies to and from host memory that is not pinned (bitmaps, sparse
 // values, s2's unresolved bits, packets beyond the arena): a copy from or to pageable memory may
 // block the calling thread in the driver until the device reaches it, where neither
@@ -109,7 +104,8 @@ struct Lane {
 
 class CudaBackendImpl final : public CudaBackend {
  public:
-  explicit CudaBackendImpl(int device) : dev_(device) {}
+  explicit CudaBackendImpl(int device)
+      : dev_(device), arena_(pinned_packet_pool(device), kArenaMinBlock, kArenaCap) {}
   ~CudaBackendImpl() override;
 
   // On the caller's thread, before any stream is gated by this communicator.
@@ -165,10 +161,13 @@ class CudaBackendImpl final : public CudaBackend {
 
   void* alloc_packets(size_t bytes) override;
   void free_packets(void* p) override;
-  // Grows to the largest size ever asked for. Called on the caller's thread at every device
-  // AllReduce, also while streams are gated: cudaHostAlloc on the caller's thread does not
-  // wait for this backend's proxy, and the proxy never allocates pinned memory (docs/cuda.md).
+  // Leases the arena's block (packet_arena.h) at the largest size ever asked for. Called on the
+  // caller's thread at every device AllReduce, also while streams are gated: cudaHostAlloc on
+  // the caller's thread does not wait for this backend's proxy, and the proxy never allocates
+  // pinned memory (docs/cuda.md).
   Status reserve_packet_memory(size_t bytes) override;
+  void end_packet_reservation(bool ok) override { arena_.end_reservation(ok); }
+  MemoryFigures memory_figures() const override;
 
   // Queued like a step: packet H2D, the decode kernel into `y`, statistics and verdict back into
   // the slot, an event (s2 too: its peeling rounds are all enqueued, none waits for the host). A
@@ -242,10 +241,6 @@ class CudaBackendImpl final : public CudaBackend {
   Status wait_event(cudaEvent_t ev, const char* what);
   // Everything queued on `s` so far, waited for like wait_event.
   Status sync(cudaStream_t s, const char* what);
-  static bool in_block(const PinBuf& b, const void* p) {
-    const uint8_t* q = static_cast<const uint8_t*>(p);
-    return b.p != nullptr && q >= b.p && q < b.p + b.cap;
-  }
   Status pin(PinBuf* b, size_t bytes);
 
   // The backend's own memory pool (see DevBuf): no internal dependencies across streams, and
@@ -253,8 +248,8 @@ class CudaBackendImpl final : public CudaBackend {
   // path cannot be built, and the caller forwards.
   Status make_pool();
 
-  // Whether [p, p+bytes) is pinned memory of this backend (the arena, a retired block, the small
-  // and bounce buffers): copies to and from it are queued without the host waiting.
+  // Whether [p, p+bytes) is pinned memory of this backend (the arena's blocks, the small and
+  // bounce buffers): copies to and from it are queued without the host waiting.
   bool pinned(const void* p, size_t bytes);
   // Device -> host on `s`. Into pinned memory: queued, valid once `s` reaches it. Into other
   // memory: a chunk at a time through the bounce buffer, each chunk waited for with the bounded
@@ -286,11 +281,8 @@ class CudaBackendImpl final : public CudaBackend {
   cudaMemPool_t pool_ = nullptr;  // every DevBuf and alloc_f32 array
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t next_ticket_ = 1;
-  std::mutex arena_mu_;  // the arena is sized on the caller's thread, used on the proxy's
-  Arena arena_;
-  size_t largest_wanted_ = 0;  // the largest reservation asked for (under arena_mu_)
-  std::vector<PinBuf> retired_;
-  std::vector<void*> old_pinned_;
+  // The ring's packets: sized on the caller's thread, used on the proxy's (its own lock).
+  PacketArena arena_;
 };
 
 }  // namespace sketchccl::backend::cuda_impl

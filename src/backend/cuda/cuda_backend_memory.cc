@@ -1,6 +1,7 @@
-// The CUDA backend's memory: the pinned packet arena, the stream-ordered pool and device
-// buffers, alloc_f32's arrays, and the copies between host and device memory (queued when the
-// host side is pinned, through the bounce buffer otherwise).
+// The CUDA backend's memory: the device's pool of pinned packet memory and the backend's arena
+// leased from it, the stream-ordered pool and device buffers, alloc_f32's arrays, and the copies
+// between host and device memory (queued when the host side is pinned, through the bounce buffer
+// otherwise).
 #include "src/backend/cuda/cuda_backend_impl.h"
 
 #if SKETCHCCL_HAVE_CUDA
@@ -30,64 +31,76 @@ class DevF32Array final : public F32Array {
 
 }  // namespace
 
-void* CudaBackendImpl::alloc_packets(size_t bytes) {
-  const size_t b = (bytes + 255) & ~size_t(255);
-  {
-    std::lock_guard<std::mutex> lock(arena_mu_);
-    Arena& a = arena_;
-    if (a.block.p != nullptr && a.block.cap - a.top >= b) {
-      void* p = a.block.p + a.top;
-      a.top += b;
-      a.live++;
-      return p;
+namespace {
+
+// Pinned blocks for the pool: portable, so that a block serves any device's copies.
+class PinnedSource final : public BlockSource {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
     }
+    return p;
   }
-  return std::aligned_alloc(64, b);  // beyond the reservation: plain memory
+  void release(void* p, size_t) override {
+    cudaFreeHost(p);
+    cudaGetLastError();
+  }
+};
+
+std::unique_ptr<BlockSource> make_pinned_source(int) {
+  return std::make_unique<PinnedSource>();
+}
+
+}  // namespace
+
+// Nothing kept is freed when a lease comes back (max_kept 0): leases come back on the proxy,
+// and cudaFreeHost may synchronize the device while the gate holds a stream. Trims free it: the
+// last backend of the device going, ncclCommSuspend.
+MemoryPool& pinned_packet_pool(int device) {
+  return process_pool(PoolKind::kPinnedPackets, device, 0, 0, make_pinned_source);
+}
+
+void* CudaBackendImpl::alloc_packets(size_t bytes) {
+  if (void* p = arena_.alloc(bytes)) return p;
+  return std::aligned_alloc(64, (bytes + 255) & ~size_t(255));  // beyond the arena: plain memory
 }
 
 void CudaBackendImpl::free_packets(void* p) {
-  if (p == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(arena_mu_);
-    if (in_block(arena_.block, p)) {
-      if (--arena_.live == 0) arena_.top = 0;
-      return;
-    }
-    for (const PinBuf& r : retired_) {
-      if (in_block(r, p)) return;
-    }
-  }
-  std::free(p);
+  if (p != nullptr && !arena_.free(p)) std::free(p);
 }
 
 Status CudaBackendImpl::reserve_packet_memory(size_t bytes) {
-  bytes = std::min(bytes, kArenaCap);
-  {
-    std::lock_guard<std::mutex> lock(arena_mu_);
-    largest_wanted_ = std::max(largest_wanted_, bytes);
-    bytes = largest_wanted_;
-    if (arena_.block.cap >= bytes) return Status::Ok();
-  }
-  size_t cap = size_t(4) << 20;
-  while (cap < bytes)
-    cap *= 2;
-  // On the caller's thread: allocate under this backend's device, then put the caller's back.
+  // On the caller's thread: a fresh block is allocated under this backend's device, then the
+  // caller's is put back.
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
   SCCL_CUDA_RETURN(cudaSetDevice(dev_), "cudaSetDevice");
-  PinBuf fresh;
-  Status st = pin(&fresh, std::min(cap, kArenaCap));
+  Status st = arena_.reserve(bytes);
   if (prev >= 0 && prev != dev_) cudaSetDevice(prev);
-  SCCL_RETURN_IF_ERROR(st);
-  std::lock_guard<std::mutex> lock(arena_mu_);
-  // Packets of an operation still running stay valid in a retired block; new ones go here.
-  if (fresh.cap <= arena_.block.cap) {
-    retired_.push_back(fresh);  // grown meanwhile by another caller
-  } else {
-    if (arena_.block.p != nullptr) retired_.push_back(arena_.block);
-    arena_ = Arena{fresh, 0, 0};
+  if (!st.ok()) {
+    return Status(Code::kUnhandledCudaError, "CUDA backend: cudaHostAlloc: " + st.message());
   }
   return Status::Ok();
+}
+
+Backend::MemoryFigures CudaBackendImpl::memory_figures() const {
+  MemoryFigures f;
+  f.packet_leased_bytes = arena_.leased_bytes();
+  f.packet_peak_bytes = arena_.peak_bytes();
+  f.pinned_bytes = f.packet_leased_bytes + small_.cap + bounce_.cap;
+  // The backend's own pool keeps what it frees (release threshold: never), so what it reserves
+  // is what this communicator holds of the device.
+  uint64_t reserved = 0;
+  if (pool_ != nullptr &&
+      cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess) {
+    f.device_bytes = reserved;
+  } else {
+    cudaGetLastError();
+  }
+  return f;
 }
 
 void CudaBackendImpl::free_f32(void* base) {
@@ -142,13 +155,7 @@ bool CudaBackendImpl::pinned(const void* p, size_t bytes) {
   auto within = [&](const PinBuf& b) {
     return b.p != nullptr && q >= b.p && q + bytes <= b.p + b.cap;
   };
-  if (within(small_) || within(bounce_)) return true;
-  std::lock_guard<std::mutex> lock(arena_mu_);
-  if (within(arena_.block)) return true;
-  for (const PinBuf& r : retired_) {
-    if (within(r)) return true;
-  }
-  return false;
+  return within(small_) || within(bounce_) || arena_.contains(p, bytes);
 }
 
 Status CudaBackendImpl::to_host(void* dst, const void* src, size_t bytes, cudaStream_t s,

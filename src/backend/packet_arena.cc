@@ -1,0 +1,134 @@
+// Reserved packet memory leased from a process pool (packet_arena.h).
+#include "src/backend/packet_arena.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace sketchccl::backend {
+
+PacketArena::PacketArena(MemoryPool& pool, size_t min_block, size_t max_block)
+    : pool_(pool), min_block_(min_block), max_block_(std::max(min_block, max_block)) {
+  pool_.add_user();
+}
+
+PacketArena::~PacketArena() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_.clear();  // leases back (release() first abandons those a device may still write)
+  }
+  pool_.remove_user();
+}
+
+Status PacketArena::reserve(size_t bytes) {
+  bytes = std::min(bytes, max_block_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++reservations_;
+    largest_wanted_ = std::max(largest_wanted_, bytes);
+    bytes = largest_wanted_;
+    if (!blocks_.empty() && blocks_.back().lease.capacity() >= bytes) return Status::Ok();
+  }
+  size_t cap = min_block_;
+  while (cap < bytes)
+    cap *= 2;
+  // Outside the lock: a pinned allocation takes milliseconds, and the proxy must not wait.
+  PoolLease fresh = pool_.take(std::min(cap, max_block_));
+  if (!fresh) {
+    return errorf(Code::kSystemError, "could not lease %zu bytes of packet memory from the pool",
+                  std::min(cap, max_block_));
+  }
+  PoolLease spare;  // given back outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!blocks_.empty() && blocks_.back().lease.capacity() >= fresh.capacity()) {
+    spare = std::move(fresh);  // another caller grew it meanwhile
+  } else {
+    // The packets of an operation still running stay valid in the outgrown block.
+    blocks_.push_back(Block{std::move(fresh), 0, 0});
+    peak_ = std::max(peak_, leased_locked());
+  }
+  return Status::Ok();
+}
+
+void PacketArena::end_reservation(bool ok) {
+  std::vector<Block> back;  // given back outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reservations_ > 0) --reservations_;
+  if (!ok) return;
+  // While reservations remain, the current block stays for them; outgrown idle ones go.
+  const size_t keep_from =
+      reservations_ > 0 ? blocks_.size() - (blocks_.empty() ? 0 : 1) : blocks_.size();
+  std::vector<Block> kept;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i].live == 0 && i < keep_from) {
+      back.push_back(std::move(blocks_[i]));
+    } else {
+      kept.push_back(std::move(blocks_[i]));
+    }
+  }
+  blocks_.swap(kept);
+}
+
+void* PacketArena::alloc(size_t bytes) {
+  const size_t b = (bytes + 255) & ~size_t(255);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (blocks_.empty()) return nullptr;
+  Block& a = blocks_.back();
+  if (a.lease.capacity() - a.top < b) return nullptr;
+  void* p = a.lease.data() + a.top;
+  a.top += b;
+  a.live++;
+  return p;
+}
+
+bool PacketArena::free(void* p) {
+  if (p == nullptr) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Block& a : blocks_) {
+    if (!a.lease.contains(p)) continue;
+    if (--a.live == 0) a.top = 0;
+    return true;
+  }
+  return false;
+}
+
+bool PacketArena::contains(const void* p, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Block& a : blocks_) {
+    if (a.lease.contains(p, bytes)) return true;
+  }
+  return false;
+}
+
+void PacketArena::release(bool idle) {
+  std::vector<Block> back;
+  std::lock_guard<std::mutex> lock(mu_);
+  back.swap(blocks_);
+  if (!idle) {
+    for (Block& a : back)
+      a.lease.abandon();
+  }
+}
+
+uint64_t PacketArena::leased_locked() const {
+  uint64_t n = 0;
+  for (const Block& a : blocks_)
+    n += a.lease.capacity();
+  return n;
+}
+
+uint64_t PacketArena::leased_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leased_locked();
+}
+
+uint64_t PacketArena::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
+}
+
+int PacketArena::reservations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reservations_;
+}
+
+}  // namespace sketchccl::backend
