@@ -99,6 +99,10 @@ typedef struct {
   uint64_t process_pinned_packet_peak_bytes;
   uint64_t process_packet_leases;
   uint64_t process_packet_reuses;
+  /* This communicator's calls that found no pinned packet block kept for them (calls of several
+   * communicators overlapping more than the pool held for): they took plain memory, slower, and
+   * the next call's reservation adds a block. */
+  uint64_t packet_misses;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

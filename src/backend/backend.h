@@ -75,6 +75,7 @@ class Backend {
     uint64_t packet_leased_bytes = 0;  // packet memory leased from the process's pools now
     uint64_t packet_peak_bytes = 0;    // the most packet memory it leased at once
     uint64_t device_bytes = 0;         // device memory it reserves: scratch and alloc_f32 arrays
+    uint64_t packet_misses = 0;        // reserved packet leases that found no kept block
   };
   virtual MemoryFigures memory_figures() const { return MemoryFigures{}; }
 

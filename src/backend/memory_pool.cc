@@ -41,17 +41,21 @@ MemoryPool::~MemoryPool() {
   release_all(abandoned_);
 }
 
-PoolLease MemoryPool::take(size_t bytes) {
-  const size_t want = (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
+namespace {
+size_t round_up(size_t bytes) {
+  return (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
+}
+}  // namespace
+
+PoolLease MemoryPool::take(size_t bytes, bool allocate) {
+  const size_t want = round_up(bytes);
   PoolLease lease;
   {
     std::lock_guard<std::mutex> lock(mu_);
     size_t best = kept_.size();
     for (size_t i = 0; i < kept_.size(); ++i) {
       const size_t cap = kept_[i].cap;
-      if (cap >= want && cap / 4 <= want && (best == kept_.size() || cap < kept_[best].cap)) {
-        best = i;
-      }
+      if (fits(cap, want) && (best == kept_.size() || cap < kept_[best].cap)) best = i;
     }
     if (best < kept_.size()) {
       const Block b = kept_[best];
@@ -65,6 +69,7 @@ PoolLease MemoryPool::take(size_t bytes) {
       return lease;
     }
   }
+  if (!allocate) return lease;
   // Allocated outside the lock: pinned memory takes milliseconds, and other leases need not wait.
   void* p = source_->allocate(want);
   if (p == nullptr) return lease;
@@ -77,6 +82,31 @@ PoolLease MemoryPool::take(size_t bytes) {
   lease.p_ = p;
   lease.cap_ = want;
   return lease;
+}
+
+bool MemoryPool::provision(size_t bytes, size_t count) {
+  const size_t want = round_up(bytes);
+  size_t have = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Block& b : kept_)
+      have += fits(b.cap, want) ? 1 : 0;
+  }
+  for (; have < count; ++have) {
+    if (!add_block(want)) return false;
+  }
+  return true;
+}
+
+bool MemoryPool::add_block(size_t bytes) {
+  const size_t want = round_up(bytes);
+  void* p = source_->allocate(want);
+  if (p == nullptr) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  kept_.push_back({p, want});
+  f_.held_bytes += want;
+  f_.peak_held_bytes = std::max(f_.peak_held_bytes, f_.held_bytes);
+  return true;
 }
 
 void MemoryPool::give(void* p, size_t cap) {

@@ -77,7 +77,17 @@ class MemoryPool {
   // A block of at least `bytes` (rounded up to 64): the smallest kept block that fits, if it is
   // not over 4 times too large (a small lease would otherwise hold a block a large one needs),
   // else a fresh one. Empty when the source has no memory.
-  PoolLease take(size_t bytes);
+  PoolLease take(size_t bytes) { return take(bytes, true); }
+  // A kept block only, as take() chooses it; empty when none fits. Never allocates (the CUDA
+  // backend's proxy, which must not allocate pinned memory).
+  PoolLease take_kept(size_t bytes) { return take(bytes, false); }
+  // Makes sure at least `count` kept blocks would serve take_kept(bytes), allocating the rest
+  // (the caller's thread, ahead of a call whose proxy will lease one). False when the source has
+  // no memory.
+  bool provision(size_t bytes, size_t count);
+  // Allocates one more kept block for take_kept(bytes), whatever is kept (after a lease found
+  // none: calls overlap more than the pool holds for). False when the source has no memory.
+  bool add_block(size_t bytes);
   // Frees every kept block (none that is leased); returns the bytes freed.
   size_t trim();
   // A backend that draws from the pool comes and goes; when the last goes, the pool is trimmed.
@@ -91,6 +101,9 @@ class MemoryPool {
     void* p;
     size_t cap;
   };
+  PoolLease take(size_t bytes, bool allocate);
+  // Whether a kept block of `cap` bytes would serve a lease of `want`.
+  static bool fits(size_t cap, size_t want) { return cap >= want && cap / 4 <= want; }
   void give(void* p, size_t cap);
   void abandon(void* p, size_t cap);
   // Frees `blocks` outside the lock (a pinned free may wait for the device).

@@ -19,32 +19,33 @@ PacketArena::~PacketArena() {
   pool_.remove_user();
 }
 
+size_t PacketArena::block_size_locked() const {
+  size_t cap = min_block_;
+  while (cap < largest_wanted_ && cap < max_block_)
+    cap *= 2;
+  return std::min(cap, max_block_);
+}
+
 Status PacketArena::reserve(size_t bytes) {
-  bytes = std::min(bytes, max_block_);
+  size_t cap = 0;
+  bool missed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++reservations_;
-    largest_wanted_ = std::max(largest_wanted_, bytes);
-    bytes = largest_wanted_;
-    if (!blocks_.empty() && blocks_.back().lease.capacity() >= bytes) return Status::Ok();
+    largest_wanted_ = std::max(largest_wanted_, std::min(bytes, max_block_));
+    cap = block_size_locked();
+    missed = missed_;
+    missed_ = false;
+    // Held already (a reserved operation still runs or waits): the next one uses it.
+    if (!missed && !blocks_.empty() && blocks_.back().lease.capacity() >= cap) {
+      return Status::Ok();
+    }
   }
-  size_t cap = min_block_;
-  while (cap < bytes)
-    cap *= 2;
   // Outside the lock: a pinned allocation takes milliseconds, and the proxy must not wait.
-  PoolLease fresh = pool_.take(std::min(cap, max_block_));
-  if (!fresh) {
-    return errorf(Code::kSystemError, "could not lease %zu bytes of packet memory from the pool",
-                  std::min(cap, max_block_));
-  }
-  PoolLease spare;  // given back outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!blocks_.empty() && blocks_.back().lease.capacity() >= fresh.capacity()) {
-    spare = std::move(fresh);  // another caller grew it meanwhile
-  } else {
-    // The packets of an operation still running stay valid in the outgrown block.
-    blocks_.push_back(Block{std::move(fresh), 0, 0});
-    peak_ = std::max(peak_, leased_locked());
+  const bool ok = (!missed || pool_.add_block(cap)) && pool_.provision(cap, 1);
+  if (!ok) {
+    return errorf(Code::kSystemError, "could not allocate %zu bytes of packet memory for the pool",
+                  cap);
   }
   return Status::Ok();
 }
@@ -56,7 +57,7 @@ void PacketArena::end_reservation(bool ok) {
   if (!ok) return;
   // While reservations remain, the current block stays for them; outgrown idle ones go.
   const size_t keep_from =
-      reservations_ > 0 ? blocks_.size() - (blocks_.empty() ? 0 : 1) : blocks_.size();
+      reservations_ > 0 && !blocks_.empty() ? blocks_.size() - 1 : blocks_.size();
   std::vector<Block> kept;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (blocks_[i].live == 0 && i < keep_from) {
@@ -71,9 +72,21 @@ void PacketArena::end_reservation(bool ok) {
 void* PacketArena::alloc(size_t bytes) {
   const size_t b = (bytes + 255) & ~size_t(255);
   std::lock_guard<std::mutex> lock(mu_);
-  if (blocks_.empty()) return nullptr;
+  const size_t cap = block_size_locked();
+  // A block of the reserved size: the one held, or one leased now from what the pool keeps.
+  if (blocks_.empty() || blocks_.back().lease.capacity() < cap) {
+    if (reservations_ == 0) return nullptr;  // leased only for reserved operations
+    PoolLease lease = pool_.take_kept(std::max(cap, b));
+    if (!lease) {
+      ++misses_;
+      missed_ = true;
+      return nullptr;
+    }
+    blocks_.push_back(Block{std::move(lease), 0, 0});
+    peak_ = std::max(peak_, leased_locked());
+  }
   Block& a = blocks_.back();
-  if (a.lease.capacity() - a.top < b) return nullptr;
+  if (a.lease.capacity() - a.top < b) return nullptr;  // beyond the reservation
   void* p = a.lease.data() + a.top;
   a.top += b;
   a.live++;
@@ -129,6 +142,11 @@ uint64_t PacketArena::peak_bytes() const {
 int PacketArena::reservations() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reservations_;
+}
+
+uint64_t PacketArena::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
 }
 
 }  // namespace sketchccl::backend

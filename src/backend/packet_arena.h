@@ -1,9 +1,12 @@
-// Packet memory for reserved operations (the CUDA backend's pinned packets, docs/memory.md): a
-// block leased from a process pool (memory_pool.h) on the caller's thread, bump-allocated on the
-// proxy during an operation and rewound when the operation has handed everything back. The block
-// stays leased while reserved operations remain, and goes back to the pool when the last one
-// ends, so that another communicator's next operation reuses it. The proxy never allocates: a
-// pool of pinned memory is only drawn from by reserve().
+// Packet memory for reserved operations (the CUDA backend's pinned packets, docs/memory.md),
+// leased from a process pool (memory_pool.h). The caller's thread reserves before its operation
+// is queued: the pool then holds a block the operation can lease (allocated there if need be).
+// The proxy leases a kept block when the operation first asks for packets (never allocating),
+// bump-allocates the operation's packets from it, rewinds when they are all back, and gives the
+// block back to the pool when no reserved operation remains. So operations of communicators that
+// run one after another (one stream: each waits for the one before it) lease the same block,
+// however early their callers reserved; operations that overlap lease distinct blocks, and one
+// that finds none kept takes other memory and makes the next reservation provision one more.
 #pragma once
 
 #include <cstddef>
@@ -24,17 +27,19 @@ class PacketArena {
   PacketArena(const PacketArena&) = delete;
   PacketArena& operator=(const PacketArena&) = delete;
 
-  // The caller's thread, before its operation is queued: counts a reservation, and leases a
-  // block of the largest size any reservation asked for (at most max_block) unless the current
-  // one is as large. A block outgrown meanwhile stays leased until its packets are all back.
-  // The reservation counts even when the lease fails (its operation then takes other memory).
+  // The caller's thread, before its operation is queued: counts a reservation, and makes the
+  // pool hold a block of the largest size any reservation of this arena asked for (at most
+  // max_block), unless this arena holds one; one more after a miss. The reservation counts even
+  // when the allocation fails (its operation then takes other memory).
   Status reserve(size_t bytes);
   // The operation of a reservation ended (`ok`: without a failure) or will never run. With none
   // left, every block whose packets are all back returns to the pool; after a failure nothing
   // does (the device may still write it): the blocks stay until release().
   void end_reservation(bool ok);
 
-  // The proxy: `bytes` (rounded to 256) of the current block, or null when it has no room.
+  // The proxy: `bytes` (rounded to 256) of the current block, leasing a kept block of the pool
+  // when there is none or it is full; null when the pool keeps none that fits (a miss: the
+  // caller takes other memory).
   void* alloc(size_t bytes);
   // Whether `p` came from alloc (then it is handed back here).
   bool free(void* p);
@@ -47,6 +52,7 @@ class PacketArena {
   uint64_t leased_bytes() const;
   uint64_t peak_bytes() const;  // the most this arena leased at once
   int reservations() const;
+  uint64_t misses() const;  // allocs that found no block to lease
 
  private:
   struct Block {
@@ -55,6 +61,7 @@ class PacketArena {
     int live = 0;  // packets handed out and not yet back
   };
   uint64_t leased_locked() const;
+  size_t block_size_locked() const;  // for the largest reservation
 
   MemoryPool& pool_;
   const size_t min_block_, max_block_;
@@ -63,6 +70,8 @@ class PacketArena {
   size_t largest_wanted_ = 0;
   int reservations_ = 0;
   uint64_t peak_ = 0;
+  uint64_t misses_ = 0;
+  bool missed_ = false;  // since the last provision
 };
 
 }  // namespace sketchccl::backend

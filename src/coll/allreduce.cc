@@ -280,6 +280,7 @@ void AllReduceEngine::count_memory() {
   stats_.pinned_bytes = h.pinned_bytes + d.pinned_bytes;
   stats_.packet_leased_bytes = h.packet_leased_bytes + d.packet_leased_bytes;
   stats_.packet_peak_bytes = h.packet_peak_bytes + d.packet_peak_bytes;
+  stats_.packet_misses = d.packet_misses;
 }
 
 // On the backend of the buffers' memory type, made current on this (the proxy) thread. Every

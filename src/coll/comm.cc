@@ -642,6 +642,7 @@ void Communicator::publish_stats() {
     published_stats_.pinned_bytes += rail.pinned_bytes;
     published_stats_.packet_leased_bytes += rail.packet_leased_bytes;
     published_stats_.packet_peak_bytes += rail.packet_peak_bytes;
+    published_stats_.packet_misses += rail.packet_misses;
   }
 }
 

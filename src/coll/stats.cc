@@ -26,9 +26,10 @@ void append_memory(std::string* out, const CommStats& s) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 ", \"memory\": {\"packet_leased_bytes\": %llu, \"packet_peak_bytes\": %llu, "
-                "\"process\": {",
+                "\"packet_misses\": %llu, \"process\": {",
                 static_cast<unsigned long long>(s.packet_leased_bytes),
-                static_cast<unsigned long long>(s.packet_peak_bytes));
+                static_cast<unsigned long long>(s.packet_peak_bytes),
+                static_cast<unsigned long long>(s.packet_misses));
   *out += buf;
   append_pool(out, "host_packets", s.process_host_packets);
   *out += ", ";

@@ -73,6 +73,9 @@ struct CommStats {
   // leased at once (what it would keep alone, without the pools).
   uint64_t packet_leased_bytes = 0;
   uint64_t packet_peak_bytes = 0;
+  // Its calls' leases of pinned packet memory that found no block kept (calls overlapping more
+  // than the pool held for): those calls took plain memory, and the next reservation adds one.
+  uint64_t packet_misses = 0;
   // The process's pools, shared by all its communicators: host packet memory, and the pinned
   // packet memory of this communicator's device.
   backend::PoolFigures process_host_packets;

@@ -103,6 +103,7 @@ class ModelBackend final : public Backend {
     f.pinned_bytes = arena_.leased_bytes();
     f.packet_leased_bytes += arena_.leased_bytes();
     f.packet_peak_bytes += arena_.peak_bytes();
+    f.packet_misses = arena_.misses();
     return f;
   }
   const char* name() const override { return "model"; }

@@ -161,10 +161,10 @@ class CudaBackendImpl final : public CudaBackend {
 
   void* alloc_packets(size_t bytes) override;
   void free_packets(void* p) override;
-  // Leases the arena's block (packet_arena.h) at the largest size ever asked for. Called on the
-  // caller's thread at every device AllReduce, also while streams are gated: cudaHostAlloc on
-  // the caller's thread does not wait for this backend's proxy, and the proxy never allocates
-  // pinned memory (docs/cuda.md).
+  // Makes the device's pool keep a block of the largest size ever asked for, which the proxy
+  // leases when the call runs (packet_arena.h). Called on the caller's thread at every device
+  // AllReduce, also while streams are gated: cudaHostAlloc on the caller's thread does not wait
+  // for this backend's proxy, and the proxy never allocates pinned memory (docs/cuda.md).
   Status reserve_packet_memory(size_t bytes) override;
   void end_packet_reservation(bool ok) override { arena_.end_reservation(ok); }
   MemoryFigures memory_figures() const override;

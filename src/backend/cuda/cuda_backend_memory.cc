@@ -90,6 +90,7 @@ Backend::MemoryFigures CudaBackendImpl::memory_figures() const {
   MemoryFigures f;
   f.packet_leased_bytes = arena_.leased_bytes();
   f.packet_peak_bytes = arena_.peak_bytes();
+  f.packet_misses = arena_.misses();
   f.pinned_bytes = f.packet_leased_bytes + small_.cap + bounce_.cap;
   // The backend's own pool keeps what it frees (release threshold: never), so what it reserves
   // is what this communicator holds of the device.

@@ -252,7 +252,7 @@ TEST(PacketArena, ReservedCallsOfThreeCommunicatorsOneAfterAnotherShareOneBlock)
   const PoolFigures f = pool->figures();
   EXPECT_EQ(f.held_bytes, 8 * kMiB);
   EXPECT_EQ(f.leases, 6u);
-  EXPECT_EQ(f.reuses, 5u);
+  EXPECT_EQ(f.reuses, 6u);  // the block was allocated ahead, by the first reservation
   EXPECT_EQ(f.users, 3u);
   for (auto& a : comms)
     EXPECT_EQ(a->peak_bytes(), 8 * kMiB);  // what each would keep alone
@@ -260,24 +260,60 @@ TEST(PacketArena, ReservedCallsOfThreeCommunicatorsOneAfterAnotherShareOneBlock)
   EXPECT_EQ(c.outstanding, 0);  // the last user gone: trimmed
 }
 
+// Callers on one stream reserve well ahead of the device (each call is queued at once); their
+// operations still run one after another, so they lease the same block.
+TEST(PacketArena, CallsReservedAheadThatRunOneAfterAnotherShareOneBlock) {
+  Counts c;
+  auto pool = make_pool(&c);
+  std::vector<std::unique_ptr<PacketArena>> comms;
+  for (int i = 0; i < 3; ++i)
+    comms.push_back(std::make_unique<PacketArena>(*pool, 4 * kMiB, 256 * kMiB));
+  for (auto& a : comms)
+    ASSERT_TRUE(a->reserve(8 * kMiB).ok());
+  for (auto& a : comms) {
+    void* p = a->alloc(8 * kMiB);
+    ASSERT_NE(p, nullptr);
+    a->free(p);
+    a->end_reservation(true);
+  }
+  EXPECT_EQ(c.allocations, 1);
+  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
+  for (auto& a : comms)
+    EXPECT_EQ(a->misses(), 0u);
+}
+
+// Operations that overlap hold distinct blocks: the one that finds none kept takes other memory
+// once (a miss), and its next reservation makes the pool hold one more.
 TEST(PacketArena, OverlappingCallsHoldDistinctBlocks) {
   Counts c;
   auto pool = make_pool(&c);
   PacketArena a(*pool, 4 * kMiB, 256 * kMiB), b(*pool, 4 * kMiB, 256 * kMiB);
   ASSERT_TRUE(a.reserve(4 * kMiB).ok());
   ASSERT_TRUE(b.reserve(4 * kMiB).ok());
-  auto* p = static_cast<uint8_t*>(a.alloc(4 * kMiB));
-  auto* q = static_cast<uint8_t*>(b.alloc(4 * kMiB));
+  void* p = a.alloc(4 * kMiB);
   ASSERT_NE(p, nullptr);
-  ASSERT_NE(q, nullptr);
-  EXPECT_TRUE(p + 4 * kMiB <= q || q + 4 * kMiB <= p);
-  EXPECT_FALSE(a.contains(q, 1));
-  EXPECT_EQ(a.alloc(1), nullptr);  // full: the caller takes other memory
-  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
+  EXPECT_EQ(b.alloc(4 * kMiB), nullptr);  // the one kept block is a's
+  EXPECT_EQ(b.misses(), 1u);
   a.free(p);
-  b.free(q);
   a.end_reservation(true);
   b.end_reservation(true);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(a.reserve(4 * kMiB).ok());
+    ASSERT_TRUE(b.reserve(4 * kMiB).ok());
+    auto* x = static_cast<uint8_t*>(a.alloc(4 * kMiB));
+    auto* y = static_cast<uint8_t*>(b.alloc(4 * kMiB));
+    ASSERT_NE(x, nullptr);
+    ASSERT_NE(y, nullptr);
+    EXPECT_TRUE(x + 4 * kMiB <= y || y + 4 * kMiB <= x);
+    EXPECT_FALSE(a.contains(y, 1));
+    EXPECT_EQ(a.alloc(1), nullptr);  // full: the caller takes other memory
+    a.free(x);
+    b.free(y);
+    a.end_reservation(true);
+    b.end_reservation(true);
+  }
+  EXPECT_EQ(b.misses(), 1u);
+  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
 }
 
 TEST(PacketArena, TheBlockStaysWhileReservedCallsRemain) {
@@ -303,11 +339,13 @@ TEST(PacketArena, AnOutgrownBlockStaysUntilItsPacketsAreBack) {
   PacketArena a(*pool, 4 * kMiB, 256 * kMiB);
   ASSERT_TRUE(a.reserve(4 * kMiB).ok());
   void* p = a.alloc(kMiB);                 // a running call's packet
-  ASSERT_TRUE(a.reserve(20 * kMiB).ok());  // a larger call queued: a 32 MiB block
+  ASSERT_TRUE(a.reserve(20 * kMiB).ok());  // a larger call queued: the pool gets 32 MiB
+  EXPECT_EQ(a.leased_bytes(), 4 * kMiB);
+  EXPECT_EQ(pool->figures().held_bytes, 36 * kMiB);
+  void* q = a.alloc(20 * kMiB);  // the larger call leases the new block
+  ASSERT_NE(q, nullptr);
   EXPECT_EQ(a.leased_bytes(), 36 * kMiB);
   EXPECT_TRUE(a.contains(p, kMiB));
-  void* q = a.alloc(20 * kMiB);  // the new block
-  ASSERT_NE(q, nullptr);
   a.free(q);
   a.end_reservation(true);  // the first call's end; p is not back yet
   EXPECT_EQ(a.leased_bytes(), 36 * kMiB);
@@ -354,7 +392,7 @@ TEST(PacketArena, ManyCommunicatorsOnThreadsNeverShareABlock) {
   Counts c;
   auto pool = make_pool(&c);
   constexpr int kComms = 6;
-  std::atomic<int> bad{0};
+  std::atomic<int> bad{0}, served{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < kComms; ++t) {
     ts.emplace_back([&, t] {
@@ -365,11 +403,11 @@ TEST(PacketArena, ManyCommunicatorsOnThreadsNeverShareABlock) {
           continue;
         }
         auto* p = static_cast<uint8_t*>(a.alloc(kMiB));
-        if (p == nullptr) {
-          bad++;
+        if (p == nullptr) {  // a miss: every kept block is another's now
           a.end_reservation(true);
           continue;
         }
+        served++;
         const auto mark = static_cast<uint8_t>(t + 1);
         std::memset(p, mark, kMiB);
         std::this_thread::yield();
@@ -384,9 +422,11 @@ TEST(PacketArena, ManyCommunicatorsOnThreadsNeverShareABlock) {
   for (auto& th : ts)
     th.join();
   EXPECT_EQ(bad, 0);
+  EXPECT_GT(served, kComms * 200 / 2);
   const PoolFigures f = pool->figures();
-  EXPECT_EQ(f.leases, uint64_t(kComms) * 200);
-  EXPECT_LE(f.peak_held_bytes, uint64_t(kComms) * 4 * kMiB);  // never more than one per comm
+  EXPECT_EQ(f.leases, static_cast<uint64_t>(served.load()));
+  // One block per communicator leasing, and one per provision racing it, at most.
+  EXPECT_LE(f.peak_held_bytes, uint64_t(2 * kComms) * 4 * kMiB);
   EXPECT_EQ(f.users, 0u);
   EXPECT_EQ(c.outstanding, 0);
 }
