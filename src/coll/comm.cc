@@ -650,8 +650,8 @@ Status Communicator::release_device_memory() {
   auto w = submit([this] {
     engine_.release_device_memory();
     if (hier_) hier_->rail().release_device_memory();
-    // Pool memory that no communicator leases goes too; the others lease afresh at their next
-    // call (on their caller's thread for pinned memory).
+    // Pool memory that no communicator leases goes too; the others' next reservations make the
+    // pools hold it again (on their caller's thread).
     backend::trim_process_pools();
     publish_stats();
     return Status::Ok();
