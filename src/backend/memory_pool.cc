@@ -183,10 +183,6 @@ class HostSource final : public BlockSource {
   void release(void* p, size_t) override { std::free(p); }
 };
 
-std::unique_ptr<BlockSource> make_host_source(int) {
-  return std::make_unique<HostSource>();
-}
-
 struct Registry {
   std::mutex mu;
   std::map<std::pair<PoolKind, int>, std::unique_ptr<MemoryPool>> pools;
@@ -200,9 +196,13 @@ Registry& registry() {
 
 }  // namespace
 
+std::unique_ptr<BlockSource> make_host_block_source(int) {
+  return std::make_unique<HostSource>();
+}
+
 MemoryPool& host_packet_pool() {
   static MemoryPool& pool =
-      process_pool(PoolKind::kHostPackets, -1, size_t(1) << 20, 32, make_host_source);
+      process_pool(PoolKind::kHostPackets, -1, size_t(1) << 20, 32, make_host_block_source);
   return pool;
 }
 

@@ -128,6 +128,8 @@ MemoryPool& host_packet_pool();
 // it); `max_kept` as MemoryPool's.
 MemoryPool& process_pool(PoolKind kind, int device, size_t min_kept, size_t max_kept,
                          std::unique_ptr<BlockSource> (*make_source)(int device));
+// Plain host memory as a pool's source (the host packet pool's; a test's model of pinned memory).
+std::unique_ptr<BlockSource> make_host_block_source(int device);
 // Its figures: zeros when it was never made.
 PoolFigures process_pool_figures(PoolKind kind, int device);
 // Trims every pool of the process (ncclCommSuspend with NCCL_SUSPEND_MEM); the bytes freed.

@@ -69,25 +69,15 @@ class ModelGate final : public StreamGate {
   std::atomic<uint32_t> reserved_{0}, released_{0};
 };
 
-// The model's "pinned" packet memory: host memory, in the process's pool of pinned packet
-// memory of the device, as the CUDA backend's is.
-class ModelPinnedSource final : public BlockSource {
- public:
-  void* allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
-  void release(void* p, size_t) override { std::free(p); }
-};
-std::unique_ptr<BlockSource> make_model_pinned_source(int) {
-  return std::make_unique<ModelPinnedSource>();
-}
-
 // The host kernels as the device backend (its memory is the host's; the model calls it device).
-// Its packets come from a PacketArena, as the CUDA backend's do: leased from the process's
-// pinned pool at each reservation, given back when the last reserved call ended.
+// Its packets come from a PacketArena, as the CUDA backend's do, on the process's pool of pinned
+// packet memory of the device (host memory here): provisioned at each reservation, leased when
+// the call runs, given back when the last reserved call ended.
 class ModelBackend final : public Backend {
  public:
   explicit ModelBackend(int device)
       : host_(make_host_backend()),
-        arena_(process_pool(PoolKind::kPinnedPackets, device, 0, 0, make_model_pinned_source),
+        arena_(process_pool(PoolKind::kPinnedPackets, device, 0, 0, make_host_block_source),
                size_t(4) << 20, size_t(256) << 20) {}
   Status reserve_packet_memory(size_t bytes) override { return arena_.reserve(bytes); }
   void end_packet_reservation(bool ok) override { arena_.end_reservation(ok); }
