@@ -6,7 +6,8 @@
 // device backend (the host kernels), or fails to ($MODEL_FAIL: gate, backend or enqueue). The
 // real NCCL is the fake, opened through SKETCHCCL_NCCL_LIB; SKETCHCCL_NCCL_LIB=none runs
 // standalone. Usage: device_client RANK NRANKS IDFILE MODE (MODE: group, nonblocking, fail, hierrs,
-// hierrsflat, hierrsfail, suspend: in front of a personality of NCCL 2.29.7 or newer).
+// hierrsflat, hierrsfail, suspend: in front of a personality of NCCL 2.29.7 or newer; shared:
+// standalone).
 #include <nccl.h>
 
 #include <atomic>
@@ -188,6 +189,7 @@ class ModelDevice final : public DeviceRuntime {
     }
     auto gate = std::make_unique<ModelGate>(fail_ == "enqueue");
     gate_ = gate.get();
+    gates_.push_back(gate_);
     *out = std::move(gate);
     return Status::Ok();
   }
@@ -236,7 +238,8 @@ class ModelDevice final : public DeviceRuntime {
   }
 
   std::vector<int> gate_devices_, backend_devices_;
-  ModelGate* gate_ = nullptr;  // the communicator's (this program makes one)
+  ModelGate* gate_ = nullptr;      // the communicator's (this program makes one)
+  std::vector<ModelGate*> gates_;  // every communicator's, where it makes several
   int alloc_calls_ = 0;
   std::pair<uint8_t*, size_t> last_alloc_{nullptr, 0};
   std::vector<void*> alloc_streams_, free_streams_;
@@ -419,6 +422,64 @@ int run_suspend(int rank, int nranks, const ncclUniqueId& id) {
             after.suspended == 0,
         fmt("backends %zu", g_model->backend_devices_.size()));
   ncclCommDestroy(comm);
+  return 0;
+}
+
+// FSDP's several communicators per process on one device: three (a communicator and two splits
+// of it) whose device AllReduces run one after another lease one block of the device's pinned
+// packet pool between them, not one each, and none finds the pool empty.
+int run_shared(int rank, int nranks, const ncclUniqueId& id) {
+  constexpr int kComms = 3;
+  ncclComm_t comms[kComms] = {};
+  check("shared/init", ncclCommInitRank(&comms[0], nranks, id, rank) == ncclSuccess);
+  for (int i = 1; i < kComms; ++i) {
+    check("shared/split", ncclCommSplit(comms[0], 0, rank, &comms[i], nullptr) == ncclSuccess);
+  }
+  Buffers b(rank, true);
+  // A call's work is over (its reservation ended too) once no gate holds a stream.
+  auto all_done = [&](ncclComm_t c) {
+    for (int i = 0; i < 3000; ++i) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(c, &async);
+      if (async != ncclInProgress && async != ncclSuccess) return false;
+      bool held = false;
+      for (ModelGate* g : g_model->gates_)
+        held = held || g->holding();
+      if (!held && async == ncclSuccess) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  std::string bad;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kComms; ++i) {
+      std::fill(b.y.begin(), b.y.end(), -1.f);
+      const ncclResult_t r = ncclAllReduce(b.x.data(), b.y.data(), kCount, ncclFloat, ncclSum,
+                                           comms[i], fake_client::fake_stream(0));
+      const bool done = all_done(comms[i]);
+      if (r != ncclSuccess || !done || !is_sum(b.y, nranks)) {
+        bad += fmt(" comm %d: result %d done %d y[0]=%g;", i, r, done ? 1 : 0, b.y[0]);
+      }
+    }
+  }
+  check("shared/allreduces", bad.empty(), bad);
+  uint64_t peaks = 0, misses = 0, leased = 0;
+  for (ncclComm_t c : comms) {
+    const sketchcclCommStats s = stats_of(c);
+    peaks += s.packet_peak_bytes;
+    misses += s.packet_misses;
+    leased += s.packet_leased_bytes;
+  }
+  const sketchcclCommStats s = stats_of(comms[0]);
+  check("shared/one-block",
+        s.process_pinned_packet_bytes > 0 && s.process_pinned_packet_bytes * kComms == peaks &&
+            misses == 0 && leased == 0,
+        fmt("pool %llu, the communicators' peaks %llu, misses %llu, leased %llu",
+            static_cast<unsigned long long>(s.process_pinned_packet_bytes),
+            static_cast<unsigned long long>(peaks), static_cast<unsigned long long>(misses),
+            static_cast<unsigned long long>(leased)));
+  for (int i = kComms - 1; i >= 0; --i)
+    ncclCommDestroy(comms[i]);
   return 0;
 }
 
@@ -651,7 +712,7 @@ int main(int argc, char** argv) {
   if (argc != 5) {
     std::fprintf(stderr,
                  "usage: %s RANK NRANKS IDFILE "
-                 "group|nonblocking|fail|hierrs|hierrsflat|hierrsfail|suspend\n",
+                 "group|nonblocking|fail|hierrs|hierrsflat|hierrsfail|suspend|shared\n",
                  argv[0]);
     return 2;
   }
@@ -681,6 +742,8 @@ int main(int argc, char** argv) {
     run_fail(rank, nranks, id, standalone);
   } else if (mode == "suspend") {
     run_suspend(rank, nranks, id);
+  } else if (mode == "shared") {
+    run_shared(rank, nranks, id);
   } else if (mode.rfind("hierrs", 0) == 0) {
     run_hier_rs(rank, nranks, id, mode);
   } else {

@@ -148,6 +148,14 @@ TEST(DevicePath, SuspendReleasesTheDeviceMemoryAndResumeRestoresItLazily) {
   EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
 }
 
+// Three communicators of a process used one after another share one pinned packet block.
+TEST(DevicePath, CommunicatorsUsedOneAfterAnotherShareOnePinnedBlock) {
+  Result r = run("shared", {"MODEL_DEVICE=1"}, true);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * 5) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
+}
+
 // No scratch: the call and the later ones forwarded, one WARN per rank.
 TEST(DevicePath, AHierarchicalReduceScatterWithoutScratchForwardsWithOneWarn) {
   Result r = run("hierrsfail", {"MODEL_DEVICE=0", "MODEL_FAIL=alloc"}, false, 4, by_node);
