@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/backend/backend.h"
+#include "src/backend/memory_pool.h"
 
 namespace sketchccl::backend {
 namespace {
@@ -71,6 +72,38 @@ TEST(HostPackets, ABlockIsNeverSmallerThanAskedNorSharedWhileInUse) {
   for (void* p : {static_cast<void*>(c), static_cast<void*>(d), static_cast<void*>(tiny)})
     be->free_packets(p);
   be->free_packets(nullptr);  // allowed, as free()
+}
+
+// Host backends of different communicators draw from the process's one pool: a block one of
+// them gave back is the next one's, and each counts only what it leases.
+TEST(HostPackets, BackendsOfOtherCommunicatorsShareTheProcessPool) {
+  std::unique_ptr<Backend> a = make_host_backend(), b = make_host_backend();
+  auto* p = static_cast<uint8_t*>(a->alloc_packets(kLarge));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(a->memory_figures().packet_leased_bytes, kLarge);
+  EXPECT_EQ(b->memory_figures().packet_leased_bytes, 0u);
+  auto* q = static_cast<uint8_t*>(b->alloc_packets(kLarge));  // while a holds p: another block
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  b->free_packets(q);
+  a->free_packets(p);
+  const PoolFigures before = host_packet_pool().figures();
+  EXPECT_EQ(before.held_bytes, 2 * kLarge);
+  EXPECT_EQ(before.users, 2u);
+  for (int i = 0; i < 3; ++i) {  // one after another: the kept blocks, nothing allocated
+    Backend& be = i % 2 == 0 ? *a : *b;
+    void* r = be.alloc_packets(kLarge);
+    EXPECT_TRUE(r == p || r == q);
+    be.free_packets(r);
+  }
+  const PoolFigures after = host_packet_pool().figures();
+  EXPECT_EQ(after.held_bytes, 2 * kLarge);
+  EXPECT_EQ(after.reuses - before.reuses, 3u);
+  EXPECT_EQ(a->memory_figures().packet_peak_bytes, kLarge);
+  EXPECT_EQ(a->memory_figures().packet_leased_bytes, 0u);
+  a.reset();
+  b.reset();  // the last user: the pool is trimmed
+  EXPECT_EQ(host_packet_pool().figures().held_bytes, 0u);
 }
 
 }  // namespace
