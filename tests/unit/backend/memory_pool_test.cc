@@ -227,12 +227,18 @@ TEST(MemoryPool, TheProcessPoolsAreOnePerKindAndDevice) {
 
 // --- PacketArena: the CUDA backend's reserved packet memory, on a host pool.
 
+// One arena per communicator, blocks of 4 MiB to 256 MiB as the CUDA backend's.
+std::vector<std::unique_ptr<PacketArena>> arenas(MemoryPool& pool, int n) {
+  std::vector<std::unique_ptr<PacketArena>> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(std::make_unique<PacketArena>(pool, 4 * kMiB, 256 * kMiB));
+  return out;
+}
+
 TEST(PacketArena, ReservedCallsOfThreeCommunicatorsOneAfterAnotherShareOneBlock) {
   Counts c;
   auto pool = make_pool(&c);
-  std::vector<std::unique_ptr<PacketArena>> comms;
-  for (int i = 0; i < 3; ++i)
-    comms.push_back(std::make_unique<PacketArena>(*pool, 4 * kMiB, 256 * kMiB));
+  std::vector<std::unique_ptr<PacketArena>> comms = arenas(*pool, 3);
   for (int round = 0; round < 2; ++round) {
     for (auto& a : comms) {
       ASSERT_TRUE(a->reserve(6 * kMiB).ok());
@@ -265,9 +271,7 @@ TEST(PacketArena, ReservedCallsOfThreeCommunicatorsOneAfterAnotherShareOneBlock)
 TEST(PacketArena, CallsReservedAheadThatRunOneAfterAnotherShareOneBlock) {
   Counts c;
   auto pool = make_pool(&c);
-  std::vector<std::unique_ptr<PacketArena>> comms;
-  for (int i = 0; i < 3; ++i)
-    comms.push_back(std::make_unique<PacketArena>(*pool, 4 * kMiB, 256 * kMiB));
+  std::vector<std::unique_ptr<PacketArena>> comms = arenas(*pool, 3);
   for (auto& a : comms)
     ASSERT_TRUE(a->reserve(8 * kMiB).ok());
   for (auto& a : comms) {
