@@ -65,8 +65,8 @@ class Backend {
     return Status::Ok();
   }
   // The operation of a reserve_packet_memory has ended (`ok`: without a failure) or will never
-  // run: a backend that holds pool memory for reserved operations gives it back to the
-  // process's pool (memory_pool.h) once none is left, so that another communicator reuses it.
+  // run: a backend that leased pool memory for it gives it back to the process's pool
+  // (memory_pool.h), for the next call of any communicator.
   virtual void end_packet_reservation(bool ok) { (void)ok; }
 
   // Memory this backend holds, for the statistics (docs/memory.md).

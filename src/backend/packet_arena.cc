@@ -55,17 +55,11 @@ void PacketArena::end_reservation(bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   if (reservations_ > 0) --reservations_;
   if (!ok) return;
-  // While reservations remain, the current block stays for them; outgrown idle ones go.
-  const size_t keep_from =
-      reservations_ > 0 && !blocks_.empty() ? blocks_.size() - 1 : blocks_.size();
+  // Back even while reservations remain: the next call leases a kept block again, this one unless
+  // another communicator's call ran in between (its callers may be rounds ahead of the device).
   std::vector<Block> kept;
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    if (blocks_[i].live == 0 && i < keep_from) {
-      back.push_back(std::move(blocks_[i]));
-    } else {
-      kept.push_back(std::move(blocks_[i]));
-    }
-  }
+  for (Block& a : blocks_)
+    (a.live == 0 ? back : kept).push_back(std::move(a));
   blocks_.swap(kept);
 }
 

@@ -3,10 +3,11 @@
 // is queued: the pool then holds a block the operation can lease (allocated there if need be).
 // The proxy leases a kept block when the operation first asks for packets (never allocating),
 // bump-allocates the operation's packets from it, rewinds when they are all back, and gives the
-// block back to the pool when no reserved operation remains. So operations of communicators that
-// run one after another (one stream: each waits for the one before it) lease the same block,
-// however early their callers reserved; operations that overlap lease distinct blocks, and one
-// that finds none kept takes other memory and makes the next reservation provision one more.
+// block back to the pool when the operation ends. So operations of communicators that run one
+// after another (one stream: each waits for the one before it) lease the same block, however
+// early and in whatever order their callers reserved; operations that overlap lease distinct
+// blocks, and one that finds none kept takes other memory and makes the next reservation provision
+// one more.
 #pragma once
 
 #include <cstddef>
@@ -32,9 +33,9 @@ class PacketArena {
   // max_block), unless this arena holds one; one more after a miss. The reservation counts even
   // when the allocation fails (its operation then takes other memory).
   Status reserve(size_t bytes);
-  // The operation of a reservation ended (`ok`: without a failure) or will never run. With none
-  // left, every block whose packets are all back returns to the pool; after a failure nothing
-  // does (the device may still write it): the blocks stay until release().
+  // The operation of a reservation ended (`ok`: without a failure) or will never run: every block
+  // whose packets are all back returns to the pool; after a failure nothing does (the device may
+  // still write it): the blocks stay until release().
   void end_reservation(bool ok);
 
   // The proxy: `bytes` (rounded to 256) of the current block, leasing a kept block of the pool

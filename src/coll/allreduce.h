@@ -53,7 +53,7 @@ class AllReduceEngine {
   // thread before its stream is gated (the CUDA proxy never allocates pinned memory).
   Status reserve_packets(backend::MemoryType mem, size_t count);
   // The call of a reserve_packets has ended (`ok`: without a failure) or will never run: the
-  // backend may give its pool memory back once no reserved call is left.
+  // backend gives the pool memory it leased for it back.
   void end_packet_reservation(backend::MemoryType mem, bool ok);
 
   // The cost model's view of a buffer of `count` elements under these settings.

@@ -320,21 +320,51 @@ TEST(PacketArena, OverlappingCallsHoldDistinctBlocks) {
   EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
 }
 
-TEST(PacketArena, TheBlockStaysWhileReservedCallsRemain) {
+// DDP's buckets: call 2 is reserved while call 1 runs. Call 1's block goes back at its end and
+// call 2 leases it again; nothing is allocated for it.
+TEST(PacketArena, AQueuedCallLeasesTheBlockAgain) {
   Counts c;
   auto pool = make_pool(&c);
   PacketArena a(*pool, 4 * kMiB, 256 * kMiB);
   ASSERT_TRUE(a.reserve(kMiB).ok());  // call 1
-  ASSERT_TRUE(a.reserve(kMiB).ok());  // call 2, queued behind it (DDP's buckets)
-  a.free(a.alloc(kMiB));
-  a.end_reservation(true);
-  EXPECT_EQ(a.leased_bytes(), 4 * kMiB);  // call 2 still needs it
-  EXPECT_EQ(a.reservations(), 1);
-  a.free(a.alloc(kMiB));
+  void* p = a.alloc(kMiB);
+  ASSERT_TRUE(a.reserve(kMiB).ok());  // call 2, while call 1 holds the block
+  a.free(p);
   a.end_reservation(true);
   EXPECT_EQ(a.leased_bytes(), 0u);
+  EXPECT_EQ(a.reservations(), 1);
+  EXPECT_EQ(a.alloc(kMiB), p);  // call 2
+  a.free(p);
+  a.end_reservation(true);
+  EXPECT_EQ(a.leased_bytes(), 0u);
+  EXPECT_EQ(c.allocations, 1);
   a.end_reservation(true);  // an end without a reservation changes nothing
   EXPECT_EQ(a.reservations(), 0);
+  EXPECT_EQ(a.alloc(64), nullptr);  // no reservation: nothing leased
+}
+
+// FSDP: three communicators' callers two rounds ahead of the device (every call reserved before
+// the first runs); the calls run one after another and all lease one block.
+TEST(PacketArena, CallersRoundsAheadStillShareOneBlock) {
+  Counts c;
+  auto pool = make_pool(&c);
+  std::vector<std::unique_ptr<PacketArena>> comms = arenas(*pool, 3);
+  for (int round = 0; round < 2; ++round) {
+    for (auto& a : comms)
+      ASSERT_TRUE(a->reserve(8 * kMiB).ok());
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (auto& a : comms) {
+      void* p = a->alloc(8 * kMiB);
+      ASSERT_NE(p, nullptr);
+      a->free(p);
+      a->end_reservation(true);
+    }
+  }
+  EXPECT_EQ(c.allocations, 1);
+  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
+  for (auto& a : comms)
+    EXPECT_EQ(a->misses(), 0u);
 }
 
 TEST(PacketArena, AnOutgrownBlockStaysUntilItsPacketsAreBack) {
@@ -351,8 +381,9 @@ TEST(PacketArena, AnOutgrownBlockStaysUntilItsPacketsAreBack) {
   EXPECT_EQ(a.leased_bytes(), 36 * kMiB);
   EXPECT_TRUE(a.contains(p, kMiB));
   a.free(q);
-  a.end_reservation(true);  // the first call's end; p is not back yet
-  EXPECT_EQ(a.leased_bytes(), 36 * kMiB);
+  a.end_reservation(true);  // the first call's end; p is not back yet, q is
+  EXPECT_EQ(a.leased_bytes(), 4 * kMiB);
+  EXPECT_TRUE(a.contains(p, kMiB));
   a.free(p);
   a.end_reservation(true);
   EXPECT_EQ(a.leased_bytes(), 0u);
