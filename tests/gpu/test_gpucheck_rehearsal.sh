@@ -10,8 +10,11 @@
 # folders there, and the wheel's would be one), in a folder of $TMPDIR named after BUILD_ROOT;
 # a second run rebuilds only what changed. Exit 77 (skipped) where the
 # rehearsal cannot run: not root, no unshare or overlayfs, no nvcc, no GoogleTest sources.
+# With --plan (./run test's short form): the GoogleTest folder and the plan only, no build.
 set -euo pipefail
-SRC=${1:?usage: test_gpucheck_rehearsal.sh SOURCE_ROOT BUILD_ROOT}
+plan_only=0
+[ "${1:-}" = --plan ] && { plan_only=1; shift; }
+SRC=${1:?usage: test_gpucheck_rehearsal.sh [--plan] SOURCE_ROOT BUILD_ROOT}
 BUILD_ROOT=$(cd "${2:?}" && pwd)
 SRC=$(cd "$SRC" && pwd)
 case "$BUILD_ROOT/" in
@@ -32,6 +35,7 @@ fi
 "$SRC/perf/gpu/gpu_check.sh" --plan "$WORK/dry" >/dev/null
 head -1 "$WORK/dry/summary.txt"
 grep '^plan: estimate' "$WORK/dry/summary.txt"
+[ "$plan_only" = 1 ] && exit 0
 rm -rf "$WORK/out"
 rc=0
 "$SRC/perf/gpu/rehearse.sh" "$WORK/out" || rc=$?
