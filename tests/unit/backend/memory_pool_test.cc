@@ -266,26 +266,6 @@ TEST(PacketArena, ReservedCallsOfThreeCommunicatorsOneAfterAnotherShareOneBlock)
   EXPECT_EQ(c.outstanding, 0);  // the last user gone: trimmed
 }
 
-// Callers on one stream reserve well ahead of the device (each call is queued at once); their
-// operations still run one after another, so they lease the same block.
-TEST(PacketArena, CallsReservedAheadThatRunOneAfterAnotherShareOneBlock) {
-  Counts c;
-  auto pool = make_pool(&c);
-  std::vector<std::unique_ptr<PacketArena>> comms = arenas(*pool, 3);
-  for (auto& a : comms)
-    ASSERT_TRUE(a->reserve(8 * kMiB).ok());
-  for (auto& a : comms) {
-    void* p = a->alloc(8 * kMiB);
-    ASSERT_NE(p, nullptr);
-    a->free(p);
-    a->end_reservation(true);
-  }
-  EXPECT_EQ(c.allocations, 1);
-  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
-  for (auto& a : comms)
-    EXPECT_EQ(a->misses(), 0u);
-}
-
 // Operations that overlap hold distinct blocks: the one that finds none kept takes other memory
 // once (a miss), and its next reservation makes the pool hold one more.
 TEST(PacketArena, OverlappingCallsHoldDistinctBlocks) {
@@ -343,8 +323,8 @@ TEST(PacketArena, AQueuedCallLeasesTheBlockAgain) {
   EXPECT_EQ(a.alloc(64), nullptr);  // no reservation: nothing leased
 }
 
-// FSDP: three communicators' callers two rounds ahead of the device (every call reserved before
-// the first runs); the calls run one after another and all lease one block.
+// FSDP: three communicators' callers on one stream, two rounds ahead of the device (every call
+// reserved before the first runs); the calls run one after another and all lease one block.
 TEST(PacketArena, CallersRoundsAheadStillShareOneBlock) {
   Counts c;
   auto pool = make_pool(&c);
