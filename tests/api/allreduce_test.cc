@@ -198,9 +198,11 @@ std::vector<std::string> run_with_stats(const std::string& scenario, int nranks,
   return out;
 }
 
+// A slow link stated: these two are about auto's choice of codec, not about its network verdict
+// (whose choice on a loopback link measured on a loaded machine may be another rung).
 TEST(AllReduce, AutoKeepsSparseBuffersSparseAndStatsAreWritten) {
-  for (const std::string& json :
-       run_with_stats("s2auto", 2, {"SKETCHCCL_CODEC=auto"}, {"300000"})) {
+  for (const std::string& json : run_with_stats(
+           "s2auto", 2, {"SKETCHCCL_CODEC=auto", "SKETCHCCL_LINK_GBPS=0.1"}, {"300000"})) {
     EXPECT_NE(json.find("\"sparse\": {\"calls\": 3,"), std::string::npos) << json;
     EXPECT_NE(json.find("\"calls_taken\": 3,"), std::string::npos) << json;
     EXPECT_EQ(json.find("\"q8\""), std::string::npos) << json;
@@ -209,7 +211,8 @@ TEST(AllReduce, AutoKeepsSparseBuffersSparseAndStatsAreWritten) {
 
 TEST(AllReduce, AutoTurnsDenseBuffersToTheDenseCodec) {
   for (const std::string& json : run_with_stats(
-           "ef", 2, {"SKETCHCCL_CODEC=auto", "SKETCHCCL_DENSE_CODEC=q4"}, {"100000", "5"})) {
+           "ef", 2, {"SKETCHCCL_CODEC=auto", "SKETCHCCL_DENSE_CODEC=q4", "SKETCHCCL_LINK_GBPS=0.1"},
+           {"100000", "5"})) {
     EXPECT_NE(json.find("\"sparse\": {\"calls\": 1,"), std::string::npos) << json;
     EXPECT_NE(json.find("\"q4\": {\"calls\": 4,"), std::string::npos) << json;
   }
