@@ -30,6 +30,13 @@ bool device_range_valid(const void* p, std::size_t n);
 struct DeviceFaultStop {};
 [[noreturn]] void device_fault(cudaError_t error, const char* message);
 
+// The calling thread's last error, as cudaGetLastError returns (and clears) it; a launch sets it.
+void set_last_error(cudaError_t error);
+
+// Called by the executor on a queue thread while a kernel polls memory (`__nanosleep`): the
+// running work item "waits on the host" until it ends or until note_device_waiting(false).
+void note_device_waiting(bool waiting);
+
 // The launch shape of one kernel.
 struct LaunchShape {
   dim3 grid;
