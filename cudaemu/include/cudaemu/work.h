@@ -15,10 +15,6 @@ namespace cudaemu {
 // the work in hazard and fault reports ("kernel k_gate_spin", "memcpy D2H").
 cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<void()> work);
 
-// Sets the calling thread's last error (what cudaGetLastError/cudaPeekAtLastError return) as a
-// failed runtime call would: a refused `<<<>>>` launch reports through it.
-void set_last_error(cudaError_t error);
-
 // A kernel's function is "loaded" by its first launch or cudaFuncGetAttributes; a first load
 // under lazy loading waits for the device as a context synchronization does (a hazard in strict
 // mode when a stream waits on the host).
