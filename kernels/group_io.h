@@ -10,6 +10,14 @@ namespace sketchccl::kernels::detail {
 
 constexpr uint32_t kGroup = 8;
 
+// The emulated CUDA build (cudaemu/include/cudaemu/device.h) checks a kernel's accesses through
+// these helpers as the hardware would (alignment, inside a device allocation), which x86 would not.
+#if defined(CUDAEMU_DEVICE_H)
+#define SCCL_DEVICE_ACCESS(p, bytes, align) ::cudaemu::dev::check_access(p, bytes, align)
+#else
+#define SCCL_DEVICE_ACCESS(p, bytes, align) ((void)0)
+#endif
+
 // v[k] = element i + k for k < cnt (cnt <= 8), 0 beyond; nothing past cnt is read.
 template <int ET>
 SCCL_HD_INLINE void load8(const void* x, size_t i, uint32_t cnt, float v[8]) {
@@ -17,6 +25,7 @@ SCCL_HD_INLINE void load8(const void* x, size_t i, uint32_t cnt, float v[8]) {
   if (cnt == kGroup) {
     const char* p = static_cast<const char*>(x) + i * (ET == int(ElemType::kF32) ? 4 : 2);
     if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
+      SCCL_DEVICE_ACCESS(p, ET == int(ElemType::kF32) ? 32 : 16, 16);
       if constexpr (ET == int(ElemType::kF32)) {
         const float4 a = reinterpret_cast<const float4*>(p)[0];
         const float4 b = reinterpret_cast<const float4*>(p)[1];
@@ -35,6 +44,8 @@ SCCL_HD_INLINE void load8(const void* x, size_t i, uint32_t cnt, float v[8]) {
     }
   }
 #endif
+  SCCL_DEVICE_ACCESS(static_cast<const char*>(x) + i * (ET == int(ElemType::kF32) ? 4 : 2),
+                     (cnt < kGroup ? cnt : kGroup) * (ET == int(ElemType::kF32) ? 4 : 2), 1);
   for (uint32_t k = 0; k < kGroup; ++k)
     v[k] = k < cnt ? load_elem<ET>(x, i + k) : 0.0f;
 }
@@ -46,6 +57,7 @@ SCCL_HD_INLINE void store8(void* y, size_t i, uint32_t cnt, const float v[8]) {
   if (cnt == kGroup) {
     char* p = static_cast<char*>(y) + i * (ET == int(ElemType::kF32) ? 4 : 2);
     if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
+      SCCL_DEVICE_ACCESS(p, ET == int(ElemType::kF32) ? 32 : 16, 16);
       if constexpr (ET == int(ElemType::kF32)) {
         reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
         reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
@@ -64,6 +76,8 @@ SCCL_HD_INLINE void store8(void* y, size_t i, uint32_t cnt, const float v[8]) {
     }
   }
 #endif
+  SCCL_DEVICE_ACCESS(static_cast<char*>(y) + i * (ET == int(ElemType::kF32) ? 4 : 2),
+                     (cnt < kGroup ? cnt : kGroup) * (ET == int(ElemType::kF32) ? 4 : 2), 1);
   for (uint32_t k = 0; k < cnt && k < kGroup; ++k)
     store_elem<ET>(y, i + k, v[k]);
 }
@@ -72,6 +86,7 @@ SCCL_HD_INLINE void store8(void* y, size_t i, uint32_t cnt, const float v[8]) {
 // (q* records guarantee it); other widths go byte by byte.
 template <uint32_t B>
 SCCL_HD_INLINE uint64_t load_le(const uint8_t* p) {
+  SCCL_DEVICE_ACCESS(p, B, (B == 2 || B == 4 || B == 8) ? B : 1);
 #if defined(__CUDA_ARCH__)
   if constexpr (B == 8) {
     return *reinterpret_cast<const unsigned long long*>(p);
@@ -90,6 +105,7 @@ SCCL_HD_INLINE uint64_t load_le(const uint8_t* p) {
 }
 template <uint32_t B>
 SCCL_HD_INLINE void store_le(uint8_t* p, uint64_t w) {
+  SCCL_DEVICE_ACCESS(p, B, (B == 2 || B == 4 || B == 8) ? B : 1);
 #if defined(__CUDA_ARCH__)
   if constexpr (B == 8) {
     *reinterpret_cast<unsigned long long*>(p) = w;

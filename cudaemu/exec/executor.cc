@@ -68,6 +68,8 @@ struct BlockRun {
   bool polled = false;
   std::exception_ptr error;
   unsigned char* dynamic_shared = nullptr;
+  std::uintptr_t valid_lo = 0;  // a device range check_access found valid in this grid
+  std::uintptr_t valid_hi = 0;
 };
 
 struct FiberCancel {};
@@ -440,11 +442,22 @@ bool in_kernel() {
 }
 
 void check_access(const void* p, std::size_t bytes, std::size_t align) {
-  if (!in_kernel()) return;
-  if (align > 1 && (reinterpret_cast<std::uintptr_t>(p) & (align - 1)) != 0) {
+  if (!in_kernel() || bytes == 0) return;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (align > 1 && (a & (align - 1)) != 0) {
     char what[128];
     std::snprintf(what, sizeof what, "misaligned %zu-byte access at %p", bytes, p);
     exec::fault_here(cudaErrorMisalignedAddress, what);
+  }
+  // Memory is not freed while a kernel runs (cudaFree waits for the device), so a range found
+  // valid stays valid for the grid; asking for 64 KiB ahead spares a lookup per access.
+  exec::BlockRun* b = exec::t_block;
+  if (a >= b->valid_lo && a + bytes <= b->valid_hi) return;
+  constexpr std::size_t kAhead = std::size_t(64) << 10;
+  if (bytes < kAhead && device_range_valid(p, kAhead)) {
+    b->valid_lo = a;
+    b->valid_hi = a + kAhead;
+    return;
   }
   if (!device_range_valid(p, bytes)) {
     char what[128];
@@ -452,6 +465,8 @@ void check_access(const void* p, std::size_t bytes, std::size_t align) {
                   p);
     exec::fault_here(cudaErrorIllegalAddress, what);
   }
+  b->valid_lo = a;
+  b->valid_hi = a + bytes;
 }
 
 void launch(const void* fn, const char* name, const LaunchShape& shape, cudaStream_t stream,

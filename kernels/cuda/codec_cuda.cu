@@ -128,10 +128,11 @@ void launch_linear(const CodecParams& p, const PacketHeader& e, const uint8_t* i
       const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
       const uint64_t rkey = rot_key(p.seed, p.call, p.offset_key);
       const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-      k_quant<c.bits, ET, c.rotated><<<g, kThreads, 0, s>>>(key, rkey, in, e, x, n, out, err);
+      SCCL_LAUNCH(g, kThreads, 0, s, k_quant<c.bits, ET, c.rotated>)
+      (key, rkey, in, e, x, n, out, err);
     } else if constexpr (c.family == CodecFamily::kLinear) {
       const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
-      k_cast<int(c.wire), ET><<<g, kThreads, 0, s>>>(in, e, x, n, out, err);
+      SCCL_LAUNCH(g, kThreads, 0, s, k_cast<int(c.wire), ET>)(in, e, x, n, out, err);
     }
   });
 }
@@ -151,19 +152,21 @@ void launch_casq(const CodecParams& p, const PacketHeader& e, const uint8_t* in,
       const void* v = x;
       const int* err = nullptr;
       if (in != nullptr) {
-        k_casq_combine<BITS, ET>
-            <<<g_blocks, kThreads, 0, s>>>(in, e, L, x, n, c.tmp, c.nfb, c.scl, w.err);
+        SCCL_LAUNCH(g_blocks, kThreads, 0, s, k_casq_combine<BITS, ET>)
+        (in, e, L, x, n, c.tmp, c.nfb, c.scl, w.err);
         v = c.tmp;
         err = w.err;
       } else if (n > 0) {
-        k_casq_mark<ET><<<g_blocks, kThreads, 0, s>>>(x, n, c.nfb, c.scl);
+        SCCL_LAUNCH(g_blocks, kThreads, 0, s, k_casq_mark<ET>)(x, n, c.nfb, c.scl);
       }
       auto rest = [&](auto vt) {
         constexpr int VT = decltype(vt)::value;
-        k_casq_fit<VT><<<1, kCasqLanes, 0, s>>>(v, n, c.nfb, c.scl, key, e, L, in, c.fit, out, err);
+        SCCL_LAUNCH(1, kCasqLanes, 0, s, k_casq_fit<VT>)
+        (v, n, c.nfb, c.scl, key, e, L, in, c.fit, out, err);
         if (n > 0) {
-          k_casq_codes<BITS, VT><<<blocks_for(div_up(n, kGroup), kThreads), kThreads, 0, s>>>(
-              v, n, c.nfb, c.scl, key, p.casq_nearest, c.fit, out + L.codes_off, err);
+          SCCL_LAUNCH(blocks_for(div_up(n, kGroup), kThreads), kThreads, 0, s,
+                      k_casq_codes<BITS, VT>)
+          (v, n, c.nfb, c.scl, key, p.casq_nearest, c.fit, out + L.codes_off, err);
         }
       };
       if (in != nullptr) {
@@ -206,8 +209,8 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
     // Round-up padding (casts), and the sums s2 accumulates into, start from zero.
     cudaMemsetAsync(out, 0, need, s);
     if (codec_family(p.codec) == CodecFamily::kS2) {
-      k_s2_accumulate<ET>
-          <<<blocks_for(div_up(n, kBlock), 1), kBlock, 0, s>>>(nullptr, e, x, n, out, w.err);
+      SCCL_LAUNCH(blocks_for(div_up(n, kBlock), 1), kBlock, 0, s, k_s2_accumulate<ET>)
+      (nullptr, e, x, n, out, w.err);
     } else {
       launch_linear<ET>(p, e, nullptr, x, n, out, w.err, s);
     }
@@ -238,8 +241,8 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
     // The linear codecs rewrite the packet in place: one kernel that also validates it.
     if (out != ib) cudaMemcpyAsync(out, ib, need, cudaMemcpyDeviceToDevice, s);
     if (codec_family(p.codec) == CodecFamily::kS2) {
-      k_s2_accumulate<ET>
-          <<<blocks_for(div_up(n, kBlock), 1), kBlock, 0, s>>>(out, e, x, n, out, w.err);
+      SCCL_LAUNCH(blocks_for(div_up(n, kBlock), 1), kBlock, 0, s, k_s2_accumulate<ET>)
+      (out, e, x, n, out, w.err);
     } else {
       launch_linear<ET>(p, e, out, x, n, out, w.err, s);
     }
@@ -268,22 +271,24 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
         if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
           const uint64_t rkey = rot_key(p.seed, p.call, p.offset_key);
           const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
-          k_quant_decode<c.bits, ET, c.rotated>
-              <<<g, kThreads, 0, s>>>(rkey, ib, e, n, y, scale, w.err, nz);
+          SCCL_LAUNCH(g, kThreads, 0, s, k_quant_decode<c.bits, ET, c.rotated>)
+          (rkey, ib, e, n, y, scale, w.err, nz);
         } else if constexpr (c.family == CodecFamily::kLinear) {
           const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
-          k_cast_decode<int(c.wire), ET><<<g, kThreads, 0, s>>>(ib, e, n, y, scale, w.err, nz);
+          SCCL_LAUNCH(g, kThreads, 0, s, k_cast_decode<int(c.wire), ET>)
+          (ib, e, n, y, scale, w.err, nz);
         } else if constexpr (c.family == CodecFamily::kCasq) {
           const CasqLayout L = casq_layout(c.bits, n);
           const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
-          k_casq_decode<c.bits, ET><<<g, kThreads, 0, s>>>(ib, e, L, n, y, scale, w.err, nz);
+          SCCL_LAUNCH(g, kThreads, 0, s, k_casq_decode<c.bits, ET>)
+          (ib, e, L, n, y, scale, w.err, nz);
         }
       });
     } else {
       // Everything is enqueued: no host synchronisation, so the proxy never waits for the device
       // inside a decode (it polls the ticket between transfers). kS2PeelRounds
       // rounds of two kernels; those after the last round with a pure counter return at once.
-      k_validate<<<1, 1, 0, s>>>(ib, e, w.err);
+      SCCL_LAUNCH(1, 1, 0, s, k_validate)(ib, e, w.err);
       const S2Layout L = s2_layout(p.s2_rows, p.s2_counters, n);
       const size_t nc = size_t(L.rows) * L.counters;
       S2Ws v = s2_ws(w.rest, n, nc);
@@ -307,21 +312,21 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       cudaMemsetAsync(v.claim, 0xff, n * 4, s);
       cudaMemsetAsync(v.pure, 0, kS2PeelRounds * 8, s);
       const unsigned gc = blocks_for(nc, kThreads), gr = gc < kS2RoundBlocks ? gc : kS2RoundBlocks;
-      k_s2_emax<<<gr, kThreads, 0, s>>>(sk, nc, w.emax, err);
-      k_s2_fix<<<gc, kThreads, 0, s>>>(sk, nc, w.emax, v.res, err);
-      k_s2_init<<<grid_for(n), kThreads, 0, s>>>(peel, n, w.stats + 2, err);
+      SCCL_LAUNCH(gr, kThreads, 0, s, k_s2_emax)(sk, nc, w.emax, err);
+      SCCL_LAUNCH(gc, kThreads, 0, s, k_s2_fix)(sk, nc, w.emax, v.res, err);
+      SCCL_LAUNCH(grid_for(n), kThreads, 0, s, k_s2_init)(peel, n, w.stats + 2, err);
       for (int r = 0; r < kS2PeelRounds; ++r) {
-        k_s2_claim<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
-        k_s2_resolve<<<gr, kThreads, 0, s>>>(peel, nc, r, v.pure, err);
+        SCCL_LAUNCH(gr, kThreads, 0, s, k_s2_claim)(peel, nc, r, v.pure, err);
+        SCCL_LAUNCH(gr, kThreads, 0, s, k_s2_resolve)(peel, nc, r, v.pure, err);
       }
       if (unresolved_dev != nullptr) cudaMemsetAsync(unresolved_dev, 0, bitmap_words(n) * 8, s);
-      k_s2_output<ET><<<grid_for(n), kThreads, 0, s>>>(
-          peel, w.emax, reinterpret_cast<const uint64_t*>(ib + L.nf_off), n, y, scale, w.stats,
-          reinterpret_cast<unsigned long long*>(unresolved_dev), err);
+      SCCL_LAUNCH(grid_for(n), kThreads, 0, s, k_s2_output<ET>)
+      (peel, w.emax, reinterpret_cast<const uint64_t*>(ib + L.nf_off), n, y, scale, w.stats,
+       reinterpret_cast<unsigned long long*>(unresolved_dev), err);
     }
   });
   SCCL_RETURN_IF_ERROR(st);
-  if (stats_dev) k_stats_out<<<1, 1, 0, s>>>(w.stats, stats_dev, err);
+  if (stats_dev) SCCL_LAUNCH(1, 1, 0, s, k_stats_out)(w.stats, stats_dev, err);
   return Status::Ok();
 }
 

@@ -72,7 +72,8 @@ Status ef_compensate(const void* x, ElemType t, size_t n, const float* residual,
                      cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   return by_type(t, [&](auto et) {
-    k_ef_compensate<decltype(et)::value><<<ef_grid(n), kThreads, 0, stream>>>(x, n, residual, out);
+    SCCL_LAUNCH(ef_grid(n), kThreads, 0, stream, k_ef_compensate<decltype(et)::value>)
+    (x, n, residual, out);
   });
 }
 
@@ -80,7 +81,7 @@ Status ef_update(const float* comp, const float* in, const float* out, size_t n,
                  double* sums_dev, cudaStream_t stream) {
   cudaMemsetAsync(sums_dev, 0, 2 * sizeof(double), stream);
   if (n > 0) {
-    k_ef_update<<<ef_grid(n), kThreads, 0, stream>>>(comp, in, out, n, residual, sums_dev);
+    SCCL_LAUNCH(ef_grid(n), kThreads, 0, stream, k_ef_update)(comp, in, out, n, residual, sums_dev);
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/codec_common.h"
+#include "kernels/cuda/kernel_launch.h"
 
 namespace sketchccl::kernels::cuda {
 namespace {

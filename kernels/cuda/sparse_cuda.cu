@@ -129,9 +129,9 @@ void word_prefix(const uint64_t* bits, size_t n, unsigned long long* prefix, cud
   const size_t tiles = div_up(words, kTileWords);
   unsigned long long* tile_sums = prefix + al(words * 8) / 8;
   const unsigned g = blocks_for(tiles, 1);
-  k_tile_sums<<<g, kThreads, 0, s>>>(bits, n, tile_sums);
-  k_scan_tiles<<<1, kThreads, 0, s>>>(tile_sums, tiles);
-  k_word_prefix<<<g, kThreads, 0, s>>>(bits, n, tile_sums, prefix);
+  SCCL_LAUNCH(g, kThreads, 0, s, k_tile_sums)(bits, n, tile_sums);
+  SCCL_LAUNCH(1, kThreads, 0, s, k_scan_tiles)(tile_sums, tiles);
+  SCCL_LAUNCH(g, kThreads, 0, s, k_word_prefix)(bits, n, tile_sums, prefix);
 }
 
 template <int ET>
@@ -168,20 +168,22 @@ __global__ void k_scatter(const uint64_t* bits, size_t n, const float* vals, flo
 void bitmap_build(const void* x, ElemType t, size_t n, uint64_t* bits, cudaStream_t s) {
   if (n == 0) return;
   (void)by_type(t, [&](auto et) {
-    k_bitmap_build<decltype(et)::value><<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(x, n, bits);
+    SCCL_LAUNCH(grid_for(bitmap_words(n)), kThreads, 0, s, k_bitmap_build<decltype(et)::value>)
+    (x, n, bits);
   });
 }
 
 void bitmap_or(uint64_t* acc, const uint64_t* other, size_t n, cudaStream_t s) {
   if (n == 0) return;
-  k_or_words<<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(acc, other, bitmap_words(n), nullptr);
+  SCCL_LAUNCH(grid_for(bitmap_words(n)), kThreads, 0, s, k_or_words)
+  (acc, other, bitmap_words(n), nullptr);
 }
 
 void bitmap_popcount(const uint64_t* bits, size_t n, unsigned long long* count_dev,
                      cudaStream_t s) {
   cudaMemsetAsync(count_dev, 0, sizeof(*count_dev), s);
   if (n == 0) return;
-  k_popcount<<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, count_dev);
+  SCCL_LAUNCH(grid_for(bitmap_words(n)), kThreads, 0, s, k_popcount)(bits, n, count_dev);
 }
 
 size_t sparse_workspace_bytes(size_t n) {
@@ -194,8 +196,8 @@ void sparse_compact(const uint64_t* bits, size_t n, const void* x, ElemType t, f
   unsigned long long* prefix = static_cast<unsigned long long*>(ws);
   word_prefix(bits, n, prefix, s);
   (void)by_type(t, [&](auto et) {
-    k_compact<decltype(et)::value>
-        <<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, x, prefix, out);
+    SCCL_LAUNCH(grid_for(bitmap_words(n)), kThreads, 0, s, k_compact<decltype(et)::value>)
+    (bits, n, x, prefix, out);
   });
 }
 
@@ -205,8 +207,8 @@ void sparse_scatter(const uint64_t* bits, size_t n, const float* vals, float sca
   unsigned long long* prefix = static_cast<unsigned long long*>(ws);
   word_prefix(bits, n, prefix, s);
   (void)by_type(t, [&](auto et) {
-    k_scatter<decltype(et)::value>
-        <<<grid_for(bitmap_words(n)), kThreads, 0, s>>>(bits, n, vals, scale, prefix, y);
+    SCCL_LAUNCH(grid_for(bitmap_words(n)), kThreads, 0, s, k_scatter<decltype(et)::value>)
+    (bits, n, vals, scale, prefix, y);
   });
 }
 

@@ -56,13 +56,13 @@ Status launched(const char* what) {
 Status load_sum(const void* x, ElemType t, size_t n, float* sum, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   return by_type(t, [&](auto et) {
-    k_load_sum<decltype(et)::value><<<sum_grid(n), kThreads, 0, stream>>>(x, n, sum);
+    SCCL_LAUNCH(sum_grid(n), kThreads, 0, stream, k_load_sum<decltype(et)::value>)(x, n, sum);
   });
 }
 
 Status add_sum(const float* v, size_t n, float* sum, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
-  k_add_sum<<<sum_grid(n), kThreads, 0, stream>>>(v, n, sum);
+  SCCL_LAUNCH(sum_grid(n), kThreads, 0, stream, k_add_sum)(v, n, sum);
   return launched("fp32 sum");
 }
 
@@ -70,7 +70,8 @@ Status store_sum(const float* sum, size_t n, float scale, ElemType t, void* y,
                  cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   return by_type(t, [&](auto et) {
-    k_store_sum<decltype(et)::value><<<sum_grid(n), kThreads, 0, stream>>>(sum, n, scale, y);
+    SCCL_LAUNCH(sum_grid(n), kThreads, 0, stream, k_store_sum<decltype(et)::value>)
+    (sum, n, scale, y);
   });
 }
 

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/kernel_launch.h"
+
 namespace {
 
 constexpr size_t kCount = size_t(1) << 20;  // 4 MiB of float: above SKETCHCCL_MIN_BYTES
@@ -86,12 +88,12 @@ int run_rank(int rank, int nranks, int iters, const ncclUniqueId& id) {
   cudaStream_t s = streams[0];
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
-    fill<<<256, 256, 0, s>>>(x, kCount, float(rank + 1));
+    SCCL_LAUNCH(256, 256, 0, s, fill)(x, kCount, float(rank + 1));
     if (!ok(ncclAllReduce(x, x, kCount, ncclFloat, ncclSum, comm, s), "ncclAllReduce", rank))
       return 1;
     if (!ok(cudaLaunchHostFunc(s, noop, nullptr), "cudaLaunchHostFunc", rank)) return 1;
-    accumulate<<<256, 256, 0, s>>>(x, acc, kCount);
-    spin<<<1, 1, 0, streams[1 + i % (kStreams - 1)]>>>(100000);
+    SCCL_LAUNCH(256, 256, 0, s, accumulate)(x, acc, kCount);
+    SCCL_LAUNCH(1, 1, 0, streams[1 + i % (kStreams - 1)], spin)(100000);
     if (!ok(cudaGetLastError(), "kernel launch", rank)) return 1;
   }
   if (!completes(s)) {

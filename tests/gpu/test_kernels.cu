@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/kernel_launch.h"
+
 namespace sketchccl::gputest {
 namespace {
 
@@ -52,17 +54,17 @@ __global__ void k_spin(int ms) {
 cudaError_t fill_after_delay(float* x, size_t n, float base, int delay_ms, cudaStream_t s) {
   // One block when delaying, so that the delay holds back every write.
   const unsigned blocks = delay_ms > 0 ? 1u : 256u;
-  k_fill_after_delay<<<blocks, 256, 0, s>>>(x, n, base, delay_ms);
+  SCCL_LAUNCH(blocks, 256, 0, s, k_fill_after_delay)(x, n, base, delay_ms);
   return cudaGetLastError();
 }
 
 cudaError_t sum_to(const float* x, size_t n, double* out, cudaStream_t s) {
-  k_sum<<<1, 256, 0, s>>>(x, n, out);
+  SCCL_LAUNCH(1, 256, 0, s, k_sum)(x, n, out);
   return cudaGetLastError();
 }
 
 cudaError_t spin_ms(int ms, cudaStream_t s) {
-  k_spin<<<1, 1, 0, s>>>(ms);
+  SCCL_LAUNCH(1, 1, 0, s, k_spin)(ms);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,7 @@
 #include "src/backend/cuda/gate_kernels.h"
 
+#include "kernels/cuda/kernel_launch.h"
+
 namespace sketchccl::backend::cuda_detail {
 namespace {
 
@@ -14,7 +16,7 @@ __global__ void k_gate_spin(const volatile uint32_t* flag, uint32_t seq) {
 }  // namespace
 
 cudaError_t launch_gate_spin(const volatile uint32_t* flag, uint32_t seq, cudaStream_t stream) {
-  k_gate_spin<<<1, 1, 0, stream>>>(flag, seq);
+  SCCL_LAUNCH(1, 1, 0, stream, k_gate_spin)(flag, seq);
   return cudaGetLastError();
 }
 
