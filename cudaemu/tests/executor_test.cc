@@ -349,7 +349,7 @@ TEST(ExecutorDeathTest, AMisalignedSixteenByteAccessIsReported) {
 TEST(ExecutorDeathTest, AnAccessOutsideDeviceMemoryIsReported) {
   expect_fault_in_child(
       [] {
-        static alignas(16) char host[64];
+        alignas(16) static char host[64];
         float* out = dev_alloc<float>(1);
         CUDAEMU_LAUNCH(1, 1, 0, nullptr, k_load16)(host, out);
       },

@@ -17,6 +17,7 @@
 // nccl.h and the codecs include these; in host mode now, before __CUDACC__ is defined below.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -36,10 +37,11 @@
 
 // ---- keywords
 // ------------------------------------------------------------------------------------
+// A kernel or device function the translation unit does not call is no warning under nvcc either.
 #undef __global__
-#define __global__
+#define __global__ __attribute__((unused))
 #undef __device__
-#define __device__
+#define __device__ __attribute__((unused))
 #undef __host__
 #define __host__
 #undef __constant__
@@ -297,6 +299,13 @@ inline float __fdividef(float a, float b) {
 }
 
 // ---- the launch
+// ---- the runtime's C++ overloads, which cuda_runtime.h declares for nvcc only
+// ------------------------
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry) {
+  return ::cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(entry));
+}
+
 // ------------------------------------------------------------------------------------
 namespace cudaemu {
 
