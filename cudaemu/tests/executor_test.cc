@@ -155,6 +155,8 @@ void to_device(T* d, const std::vector<T>& h) {
 // A fault is sticky for the process (as on a GPU); the fault tests run in a child process.
 template <class F>
 void expect_fault_in_child(F f, cudaError_t want, const char* what) {
+  // A fresh process (a forked child would lack the parent's queue threads).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         f();
