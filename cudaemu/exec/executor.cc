@@ -239,13 +239,17 @@ std::string describe_stuck(const BlockRun& b) {
   return head + warps;
 }
 
-void sleep_ns(unsigned ns) {
-  const unsigned clamped = std::min(std::max(ns, 1000u), 1000000u);
-  timespec ts{0, long(clamped)};
+// A block whose every thread sleeps: the queue thread sleeps the shortest request, doubled for
+// each idle pass in a row up to 200 us, so that a kernel polling host memory costs little CPU.
+void sleep_idle(unsigned ns, int idle_passes) {
+  const unsigned long long want = (unsigned long long)std::max(ns, 1000u)
+                                  << std::min(idle_passes, 8);
+  timespec ts{0, long(std::min(want, 200000ull))};
   ::nanosleep(&ts, nullptr);
 }
 
 void run_block(BlockRun& b) {
+  int idle_passes = 0;
   for (;;) {
     bool ran = false;
     bool progress = false;
@@ -279,7 +283,11 @@ void run_block(BlockRun& b) {
                     blockIdx.x, blockIdx.y, blockIdx.z);
       device_fault(cudaErrorLaunchTimeout, msg);
     }
-    if (!progress) sleep_ns(shortest);
+    if (progress) {
+      idle_passes = 0;
+    } else {
+      sleep_idle(shortest, idle_passes++);
+    }
   }
 }
 
