@@ -47,9 +47,9 @@ cudaError_t capture_unsafe_call(const char* call) {
     const bool mine = pthread_equal(c->thread, me) != 0;
     // Own non-relaxed captures forbid it in global and thread-local mode; another thread's
     // global capture forbids it in global mode.
-    const bool forbids = mine ? c->mode != cudaStreamCaptureModeRelaxed
-                              : (t_mode == cudaStreamCaptureModeGlobal &&
-                                 c->mode == cudaStreamCaptureModeGlobal);
+    const bool forbids =
+        mine ? c->mode != cudaStreamCaptureModeRelaxed
+             : (t_mode == cudaStreamCaptureModeGlobal && c->mode == cudaStreamCaptureModeGlobal);
     if (forbids) {
       c->invalidated = true;
       prohibited = true;

@@ -79,7 +79,8 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
     e = capture_unsafe_call("cudaMemcpy");
     if (e != cudaSuccess) return ret(e);
   }
-  if (pageable) hazard_lock_call(sync_call ? "cudaMemcpy (pageable)" : "cudaMemcpyAsync (pageable)");
+  if (pageable)
+    hazard_lock_call(sync_call ? "cudaMemcpy (pageable)" : "cudaMemcpyAsync (pageable)");
   if (n == 0) return cudaSuccess;
   const bool host_dst = p.dst != Mem::kDevice;
   const bool host_src = p.src != Mem::kDevice;
@@ -97,8 +98,8 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
   if (e != cudaSuccess) return e;
   // The caller waits: every synchronous copy touching the host (cudaMemcpy returns once done),
   // and asynchronous copies to pageable memory or between host buffers.
-  const bool wait = sync_call ? (host_dst || host_src) : (p.dst == Mem::kPageable ||
-                                                           (host_dst && host_src && pageable));
+  const bool wait = sync_call ? (host_dst || host_src)
+                              : (p.dst == Mem::kPageable || (host_dst && host_src && pageable));
   if (wait) {
     wait_done(item);
     return ret(sticky_error());
@@ -117,8 +118,8 @@ cudaError_t set(void* dst, int value, size_t n, cudaStream_t stream, bool sync_c
   }
   ItemPtr item;
   e = submit(
-      sync_call ? nullptr : stream, "memset", [dst, value, n] { std::memset(dst, value, n); },
-      true, &item);
+      sync_call ? nullptr : stream, "memset", [dst, value, n] { std::memset(dst, value, n); }, true,
+      &item);
   if (e != cudaSuccess) return e;
   // A synchronous memset of page-locked host memory is synchronous; of device memory it is not.
   if (sync_call && !in_device_region(dst)) wait_done(item);

@@ -86,8 +86,8 @@ CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value
   auto* word = reinterpret_cast<const std::uint32_t*>(static_cast<std::uintptr_t>(addr));
   if ((addr & 3u) != 0 || !device_range_ok(word, 4)) return CUDA_ERROR_INVALID_VALUE;
   const bool on_host = !in_device_region(word);
-  std::string what = std::string("cuStreamWaitValue32 on ") + (on_host ? "host" : "device") +
-                     " memory";
+  std::string what =
+      std::string("cuStreamWaitValue32 on ") + (on_host ? "host" : "device") + " memory";
   e = submit(
       reinterpret_cast<cudaStream_t>(stream), what.c_str(),
       [word, value, op, on_host] {

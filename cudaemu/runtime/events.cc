@@ -7,7 +7,7 @@ struct CUevent_st {
   unsigned flags = 0;
   cudaemu::ItemPtr recorded;                      // under mu()
   std::shared_ptr<std::atomic<double>> stamp_ms;  // set when the record runs
-  cudaemu::Capture* captured = nullptr;  // recorded into a capture (joins waiters to it)
+  cudaemu::Capture* captured = nullptr;           // recorded into a capture (joins waiters to it)
 };
 
 namespace {

@@ -68,7 +68,8 @@ cudaError_t cudaFree(void* p) {
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   cudaError_t e = api_enter();
   if (e != cudaSuccess) return e;
-  constexpr unsigned kFlags = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  constexpr unsigned kFlags =
+      cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
   if (p == nullptr || (flags & ~kFlags) != 0) return ret(cudaErrorInvalidValue);
   e = capture_unsafe_call("cudaHostAlloc");
   if (e != cudaSuccess) return ret(e);

@@ -89,8 +89,8 @@ void on_segv(int sig, siginfo_t* info, void* ctx) {
 }  // namespace
 
 void install_fault_handler() {
-  void* p = mmap(nullptr, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p =
+      mmap(nullptr, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     std::perror("cudaemu: reserving the device address range");
     std::abort();

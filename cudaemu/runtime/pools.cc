@@ -107,8 +107,7 @@ cudaError_t pool_alloc(void** out, size_t size, Pool* pool, cudaStream_t stream)
       const bool done = !b.freed_by || b.freed_by->done.load();
       // Same stream: the free is earlier in stream order. Another stream: only once the free
       // has run (opportunistic) or behind a dependency on it (internal dependencies).
-      const bool ok =
-          b.stream_id == s->id || (done && pool->opportunistic) || pool->internal_deps;
+      const bool ok = b.stream_id == s->id || (done && pool->opportunistic) || pool->internal_deps;
       if (ok && (best < 0 || b.block < pool->free[static_cast<size_t>(best)].block)) {
         best = static_cast<int>(i);
       }

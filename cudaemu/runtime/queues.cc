@@ -8,8 +8,8 @@
 #include <deque>
 #include <thread>
 
-#include "cudaemu/runtime/state.h"
 #include "cudaemu/introspect.h"
+#include "cudaemu/runtime/state.h"
 #include "cudaemu/work.h"
 
 namespace cudaemu {
@@ -114,8 +114,10 @@ Stream* new_stream_locked(unsigned flags, int priority, bool legacy, bool per_th
   s->queue = pick_queue_locked(priority);
   char name[96];
   std::snprintf(name, sizeof name, "%s%d (queue %d, priority %d%s)",
-                legacy ? "legacy stream " : per_thread ? "per-thread stream " : "stream ", s->id,
-                s->queue, priority, (flags & cudaStreamNonBlocking) ? ", non-blocking" : "");
+                legacy       ? "legacy stream "
+                : per_thread ? "per-thread stream "
+                             : "stream ",
+                s->id, s->queue, priority, (flags & cudaStreamNonBlocking) ? ", non-blocking" : "");
   s->name = name;
   g_dev->streams.push_back(s);
   return s;
@@ -207,7 +209,8 @@ ItemPtr push_locked(Stream* s, ItemPtr item) {
   item->stream_name = s->name;
   // The legacy stream waits for every blocking stream's prior work, and they for its.
   if (s->legacy) {
-    for (ItemPtr& d : legacy_fence_locked()) item->deps.push_back(std::move(d));
+    for (ItemPtr& d : legacy_fence_locked())
+      item->deps.push_back(std::move(d));
   } else if (s->blocking()) {
     const ItemPtr& l = g_dev->legacy->last;
     if (l && !l->done.load()) item->deps.push_back(l);

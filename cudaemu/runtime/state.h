@@ -20,12 +20,12 @@ struct Capture;
 
 // One piece of device work queued on a stream.
 struct Item {
-  std::string what;        // "memcpy D2H", "kernel k_gate_spin", ...
+  std::string what;         // "memcpy D2H", "kernel k_gate_spin", ...
   std::string stream_name;  // for reports
   int queue = 0;
-  std::function<void()> work;           // empty for a pure wait
+  std::function<void()> work;               // empty for a pure wait
   std::vector<std::shared_ptr<Item>> deps;  // must be done before the item starts
-  bool device_access = true;            // runs with the device region readable and writable
+  bool device_access = true;                // runs with the device region readable and writable
   std::atomic<bool> done{false};
   std::atomic<bool> waits_on_host{false};  // polling host memory right now
 };
@@ -110,10 +110,10 @@ struct Allocation {
 };
 // Live device allocations and page-locked host ranges, under their own lock.
 void add_device_allocation(const Allocation& a);
-bool take_device_allocation(const void* base, Allocation* out);  // removes it
-bool find_device_allocation(const void* p, Allocation* out);     // containing p
+bool take_device_allocation(const void* base, Allocation* out);       // removes it
+bool find_device_allocation(const void* p, Allocation* out);          // containing p
 bool take_device_allocation_if(const void* base, std::uint64_t gen);  // only that generation
-void* new_device_allocation(std::size_t size, Pool* pool);           // poisoned, registered
+void* new_device_allocation(std::size_t size, Pool* pool);            // poisoned, registered
 enum class HostKind { kAllocated, kRegistered };
 struct HostRange {
   std::uintptr_t base = 0;

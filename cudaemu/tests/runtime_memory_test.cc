@@ -1,7 +1,7 @@
 // The emulated runtime's memory: bounds, pointer attributes, pageable vs pinned copies, pools
 // with poison and reuse, cudaFree as a device synchronization, host dereference of device memory.
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 

@@ -34,8 +34,8 @@ inline WaitFn wait_value() {
 inline WriteFn write_value() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                       &q) != cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q) !=
+          cudaSuccess ||
       q != cudaDriverEntryPointSuccess) {
     return nullptr;
   }
