@@ -11,6 +11,7 @@
 #include "kernels/codec_impl.h"
 #include "kernels/cuda/codec_cuda.h"
 #include "kernels/sparse.h"
+#include "sketchccl_build_config.h"
 #include "tests/unit/kernels/codec_test_util.h"
 
 namespace sketchccl::kernels {
@@ -354,7 +355,9 @@ TEST(PreloadGpu, EveryKernelLoads) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   size_t local = 0;
   EXPECT_EQ(cuda::preload_kernels(&local), cudaSuccess);
-  EXPECT_GT(local, 0u);  // k_casq_fit and k_s2_output keep arrays on the stack
+#if !SKETCHCCL_EMULATED_CUDA  // the emulator cannot know what nvcc puts on a kernel's stack
+  EXPECT_GT(local, 0u);         // k_casq_fit and k_s2_output keep arrays on the stack
+#endif
   EXPECT_LT(local, 4096u);
 }
 
