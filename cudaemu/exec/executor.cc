@@ -68,7 +68,8 @@ struct BlockRun {
   bool polled = false;
   std::exception_ptr error;
   unsigned char* dynamic_shared = nullptr;
-  std::uintptr_t valid_lo = 0;  // a device range check_access found valid in this grid
+  std::vector<unsigned> warp_waiting;  // per warp: the lanes waiting in a collective
+  std::uintptr_t valid_lo = 0;         // a device range check_access found valid in this grid
   std::uintptr_t valid_hi = 0;
 };
 
@@ -146,6 +147,10 @@ int segment_source(int op, int lane, int param, int width) {
 // Completes warp `w`'s collective on `mask` once every existing lane it names waits in it.
 void try_release_warp(BlockRun& b, int w, unsigned mask) {
   const int n = int(b.threads.size());
+  const int lanes = std::min(32, n - w * 32);
+  const unsigned need = mask & (lanes == 32 ? ~0u : (1u << lanes) - 1);
+  // Cheap test first: not every lane named has reached a collective yet.
+  if ((b.warp_waiting[std::size_t(w)] & need) != need) return;
   unsigned present = 0;
   unsigned votes = 0;
   unsigned long long values[32] = {};
@@ -182,6 +187,7 @@ void try_release_warp(BlockRun& b, int w, unsigned mask) {
     }
     t.state = State::kReady;
   }
+  b.warp_waiting[std::size_t(w)] &= ~present;
 }
 
 // Suspends the calling kernel thread until the scheduler resumes it; unwinds it on cancel.
@@ -339,6 +345,7 @@ cudaError_t run_grid(const LaunchShape& shape, const char* kernel_name,
   b.kernel = kernel_name;
   b.dynamic_shared = t_dynamic.get();
   b.threads.resize(std::size_t(n));
+  b.warp_waiting.resize(std::size_t((n + 31) / 32));
   gridDim = shape.grid;
   blockDim = shape.block;
   struct Leave {
@@ -366,6 +373,7 @@ cudaError_t run_grid(const LaunchShape& shape, const char* kernel_name,
           }
         }
         b.live = n;
+        std::fill(b.warp_waiting.begin(), b.warp_waiting.end(), 0u);
         b.barrier_arrived = 0;
         b.barrier_count = 0;
         // Real shared memory starts with what the last block left: a pattern shows reads of it.
@@ -412,6 +420,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
   me->param = param;
   me->width = width;
   me->state = State::kWarp;
+  b->warp_waiting[std::size_t(me->warp)] |= 1u << me->lane;
   exec::try_release_warp(*b, me->warp, mask);
   if (me->state == State::kWarp) exec::wait_turn(me, b);
   return me->result;
