@@ -17,9 +17,11 @@ struct HostCall {
   void* arg;
   bool done = false;
 };
-std::mutex g_cb_mu;
-std::condition_variable g_cb_cv;
-std::deque<HostCall*> g_cb_queue;
+// Never destroyed: the callback thread still waits on them when the process exits (destroying a
+// condition variable with a waiter blocks exit() forever).
+std::mutex& g_cb_mu = *new std::mutex;
+std::condition_variable& g_cb_cv = *new std::condition_variable;
+std::deque<HostCall*>& g_cb_queue = *new std::deque<HostCall*>;
 std::once_flag g_cb_once;
 
 void callback_main() {
