@@ -24,7 +24,7 @@ struct Capture {
 };
 
 namespace {
-std::vector<Capture*> g_captures;  // active captures, under mu()
+std::vector<Capture*>& g_captures = *new std::vector<Capture*>;  // active ones, under mu()
 unsigned long long g_next_capture = 1;
 thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal;
 

@@ -20,7 +20,7 @@ std::mutex g_limit_mu;
 size_t g_stack = 1024, g_printf_fifo = 1 << 20, g_heap = 8 << 20, g_l2_fetch = 32;
 
 std::mutex g_load_mu;
-std::set<const void*> g_loaded;
+std::set<const void*>& g_loaded = *new std::set<const void*>;
 
 }  // namespace
 

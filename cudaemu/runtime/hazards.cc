@@ -16,7 +16,7 @@ namespace cudaemu {
 namespace {
 
 std::mutex g_wait_mu;
-std::set<Item*> g_waiting;  // running items that poll host memory
+std::set<Item*>& g_waiting = *new std::set<Item*>;  // running items polling host memory
 
 // "stream 3 (queue 3, ...) held by kernel k_gate_spin", or "" when none waits.
 std::string held_stream() {

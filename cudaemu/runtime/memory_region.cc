@@ -19,12 +19,16 @@ namespace {
 constexpr std::size_t kRegionBytes = std::size_t(1) << 38;  // 256 GiB of address space
 constexpr std::size_t kAlign = 512;                         // cudaMalloc's alignment and more
 
+// The containers below are never destroyed: queue threads may still use them during exit().
 char* g_base = nullptr;
 std::mutex g_region_mu;  // the bump pointer, the free ranges and the registries
 std::size_t g_used = 0;
-std::multimap<std::size_t, std::uintptr_t> g_free;  // size -> base of freed ranges
-std::map<std::uintptr_t, Allocation> g_device;      // live device allocations by base
-std::map<std::uintptr_t, HostRange> g_host;         // page-locked host ranges by base
+std::multimap<std::size_t, std::uintptr_t>& g_free =
+    *new std::multimap<std::size_t, std::uintptr_t>;  // size -> base of freed ranges
+std::map<std::uintptr_t, Allocation>& g_device =
+    *new std::map<std::uintptr_t, Allocation>;  // live device allocations by base
+std::map<std::uintptr_t, HostRange>& g_host =
+    *new std::map<std::uintptr_t, HostRange>;  // page-locked host ranges by base
 
 std::mutex g_access_mu;
 int g_access = 0;  // work items running with device access

@@ -32,7 +32,7 @@ struct CUmemPoolHandle_st : cudaemu::Pool {};
 namespace cudaemu {
 namespace {
 std::mutex g_pool_mu;
-std::vector<Pool*> g_pools;  // never freed: allocations name their pool
+std::vector<Pool*>& g_pools = *new std::vector<Pool*>;  // never freed: allocations name it
 Pool* g_default = nullptr;
 
 Pool* default_pool_locked() {
