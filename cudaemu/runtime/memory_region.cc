@@ -143,7 +143,12 @@ void* region_alloc(std::size_t bytes) {
 
 void region_free(void* p, std::size_t bytes) {
   const std::size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
-  madvise(p, n, MADV_DONTNEED);  // the pages go back; the range reads as zero if reused
+  // Only the pages wholly inside the range go back: allocations share pages, and the kernel
+  // would zero a neighbour's data on a partial page.
+  const std::uintptr_t page = 4096;
+  const std::uintptr_t lo = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
+  const std::uintptr_t hi = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
   std::lock_guard<std::mutex> lock(g_region_mu);
   g_free.emplace(n, reinterpret_cast<std::uintptr_t>(p));
 }

@@ -31,6 +31,24 @@ TEST(cudaemu, CopiesAreBoundsChecked) {
   cudaGetLastError();
 }
 
+TEST(cudaemu, FreeingAnAllocationLeavesItsNeighboursIntact) {
+  // Small allocations share pages: giving one back must not touch the others.
+  std::vector<void*> d(16);
+  for (auto& p : d)
+    CUDA_OK(cudaMalloc(&p, 512));
+  for (auto& p : d)
+    CUDA_OK(cudaMemset(p, 0x5A, 512));
+  for (size_t i = 0; i < d.size(); i += 2)
+    CUDA_OK(cudaFree(d[i]));
+  std::vector<unsigned char> h(512);
+  for (size_t i = 1; i < d.size(); i += 2) {
+    CUDA_OK(cudaMemcpy(h.data(), d[i], h.size(), cudaMemcpyDeviceToHost));
+    for (unsigned char c : h)
+      ASSERT_EQ(c, 0x5A) << "allocation " << i;
+    CUDA_OK(cudaFree(d[i]));
+  }
+}
+
 TEST(cudaemu, FreshDeviceMemoryIsPoisonNotZero) {
   float* d = nullptr;
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), 64));
