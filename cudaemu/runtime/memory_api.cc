@@ -51,7 +51,8 @@ cudaError_t cudaFree(void* p) {
   hazard_device_sync_call("cudaFree");
   hazard_lock_call("cudaFree");
   Allocation a;
-  if (!find_device_allocation(p, &a) || a.base != reinterpret_cast<std::uintptr_t>(p)) {
+  if (!find_device_allocation(p, &a) || a.base != reinterpret_cast<std::uintptr_t>(p) ||
+      a.free_queued) {
     return ret(cudaErrorInvalidValue);
   }
   // cudaFree synchronizes the device: every queued item of every stream finishes first.

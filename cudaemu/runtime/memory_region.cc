@@ -161,6 +161,14 @@ void add_device_allocation(const Allocation& a) {
   slot.gen = ++next_gen;
 }
 
+bool mark_free_queued(const void* base) {
+  std::lock_guard<std::mutex> lock(g_region_mu);
+  auto it = g_device.find(reinterpret_cast<std::uintptr_t>(base));
+  if (it == g_device.end() || it->second.free_queued) return false;
+  it->second.free_queued = true;
+  return true;
+}
+
 bool take_device_allocation_if(const void* base, std::uint64_t gen) {
   std::lock_guard<std::mutex> lock(g_region_mu);
   auto it = g_device.find(reinterpret_cast<std::uintptr_t>(base));

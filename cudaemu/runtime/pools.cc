@@ -288,7 +288,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
   if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
   Allocation a;
   if (!find_device_allocation(p, &a) || a.base != reinterpret_cast<std::uintptr_t>(p) ||
-      a.pool == nullptr) {
+      a.pool == nullptr || a.free_queued) {
     return ret(cudaErrorInvalidValue);
   }
   ItemPtr item;
@@ -304,6 +304,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
       true, &item);
   if (e != cudaSuccess) return e;
   if (!item) return cudaSuccess;  // captured: graph memory nodes are not modelled
+  mark_free_queued(p);
   std::lock_guard<std::mutex> lock(g_pool_mu);
   account_used(pool, -static_cast<std::int64_t>(a.block));
   FreeBlock b;

@@ -103,17 +103,20 @@ void install_fault_handler();
 struct Pool;
 struct Allocation {
   std::uintptr_t base = 0;
-  std::size_t size = 0;   // as asked: accesses beyond it are out of bounds
-  std::size_t block = 0;  // as reserved in the region
-  Pool* pool = nullptr;   // stream-ordered allocations
-  std::uint64_t gen = 0;  // set by add_device_allocation: tells a reuse of the base apart
+  std::size_t size = 0;      // as asked: accesses beyond it are out of bounds
+  std::size_t block = 0;     // as reserved in the region
+  Pool* pool = nullptr;      // stream-ordered allocations
+  std::uint64_t gen = 0;     // set by add_device_allocation: tells a reuse of the base apart
+  bool free_queued = false;  // a cudaFreeAsync of it is queued: freeing it again is an error
 };
 // Live device allocations and page-locked host ranges, under their own lock.
 void add_device_allocation(const Allocation& a);
 bool take_device_allocation(const void* base, Allocation* out);       // removes it
 bool find_device_allocation(const void* p, Allocation* out);          // containing p
 bool take_device_allocation_if(const void* base, std::uint64_t gen);  // only that generation
-void* new_device_allocation(std::size_t size, Pool* pool);            // poisoned, registered
+bool mark_free_queued(const void* base);  // false when there is no such allocation or it is
+                                          // already being freed
+void* new_device_allocation(std::size_t size, Pool* pool);  // poisoned, registered
 enum class HostKind { kAllocated, kRegistered };
 struct HostRange {
   std::uintptr_t base = 0;

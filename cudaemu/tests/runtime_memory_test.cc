@@ -204,6 +204,15 @@ TEST(cudaemu, PoolReusesInStreamOrderAndPoisonsFreedMemory) {
   CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
   EXPECT_EQ(reserved, 0u);
   EXPECT_EQ(cudaFreeAsync(&h, s), cudaErrorInvalidValue);
+  // A double free, while the first is still queued behind a held stream.
+  Words g;
+  uint32_t* v = nullptr;
+  CUDA_OK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&v), 256, pool, s));
+  ASSERT_EQ(wait_value()(s, g.dev(0), 1, 0), CUDA_SUCCESS);
+  CUDA_OK(cudaFreeAsync(v, s));
+  EXPECT_EQ(cudaFreeAsync(v, t), cudaErrorInvalidValue);
+  g.set(0, 1);
+  CUDA_OK(cudaStreamSynchronize(s));
   cudaGetLastError();
   CUDA_OK(cudaMemPoolDestroy(pool));
   cudaStreamDestroy(s);
