@@ -86,6 +86,7 @@ CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value
   auto* word = reinterpret_cast<const std::uint32_t*>(static_cast<std::uintptr_t>(addr));
   if ((addr & 3u) != 0 || !device_range_ok(word, 4)) return CUDA_ERROR_INVALID_VALUE;
   const bool on_host = !in_device_region(word);
+  ItemPtr item;
   std::string what =
       std::string("cuStreamWaitValue32 on ") + (on_host ? "host" : "device") + " memory";
   e = submit(
@@ -105,7 +106,14 @@ CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value
           std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
       },
-      false);
+      false, &item);
+  if (e == cudaSuccess && on_host && item) {
+    // Strict mode sees it as soon as it is queued (hazards.cc).
+    item->host_condition = [word, value, op] {
+      return wait_satisfied(__atomic_load_n(word, __ATOMIC_ACQUIRE), value, op);
+    };
+    note_queued_host_wait(item);
+  }
   return to_cu(e);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "cudaemu/runtime/state.h"
 #include "cudaemu/work.h"
@@ -16,14 +17,26 @@ namespace cudaemu {
 namespace {
 
 std::mutex g_wait_mu;
-std::set<Item*>& g_waiting = *new std::set<Item*>;  // running items polling host memory
+std::vector<ItemPtr>& g_queued = *new std::vector<ItemPtr>;  // queued waits on host memory
+std::set<Item*>& g_waiting = *new std::set<Item*>;           // running items polling host memory
 
 // "stream 3 (queue 3, ...) held by kernel k_gate_spin", or "" when none waits.
 std::string held_stream() {
   std::lock_guard<std::mutex> lock(g_wait_mu);
-  if (g_waiting.empty()) return "";
-  Item* i = *g_waiting.begin();
-  return i->stream_name + " held by " + i->what;
+  if (!g_waiting.empty()) {
+    Item* i = *g_waiting.begin();
+    return i->stream_name + " held by " + i->what;
+  }
+  for (size_t k = 0; k < g_queued.size();) {
+    const ItemPtr& i = g_queued[k];
+    if (i->done.load()) {
+      g_queued.erase(g_queued.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    if (!i->host_condition()) return i->stream_name + " held by " + i->what + " (queued)";
+    ++k;
+  }
+  return "";
 }
 
 [[noreturn]] void die(const char* kind, const char* call, const std::string& held) {
@@ -57,6 +70,12 @@ void note_host_wait(Item* item, bool waiting) {
   } else {
     g_waiting.erase(item);
   }
+}
+
+void note_queued_host_wait(const ItemPtr& item) {
+  if (!item || item->done.load()) return;
+  std::lock_guard<std::mutex> lock(g_wait_mu);
+  g_queued.push_back(item);
 }
 
 void note_device_waiting(bool waiting) {

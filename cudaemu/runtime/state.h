@@ -28,6 +28,7 @@ struct Item {
   bool device_access = true;                // runs with the device region readable and writable
   std::atomic<bool> done{false};
   std::atomic<bool> waits_on_host{false};  // polling host memory right now
+  std::function<bool()> host_condition;    // a wait on host memory: whether it is satisfied now
 };
 using ItemPtr = std::shared_ptr<Item>;
 
@@ -153,6 +154,9 @@ void hazard_lock_call(const char* call);
 // (the call would wait for it).
 void hazard_device_sync_call(const char* call);
 void note_host_wait(Item* item, bool waiting);
+// A queued wait on host memory (host_condition set): a hazard while unsatisfied, even before
+// its queue reaches it, since everything queued behind it waits for the host too.
+void note_queued_host_wait(const ItemPtr& item);
 std::string thread_label();
 
 // Poison written into freed stream-ordered memory and fresh allocations (a float NaN).

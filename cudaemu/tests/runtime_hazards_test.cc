@@ -48,6 +48,31 @@ TEST(cudaemuDeathTest, StrictDeviceSyncWhileAStreamWaitsOnTheHost) {
   unsetenv("CUDAEMU_STRICT");
 }
 
+void CUDART_CB sleep_300ms(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
+
+TEST(cudaemuDeathTest, StrictDeviceSyncWhileAQueuedWaitOnTheHostIsUnsatisfied) {
+  // The wait has not reached its queue's head yet (work ahead of it), but the device
+  // synchronization would wait for it all the same: a deadlock if this thread is the releaser.
+  testing::GTEST_FLAG(death_test_style) = "threadsafe";
+  setenv("CUDAEMU_STRICT", "1", 1);
+  EXPECT_DEATH(
+      {
+        void* d = nullptr;
+        cudaMalloc(&d, 64);
+        Words f;
+        cudaStream_t s = nullptr;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        cudaLaunchHostFunc(s, sleep_300ms, nullptr);  // busy, but not waiting on the host
+        wait_value()(s, f.dev(0), 1, 0);
+        cudaFree(d);
+      },
+      "cudaemu strict: a call that synchronizes the device would wait forever \\(deadlock\\): "
+      "cudaFree on thread .* held by cuStreamWaitValue32 on host memory \\(queued\\)");
+  unsetenv("CUDAEMU_STRICT");
+}
+
 TEST(cudaemu, WithoutStrictModeAHeldStreamIsNoHazard) {
   // The same calls as above, without CUDAEMU_STRICT: a GPU takes them (cudaMalloc) or hangs
   // until the release (cudaFree, CudaFreeWaitsForAllQueuedWork).
