@@ -356,7 +356,7 @@ TEST(PreloadGpu, EveryKernelLoads) {
   size_t local = 0;
   EXPECT_EQ(cuda::preload_kernels(&local), cudaSuccess);
 #if !SKETCHCCL_EMULATED_CUDA  // the emulator cannot know what nvcc puts on a kernel's stack
-  EXPECT_GT(local, 0u);         // k_casq_fit and k_s2_output keep arrays on the stack
+  EXPECT_GT(local, 0u);       // k_casq_fit and k_s2_output keep arrays on the stack
 #endif
   EXPECT_LT(local, 4096u);
 }
