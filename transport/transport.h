@@ -49,6 +49,7 @@ struct TransportProperties {
 struct LinkReport {
   std::string path;
   double nominal_bytes_per_s = 0;
+  std::string detail;  // the transport's own account of the endpoint (UCX: its lanes, protocols)
 };
 
 class Transport {

@@ -113,6 +113,7 @@ Loaded load() {
   SCCL_UCX_BIND(ucp_get_version);
   SCCL_UCX_BIND(ucp_config_read);
   SCCL_UCX_BIND(ucp_config_release);
+  SCCL_UCX_BIND(ucp_config_modify);
   SCCL_UCX_BIND(ucp_init_version);
   SCCL_UCX_BIND(ucp_cleanup);
   SCCL_UCX_BIND(ucp_worker_create);

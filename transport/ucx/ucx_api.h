@@ -16,6 +16,7 @@ struct UcxApi {
   decltype(&::ucp_get_version) ucp_get_version = nullptr;
   decltype(&::ucp_config_read) ucp_config_read = nullptr;
   decltype(&::ucp_config_release) ucp_config_release = nullptr;
+  decltype(&::ucp_config_modify) ucp_config_modify = nullptr;
   decltype(&::ucp_init_version) ucp_init_version = nullptr;  // ucp_init is an inline wrapper
   decltype(&::ucp_cleanup) ucp_cleanup = nullptr;
   decltype(&::ucp_worker_create) ucp_worker_create = nullptr;

@@ -188,6 +188,24 @@ Status UcxTransport::init() {
     return errorf(Code::kSystemError, "ucx: ucp_config_read failed: %s (check UCX_* variables)",
                   ucx().ucs_status_string(st));
   }
+  // UCX's tcp transport completes an in-flight zero-copy send twice when its socket fails
+  // (uct_tcp_ep_sendv purges it, then completes it again): a surviving rank aborts on an
+  // assertion when a peer dies. So this context sends without zero-copy over tcp: buffered eager
+  // sends and rendezvous data (ZCOPY_THRESH, a UCP setting), no tcp PUT (PUT_ENABLE, tcp's
+  // alone). Only this context's; a UCX_ZCOPY_THRESH or UCX_TCP_PUT_ENABLE of the user's wins.
+  struct Setting {
+    const char* key;
+    const char* value;
+    const char* env;
+  };
+  for (const Setting& c : {Setting{"ZCOPY_THRESH", "inf", "UCX_ZCOPY_THRESH"},
+                           Setting{"PUT_ENABLE", "n", "UCX_TCP_PUT_ENABLE"}}) {
+    if (std::getenv(c.env) != nullptr) continue;
+    st = ucx().ucp_config_modify(config, c.key, c.value);
+    if (st != UCS_OK) {
+      SCCL_INFO(kLogNet, "ucx: %s=%s not applied: %s", c.key, c.value, ucx().ucs_status_string(st));
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG;
@@ -503,6 +521,7 @@ LinkReport UcxTransport::link_report(int peer) const {
   std::fclose(f);
   const std::string info(text != nullptr ? text : "", len);
   std::free(text);
+  r.detail = info;
   const size_t tcp = info.find("tcp/");
   if (tcp != std::string::npos) {
     const size_t end = info.find_first_of(" \t\n", tcp);

@@ -412,6 +412,39 @@ TEST(UcxTransport, ConcurrentConnectsRestoreUcxLogLevel) {
 #endif
 }
 
+// UCX's tcp transport completes a failed zero-copy send twice (an assertion that kills a
+// surviving rank when a peer dies): this library's UCX context never sends zero-copy over tcp.
+TEST(UcxTransport, NoZeroCopyOverTcp) {
+#if SKETCHCCL_HAVE_UCX
+  setenv("UCX_TLS", "tcp", 1);
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+  unsetenv("UCX_ZCOPY_THRESH");
+  unsetenv("UCX_TCP_PUT_ENABLE");
+  TransportOptions o;
+  o.kind = "ucx";
+  o.nranks = 2;
+  o.ifname = "lo";
+  o.timeout_s = 5;
+  std::unique_ptr<Transport> a, b;
+  ASSERT_TRUE(create_transport(o, &a).ok());
+  o.rank = 1;
+  ASSERT_TRUE(create_transport(o, &b).ok());
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  ASSERT_TRUE(b->connect(0, a->address()).ok());
+  const std::string info = a->link_report(1).detail;
+  EXPECT_NE(info.find("tcp/"), std::string::npos) << info;
+  EXPECT_NE(info.find("egr/bcopy"), std::string::npos) << info;
+  EXPECT_EQ(info.find("zcopy"), std::string::npos) << info;
+  EXPECT_EQ(info.find("rma_bw#"), std::string::npos) << info;  // no tcp PUT lane
+  std::thread closing([&] { b->close(); });
+  a->close();
+  closing.join();
+  unsetenv("UCX_TLS");
+#else
+  GTEST_SKIP() << "UCX not built";
+#endif
+}
+
 // Messages nobody has posted a receive for are held up to the limit; past it the sender is
 // failed with a message naming the setting, and nothing crashes. Held messages stay deliverable.
 TEST(SocketTransport, UnexpectedMessagesAreBoundedByTheBufferLimit) {
