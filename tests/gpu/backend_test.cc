@@ -453,6 +453,7 @@ class Gate : public ::testing::TestWithParam<CudaStreamGate::Mechanism> {
     ASSERT_TRUE(st.ok()) << st.to_string();
     ASSERT_EQ(cudaStreamCreateWithFlags(&s1_, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&s2_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(gputest::preload_kernels(), cudaSuccess);  // before any stream is gated
     ASSERT_EQ(cudaStreamCreateWithFlags(&proxy_, cudaStreamNonBlocking), cudaSuccess);
   }
   void TearDown() override {

@@ -289,6 +289,7 @@ int main(int argc, char** argv) {
   g_rank = wa.rank;
   g_nranks = wa.nranks;
   CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(sketchccl::gputest::preload_kernels());  // before any stream is gated
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "none";
   const size_t count = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 100000;

@@ -236,6 +236,7 @@ int main(int argc, char** argv) {
   g_nranks = wa.nranks;
   const ncclUniqueId& id = wa.id;
   CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(sketchccl::gputest::preload_kernels());  // before any stream is gated
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "auto";
   ncclComm_t comm = nullptr;

@@ -72,4 +72,15 @@ cudaError_t spin_ms(int ms, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+cudaError_t preload_kernels() {
+  cudaFuncAttributes attr{};
+  for (const void* k :
+       {reinterpret_cast<const void*>(k_fill_after_delay), reinterpret_cast<const void*>(k_sum),
+        reinterpret_cast<const void*>(k_spin)}) {
+    const cudaError_t e = cudaFuncGetAttributes(&attr, k);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace sketchccl::gputest
