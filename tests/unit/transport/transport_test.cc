@@ -37,6 +37,17 @@ std::string param_name(const testing::TestParamInfo<Param>& p) {
   return s;
 }
 
+// Ranks 0 and 1 of `o`, each connected to the other.
+void connect_pair(TransportOptions o, std::unique_ptr<Transport>* a,
+                  std::unique_ptr<Transport>* b) {
+  o.rank = 0;
+  ASSERT_TRUE(create_transport(o, a).ok());
+  o.rank = 1;
+  ASSERT_TRUE(create_transport(o, b).ok());
+  ASSERT_TRUE((*a)->connect(1, (*b)->address()).ok());
+  ASSERT_TRUE((*b)->connect(0, (*a)->address()).ok());
+}
+
 class TransportTest : public testing::TestWithParam<Param> {
  protected:
   // UCX's own ERROR lines (a connection refused by a transport these tests just closed) now
@@ -426,11 +437,7 @@ TEST(UcxTransport, NoZeroCopyOverTcp) {
   o.ifname = "lo";
   o.timeout_s = 5;
   std::unique_ptr<Transport> a, b;
-  ASSERT_TRUE(create_transport(o, &a).ok());
-  o.rank = 1;
-  ASSERT_TRUE(create_transport(o, &b).ok());
-  ASSERT_TRUE(a->connect(1, b->address()).ok());
-  ASSERT_TRUE(b->connect(0, a->address()).ok());
+  ASSERT_NO_FATAL_FAILURE(connect_pair(o, &a, &b));
   const std::string info = a->link_report(1).detail;
   EXPECT_NE(info.find("tcp/"), std::string::npos) << info;
   EXPECT_NE(info.find("egr/bcopy"), std::string::npos) << info;
@@ -455,11 +462,7 @@ TEST(SocketTransport, UnexpectedMessagesAreBoundedByTheBufferLimit) {
   o.timeout_s = 5;
   o.max_unexpected_bytes = size_t(1) << 20;
   std::unique_ptr<Transport> a, b;
-  ASSERT_TRUE(create_transport(o, &a).ok());
-  o.rank = 1;
-  ASSERT_TRUE(create_transport(o, &b).ok());
-  ASSERT_TRUE(a->connect(1, b->address()).ok());
-  ASSERT_TRUE(b->connect(0, a->address()).ok());
+  ASSERT_NO_FATAL_FAILURE(connect_pair(o, &a, &b));
   const size_t kMsg = 400 << 10;  // three of them exceed 1 MiB
   std::vector<uint8_t> data(kMsg, 0x5a);
   RequestId s[3];
