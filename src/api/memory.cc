@@ -18,8 +18,11 @@ BufferMemory classify_buffers(const void* send, size_t send_bytes, const void* r
     m.why = s.cls == backend::MemoryClass::kUnknown ? s.why : r.why;
     return m;
   }
-  const bool send_dev = s.cls == backend::MemoryClass::kDevice;
-  const bool recv_dev = r.cls == backend::MemoryClass::kDevice;
+  // Device and page-locked memory are stream-ordered: both take the device path.
+  const bool send_dev =
+      s.cls == backend::MemoryClass::kDevice || s.cls == backend::MemoryClass::kPinned;
+  const bool recv_dev =
+      r.cls == backend::MemoryClass::kDevice || r.cls == backend::MemoryClass::kPinned;
   m.type = send_dev || recv_dev ? backend::MemoryType::kDevice : backend::MemoryType::kHost;
   m.mixed = send_dev != recv_dev;
   return m;

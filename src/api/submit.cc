@@ -29,19 +29,10 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run) {
   const int nranks = run == EngineRun::kRail ? comm.topology().nodes : comm.nranks();
   const coll::AllReduceArgs args = engine_args(call, nranks, run);
   if (args.mem == backend::MemoryType::kDevice) {
-    // Device buffers (docs/cuda.md): enqueued on the stream; never blocks, inside a group or not.
+    // Device buffers (docs/cuda.md): staged on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
-    // Without a gate (CUDA_LAUNCH_BLOCKING, an injection tool, one hardware queue) the work
-    // comes back to be waited for like a host call's.
     if (call.count == 0) return Status::Ok();
-    std::shared_ptr<coll::Work> synchronous;
-    SCCL_RETURN_IF_ERROR(comm.submit_allreduce_stream(args, call.stream, &synchronous));
-    if (!synchronous) return Status::Ok();
-    if (group::active()) {
-      group::defer(synchronous, false);
-      return Status::Ok();
-    }
-    return synchronous->wait();
+    return comm.submit_allreduce_stream(args, call.stream);
   }
   auto work = comm.submit_allreduce(args);
   if (group::active()) {

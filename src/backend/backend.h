@@ -57,17 +57,6 @@ class Backend {
     if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
     return Status::Ok();
   }
-  // Sizes the memory alloc_packets hands out for an operation of about `bytes` of packets. Called
-  // on the caller's thread before its stream is gated (the CUDA backend's proxy never allocates
-  // pinned memory, docs/cuda.md); nothing to do on the host.
-  virtual Status reserve_packet_memory(size_t bytes) {
-    (void)bytes;
-    return Status::Ok();
-  }
-  // The operation of a reserve_packet_memory has ended (`ok`: without a failure) or will never
-  // run: a backend that leased pool memory for it gives it back to the process's pool
-  // (memory_pool.h), for the next call of any communicator.
-  virtual void end_packet_reservation(bool ok) { (void)ok; }
 
   // Memory this backend holds, for the statistics (docs/memory.md).
   struct MemoryFigures {

@@ -62,7 +62,7 @@ MemoryQuery ask_driver(const void* p) {
       managed != 0) {
     return {MemoryClass::kDevice, ""};
   }
-  return {mem_type == kCuMemoryTypeHost ? MemoryClass::kHost : MemoryClass::kDevice, ""};
+  return {mem_type == kCuMemoryTypeHost ? MemoryClass::kPinned : MemoryClass::kDevice, ""};
 }
 
 #if SKETCHCCL_HAVE_CUDA
@@ -76,6 +76,9 @@ MemoryQuery ask_cuda(const void* p) {
   if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) {
     return {MemoryClass::kDevice, ""};
   }
+  // Page-locked memory is written by stream work (a copy into it), so it is ordered like device
+  // memory: a call reads it only after the stream's earlier work (docs/cuda.md).
+  if (attr.type == cudaMemoryTypeHost) return {MemoryClass::kPinned, ""};
   return {MemoryClass::kHost, ""};
 }
 #else
@@ -124,7 +127,7 @@ bool is_device_pointer(const void* p) {
 }
 
 bool stream_is_capturing(void* stream) {
-  return device_runtime().stream_capturing(stream);
+  return device_runtime().stream_capture(stream) != CaptureState::kNone;
 }
 
 bool has_cuda_backend() {
@@ -145,17 +148,17 @@ MemoryQuery pointer_memory(const void* p) {
   return ask_cuda(p);
 }
 
-bool stream_capturing(void* stream) {
+CaptureState stream_capture(void* stream) {
 #if SKETCHCCL_HAVE_CUDA
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return CaptureState::kUnknown;
   }
-  return status != cudaStreamCaptureStatusNone;
+  return status == cudaStreamCaptureStatusNone ? CaptureState::kNone : CaptureState::kCapturing;
 #else
   (void)stream;
-  return false;
+  return CaptureState::kNone;
 #endif
 }
 
@@ -180,14 +183,6 @@ bool has_backend() {
 
 }  // namespace cuda_answer
 
-bool max_connections_allow_device_path(const char* value) {
-  if (value == nullptr || *value == '\0') return true;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (end == value) return true;  // not a number: CUDA ignores it too
-  return n > 1;
-}
-
 namespace cuda_answer {
 
 // Asked once per process: the driver, the device count and the environment do not change.
@@ -207,17 +202,7 @@ bool device_path_usable(const char** reason) {
                 p.runtime_version % 1000 / 10);
       return {false, "the CUDA driver is older than SketchCCL's CUDA runtime"};
     }
-    if (!has_backend()) return {false, "device buffers need the CUDA backend"};
-    if (!max_connections_allow_device_path(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))) {
-      // One hardware queue: the caller's work queued behind the stream gate would block the
-      // backend's kernels and copies behind it (docs/cuda.md).
-      SCCL_WARN(kLogInit,
-                "CUDA_DEVICE_MAX_CONNECTIONS=%s: all streams share one hardware queue, where a "
-                "stream held by SketchCCL could block its own codec work; device buffers are "
-                "forwarded to NCCL",
-                std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
-      return {false, "CUDA_DEVICE_MAX_CONNECTIONS<=1: device buffers are forwarded"};
-    }
+    if (!has_backend()) return {false, "device buffers need CUDA and a device"};
     return {true, ""};
   }();
   if (reason != nullptr) *reason = v.reason;

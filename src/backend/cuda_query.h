@@ -10,6 +10,7 @@ namespace sketchccl::backend {
 enum class MemoryClass {
   kHost,     // CUDA said unregistered or host memory (or no CUDA driver is loaded), and readable
   kDevice,   // CUDA said device or managed memory
+  kPinned,   // CUDA said page-locked host memory (cudaHostAlloc, cudaHostRegister): stream-ordered
   kUnknown,  // CUDA's query failed, or host memory that cannot be read (a device reservation)
 };
 
@@ -23,19 +24,18 @@ struct MemoryQuery {
 MemoryQuery classify_memory(const void* p, size_t bytes);
 // True when p is device (or managed) memory.
 bool is_device_pointer(const void* p);
-// True when `stream` (a cudaStream_t) is being captured into a CUDA graph.
+// Whether `stream` (a cudaStream_t) is being captured into a CUDA graph; kUnknown when CUDA's
+// query failed.
+enum class CaptureState { kNone, kCapturing, kUnknown };
+// True when `stream` is being captured, or when that could not be asked (any doubt forwards).
 bool stream_is_capturing(void* stream);
-// True when this build has a CUDA backend that can run the codecs on device buffers.
+// True when this build has CUDA and the process a device.
 bool has_cuda_backend();
 // Whether device buffers may take SketchCCL's device path (docs/cuda.md, "When device buffers
-// are forwarded"): a CUDA backend (above), a driver at least as new as the runtime this library
-// was built with, and CUDA_DEVICE_MAX_CONNECTIONS unset or above 1. Otherwise *reason (a static
-// string) says why, logged once (WARN for an old driver or one hardware queue), and the
-// interposer forwards device buffers to the real NCCL.
+// are forwarded"): a CUDA build with a device (above) and a driver at least as new as the runtime
+// this library was built with. Otherwise *reason (a static string) says why, logged once (WARN for
+// an old driver), and the interposer forwards device buffers to the real NCCL.
 bool device_path_usable(const char** reason = nullptr);
-// The rule for CUDA_DEVICE_MAX_CONNECTIONS alone (`value` as in the environment, null: unset):
-// true when the device path may run.
-bool max_connections_allow_device_path(const char* value);
 // The calling thread's current device (cudaGetDevice); 0 without a CUDA backend.
 int current_cuda_device();
 

@@ -159,7 +159,10 @@ Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out) {
     *out = make_host_backend();
     return Status::Ok();
   }
-  return device_runtime().make_backend(device, out);
+  (void)device;
+  (void)out;
+  // Device calls are staged on the caller's stream (device_staging.h): the engine sees host copies.
+  return Status(Code::kInternalError, "no backend runs on device memory: device calls are staged");
 }
 
 }  // namespace sketchccl::backend

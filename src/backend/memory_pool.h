@@ -120,7 +120,7 @@ class MemoryPool {
 
 // The process's pools, one per kind and device, made at their first use and never destroyed
 // (the CUDA runtime may be gone when static destructors run).
-enum class PoolKind { kHostPackets, kPinnedPackets };
+enum class PoolKind { kHostPackets, kPinnedStaging };
 // The pool of plain host packet memory (the host backend's): 1 MiB blocks and larger are kept,
 // at most 32.
 MemoryPool& host_packet_pool();

@@ -6,8 +6,10 @@
 namespace sketchccl::backend {
 
 enum class MemoryType {
-  kHost,    // host memory: the host backend
-  kDevice,  // device memory of the communicator's device: the CUDA backend, stream-ordered
+  kHost,  // pageable host memory: the host backend, on the buffers themselves
+  // Stream-ordered memory (the communicator's device's, or page-locked host memory): the call is
+  // staged on the caller's stream (device_staging.h) and its codecs run on the staged copy.
+  kDevice,
 };
 
 inline const char* memory_type_name(MemoryType m) {

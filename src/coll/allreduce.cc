@@ -236,51 +236,23 @@ Status AllReduceEngine::run_schedule(const RingLink& link, const AllReduceArgs& 
 }
 
 Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** out) {
-  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
-  if (!be) SCCL_RETURN_IF_ERROR(backend::make_backend(mem, cuda_device_, &be));
-  *out = be.get();
+  // A device call reaches the engine as its staged host copies (Communicator, device_staging.h).
+  if (mem != backend::MemoryType::kHost) {
+    return Status(Code::kInternalError, "device buffers reach the engine only staged");
+  }
+  *out = host_.get();
   return Status::Ok();
-}
-
-Status AllReduceEngine::prepare_backend(backend::MemoryType mem) {
-  backend::Backend* be = nullptr;
-  return backend_for(mem, &be);
-}
-
-Status AllReduceEngine::reserve_packets(backend::MemoryType mem, size_t count) {
-  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
-  if (!be || nranks_ == 1) return Status::Ok();
-  // Every chunk's reduced packets (at most the fp32 bytes, plus headers and the ring's 64 KiB
-  // rounding, for every codec but a dense s2, whose excess goes to plain memory) plus a send and
-  // a receive packet per slice lane.
-  const size_t slice = settings_.slice_elems * sizeof(float) + (size_t(64) << 10);
-  const size_t lanes = 2 * static_cast<size_t>(settings_.depth < 1 ? 1 : settings_.depth) * slice;
-  const size_t final_packets = count * sizeof(float) + count / 8 + (size_t(1) << 20);
-  return be->reserve_packet_memory(final_packets + lanes);
-}
-
-void AllReduceEngine::end_packet_reservation(backend::MemoryType mem, bool ok) {
-  std::unique_ptr<backend::Backend>& be = mem == backend::MemoryType::kHost ? host_ : device_;
-  if (be && nranks_ != 1) be->end_packet_reservation(ok);  // as reserve_packets skipped it
 }
 
 void AllReduceEngine::release_device_memory() {
   buffers_ = BufferStates();
-  device_.reset();
   count_memory();
 }
 
 void AllReduceEngine::count_memory() {
   const backend::Backend::MemoryFigures h = host_->memory_figures();
-  const backend::Backend::MemoryFigures d =
-      device_ ? device_->memory_figures() : backend::Backend::MemoryFigures{};
-  // The residuals live in the device backend's memory: its figure includes them where it has one.
-  stats_.device_bytes =
-      std::max<uint64_t>(buffers_.residual_bytes(backend::MemoryType::kDevice), d.device_bytes);
-  stats_.pinned_bytes = h.pinned_bytes + d.pinned_bytes;
-  stats_.packet_leased_bytes = h.packet_leased_bytes + d.packet_leased_bytes;
-  stats_.packet_peak_bytes = h.packet_peak_bytes + d.packet_peak_bytes;
-  stats_.packet_misses = d.packet_misses;
+  stats_.packet_leased_bytes = h.packet_leased_bytes;
+  stats_.packet_peak_bytes = h.packet_peak_bytes;
 }
 
 // On the backend of the buffers' memory type, made current on this (the proxy) thread. Every

@@ -44,27 +44,13 @@ class AllReduceEngine {
   // of kind kRail is the hierarchy's, never a flat ring's (an internal error here).
   Status run(const RingLink& link, const AllReduceArgs& args);
 
-  // Creates the backend of memory type `mem` ahead of the first call on such buffers, on the
-  // caller's thread before any such work is queued (so that the CUDA backend's stream and pinned
-  // staging are not allocated while a stream gate holds a stream). Idempotent; the proxy creates
-  // it otherwise.
-  Status prepare_backend(backend::MemoryType mem);
-  // Sizes the packet memory of the `mem` backend for a call of `count` elements, on the caller's
-  // thread before its stream is gated (the CUDA proxy never allocates pinned memory).
-  Status reserve_packets(backend::MemoryType mem, size_t count);
-  // The call of a reserve_packets has ended (`ok`: without a failure) or will never run: the
-  // backend gives the pool memory it leased for it back.
-  void end_packet_reservation(backend::MemoryType mem, bool ok);
-
   // The cost model's view of a buffer of `count` elements under these settings.
   CostModelParams cost_model(size_t count) const { return settings_.cost_model(count, nranks_); }
 
-  // Gives back what it holds of the device (the device backend: its stream, device scratch and
-  // pinned packet memory; the buffers' device residuals and so their histories), made again by
-  // the next call on device buffers (ncclCommSuspend). On the proxy, between operations.
+  // Forgets the buffers' histories and residuals (ncclCommSuspend with NCCL_SUSPEND_MEM). On the
+  // proxy, between operations.
   void release_device_memory();
-  // What it holds now: device bytes (residuals), pinned bytes (packet memory leased, the CUDA
-  // backend's staging) and packet memory leased from the process's pools, into stats().
+  // What it holds now (packet memory leased from the process's pools), into stats().
   void count_memory();
 
   CommStats& stats() { return stats_; }
@@ -91,7 +77,7 @@ class AllReduceEngine {
   Status run_schedule(const RingLink& link, const AllReduceArgs& args, Schedule schedule,
                       kernels::CodecId codec, BufferState& state, backend::Backend& be,
                       Speculation* spec);
-  // The backend of `mem` buffers, made at the first call on such buffers.
+  // The backend of `mem` buffers: the host's (device buffers arrive staged).
   Status backend_for(backend::MemoryType mem, backend::Backend** out);
   // `be` runs the codecs on the user's buffers (the backend of args.mem).
   Status run_on(const RingLink& link, const AllReduceArgs& args, const RingShape& shape,
@@ -105,10 +91,8 @@ class AllReduceEngine {
   Settings settings_;
   int nranks_;
   int cuda_device_;
-  // Host memory: also the side rings and `sparse`'s values, whose arrays are host memory.
+  // Every call's codecs: a device call reaches the engine as its staged host copies.
   std::unique_ptr<backend::Backend> host_;
-  // Device memory of cuda_device_: made by prepare_backend or the first call on device buffers.
-  std::unique_ptr<backend::Backend> device_;
   BufferStates buffers_;  // bounded, least recently used dropped first
   CommStats stats_;
   Topology topology_;

@@ -1,5 +1,7 @@
 #include "src/coll/comm.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -99,6 +101,10 @@ void Communicator::enqueue_work(const std::shared_ptr<Work>& w) {
 }
 
 void Communicator::proxy_main() {
+  // Named for debuggers and for the emulated runtime's strict mode (the thread that releases the
+  // callers' streams must make no CUDA call); marked so that a device runtime call here is counted.
+  pthread_setname_np(pthread_self(), "sccl-proxy");
+  backend::ProxyThreadMark mark;
   for (;;) {
     std::shared_ptr<Work> w;
     {
@@ -355,15 +361,14 @@ Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
 }
 
 std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) {
-  return submit_reduce(args, false);
+  return submit_reduce(args);
 }
 
-std::shared_ptr<Work> Communicator::submit_reduce(const AllReduceArgs& args, bool reserved) {
-  return submit([this, args, reserved] {
+std::shared_ptr<Work> Communicator::submit_reduce(const AllReduceArgs& args) {
+  return submit([this, args] {
     RingLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
     Status st = reduce(l, args);
-    if (reserved) end_packet_reservations(args, st.ok());
     publish_stats();
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "%s failed: %s", call_kind_name(args.kind), st.to_string().c_str());
@@ -393,25 +398,20 @@ std::shared_ptr<Work> Communicator::submit_exact(std::function<Status(const Peer
 bool Communicator::device_path_usable(backend::MemoryType mem) {
   if (mem != backend::MemoryType::kDevice) return true;
   backend::RelaxedCaptureScope relaxed;
-  std::lock_guard<std::mutex> glock(gate_mu_);
-  return build_device_path_locked(mem).ok();
+  std::lock_guard<std::mutex> dlock(device_mu_);
+  return build_device_path_locked().ok();
 }
 
-Status Communicator::build_device_path_locked(backend::MemoryType mem) {
-  if (device_ready_) return Status::Ok();
+Status Communicator::build_device_path_locked() {
+  if (stager_) return Status::Ok();
   if (!device_path_error_.ok()) return device_path_error_;
-  backend::DeviceRuntime& rt = backend::device_runtime();
-  const bool gated = rt.mode(nullptr) == backend::StreamMode::kGated;
-  // No device work is queued yet, so the proxy does not touch the engine's backend for this
-  // memory concurrently; the queue's mutex publishes it to the proxy.
-  Status st = gated ? rt.make_gate(cuda_device_ < 0 ? 0 : cuda_device_, &gate_) : Status::Ok();
-  if (st.ok() && hier_) st = hier_->rail().prepare_backend(mem);
-  if (st.ok()) st = engine_.prepare_backend(mem);
+  auto stager = std::make_unique<backend::DeviceStager>(cuda_device_ < 0 ? 0 : cuda_device_);
+  stager->set_timeout(settings_.timeout_s);
+  const Status st = stager->prepare();
   if (st.ok()) {
-    device_ready_ = true;
+    stager_ = std::move(stager);
     return st;
   }
-  gate_.reset();
   // Once per communicator: every later device call gets the same answer without retrying.
   device_path_error_ = Status(st.code(), "the device path could not be built: " + st.message());
   if (standalone_) {
@@ -424,77 +424,62 @@ Status Communicator::build_device_path_locked(backend::MemoryType mem) {
   return device_path_error_;
 }
 
-Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream,
-                                             std::shared_ptr<Work>* synchronous) {
+size_t Communicator::output_count(const AllReduceArgs& args) const {
+  switch (args.kind) {
+    case CallKind::kReduceScatter:
+      return args.count / static_cast<size_t>(nranks_);
+    case CallKind::kRailReduceScatter:
+      return args.count / static_cast<size_t>(topology_.nodes < 1 ? 1 : topology_.nodes);
+    case CallKind::kAllReduce:
+    case CallKind::kRail:
+      break;
+  }
+  return args.count;
+}
+
+Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
   }
-  // This thread's CUDA calls below (pinned allocations, the warm-up's event queries) must not
-  // invalidate a graph that another thread of the application captures in global mode.
+  // This thread's CUDA calls below (a pinned allocation) must not invalidate a graph that another
+  // thread of the application captures in global mode.
   backend::RelaxedCaptureScope relaxed;
-  backend::DeviceRuntime& rt = backend::device_runtime();
-  const int device = cuda_device_ < 0 ? 0 : cuda_device_;
-  std::unique_lock<std::mutex> glock(gate_mu_);
-  SCCL_RETURN_IF_ERROR(build_device_path_locked(args.mem));
-  const bool gated = gate_ != nullptr;  // the device runtime's mode when the path was built
-  // Pinned packet memory grows here, on the caller's thread, also while streams are gated (under
-  // DDP one always is; docs/cuda.md); if it fails, this operation's packets beyond the current
-  // reservation use plain memory.
-  // Each engine counts the reservation even when it fails: the work ends it on both.
-  for (AllReduceEngine* e : {hier_ ? &hier_->rail() : nullptr, &engine_}) {
-    if (e == nullptr) continue;
-    const Status r = e->reserve_packets(args.mem, args.count);
-    if (!r.ok()) SCCL_WARN(kLogColl, "pinned packet memory: %s", r.to_string().c_str());
-  }
-  if (!gated) {
-    // No gate (device_runtime.h): the work queued before the call on the stream finishes first,
-    // then the operation runs; it is done, its output written, when the caller's wait returns.
-    glock.unlock();
-    Status st = rt.synchronize(device, stream, settings_.timeout_s);
-    if (!st.ok()) {
-      // The other ranks run this operation without us: later ones could not line up.
-      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(args.kind),
-                st.to_string().c_str());
-      fail(st);
-      return st;
-    }
-    auto w = submit_reduce(args, true);
-    if (synchronous != nullptr) {
-      *synchronous = std::move(w);
-      return Status::Ok();
-    }
-    return w->wait();
-  }
-  backend::GateTicket ticket;
-  gate_->reserve(&ticket);
-  auto w = std::make_shared<Work>([this, args, ticket] {
+  // device_mu_ keeps the calls' stream operations in the order the proxy runs them.
+  std::lock_guard<std::mutex> dlock(device_mu_);
+  SCCL_RETURN_IF_ERROR(build_device_path_locked());
+  const size_t esz = kernels::elem_size(args.type);
+  std::shared_ptr<backend::StagedCall> staged;
+  SCCL_RETURN_IF_ERROR(stager_->stage(args.count * esz, output_count(args) * esz, &staged));
+  // The engine runs on the staged copies as on host buffers: the same code, the same packets.
+  AllReduceArgs host = args;
+  host.send = staged->in();
+  host.recv = staged->out();
+  host.mem = backend::MemoryType::kHost;
+  host.staged = true;
+  if (host.state_key == nullptr) host.state_key = args.send;  // the user's buffer, not the copy
+  auto w = std::make_shared<Work>([this, host, staged] {
     RingLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
-    // Work queued before the AllReduce on the caller's stream has finished once the marker ran.
-    Status st = ticket.marker->wait(settings_.timeout_s, &abort_);
-    // The enqueue failed on the caller's thread, which forwards the call (or reports it): no
-    // stream waits for this work and the communicator has not failed.
-    if (!st.ok() && ticket.marker->cancelled()) {
-      end_packet_reservations(args, true);  // nothing of it ran on the device
-      return st;
-    }
-    if (st.ok()) st = reduce(l, args);
-    end_packet_reservations(args, st.ok());
+    Status st = staged->wait_input(settings_.timeout_s, &abort_);
+    // The stream operations could not be enqueued: the caller forwards the call (or reports it);
+    // no stream waits for this work and the communicator has not failed.
+    if (!st.ok() && staged->finished()) return st;
+    if (st.ok()) st = reduce(l, host);
     publish_stats();
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(args.kind),
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(host.kind),
                 st.to_string().c_str());
       fail(st);
     }
     return st;
   });
   // However the work ends (done, failed, dropped by abort), the caller's stream goes on.
-  w->set_on_complete([gate = gate_.get(), seq = ticket.seq] { gate->release(seq); });
-  // Queued before the wait is launched: a launch may return only once its kernel ends
-  // (CUDA_LAUNCH_BLOCKING, compute-sanitizer), and only this work releases that kernel.
+  w->set_on_complete([staged] { staged->release(); });
+  // Queued before the stream operations: a launch may return only once its kernel ends
+  // (CUDA_LAUNCH_BLOCKING), and only this work releases the wait.
   enqueue_work(w);
-  return gate_->enqueue(stream, ticket);
+  return stager_->enqueue(stream, args.send, args.recv, staged);
 }
 
 Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) {
@@ -626,11 +611,6 @@ Status Communicator::finalize() {
   return st.code() == Code::kInProgress ? Status::Ok() : st;
 }
 
-void Communicator::end_packet_reservations(const AllReduceArgs& args, bool ok) {
-  if (hier_) hier_->rail().end_packet_reservation(args.mem, ok);
-  engine_.end_packet_reservation(args.mem, ok);
-}
-
 void Communicator::publish_stats() {
   engine_.count_memory();
   if (hier_) hier_->rail().count_memory();
@@ -638,11 +618,8 @@ void Communicator::publish_stats() {
   published_stats_ = engine_.stats();
   if (hier_) {
     const CommStats& rail = hier_->rail().stats();
-    published_stats_.device_bytes += rail.device_bytes;
-    published_stats_.pinned_bytes += rail.pinned_bytes;
     published_stats_.packet_leased_bytes += rail.packet_leased_bytes;
     published_stats_.packet_peak_bytes += rail.packet_peak_bytes;
-    published_stats_.packet_misses += rail.packet_misses;
   }
 }
 
@@ -657,9 +634,15 @@ Status Communicator::release_device_memory() {
     return Status::Ok();
   });
   Status st = w->wait();
-  // The next device call builds the path again, on its caller's thread (build_device_path_locked).
-  std::lock_guard<std::mutex> glock(gate_mu_);
-  device_ready_ = false;
+  // The staging blocks go back to the pool once the streams copied their results back; the next
+  // device call builds the path again, on its caller's thread (build_device_path_locked).
+  std::unique_ptr<backend::DeviceStager> stager;
+  {
+    std::lock_guard<std::mutex> dlock(device_mu_);
+    stager = std::move(stager_);
+  }
+  stager.reset();
+  backend::trim_process_pools();
   return st;
 }
 
@@ -678,8 +661,13 @@ CommStats Communicator::stats() const {
   s.suspended = suspended_.load();
   // The process's pools as they are now, not as the last call left them.
   s.process_host_packets = backend::process_pool_figures(backend::PoolKind::kHostPackets, -1);
-  s.process_pinned_packets = backend::process_pool_figures(backend::PoolKind::kPinnedPackets,
+  s.process_pinned_packets = backend::process_pool_figures(backend::PoolKind::kPinnedStaging,
                                                            cuda_device_ < 0 ? 0 : cuda_device_);
+  {
+    std::lock_guard<std::mutex> dlock(device_mu_);
+    if (stager_) s.pinned_bytes = stager_->pinned_bytes();
+  }
+  s.proxy_cuda_calls = backend::device_runtime().proxy_calls();
   return s;
 }
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "src/backend/stream_gate.h"
+#include "src/backend/device_staging.h"
 #include "src/coll/allreduce.h"
 #include "src/coll/hierarchy.h"
 #include "src/coll/network_verdict.h"
@@ -85,18 +85,14 @@ class Communicator {
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
   std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
-  // Stream-ordered AllReduce on device buffers (args.mem is kDevice; docs/cuda.md): queues the
-  // work on the proxy, then the stream gate (marker + wait) on `stream` (a cudaStream_t), and
-  // returns at once without blocking. The proxy waits for the marker, runs the ring on the
-  // communicator's device and releases the stream -- also on failure, which becomes the async
-  // error. Where the device runtime says synchronous (CUDA_LAUNCH_BLOCKING, an injection tool,
-  // one hardware queue; device_runtime.h) there is no gate: the stream is drained, the work
-  // queued, and *synchronous gets it for the caller to wait on (nullptr: waited for here).
-  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream,
-                                 std::shared_ptr<Work>* synchronous = nullptr);
-  // Whether device AllReduces can run here: builds the gate and the device backends on the first
-  // ask (the caller's thread); a failure is kept, WARNed once, and answered on every later ask.
-  // In front of a real NCCL the take-over forwards the call when false.
+  // A stream-ordered reduction of device buffers (args.mem is kDevice; docs/cuda.md): stages the
+  // call on `stream` (a cudaStream_t; device_staging.h) and queues its work on the proxy, which
+  // waits for the stream's input flag, runs the engine on the staged copies and releases the
+  // stream -- also on failure, which becomes the async error. Returns at once without blocking.
+  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
+  // Whether device AllReduces can run here: prepares the staging on the first ask (the caller's
+  // thread); a failure is kept, WARNed once, and answered on every later ask. In front of a real
+  // NCCL the take-over forwards the call when false.
   bool device_path_usable(backend::MemoryType mem);
   // Queues an exact collective or a group's sends and receives (src/standalone/exact_collectives.h)
   // on the proxy. `collective`: every rank runs it, so it takes the next operation number.
@@ -160,14 +156,11 @@ class Communicator {
   void abandon_join(const Status& why);
   // On the proxy: a taken-over reduction, by its kind.
   Status reduce(const RingLink& l, const AllReduceArgs& args);
-  // submit_allreduce; `reserved`: the caller reserved its packet memory (reserve_packets), which
-  // the work ends once it ran.
-  std::shared_ptr<Work> submit_reduce(const AllReduceArgs& args, bool reserved);
-  // On the proxy: the engines' reservations for `args` end (`ok`: the call did not fail).
-  void end_packet_reservations(const AllReduceArgs& args, bool ok);
-  // Under gate_mu_: the gate (gated mode) and the device backends, once; the first failure is
-  // kept in device_path_error_.
-  Status build_device_path_locked(backend::MemoryType mem);
+  std::shared_ptr<Work> submit_reduce(const AllReduceArgs& args);
+  // Under device_mu_: the stager, once; the first failure is kept in device_path_error_.
+  Status build_device_path_locked();
+  // The elements a reduction of `args` writes on this rank.
+  size_t output_count(const AllReduceArgs& args) const;
   // On the proxy, after the engine ran: copies its statistics for stats() on other threads.
   void publish_stats();
 
@@ -209,12 +202,11 @@ class Communicator {
   bool stopping_ = false;
   bool proxy_exited_ = false;  // set by the proxy as its last act (under mu_, cv_ notified)
   Status async_error_{Code::kInProgress, "communicator is joining its peers"};
-  // The stream gate of device AllReduces, made by the first one; gate_mu_ keeps the gate's
-  // sequence numbers in the proxy queue's order.
-  std::mutex gate_mu_;
-  std::unique_ptr<backend::StreamGate> gate_;
-  bool device_ready_ = false;  // under gate_mu_
-  Status device_path_error_;   // under gate_mu_: why the device path could not be built
+  // The staging of device calls, made by the first one; device_mu_ keeps their stream operations
+  // in the order the proxy runs them.
+  mutable std::mutex device_mu_;
+  std::unique_ptr<backend::DeviceStager> stager_;
+  Status device_path_error_;  // under device_mu_: why the device path could not be built
   std::thread proxy_;
 };
 

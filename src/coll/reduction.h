@@ -45,10 +45,11 @@ struct AllReduceArgs {
   kernels::ElemType type = kernels::ElemType::kF32;
   bool avg = false;
   bool exact = false;  // below SKETCHCCL_MIN_BYTES or SKETCHCCL_ENABLE=0 in standalone: `none`
-  // Where send/recv live, classified once by the interposer. kDevice: memory of the
-  // communicator's device, run by the CUDA backend (docs/cuda.md); the caller's stream is the
-  // stream gate's business (Communicator), not the engine's.
+  // Where send/recv live, classified once by the interposer. kDevice: stream-ordered memory,
+  // which the communicator stages on the caller's stream (docs/cuda.md): the engine then gets the
+  // staged host copies, kHost, with `staged` set.
   backend::MemoryType mem = backend::MemoryType::kHost;
+  bool staged = false;  // host copies of a device call's buffers (the cost model counts the copies)
   CallKind kind = CallKind::kAllReduce;
   // What the buffer's history and error feedback are kept by (null: send): a rail phase reads a
   // scratch whose address says nothing of the user's buffer, so it passes the user's sendbuff.

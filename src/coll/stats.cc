@@ -33,7 +33,7 @@ void append_memory(std::string* out, const CommStats& s) {
   *out += buf;
   append_pool(out, "host_packets", s.process_host_packets);
   *out += ", ";
-  append_pool(out, "pinned_packets", s.process_pinned_packets);
+  append_pool(out, "pinned_staging", s.process_pinned_packets);
   *out += "}}";
 }
 
@@ -42,23 +42,24 @@ void append_memory(std::string* out, const CommStats& s) {
 std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   std::string out;
   char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
-                "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"nodes\": %d, "
-                "\"ranks_per_node\": %d, \"hierarchical\": %s, \"decisions_disagreed\": %llu, "
-                "\"calls_forwarded_no_gain\": %llu, \"calls_exact_no_gain\": %llu, "
-                "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, "
-                "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s",
-                static_cast<unsigned long long>(comm_id), rank, nranks,
-                static_cast<unsigned long long>(calls_taken),
-                static_cast<unsigned long long>(calls_forwarded),
-                static_cast<unsigned long long>(calls_failed), nodes, ranks_per_node,
-                hierarchical ? "true" : "false",
-                static_cast<unsigned long long>(decisions_disagreed),
-                static_cast<unsigned long long>(calls_forwarded_no_gain),
-                static_cast<unsigned long long>(calls_exact_no_gain), link_gbps, link_latency_us,
-                static_cast<unsigned long long>(device_bytes),
-                static_cast<unsigned long long>(pinned_bytes), suspended ? "true" : "false");
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"comm\": \"%016llx\", \"rank\": %d, \"nranks\": %d, \"calls_taken\": %llu, "
+      "\"calls_forwarded\": %llu, \"calls_failed\": %llu, \"nodes\": %d, "
+      "\"ranks_per_node\": %d, \"hierarchical\": %s, \"decisions_disagreed\": %llu, "
+      "\"calls_forwarded_no_gain\": %llu, \"calls_exact_no_gain\": %llu, "
+      "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, "
+      "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s, "
+      "\"proxy_cuda_calls\": %llu",
+      static_cast<unsigned long long>(comm_id), rank, nranks,
+      static_cast<unsigned long long>(calls_taken),
+      static_cast<unsigned long long>(calls_forwarded),
+      static_cast<unsigned long long>(calls_failed), nodes, ranks_per_node,
+      hierarchical ? "true" : "false", static_cast<unsigned long long>(decisions_disagreed),
+      static_cast<unsigned long long>(calls_forwarded_no_gain),
+      static_cast<unsigned long long>(calls_exact_no_gain), link_gbps, link_latency_us,
+      static_cast<unsigned long long>(device_bytes), static_cast<unsigned long long>(pinned_bytes),
+      suspended ? "true" : "false", static_cast<unsigned long long>(proxy_cuda_calls));
   out += buf;
   append_memory(&out, *this);
   out += ", \"codecs\": {";

@@ -63,21 +63,22 @@ struct CommStats {
   uint64_t calls_exact_no_gain = 0;
   double link_gbps = 0;
   double link_latency_us = 0;
-  // Memory held for this communicator now (docs/memory.md): device bytes (the CUDA backend's
-  // scratch and the error-feedback residuals on the device) and pinned host bytes (packet memory
-  // it leases, the CUDA backend's own pinned buffers); suspended: released by ncclCommSuspend.
+  // Memory held for this communicator now (docs/memory.md): device bytes (none between calls: a
+  // device call is staged in pinned host memory) and the pinned staging blocks of its device calls
+  // still in flight or not yet reclaimed; suspended: released by ncclCommSuspend.
   uint64_t device_bytes = 0;
   uint64_t pinned_bytes = 0;
   bool suspended = false;
+  // Device runtime calls made on a proxy thread in this process: 0 by design (docs/cuda.md).
+  uint64_t proxy_cuda_calls = 0;
   // Packet memory it leases from the process's pools now (0 between its calls), and the most it
   // leased at once (what it would keep alone, without the pools).
   uint64_t packet_leased_bytes = 0;
   uint64_t packet_peak_bytes = 0;
-  // Its calls' leases of pinned packet memory that found no block kept (calls overlapping more
-  // than the pool held for): those calls took plain memory, and the next reservation adds one.
+  // Always 0: packet memory is plain host memory (kept for the public statistics' layout).
   uint64_t packet_misses = 0;
   // The process's pools, shared by all its communicators: host packet memory, and the pinned
-  // packet memory of this communicator's device.
+  // staging memory of this communicator's device (device_staging.h).
   backend::PoolFigures process_host_packets;
   backend::PoolFigures process_pinned_packets;
 

@@ -309,20 +309,10 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
   // 2: the rail's ReduceScatter of the N node sums (ncclAvg divides by N).
   api::CollCall rail = call;
   rail.send = scratch;
-  std::shared_ptr<coll::Work> synchronous;
   coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
   args.state_key = call.send;  // the scratch's address says nothing of the user's buffer
-  st = c.submit_allreduce_stream(args, call.stream, &synchronous);
-  if (st.ok() && synchronous) {
-    // No gate (device_runtime.h): the rail runs off the stream, so the scratch goes back only
-    // once it is done (at a group's end, after the group's other work).
-    if (api::group::active()) {
-      api::group::defer(synchronous, false, [give_back](const Status&) { give_back(); });
-      return api::forwarded(r);
-    }
-    st = synchronous->wait();
-  }
-  give_back();  // behind the gate, which holds the stream until the rail has read the scratch
+  st = c.submit_allreduce_stream(args, call.stream);
+  give_back();  // on the stream behind the rail's staging copy of the scratch
   if (!st.ok()) {
     // This rank's chunk is wrong: reported; its later device calls are forwarded.
     mark_device_path_failed(call.comm, st);

@@ -101,7 +101,7 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     return api::report(st, call.api);
   }
   if (!c->device_path_usable(call.mem.type)) {
-    // The gate or the CUDA backend could not be built (WARNed once): NCCL runs the call.
+    // The device staging could not be prepared (WARNed once): NCCL runs the call.
     log("forwarded: SketchCCL's device path could not be built");
     c->count_forwarded();
     return forward_call(call);
@@ -156,8 +156,8 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   log(taken_over_outcome());
   Status run = api::submit(*c, call, api::EngineRun::kCodec);
   if (!run.ok() && call.mem.type == backend::MemoryType::kDevice) {
-    // Device buffers: a failure here is one of setting the call up (the stream gate, the
-    // backend, the enqueue), before anything was enqueued: the call goes to NCCL, and so do this
+    // Device buffers: a failure here is one of setting the call up (the staging memory, the
+    // stream operations), before the proxy could run it: the call goes to NCCL, and so do this
     // communicator's later device calls.
     mark_device_path_failed(call.comm, run);
     c->count_forwarded();

@@ -1,0 +1,224 @@
+// The staged device call (device_staging.h): the staging block's layout, the flags' protocol, and
+// the reuse of blocks once the stream is done with them.
+#include "src/backend/device_staging.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "src/backend/device_runtime.h"
+#include "src/core/log.h"
+
+namespace sketchccl::backend {
+
+namespace {
+
+// A block: three flag words, one per 64-byte line (the device writes them, the host polls), then
+// the input and the result.
+constexpr size_t kReadyAt = 0;
+constexpr size_t kDoneAt = 64;
+constexpr size_t kBackAt = 128;
+constexpr size_t kDataAt = 256;
+
+size_t round64(size_t n) {
+  return (n + 63) & ~size_t(63);
+}
+
+uint32_t load(const uint32_t* w) {
+  return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+void store(uint32_t* w, uint32_t v) {
+  __atomic_store_n(w, v, __ATOMIC_RELEASE);
+}
+
+// Distinct values for consecutive uses of a block, never 0 (a fresh block's words are zeroed).
+uint32_t next_generation() {
+  static std::atomic<uint32_t> gen{0};
+  uint32_t g = 0;
+  while (g == 0)
+    g = gen.fetch_add(1, std::memory_order_relaxed) + 1;
+  return g;
+}
+
+class StagingSource final : public BlockSource {
+ public:
+  explicit StagingSource(int device) : device_(device) {}
+  void* allocate(size_t bytes) override { return device_runtime().alloc_staging(device_, bytes); }
+  void release(void* p, size_t) override { device_runtime().free_staging(device_, p); }
+
+ private:
+  const int device_;
+};
+
+std::unique_ptr<BlockSource> make_staging_source(int device) {
+  return std::make_unique<StagingSource>(device);
+}
+
+}  // namespace
+
+MemoryPool& staging_pool(int device) {
+  // Every block is kept until a trim (ncclCommSuspend) or the last stager of the device goes: a
+  // pinned allocation may wait for the whole device, so it happens only on a caller's thread.
+  return process_pool(PoolKind::kPinnedStaging, device, 0, 0, make_staging_source);
+}
+
+Status StagedCall::wait_input(double timeout_s, const std::atomic<bool>* abort) const {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  for (uint64_t polls = 0;; ++polls) {
+    if (is_cancelled_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return cancelled_;
+    }
+    if (load(ready_) == gen_) return Status::Ok();
+    if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
+      return Status(Code::kRemoteError, "aborted while waiting for the caller's stream");
+    }
+    // A short spin for the copies of small calls, then sleeps that cost no core.
+    if (polls < 2000) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return errorf(Code::kRemoteError,
+                    "the caller's stream did not reach the call within SKETCHCCL_TIMEOUT (%.0f s): "
+                    "work queued before it on the stream has not finished",
+                    timeout_s);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 20 : 200));
+  }
+}
+
+void StagedCall::release() {
+  store(done_, gen_);
+}
+
+bool StagedCall::finished() const {
+  return load(back_) == gen_;
+}
+
+void StagedCall::cancel(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = why;
+  is_cancelled_.store(true, std::memory_order_release);
+}
+
+DeviceStager::DeviceStager(int device) : device_(device) {
+  staging_pool(device_).add_user();
+}
+
+DeviceStager::~DeviceStager() {
+  // Bounded: a stream stuck on the application's own work must not hang ncclCommDestroy; its
+  // blocks are then abandoned (never reused, never freed).
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(timeout_s_, 10.0));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Held& h : held_) {
+    while (!h.call->finished() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (h.call->finished()) {
+      h.lease.reset();
+    } else {
+      SCCL_WARN(kLogColl,
+                "a device call's result was not copied back when its communicator ended: its "
+                "%zu pinned bytes are never reused",
+                h.lease.capacity());
+      h.lease.abandon();
+    }
+  }
+  held_.clear();
+  staging_pool(device_).remove_user();
+}
+
+Status DeviceStager::prepare() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prepared_) return Status::Ok();
+  std::string how;
+  SCCL_RETURN_IF_ERROR(device_runtime().prepare(device_, &how));
+  SCCL_INFO(kLogInit, "device %d: device calls are staged on the caller's stream (%s)", device_,
+            how.c_str());
+  prepared_ = true;
+  return Status::Ok();
+}
+
+void DeviceStager::reclaim() {
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->call->finished()) {
+      it->lease.reset();
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reclaim();
+  const size_t bytes = kDataAt + round64(in_bytes) + round64(out_bytes);
+  PoolLease lease = staging_pool(device_).take(bytes);
+  if (!lease) {
+    return errorf(Code::kSystemError, "no pinned memory for a device call's %zu staging bytes",
+                  bytes);
+  }
+  auto c = std::make_shared<StagedCall>();
+  uint8_t* b = lease.data();
+  c->ready_ = reinterpret_cast<uint32_t*>(b + kReadyAt);
+  c->done_ = reinterpret_cast<uint32_t*>(b + kDoneAt);
+  c->back_ = reinterpret_cast<uint32_t*>(b + kBackAt);
+  c->in_ = b + kDataAt;
+  c->out_ = b + kDataAt + round64(in_bytes);
+  c->in_bytes_ = in_bytes;
+  c->out_bytes_ = out_bytes;
+  c->gen_ = next_generation();
+  // The block is free: no stream operation of an earlier call on it is pending, so the host may
+  // write its words.
+  store(c->ready_, 0);
+  store(c->done_, 0);
+  store(c->back_, 0);
+  held_.push_back(Held{std::move(lease), c});
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
+                             const std::shared_ptr<StagedCall>& c) {
+  DeviceRuntime& rt = device_runtime();
+  Status st = rt.copy_async(device_, c->in_, send, c->in_bytes_, stream);
+  if (!st.ok()) {
+    // Nothing was enqueued: the proxy must not run the call, and the block is free again.
+    c->cancel(st);
+    store(c->back_, c->gen_);
+    return st;
+  }
+  st = rt.write_flag(device_, c->ready_, c->gen_, stream);
+  if (!st.ok()) {
+    // The copy may still run into the block: cancelled, and the block stays held (never finished,
+    // abandoned when the stager goes).
+    c->cancel(st);
+    return st;
+  }
+  // From here the proxy runs the call: the other ranks run it too.
+  st = rt.wait_flag(device_, c->done_, c->gen_, stream);
+  if (st.ok()) st = rt.copy_async(device_, recv, c->out_, c->out_bytes_, stream);
+  if (st.ok()) st = rt.write_flag(device_, c->back_, c->gen_, stream);
+  return st;
+}
+
+uint64_t DeviceStager::pinned_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const Held& h : held_)
+    n += h.lease.capacity();
+  return n;
+}
+
+size_t DeviceStager::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(
+      std::count_if(held_.begin(), held_.end(), [](const Held& h) { return !h.call->finished(); }));
+}
+
+}  // namespace sketchccl::backend
