@@ -34,7 +34,7 @@ CodecId AllReduceEngine::choose_codec(const BufferState& state, const AllReduceA
                : CallKind::kAllReduce;
   c.nranks = nranks_;
   c.count = args.count;
-  c.device = args.mem == backend::MemoryType::kDevice;
+  c.device = args.mem == backend::MemoryType::kDevice || args.staged;
   const Verdict v = judge(network_, settings_, c);
   if (v.codec == CodecId::kNone) ++stats_.calls_exact_no_gain;
   return v.codec;

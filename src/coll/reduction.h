@@ -49,7 +49,6 @@ struct AllReduceArgs {
   // which the communicator stages on the caller's stream (docs/cuda.md): the engine then gets the
   // staged host copies, kHost, with `staged` set.
   backend::MemoryType mem = backend::MemoryType::kHost;
-  bool staged = false;  // host copies of a device call's buffers (the cost model counts the copies)
   CallKind kind = CallKind::kAllReduce;
   // What the buffer's history and error feedback are kept by (null: send): a rail phase reads a
   // scratch whose address says nothing of the user's buffer, so it passes the user's sendbuff.
@@ -58,6 +57,8 @@ struct AllReduceArgs {
   // every rank passes the same.
   bool has_codec = false;
   kernels::CodecId codec = kernels::CodecId::kNone;
+  // The host copies of a device call's buffers, staged on the caller's stream (Communicator).
+  bool staged = false;
 };
 
 }  // namespace sketchccl::coll
