@@ -108,5 +108,8 @@ DeviceRuntime& device_runtime();
 void set_device_runtime_for_test(DeviceRuntime* model);
 // The CUDA runtime (src/backend/cuda/cuda_runtime.cc; every call fails without CUDA).
 DeviceRuntime& cuda_device_runtime();
+// Tests: the CUDA runtime's flags by one-thread kernels even where the driver has stream memory
+// operations (for devices prepared after the call).
+void use_flag_kernels_for_test(bool on);
 
 }  // namespace sketchccl::backend

@@ -1,6 +1,7 @@
 // The device runtime on CUDA (device_runtime.h): the stream operations of a staged call, its
 // pinned staging memory, and the caller-side device scratch pool. Every function here runs on a
 // caller's thread. Without CUDA in the build every call says so.
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -19,6 +20,8 @@
 namespace sketchccl::backend {
 
 namespace {
+
+std::atomic<bool> g_flag_kernels{false};
 
 #if SKETCHCCL_HAVE_CUDA
 
@@ -78,13 +81,18 @@ class CudaRuntime final : public DeviceRuntime {
     count_call();
     std::lock_guard<std::mutex> lock(mu_);
     Flags& f = flags_[device];
-    if (!f.prepared) {
+    const bool kernels = g_flag_kernels.load();
+    if (!f.prepared || f.kernels != kernels) {
+      f = Flags{};
+      f.kernels = kernels;
       DeviceScope scope(device);
       if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
       // Stream memory operations where the driver has them: they hold no SM, and a stream waiting
       // on one blocks only the work queued behind it. Else one-thread kernels, loaded now.
-      f.wait = reinterpret_cast<WaitValueFn>(driver_fn("cuStreamWaitValue32"));
-      f.write = reinterpret_cast<WriteValueFn>(driver_fn("cuStreamWriteValue32"));
+      if (!kernels) {
+        f.wait = reinterpret_cast<WaitValueFn>(driver_fn("cuStreamWaitValue32"));
+        f.write = reinterpret_cast<WriteValueFn>(driver_fn("cuStreamWriteValue32"));
+      }
       if (f.wait == nullptr || f.write == nullptr) {
         f.wait = nullptr;
         f.write = nullptr;
@@ -207,6 +215,7 @@ class CudaRuntime final : public DeviceRuntime {
  private:
   struct Flags {
     bool prepared = false;
+    bool kernels = false;  // use_flag_kernels_for_test when prepared
     WaitValueFn wait = nullptr;
     WriteValueFn write = nullptr;
   };
@@ -288,6 +297,10 @@ class CudaRuntime final : public DeviceRuntime {
 #endif
 
 }  // namespace
+
+void use_flag_kernels_for_test(bool on) {
+  g_flag_kernels.store(on);
+}
 
 DeviceRuntime& cuda_device_runtime() {
   static CudaRuntime* cuda = new CudaRuntime();  // never destroyed: used by exit-time teardown
