@@ -126,13 +126,11 @@ Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& cal
     if (c == CodecId::kNone) continue;
     ModelCall mc = m;
     mc.codec = f.costs[k];
-    if (call.device) {
-      const double hop = f.costs[k].wire / kDeviceStagingBytesPerS;  // one packet out or in
-      mc.codec = CodecCosts{f.costs[k].wire, hop, 2 * hop, hop, 2 * hop};
-    }
     const Schedule sched =
         choose_schedule(s, c, call.nranks, call.count, call.backend_sums, call.kind);
-    const double t = predict_time(mc, sched).seconds;
+    // A staged device call copies the input out and the result back, once each.
+    const double staging = call.device ? 2 * m.bytes / kDeviceStagingBytesPerS : 0;
+    const double t = predict_time(mc, sched).seconds + staging;
     // Ties go to the more accurate: the exact reduction, then the safer rung.
     if (t < v.codec_s || (v.codec != CodecId::kNone && t <= v.codec_s)) {
       v.codec = c;

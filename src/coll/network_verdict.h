@@ -60,10 +60,10 @@ struct NetworkFigures {
 // agrees on. `all` holds every rank's figures in rank order.
 NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nranks);
 
-// Device buffers: the codecs run on the GPU (their arithmetic is not the limit), and their
-// packets cross PCIe through pinned host memory at every hop, out and back; NCCL alone moves the
-// data straight to the NIC. PCIe 4.0 x16's pinned copy rate, not measured here: no GPU has run
-// the device path yet.
+// Device buffers: the call is staged (device_staging.h): the whole input crosses PCIe into pinned
+// host memory and the result back, once each, and the codecs run on the host as for host
+// buffers; NCCL alone moves the data straight to the NIC. PCIe 4.0 x16's pinned copy rate, not
+// measured here: no GPU has run the device path yet.
 inline constexpr double kDeviceStagingBytesPerS = 20e9;
 
 struct VerdictCall {
@@ -72,7 +72,7 @@ struct VerdictCall {
   int ranks_per_node = 1;  // > 1: the hierarchical AllReduce (exact in a node, codec between)
   size_t count = 0;        // elements
   bool backend_sums = true;
-  bool device = false;  // device buffers: the codec's cost is its packets' staging
+  bool device = false;  // device buffers: a codec also pays the staging copies
   // In front of NCCL the exact reduction is NCCL's: the data at the link's rate, its arithmetic
   // on the GPU; standalone it is SketchCCL's exact ring, whose copies and adds the host pays.
   bool nccl_alone = false;

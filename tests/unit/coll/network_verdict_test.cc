@@ -112,7 +112,7 @@ TEST(NetworkVerdict, SlowLinksCompressFastLinksGoToNccl) {
   const Verdict fast = judge(at(400), s, c);
   EXPECT_EQ(fast.codec, CodecId::kNone);
   EXPECT_DOUBLE_EQ(fast.codec_s, fast.exact_s);
-  // Device buffers: the codec's cost is the packets' staging; 1 Gbit/s still compresses, a
+  // Device buffers: a codec also pays the staging copies; 1 Gbit/s still compresses, a
   // 400 Gbit/s link does not.
   c.device = true;
   EXPECT_EQ(judge(at(1), s, c).codec, CodecId::kQ8);
