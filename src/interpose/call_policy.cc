@@ -54,7 +54,7 @@ PolicyDecision decide_with_memory(PolicyInput& in, const api::BufferMemory& mem)
   in.mem_pending = false;
   in.mem_known = mem.known;
   in.mem = mem.type;
-  // Device buffers: the backend, a driver new enough and a usable hardware queue (docs/cuda.md).
+  // Device buffers: CUDA with a device and a driver new enough (docs/cuda.md).
   if (in.mem_known && in.mem == backend::MemoryType::kDevice && in.cuda_backend) {
     in.cuda_backend = backend::device_path_usable(&in.cuda_unusable);
   }
