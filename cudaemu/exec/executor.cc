@@ -488,6 +488,8 @@ void check_access(const void* p, std::size_t bytes, std::size_t align) {
 
 void launch(const void* fn, const char* name, const LaunchShape& shape, cudaStream_t stream,
             std::function<void()> thread_body) {
+  // A launch is a CUDA call: a releaser of host waits must not make it while a stream waits.
+  releaser_check((std::string("launch of kernel ") + (name != nullptr ? name : "?")).c_str());
   const cudaError_t bad = check_shape(shape);
   if (bad != cudaSuccess) {
     set_last_error(bad);

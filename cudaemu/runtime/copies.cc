@@ -70,7 +70,7 @@ CopyPlan plan_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
 
 cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream,
                  bool sync_call) {
-  cudaError_t e = api_enter();
+  cudaError_t e = api_enter(sync_call ? "cudaMemcpy" : "cudaMemcpyAsync");
   if (e != cudaSuccess) return e;
   const CopyPlan p = plan_copy(dst, src, n, kind);
   if (p.error != cudaSuccess) return ret(p.error);
@@ -108,7 +108,7 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
 }
 
 cudaError_t set(void* dst, int value, size_t n, cudaStream_t stream, bool sync_call) {
-  cudaError_t e = api_enter();
+  cudaError_t e = api_enter(sync_call ? "cudaMemset" : "cudaMemsetAsync");
   if (e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;
   if (!device_range_ok(dst, n)) return ret(cudaErrorInvalidValue);

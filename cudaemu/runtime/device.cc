@@ -46,6 +46,7 @@ using namespace cudaemu;
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
+  releaser_check("cudaGetDeviceCount");
   if (count == nullptr) return ret(cudaErrorInvalidValue);
   if (device_hidden()) {
     *count = 0;
@@ -184,12 +185,14 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaRuntimeGetVersion(int* v) {
+  releaser_check("cudaRuntimeGetVersion");
   if (v == nullptr) return ret(cudaErrorInvalidValue);
   *v = 13000;
   return cudaSuccess;
 }
 
 cudaError_t cudaDriverGetVersion(int* v) {
+  releaser_check("cudaDriverGetVersion");
   if (v == nullptr) return ret(cudaErrorInvalidValue);
   *v = 13000;
   return cudaSuccess;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cudaemu/runtime/state.h"
+#include "cudaemu/work.h"
 
 using namespace cudaemu;
 
@@ -64,12 +65,14 @@ CUresult cuInit(unsigned int flags) {
 }
 
 CUresult cuDriverGetVersion(int* v) {
+  releaser_check("cuDriverGetVersion");
   if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *v = 13000;
   return CUDA_SUCCESS;
 }
 
 CUresult cuGetErrorString(CUresult error, const char** str) {
+  releaser_check("cuGetErrorString");
   if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *str = error == CUDA_SUCCESS ? "no error" : "emulated driver error";
   return CUDA_SUCCESS;
@@ -217,9 +220,9 @@ const Entry kEntries[] = {
     {"cuPointerGetAttribute", reinterpret_cast<void*>(&cuPointerGetAttribute)},
 };
 
-cudaError_t lookup(const char* symbol, void** fn, unsigned version, unsigned long long flags,
-                   cudaDriverEntryPointQueryResult* status) {
-  cudaError_t e = api_enter();
+cudaError_t lookup(const char* call, const char* symbol, void** fn, unsigned version,
+                   unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
+  cudaError_t e = api_enter(call);
   if (e != cudaSuccess) return e;
   if (symbol == nullptr || fn == nullptr) return ret(cudaErrorInvalidValue);
   if (flags & ~static_cast<unsigned long long>(cudaEnableDefault | cudaEnableLegacyStream |
@@ -249,12 +252,12 @@ extern "C" {
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int version,
                                              unsigned long long flags,
                                              cudaDriverEntryPointQueryResult* status) {
-  return lookup(symbol, fn, version, flags, status);
+  return lookup("cudaGetDriverEntryPointByVersion", symbol, fn, version, flags, status);
 }
 
 cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags,
                                     cudaDriverEntryPointQueryResult* status) {
-  return lookup(symbol, fn, 12000, flags, status);
+  return lookup("cudaGetDriverEntryPoint", symbol, fn, 12000, flags, status);
 }
 
 }  // extern "C"

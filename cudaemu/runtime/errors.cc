@@ -31,7 +31,8 @@ cudaError_t ret(cudaError_t e) {
   return e;
 }
 
-cudaError_t api_enter() {
+cudaError_t api_enter(const char* call) {
+  releaser_check(call);
   // A host function must not call CUDA (cudaLaunchHostFunc); CUDA refuses it.
   if (t_in_host_function) return ret(cudaErrorNotPermitted);
   init();
@@ -51,6 +52,7 @@ using cudaemu::ret;
 extern "C" {
 
 cudaError_t cudaGetLastError() {
+  cudaemu::releaser_check("cudaGetLastError");
   const cudaError_t sticky = cudaemu::sticky_error();
   const cudaError_t e = cudaemu::t_last;
   // A sticky error stays: the context is unusable until the process ends.
@@ -59,11 +61,13 @@ cudaError_t cudaGetLastError() {
 }
 
 cudaError_t cudaPeekAtLastError() {
+  cudaemu::releaser_check("cudaPeekAtLastError");
   const cudaError_t sticky = cudaemu::sticky_error();
   return cudaemu::t_last != cudaSuccess ? cudaemu::t_last : sticky;
 }
 
 const char* cudaGetErrorName(cudaError_t e) {
+  cudaemu::releaser_check("cudaGetErrorName");
   switch (e) {
 #define CUDAEMU_ERR(name, text) \
   case name:                    \
@@ -76,6 +80,7 @@ const char* cudaGetErrorName(cudaError_t e) {
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
+  cudaemu::releaser_check("cudaGetErrorString");
   switch (e) {
 #define CUDAEMU_ERR(name, text) \
   case name:                    \

@@ -266,7 +266,7 @@ void device_sync() {
 }
 
 cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<void()> work) {
-  const cudaError_t e = api_enter();
+  const cudaError_t e = api_enter(what);
   if (e != cudaSuccess) return e;
   return submit(stream, what, std::move(work), true);
 }

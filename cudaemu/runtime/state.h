@@ -53,9 +53,11 @@ std::condition_variable& progress();
 // Initialises the device once (region, queues, callback thread); cheap after the first call.
 void init();
 
-// Every entry point starts here: cudaErrorNotPermitted inside a host function, the sticky error
-// after a device fault, else cudaSuccess. Sets the last error when it fails.
-cudaError_t api_enter();
+// Every entry point starts here: the releaser check (releaser_check, strict mode), then
+// cudaErrorNotPermitted inside a host function, the sticky error after a device fault, else
+// cudaSuccess. Sets the last error when it fails. `call` names the entry point in reports: the
+// calling function's name unless given.
+cudaError_t api_enter(const char* call = __builtin_FUNCTION());
 // Sets the calling thread's last error when `e` is an error; returns `e`.
 cudaError_t ret(cudaError_t e);
 cudaError_t sticky_error();
@@ -146,12 +148,14 @@ cudaError_t capture_conflict_locked(Stream* s, bool is_sync);
 void capture_record_locked(Stream* s, const char* what, std::function<void()> work,
                            bool device_access);
 
-// Strict mode (CUDAEMU_STRICT=1).
+// Strict mode (CUDAEMU_STRICT=1). releaser_check is declared in cudaemu/work.h.
 bool strict();
 // A call that may take a driver lock: aborts in strict mode while a stream waits on the host.
+// With CUDAEMU_RELEASERS set, only releaser_check(call): other threads' calls proceed.
 void hazard_lock_call(const char* call);
 // A call that synchronizes the device: aborts in strict mode while a stream waits on the host
-// (the call would wait for it).
+// (the call would wait for it). With CUDAEMU_RELEASERS set, only releaser_check(call): other
+// threads' calls wait for the device (device_sync) as on a GPU.
 void hazard_device_sync_call(const char* call);
 void note_host_wait(Item* item, bool waiting);
 // A queued wait on host memory (host_condition set): a hazard while unsatisfied, even before

@@ -30,6 +30,11 @@ bool device_range_valid(const void* p, std::size_t n);
 struct DeviceFaultStop {};
 [[noreturn]] void device_fault(cudaError_t error, const char* message);
 
+// Strict mode with CUDAEMU_RELEASERS=<prefix>[,<prefix>...]: aborts when the calling thread's
+// name starts with one of the prefixes (it releases host waits) and some stream waits on the
+// host, naming `call`. Every entry point calls it (most through api_enter).
+void releaser_check(const char* call);
+
 // The calling thread's last error, as cudaGetLastError returns (and clears) it; a launch sets it.
 void set_last_error(cudaError_t error);
 
