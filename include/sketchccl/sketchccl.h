@@ -77,20 +77,21 @@ typedef struct {
   uint64_t calls_exact_no_gain;
   double link_gbps;
   double link_latency_us;
-  /* Appended: memory SketchCCL holds for this communicator now: device bytes (the CUDA
-   * backend's device scratch and the error-feedback residuals on the device) and pinned host
-   * bytes (packet memory it leases, the CUDA backend's own pinned buffers); 1 while suspended
-   * (ncclCommSuspend), when both are given back. */
+  /* Appended: memory SketchCCL holds for this communicator now: device bytes (0: nothing is
+   * kept in device memory, a device call is staged in pinned host memory) and pinned host bytes
+   * (the staging blocks of its device calls not yet given back to the pool); 1 while suspended
+   * (ncclCommSuspend). */
   uint64_t device_bytes;
   uint64_t pinned_bytes;
   int suspended;
-  /* Appended: packet memory (docs/memory.md). A process's communicators share one pool of host
-   * packet memory and, per device, one of pinned packet memory; a call leases blocks from them
-   * while it runs, so communicators whose calls follow one another use the same memory. This
+  /* Appended: packet and staging memory (docs/memory.md). A process's communicators share one
+   * pool of host packet memory and, per device, one of pinned staging memory (the
+   * process_pinned_* fields: device calls' staging blocks); a call leases blocks from them while
+   * it runs, so communicators whose calls follow one another use the same memory. This
    * communicator: the packet memory it leases now (0 between its calls) and the most it leased
    * at once (what it would keep without the pools). The process: what the pools hold (leased or
-   * kept for the next call; pinned: of this communicator's device), the most they ever held,
-   * and the leases handed out, of which `reuses` took a kept block. */
+   * kept for the next call; pinned: of this communicator's device), the most they ever held, and
+   * the leases handed out, of which `reuses` took a kept block. */
   uint64_t packet_leased_bytes;
   uint64_t packet_peak_bytes;
   uint64_t process_host_packet_bytes;
@@ -99,9 +100,7 @@ typedef struct {
   uint64_t process_pinned_packet_peak_bytes;
   uint64_t process_packet_leases;
   uint64_t process_packet_reuses;
-  /* This communicator's calls that found no pinned packet block kept for them (calls of several
-   * communicators overlapping more than the pool held for): they took plain memory, slower, and
-   * the next call's reservation adds a block. */
+  /* Always 0 (packet memory is plain host memory); kept for the struct's layout. */
   uint64_t packet_misses;
 } sketchcclCommStats;
 

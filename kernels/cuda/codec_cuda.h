@@ -1,6 +1,8 @@
 // CUDA launch wrappers of the codecs (the same SCCL_HD routines as the CPU build, see
-// kernels/codec_impl.h), for the CUDA backend. All pointers are device pointers and every call
-// is stream-ordered and asynchronous: nothing here synchronizes except read_device_error.
+// kernels/codec_impl.h). The device path does not launch them yet (docs/cuda.md: it runs the CPU
+// build on a staged host copy); unit_kernels_codec_gpu checks them against the CPU build. All
+// pointers are device pointers and every call is stream-ordered and asynchronous: nothing here
+// synchronizes except read_device_error.
 //
 // Packets are validated on the device, inside the kernels that read them: every thread block
 // checks the header (and CASQ's table sizes) against the expected one before touching the
@@ -70,9 +72,9 @@ Status add_sum(const float* v, size_t n, float* sum, cudaStream_t stream);
 Status store_sum(const float* sum, size_t n, float scale, ElemType t, void* y, cudaStream_t stream);
 
 // Kernel preloading: each loads every kernel instantiation of its file on the current device
-// (cudaFuncGetAttributes), so that no module load happens later while a stream is held, and raises
-// *max_local_bytes to the largest per-thread local (stack) size among them, for cudaLimitStackSize.
-// Call on the caller's thread at backend creation, before any gate.
+// (cudaFuncGetAttributes), so that no module load happens later, in the middle of a caller's
+// stream, and raises *max_local_bytes to the largest per-thread local (stack) size among them,
+// for cudaLimitStackSize. Call on the caller's thread before the first launch.
 cudaError_t preload_codec_kernels(size_t* max_local_bytes);   // codec_cuda.cu
 cudaError_t preload_sparse_kernels(size_t* max_local_bytes);  // sparse_cuda.cu
 cudaError_t preload_ef_kernels(size_t* max_local_bytes);      // error_feedback.cu

@@ -21,8 +21,8 @@ Status validate_all_reduce(const CollCall& call, kernels::ElemType* elem);
 // ReduceScatter: type, op, buffers (null, alignment, memory, overlap): in place is NCCL's
 // recvbuff == sendbuff + rank · recvcount; any other overlap is ncclInvalidArgument.
 Status validate_reduce_scatter(const CollCall& call, int rank, int nranks, kernels::ElemType* elem);
-// Unclassifiable or mixed memory is ncclInvalidArgument, device memory without a CUDA backend
-// ncclInvalidUsage (standalone: nothing to forward to).
+// Unclassifiable or mixed memory is ncclInvalidArgument, stream-ordered memory (device or
+// page-locked) without CUDA and a device ncclInvalidUsage (standalone: nothing to forward to).
 Status validate_memory(const BufferMemory& mem);
 
 }  // namespace sketchccl::api

@@ -1,8 +1,8 @@
 // Where codec work runs. The ring engine (src/coll) calls a Backend, made by make_backend for the
-// memory type of the call's buffers: the host backend runs the kernels' CPU build on host memory;
-// the CUDA backend (src/backend/cuda) runs their CUDA build on device buffers and stages packets.
-// The ring never calls kernels/ directly, and coll sees only this interface. Every call returns a
-// Status; results come back through out-parameters.
+// memory type of the call's buffers: the host backend runs the kernels' CPU build on host memory,
+// a host call's buffers or a device call's staged copies (device_staging.h). The ring never calls
+// kernels/ directly, and coll sees only this interface. Every call returns a Status; results come
+// back through out-parameters.
 #pragma once
 
 #include <atomic>
@@ -39,18 +39,18 @@ class Backend {
   // The memory its user buffers (x, y) live in.
   virtual MemoryType memory_type() const = 0;
 
-  // Makes the backend's device current on the calling thread (the proxy, once per operation).
+  // Prepares the calling thread (the proxy, once per operation); nothing for the host backend.
   virtual Status activate() { return Status::Ok(); }
-  // Bounds every later wait of this backend for its device (the proxy's, once per operation):
-  // it gives up past `timeout_s` (SKETCHCCL_TIMEOUT) or once *abort (ncclCommAbort) is true.
+  // Bounds every later wait of this backend (the proxy's, once per operation): it gives up past
+  // `timeout_s` (SKETCHCCL_TIMEOUT) or once *abort (ncclCommAbort) is true. The host backend
+  // never waits.
   virtual void bound_waits(const std::atomic<bool>* abort, double timeout_s) {
     (void)abort;
     (void)timeout_s;
   }
-  // After a failed operation: returns once no work of this backend can still write the user's
+  // After a failed operation: returns once no work of this backend can still write the call's
   // buffers (bounded like the other waits); an error when that could not be seen, and then the
-  // communicator must fail before the caller's stream is released, or work queued after the
-  // call could read buffers the device is still writing.
+  // communicator must fail. The host backend's work is done when its calls return.
   virtual Status quiesce() { return Status::Ok(); }
   // dst = src, `bytes` of this backend's memory (a one-rank AllReduce); same or disjoint ranges.
   virtual Status copy(void* dst, const void* src, size_t bytes) {
@@ -60,11 +60,11 @@ class Backend {
 
   // Memory this backend holds, for the statistics (docs/memory.md).
   struct MemoryFigures {
-    uint64_t pinned_bytes = 0;         // pinned host memory held now: leased packets and staging
+    uint64_t pinned_bytes = 0;         // pinned host memory held now (0 on the host backend)
     uint64_t packet_leased_bytes = 0;  // packet memory leased from the process's pools now
     uint64_t packet_peak_bytes = 0;    // the most packet memory it leased at once
-    uint64_t device_bytes = 0;         // device memory it reserves: scratch and alloc_f32 arrays
-    uint64_t packet_misses = 0;        // reserved packet leases that found no kept block
+    uint64_t device_bytes = 0;         // device memory it holds (0 on the host backend)
+    uint64_t packet_misses = 0;        // 0: packet memory is plain host memory
   };
   virtual MemoryFigures memory_figures() const { return MemoryFigures{}; }
 
@@ -107,8 +107,8 @@ class Backend {
     return Status::Ok();
   }
 
-  // Host memory for packets (coll::SliceOps::alloc_packets): plain by default; the CUDA backend
-  // gives pinned memory, which its copies reach without staging and without the host waiting.
+  // Host memory for packets (coll::SliceOps::alloc_packets): plain by default; the host backend
+  // leases it from the process's host packet pool (memory_pool.h).
   virtual void* alloc_packets(size_t bytes) {
     return std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
   }
@@ -117,8 +117,7 @@ class Backend {
   // Error feedback (kernels/error_feedback.h), on this backend's memory: x is a user buffer,
   // the fp32 arrays come from alloc_f32. The arithmetic is the kernels' one SCCL_HD source, so
   // the residuals are the same bits on every backend (the sums' order may differ).
-  // n floats, zeroed in the backend's order (its later calls see zeros; the CUDA backend's on its
-  // stream, so another stream must synchronize with the device first).
+  // n floats, zeroed in the backend's order (its later calls see zeros).
   virtual Status alloc_f32(size_t n, std::unique_ptr<F32Array>* out) = 0;
   virtual Status ef_compensate(const void* x, kernels::ElemType t, size_t n, const float* residual,
                                float* out) = 0;
@@ -162,8 +161,8 @@ class Backend {
 // Host memory, the kernels' CPU build, the calling thread.
 std::unique_ptr<Backend> make_host_backend();
 
-// The backend for buffers of memory type `mem`: the host backend, or the CUDA backend of
-// `device` (kUnhandledCudaError, with the reason, without CUDA in the build or the device).
+// The backend for buffers of memory type `mem`: the host backend for kHost; kInternalError for
+// kDevice (a device call reaches the engine as its staged host copies, device_staging.h).
 Status make_backend(MemoryType mem, int device, std::unique_ptr<Backend>* out);
 
 }  // namespace sketchccl::backend

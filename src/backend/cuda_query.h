@@ -36,7 +36,7 @@ bool has_cuda_backend();
 // this library was built with. Otherwise *reason (a static string) says why, logged once (WARN for
 // an old driver), and the interposer forwards device buffers to the real NCCL.
 bool device_path_usable(const char** reason = nullptr);
-// The calling thread's current device (cudaGetDevice); 0 without a CUDA backend.
+// The calling thread's current device (cudaGetDevice); 0 without CUDA or a device.
 int current_cuda_device();
 
 }  // namespace sketchccl::backend

@@ -15,7 +15,7 @@ Status stage_to_host(void* dst, const void* src, size_t bytes, void* stream);
 // Copies `bytes` from host `src` to device `dst` on `stream` and waits for it.
 Status stage_to_device(void* dst, const void* src, size_t bytes, void* stream);
 
-// ncclMemAlloc/ncclMemFree with a CUDA backend: device memory of the current device.
+// ncclMemAlloc/ncclMemFree with CUDA and a device: device memory of the current device.
 Status device_alloc(void** ptr, size_t bytes);
 Status device_free(void* ptr);
 

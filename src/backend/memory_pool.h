@@ -1,6 +1,6 @@
-// Packet memory shared by every communicator of the process (docs/memory.md): one pool per kind
-// of memory and device, from which the backends lease a block for as long as an operation uses
-// it. Communicators whose calls follow one another (FSDP's, one stream) reuse the same blocks;
+// Packet and staging memory shared by every communicator of the process (docs/memory.md): one
+// pool per kind of memory and device, from which the host backend (packets) and the device
+// stagers (device_staging.h) lease a block for as long as a call uses it. Communicators whose calls follow one another (FSDP's, one stream) reuse the same blocks;
 // calls that overlap hold distinct ones, so no result depends on the callers' timing.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 namespace sketchccl::backend {
 
-// Where a pool's blocks come from: plain host memory, or pinned memory (the CUDA backend).
+// Where a pool's blocks come from: plain host memory, or pinned memory (device calls' staging).
 class BlockSource {
  public:
   virtual ~BlockSource() = default;
@@ -29,7 +29,7 @@ struct PoolFigures {
   uint64_t leases = 0;           // leases handed out
   uint64_t reuses = 0;           // of those, served from a kept block (nothing allocated)
   uint64_t trimmed_bytes = 0;    // given back to the system by trims and the keep limit
-  uint64_t users = 0;            // backends drawing from it now
+  uint64_t users = 0;            // backends and device stagers drawing from it now
 };
 
 class MemoryPool;
@@ -68,7 +68,7 @@ class PoolLease {
 class MemoryPool {
  public:
   // Blocks under `min_kept` bytes are freed when given back, not kept; at most `max_kept` blocks
-  // are kept (the oldest is freed first; 0: no limit, for memory the proxy must never free).
+  // are kept (the oldest is freed first; 0: no limit, for pinned memory freed only by trims).
   MemoryPool(std::unique_ptr<BlockSource> source, size_t min_kept, size_t max_kept);
   ~MemoryPool();
   MemoryPool(const MemoryPool&) = delete;
@@ -78,8 +78,8 @@ class MemoryPool {
   // not over 4 times too large (a small lease would otherwise hold a block a large one needs),
   // else a fresh one. Empty when the source has no memory.
   PoolLease take(size_t bytes) { return take(bytes, true); }
-  // A kept block only, as take() chooses it; empty when none fits. Never allocates (the CUDA
-  // backend's proxy, which must not allocate pinned memory).
+  // A kept block only, as take() chooses it; empty when none fits. Never allocates (for a thread
+  // that must not, such as a proxy).
   PoolLease take_kept(size_t bytes) { return take(bytes, false); }
   // Makes sure at least `count` kept blocks would serve take_kept(bytes), allocating the rest
   // (the caller's thread, ahead of a call whose proxy will lease one). False when the source has
@@ -90,7 +90,7 @@ class MemoryPool {
   bool add_block(size_t bytes);
   // Frees every kept block (none that is leased); returns the bytes freed.
   size_t trim();
-  // A backend that draws from the pool comes and goes; when the last goes, the pool is trimmed.
+  // A user (backend, device stager) comes and goes; when the last goes, the pool is trimmed.
   void add_user();
   void remove_user();
   PoolFigures figures() const;

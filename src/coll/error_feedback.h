@@ -65,8 +65,8 @@ class FeedbackSliceOps : public SliceOps {
   }
 
  private:
-  // Error feedback's arrays are the backend's memory (device memory for the CUDA backend): the
-  // slices, residuals and decoded values never leave it.
+  // Error feedback's arrays are the backend's memory (host memory, for a device call's staged
+  // copy too): the slices, residuals and decoded values never leave it.
   Status scratch(std::unique_ptr<backend::F32Array>* a, size_t n);
   // x + residual for this slice, in fp32.
   Status compensated(size_t offset, size_t n, float** x);

@@ -15,7 +15,7 @@ class Work {
 
   // Runs exactly once when the work completes -- ran, failed, or dropped by abort or a
   // finalized communicator -- on the completing thread. Set it before the work is queued.
-  // (The stream gate releases the caller's stream here.)
+  // (A staged device call writes its `done` flag here, releasing the caller's stream.)
   void set_on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
 
   // On the proxy thread.

@@ -1,10 +1,10 @@
 // A taken-over AllReduce on a communicator of several nodes of several ranks, in front of a real
-// NCCL (docs/hierarchy.md): ncclReduceScatter on the node's communicator, the gated compressed
-// rail phase, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter of host
+// NCCL (docs/hierarchy.md): ncclReduceScatter on the node's communicator, the compressed rail
+// phase staged behind it, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter of host
 // buffers: the input regrouped by rail, ncclReduceScatter of it on the node's communicator, the
 // compressed rail ReduceScatter into recvbuff; of device buffers (each node's ranks consecutive):
 // one ncclReduceScatter per node in one real group into a stream-ordered device scratch, then
-// the gated rail ReduceScatter from it.
+// the rail ReduceScatter staged from it.
 #pragma once
 
 #include <nccl.h>
@@ -19,7 +19,7 @@ namespace sketchccl::interpose {
 // buffers only where each node's ranks are consecutive), the communicator is hierarchical (and
 // its node split did not fail). Inside a group the
 // phases run at its outermost end, after the real group (src/api/group.h): NCCL launches a
-// group's calls only there, and the rail must be gated behind phase 1's real kernel. Agreed
+// group's calls only there, and the rail's staging copy must follow phase 1's real kernel. Agreed
 // inputs only, given the same group structure on every rank.
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call);
 // The elements past the largest multiple of L (NCCL's ReduceScatter needs L equal shards): an

@@ -32,7 +32,7 @@ struct PolicyInput {
   bool mem_pending = false;
   bool mem_known = true;  // false: CUDA's query failed or the host memory is not readable
   backend::MemoryType mem = backend::MemoryType::kHost;
-  bool cuda_backend = false;            // this build can run codecs on the GPU
+  bool cuda_backend = false;            // device buffers may take the device path (docs/cuda.md)
   const char* cuda_unusable = nullptr;  // why not (backend::device_path_usable), if known
   // SKETCHCCL_CODEC=auto's verdict on the measured links (coll/network_verdict.h): NCCL alone is
   // predicted fastest for host / device buffers of this call.
@@ -51,7 +51,7 @@ enum class ForwardReason {
   kSize,       // under SKETCHCCL_MIN_BYTES
   kCapture,    // the stream is being captured into a CUDA graph
   kMemory,     // memory that cannot be classified (any doubt forwards)
-  kNoBackend,  // device memory without a working CUDA backend
+  kNoBackend,  // stream-ordered memory without a usable device path (docs/cuda.md)
   kSimulated,  // inside a group ended by ncclGroupSimulateEnd (the front decides that)
   kNoGain,     // auto: no codec is predicted faster than NCCL on these links
 };

@@ -1,8 +1,9 @@
 // Every collective and send/recv without a real NCCL. AllReduce and ReduceScatter of float32,
 // float16 or bfloat16 with sum or avg run on SketchCCL's compressed ring (host memory, or device
-// memory with the CUDA backend), one path for both; below SKETCHCCL_MIN_BYTES of input, or with
-// SKETCHCCL_ENABLE=0, exact (`none`): there is no NCCL to forward them to. Every other type, op
-// and collective runs on the exact engine (exact_calls.h), sends and receives on p2p_calls.h.
+// and page-locked memory staged on the caller's stream, docs/cuda.md), one path for both; below
+// SKETCHCCL_MIN_BYTES of input, or with SKETCHCCL_ENABLE=0, exact (`none`): there is no NCCL to
+// forward them to. Every other type, op and collective runs on the exact engine (exact_calls.h),
+// sends and receives on p2p_calls.h.
 #include "src/api/coll_config.h"
 #include "src/api/last_error.h"
 #include "src/api/runtime.h"
@@ -17,7 +18,8 @@ namespace sketchccl::standalone {
 namespace {
 
 ncclResult_t run_compressed(coll::Communicator& c, api::CollCall call, bool exact_asked) {
-  // Host memory positively, or device memory (run only with the CUDA backend); else an error.
+  // Host memory positively, or stream-ordered memory (run only with CUDA and a device); else an
+  // error.
   call.mem = api::classify(call, c.nranks());
   Status st = api::validate(call, c.rank(), c.nranks(), &call.elem);
   if (!st.ok()) return api::report(st, call.api);

@@ -60,7 +60,7 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
   args.rank = rank;
   args.nranks = nranks;
   std::memcpy(args.id.data(), id.internal, coll::kIdBytes);
-  args.cuda_device = backend::current_cuda_device();  // 0 without a device, as before
+  args.cuda_device = backend::current_cuda_device();  // 0 without a device
   args.nonblocking = !cc.blocking;
   auto c = Communicator::create(args, rt.settings(), rt.config_hash());
   ncclComm_t handle = rt.add_owned(c);

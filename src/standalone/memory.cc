@@ -1,4 +1,4 @@
-// ncclMemAlloc/ncclMemFree and buffer registration in standalone mode. With a CUDA backend
+// ncclMemAlloc/ncclMemFree and buffer registration in standalone mode. With CUDA and a device
 // ncclMemAlloc gives device memory of the current device (cudaMalloc), as NCCL does; without one,
 // host memory aligned to 4 KiB (what the host-memory engine runs on). Registration is accepted
 // and does nothing: the engine copies through its own packet memory and needs no registration.

@@ -1,5 +1,5 @@
-// The ring with codec work that completes later (SliceOps::encode_start / step_start / test, as
-// the CUDA backend does it): ranks are threads over loopback sockets, a reduction reads its
+// The ring with codec work that completes later (SliceOps::encode_start / step_start / test, the
+// contract of an asynchronous backend): ranks are threads over loopback sockets, a reduction reads its
 // incoming packet and writes its output only when test() reports the work done, so a ring that
 // sent, reused or decoded a packet too early would get a wrong sum. Packet memory comes from
 // alloc_packets and must all come back.
