@@ -102,6 +102,10 @@ typedef struct {
   uint64_t process_packet_reuses;
   /* Always 0 (packet memory is plain host memory); kept for the struct's layout. */
   uint64_t packet_misses;
+  /* Appended: device runtime calls made on a communicator's proxy thread in this process: 0 by
+   * design, since the proxy and a caller's stream meet only through flags in pinned memory
+   * (docs/cuda.md). */
+  uint64_t proxy_cuda_calls;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

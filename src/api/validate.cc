@@ -101,12 +101,13 @@ Status validate_memory(const BufferMemory& mem) {
   if (!mem.known) {
     return errorf(Code::kInvalidArgument,
                   "sendbuff or recvbuff is memory SketchCCL cannot classify (%s): it runs on "
-                  "readable host memory, or device memory with the CUDA backend",
+                  "readable host memory, or device memory where CUDA has a device",
                   mem.why);
   }
   if (mem.mixed) {
     return Status(Code::kInvalidArgument,
-                  "sendbuff and recvbuff must both be device memory or both host memory");
+                  "sendbuff and recvbuff must both be device memory or both host memory (page-locked "
+                  "host memory counts as device memory: it is stream-ordered)");
   }
   if (mem.type == backend::MemoryType::kDevice && !backend::has_cuda_backend()) {
     return Status(Code::kInvalidUsage,

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "src/backend/device_runtime.h"
 #include "src/core/log.h"
@@ -104,6 +106,39 @@ void StagedCall::cancel(const Status& why) {
   is_cancelled_.store(true, std::memory_order_release);
 }
 
+namespace {
+
+// The staging blocks of a device's calls whose stream may still use them, whichever stager staged
+// them: a block goes back to the pool once its stream wrote `back`, seen by any caller's thread.
+struct Held {
+  const DeviceStager* owner;
+  PoolLease lease;
+  std::shared_ptr<StagedCall> call;
+};
+struct Ledger {
+  std::mutex mu;
+  std::vector<Held> held;
+  // Under mu: gives back the blocks of finished calls.
+  void reclaim() {
+    for (auto it = held.begin(); it != held.end();) {
+      if (it->call->finished()) {
+        it->lease.reset();
+        it = held.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+Ledger& ledger(int device) {
+  static std::mutex mu;
+  static auto* all = new std::map<int, Ledger>();  // never destroyed: leases outlive statics
+  std::lock_guard<std::mutex> lock(mu);
+  return (*all)[device];
+}
+
+}  // namespace
+
 DeviceStager::DeviceStager(int device) : device_(device) {
   staging_pool(device_).add_user();
 }
@@ -113,22 +148,27 @@ DeviceStager::~DeviceStager() {
   // blocks are then abandoned (never reused, never freed).
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(timeout_s_, 10.0));
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Held& h : held_) {
-    while (!h.call->finished() && std::chrono::steady_clock::now() < deadline) {
+  Ledger& l = ledger(device_);
+  std::lock_guard<std::mutex> lock(l.mu);
+  for (auto it = l.held.begin(); it != l.held.end();) {
+    if (it->owner != this) {
+      ++it;
+      continue;
+    }
+    while (!it->call->finished() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    if (h.call->finished()) {
-      h.lease.reset();
+    if (it->call->finished()) {
+      it->lease.reset();
     } else {
       SCCL_WARN(kLogColl,
                 "a device call's result was not copied back when its communicator ended: its "
                 "%zu pinned bytes are never reused",
-                h.lease.capacity());
-      h.lease.abandon();
+                it->lease.capacity());
+      it->lease.abandon();
     }
+    it = l.held.erase(it);
   }
-  held_.clear();
   staging_pool(device_).remove_user();
 }
 
@@ -143,20 +183,10 @@ Status DeviceStager::prepare() {
   return Status::Ok();
 }
 
-void DeviceStager::reclaim() {
-  for (auto it = held_.begin(); it != held_.end();) {
-    if (it->call->finished()) {
-      it->lease.reset();
-      it = held_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  reclaim();
+  Ledger& l = ledger(device_);
+  std::lock_guard<std::mutex> lock(l.mu);
+  l.reclaim();
   const size_t bytes = kDataAt + round64(in_bytes) + round64(out_bytes);
   PoolLease lease = staging_pool(device_).take(bytes);
   if (!lease) {
@@ -178,7 +208,7 @@ Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<St
   store(c->ready_, 0);
   store(c->done_, 0);
   store(c->back_, 0);
-  held_.push_back(Held{std::move(lease), c});
+  l.held.push_back(Held{this, std::move(lease), c});
   *out = std::move(c);
   return Status::Ok();
 }
@@ -208,17 +238,21 @@ Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
 }
 
 uint64_t DeviceStager::pinned_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  Ledger& l = ledger(device_);
+  std::lock_guard<std::mutex> lock(l.mu);
   uint64_t n = 0;
-  for (const Held& h : held_)
-    n += h.lease.capacity();
+  for (const Held& h : l.held) {
+    if (h.owner == this) n += h.lease.capacity();
+  }
   return n;
 }
 
 size_t DeviceStager::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<size_t>(
-      std::count_if(held_.begin(), held_.end(), [](const Held& h) { return !h.call->finished(); }));
+  Ledger& l = ledger(device_);
+  std::lock_guard<std::mutex> lock(l.mu);
+  return static_cast<size_t>(std::count_if(l.held.begin(), l.held.end(), [this](const Held& h) {
+    return h.owner == this && !h.call->finished();
+  }));
 }
 
 }  // namespace sketchccl::backend

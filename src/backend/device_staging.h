@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 
@@ -73,31 +72,24 @@ class DeviceStager {
   Status prepare();
   // A staging block for a call of `in_bytes` in and `out_bytes` out: a kept block of the
   // process's pinned staging pool, else a new one (allocated here, on the caller's thread);
-  // kSystemError when there is no pinned memory.
+  // kSystemError when there is no pinned memory. First gives back the blocks of every finished
+  // call of the device, this stager's or another's (communicators used in turn share blocks).
   Status stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out);
   // Enqueues the call's stream operations on `stream`: copy `send` to in(), write ready, wait
   // done, copy out() to `recv`, write back. Call it after the proxy's work is queued (a launch may
   // block until the kernel it launches ends). On a failure before `ready` was enqueued the call is
   // cancelled (the proxy does not run it); after, the proxy runs it and the error is the caller's.
   Status enqueue(void* stream, const void* send, void* recv, const std::shared_ptr<StagedCall>& c);
-  // Pinned bytes of the staging blocks this stager holds now.
+  // Pinned bytes of the staging blocks this stager's calls hold now.
   uint64_t pinned_bytes() const;
   // The calls whose result the stream has not yet copied back.
   size_t in_flight() const;
   void set_timeout(double timeout_s) { timeout_s_ = timeout_s; }
 
  private:
-  struct Held {
-    PoolLease lease;
-    std::shared_ptr<StagedCall> call;
-  };
-  // Gives back the blocks of finished calls.
-  void reclaim();
-
   const int device_;
   double timeout_s_ = 300;
   mutable std::mutex mu_;
-  std::deque<Held> held_;
   bool prepared_ = false;
 };
 

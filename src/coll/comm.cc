@@ -627,9 +627,6 @@ Status Communicator::release_device_memory() {
   auto w = submit([this] {
     engine_.release_device_memory();
     if (hier_) hier_->rail().release_device_memory();
-    // Pool memory that no communicator leases goes too; the others' next reservations make the
-    // pools hold it again (on their caller's thread).
-    backend::trim_process_pools();
     publish_stats();
     return Status::Ok();
   });
@@ -642,6 +639,8 @@ Status Communicator::release_device_memory() {
     stager = std::move(stager_);
   }
   stager.reset();
+  // Pool memory that no communicator leases goes too, here on the caller's thread (a pinned free
+  // is a CUDA call); the others' next calls make the pools hold it again.
   backend::trim_process_pools();
   return st;
 }

@@ -78,8 +78,8 @@ class HierarchicalAllReduce {
  public:
   HierarchicalAllReduce(const Settings& settings, const Topology& topo, int cuda_device = 0);
 
-  // Host buffers of an AllReduce or a ReduceScatter; device buffers keep the flat ring (the rail
-  // kinds are run_rail's).
+  // Host buffers of an AllReduce or a ReduceScatter, a device call's staged copies included (the
+  // rail kinds are run_rail's).
   static bool takes(const AllReduceArgs& args) {
     return (args.kind == CallKind::kAllReduce || args.kind == CallKind::kReduceScatter) &&
            args.mem == backend::MemoryType::kHost;

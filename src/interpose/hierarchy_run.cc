@@ -251,7 +251,7 @@ ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
 // 1: N ncclReduceScatters in one real group, node n's over its L consecutive input chunks into
 // chunk n of a device scratch from SketchCCL's pool, so that local rank l gets the node's sums of
 // its rail's N chunks with no regroup copy; 2: the rail's compressed ReduceScatter of the scratch
-// into recvbuff, gated on the stream behind phase 1; the scratch goes back to the pool on the
+// into recvbuff, staged on the stream behind phase 1; the scratch goes back to the pool on the
 // stream behind the rail. No NCCL phase follows the rail: once phase 1 is enqueued the node's
 // peers wait for nothing more of this rank.
 ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communicator& c,
@@ -369,7 +369,7 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
     }
     return done;
   };
-  // 2: the compressed AllReduce of the shard along the rail (ncclAvg divides by N), gated on
+  // 2: the compressed AllReduce of the shard along the rail (ncclAvg divides by N), staged on
   // the stream behind phase 1.
   api::CollCall rail = call;
   rail.send = mine;

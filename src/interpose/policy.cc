@@ -58,7 +58,7 @@ PolicyDecision decide(const PolicyInput& in) {
   if (in.mem == backend::MemoryType::kDevice && !in.cuda_backend) {
     return forward_because(R::kNoBackend, in.cuda_unusable != nullptr && *in.cuda_unusable != '\0'
                                               ? in.cuda_unusable
-                                              : "device buffers need the CUDA backend");
+                                              : "device buffers need CUDA and a device");
   }
   if (in.mem == backend::MemoryType::kDevice ? in.no_gain_device : in.no_gain_host) {
     return forward_because(R::kNoGain, "auto: NCCL alone is predicted faster on these links");

@@ -37,6 +37,7 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->process_packet_leases = s.process_host_packets.leases + s.process_pinned_packets.leases;
   out->process_packet_reuses = s.process_host_packets.reuses + s.process_pinned_packets.reuses;
   out->packet_misses = s.packet_misses;
+  out->proxy_cuda_calls = s.proxy_cuda_calls;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;
