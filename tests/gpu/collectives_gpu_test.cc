@@ -1,6 +1,6 @@
 // Standalone mode with several ranks on one GPU (NCCL refuses it: "Duplicate GPU detected"):
 // 2 and 4 processes on device 0 run the exact calls on host and on device memory next to a device
-// AllReduce; also coll_worker's send/recv scenario with the CUDA backend present. Skips without a
+// AllReduce; also coll_worker's send/recv scenario with CUDA present. Skips without a
 // device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

@@ -1,8 +1,9 @@
-// The GPU path's first contact (docs/cuda.md): the first call of every codec on
-// a held stream, CUDA_LAUNCH_BLOCKING=1 and CUDA_DEVICE_MAX_CONNECTIONS=1 (no gate: synchronous
-// calls), a graph captured on another thread during taken-over calls, two communicators on two
-// streams, abort during a gated operation. Standalone, 2 processes on device 0 (suite 'gpu'; every
-// case skips without a device, and the binary then exits 77). Bit identity across ranks for every
+// The GPU path's first contact (docs/cuda.md): the first call of every codec on a held stream,
+// CUDA_LAUNCH_BLOCKING=1 and CUDA_DEVICE_MAX_CONNECTIONS=1 (the call is staged on the caller's
+// stream there too), a graph captured on another thread during taken-over calls, two
+// communicators on two streams, abort while the stream waits for the call. Standalone, 2
+// processes on device 0 (suite 'gpu'; every case skips without a device, and the binary then
+// exits 77). Bit identity across ranks for every
 // codec, s2 included, is api_test.cc's GpuAllReduce (identical output bytes on every rank).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -57,8 +58,8 @@ class FirstCall : public ::testing::TestWithParam<std::string> {
   }
 };
 
-// Each codec's first kernels run after the stream gate closed: they must have been loaded when
-// the backend was made, else the loader may wait for the held stream.
+// The communicator's first device call of each codec (its staging memory allocated, its flag
+// operations prepared) while work before it still holds the stream.
 TEST_P(FirstCall, OfEveryCodecUnderAHeldStreamCompletes) {
   expect_agreement(run("held_first", 2, {"SKETCHCCL_CODEC=" + GetParam()}, {"300007"}));
 }
@@ -67,16 +68,17 @@ INSTANTIATE_TEST_SUITE_P(Codecs, FirstCall,
                          ::testing::Values("none", "bf16", "fp16", "q8", "q4", "q2", "casq2",
                                            "casq3", "casq4", "s2", "sparse"));
 
-// Launches that return only when their kernel ended (also what compute-sanitizer and ncu do):
-// the call runs without the gate, whose wait kernel would never end.
-TEST_F(FirstContact, LaunchBlockingRunsWithoutTheGate) {
+// Launches that return only when their work ended (also what compute-sanitizer and ncu do): the
+// call is staged all the same (the proxy's work is queued before the stream operations, so the
+// wait for it returns) and completes.
+TEST_F(FirstContact, LaunchBlockingCallIsStagedAndCompletes) {
   expect_agreement(
       run("held_first", 2, {"CUDA_LAUNCH_BLOCKING=1", "SKETCHCCL_CODEC=q8"}, {"300007"}));
 }
 
-// One hardware queue for every stream (Megatron, NeMo): standalone cannot forward, so the call
-// runs without the gate, synchronously on the caller's thread.
-TEST_F(FirstContact, OneHardwareQueueRunsSynchronously) {
+// One hardware queue for every stream (Megatron, NeMo): the call is staged as anywhere else and
+// returns while its stream is still busy; it, the work after it and a second stream complete.
+TEST_F(FirstContact, OneHardwareQueueCallIsStagedAndCompletes) {
   expect_agreement(run("second_stream", 2,
                        {"CUDA_DEVICE_MAX_CONNECTIONS=1", "SKETCHCCL_CODEC=none"}, {"200000"}));
 }
@@ -87,7 +89,7 @@ TEST_F(FirstContact, GraphCapturedOnAnotherThreadDuringATakenOverCall) {
   expect_agreement(run("capture_thread", 2, {"SKETCHCCL_CODEC=none"}, {"200000"}));
 }
 
-// Pinned packet memory grows while a gate holds the stream (DDP queues bucket N+1 behind N).
+// Staging blocks grow while earlier calls hold the stream (DDP queues bucket N+1 behind N).
 TEST_F(FirstContact, LargerBucketsQueuedBehindAHeldStream) {
   expect_agreement(run("growing_buckets", 2, {"SKETCHCCL_CODEC=none"}, {"6250000"}));
 }
@@ -96,8 +98,8 @@ TEST_F(FirstContact, TwoCommunicatorsOnTwoStreams) {
   expect_agreement(run("two_comms", 2, {"SKETCHCCL_CODEC=none"}, {"100000", new_id_hex()}));
 }
 
-TEST_F(FirstContact, AbortDuringAGatedOperationReleasesTheStream) {
-  expect_agreement(run("abort_gated", 2, {}, {"100000"}));
+TEST_F(FirstContact, AbortWhileTheStreamWaitsForTheCallReleasesIt) {
+  expect_agreement(run("abort_held", 2, {}, {"100000"}));
 }
 
 }  // namespace

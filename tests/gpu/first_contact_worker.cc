@@ -5,11 +5,12 @@
 //
 // Scenarios: held_first (the process's first AllReduce, of SKETCHCCL_CODEC, on a stream held by
 // a slow kernel; also run under CUDA_LAUNCH_BLOCKING=1), second_stream (under
-// CUDA_DEVICE_MAX_CONNECTIONS=1: the call runs synchronously, work after it and on a second
-// stream completes), capture_thread (another thread captures a graph in global mode during the
-// first two taken-over calls), growing_buckets (larger AllReduces queued while earlier ones
-// hold the stream), two_comms (two communicators on two streams), abort_gated
-// (ncclCommAbort while the caller's stream is held). Prints rank_report.h's CASE lines.
+// CUDA_DEVICE_MAX_CONNECTIONS=1: the call is staged and returns while its stream is busy; it,
+// work after it and a second stream's work complete), capture_thread (another thread captures a
+// graph in global mode during the first two taken-over calls), growing_buckets (larger
+// AllReduces queued while earlier ones hold the stream), two_comms (two communicators on two
+// streams), abort_held (ncclCommAbort while the caller's stream waits for the call). Prints
+// rank_report.h's CASE lines.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -98,10 +99,11 @@ void held_first(ncclComm_t comm, const std::string& codec, size_t count) {
   cudaStreamDestroy(s);
 }
 
-// Under CUDA_DEVICE_MAX_CONNECTIONS=1 every stream shares one hardware queue, where a held stream
-// would block the backend's own work: the AllReduce runs without the gate, on the caller's
-// thread (its stream drained first, nothing of the call left on it when it returns). Work queued
-// after it on its stream, and a second stream's work, both complete.
+// Under CUDA_DEVICE_MAX_CONNECTIONS=1 every stream shares one hardware queue. A staged call puts
+// nothing there but its own copies and flag operations on the caller's stream, and the proxy
+// makes no CUDA call: the AllReduce is staged as anywhere else and returns while the slow kernel
+// before it still runs. It, the work queued after it on its stream, and a second stream's work
+// (queued behind the held stream on the one queue) all complete.
 void second_stream(ncclComm_t comm, size_t count) {
   cudaStream_t s1, s2;
   CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -112,11 +114,11 @@ void second_stream(ncclComm_t comm, size_t count) {
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dsum), sizeof(double)));
   CUDA_OK(sketchccl::gputest::fill_after_delay(x, count, static_cast<float>(g_rank), 100, s1));
   NCCL_OK(ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s1));
-  const bool synchronous = cudaStreamQuery(s1) == cudaSuccess;
-  CUDA_OK(sketchccl::gputest::sum_to(x, count, dsum, s1));  // dependent work after the gate
+  const bool staged = cudaStreamQuery(s1) == cudaErrorNotReady;
+  CUDA_OK(sketchccl::gputest::sum_to(x, count, dsum, s1));  // dependent work after the call
   CUDA_OK(sketchccl::gputest::spin_ms(5, s2));
   std::string verdict =
-      synchronous ? "OK" : "FAIL the AllReduce left work on its stream (it was gated)";
+      staged ? "OK" : "FAIL the AllReduce waited for its stream (it was not staged)";
   if (!finishes(s2, 30)) verdict = "FAIL the second stream did not complete";
   if (!finishes(s1, 90)) verdict = "FAIL the AllReduce's stream did not complete (hang)";
   double got = 0, want = 0;
@@ -133,9 +135,10 @@ void second_stream(ncclComm_t comm, size_t count) {
 }
 
 // Another thread captures a graph in global mode (PyTorch's default) while this thread, in
-// global mode too, makes its first taken-over AllReduce (the backend is built and warmed up
-// then) and a second one: neither SketchCCL's calls on this thread nor the proxy's may
-// invalidate that capture. The test's own polling runs relaxed, so only SketchCCL's calls count.
+// global mode too, makes its first taken-over AllReduce (its staging memory is allocated and its
+// flag operations prepared then) and a second one: neither SketchCCL's calls on this thread nor the
+// proxy's may invalidate that capture. The test's own polling runs relaxed, so only SketchCCL's
+// calls count.
 void capture_thread(ncclComm_t comm, size_t count) {
   auto set_mode = [](cudaStreamCaptureMode m) { CUDA_OK(cudaThreadExchangeStreamCaptureMode(&m)); };
   cudaStream_t s;
@@ -227,7 +230,7 @@ void two_comms(ncclComm_t a, ncclComm_t b, size_t count) {
 }
 
 // DDP's pattern: a small first bucket, then larger ones queued while the earlier ones still hold
-// the stream, so the pinned arena grows while a gate holds. All must complete.
+// the stream, so new staging blocks are allocated while the stream waits. All must complete.
 void growing_buckets(ncclComm_t comm, size_t count) {
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -252,14 +255,14 @@ void growing_buckets(ncclComm_t comm, size_t count) {
   cudaStreamDestroy(s);
 }
 
-// Rank 0's stream is held by an AllReduce the other ranks never join; ncclCommAbort must let
-// the stream go on within seconds.
-void abort_gated(ncclComm_t comm, size_t count) {
+// Rank 0's stream waits for an AllReduce the other ranks never join; ncclCommAbort must let the
+// stream go on within seconds.
+void abort_held(ncclComm_t comm, size_t count) {
   const int zero = 0;
   if (g_rank != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     ncclCommAbort(comm);
-    report_case("abort_gated", &zero, sizeof zero, "OK");
+    report_case("abort_held", &zero, sizeof zero, "OK");
     return;
   }
   cudaStream_t s;
@@ -276,7 +279,7 @@ void abort_gated(ncclComm_t comm, size_t count) {
   const double s_taken =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (verdict == "OK" && s_taken > 15) verdict = "FAIL abort took " + std::to_string(s_taken);
-  report_case("abort_gated", &zero, sizeof zero, verdict);
+  report_case("abort_held", &zero, sizeof zero, verdict);
   cudaFree(x);
   cudaStreamDestroy(s);
 }
@@ -289,7 +292,9 @@ int main(int argc, char** argv) {
   g_rank = wa.rank;
   g_nranks = wa.nranks;
   CUDA_OK(cudaSetDevice(0));
-  CUDA_OK(sketchccl::gputest::preload_kernels());  // before any stream is gated
+  // Before any stream waits for a call: under lazy loading a kernel's first launch synchronizes
+  // the device.
+  CUDA_OK(sketchccl::gputest::preload_kernels());
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "none";
   const size_t count = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 100000;
@@ -310,8 +315,8 @@ int main(int argc, char** argv) {
     NCCL_OK(ncclCommInitRank(&b, g_nranks, id2, g_rank));
     two_comms(comm, b, count);
     NCCL_OK(ncclCommDestroy(b));
-  } else if (wa.scenario == "abort_gated") {
-    abort_gated(comm, count);
+  } else if (wa.scenario == "abort_held") {
+    abort_held(comm, count);
     return g_case_failures ? 1 : 0;  // the communicator is gone
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", wa.scenario.c_str());

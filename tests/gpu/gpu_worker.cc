@@ -114,7 +114,7 @@ bool finishes(cudaStream_t s, double seconds) {
 
 // Stream order through the API: a slow kernel before writes the input, a kernel after sums the
 // output; ncclAllReduce returns while the stream is still busy; rank 0 calls 300 ms late, so the
-// other ranks' streams wait in the gate meanwhile, and another stream of theirs still runs.
+// other ranks' streams wait for the call meanwhile, and another stream of theirs still runs.
 int scenario_order(ncclComm_t comm, size_t count) {
   cudaStream_t s1, s2;
   CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -124,8 +124,9 @@ int scenario_order(ncclComm_t comm, size_t count) {
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&x), count * sizeof(float)));
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dsum), sizeof(double)));
   CUDA_OK(cudaMemset(x, 0, count * sizeof(float)));
-  // The communicator's first device AllReduce makes its backend (kernels loaded and warmed up on
-  // this thread, docs/cuda.md): a one-time cost, outside the call timed below.
+  // The communicator's first device AllReduce prepares its staging (pinned memory allocated and
+  // the flag operations loaded on this thread, docs/cuda.md): a one-time cost, outside the call
+  // timed below.
   NCCL_OK(ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, s1));
   CUDA_OK(cudaStreamSynchronize(s1));
   CUDA_OK(cudaMemset(x, 0, count * sizeof(float)));
@@ -142,9 +143,9 @@ int scenario_order(ncclComm_t comm, size_t count) {
     verdict = "FAIL ncclAllReduce blocked the caller for " + std::to_string(call_ms) + " ms";
   if (cudaStreamQuery(s1) != cudaErrorNotReady) verdict = "FAIL the stream was already idle";
   if (g_rank != 0) {
-    // Our stream is held in the gate until rank 0 joins; another stream must still run.
+    // Our stream waits for the call until rank 0 joins; another stream must still run.
     CUDA_OK(sketchccl::gputest::spin_ms(2, s2));
-    if (!finishes(s2, 5)) verdict = "FAIL another stream was blocked while the gate waited";
+    if (!finishes(s2, 5)) verdict = "FAIL another stream was blocked while the call waited";
   }
   if (!finishes(s1, 60)) verdict = "FAIL the AllReduce never completed on the stream";
   double got = 0;
@@ -236,7 +237,9 @@ int main(int argc, char** argv) {
   g_nranks = wa.nranks;
   const ncclUniqueId& id = wa.id;
   CUDA_OK(cudaSetDevice(0));
-  CUDA_OK(sketchccl::gputest::preload_kernels());  // before any stream is gated
+  // Before any stream waits for a call: under lazy loading a kernel's first launch synchronizes
+  // the device.
+  CUDA_OK(sketchccl::gputest::preload_kernels());
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "auto";
   ncclComm_t comm = nullptr;

@@ -1,11 +1,12 @@
 // The CUDA build's checks that need no device (suite 'unit' and 'gpu'): the CUDA queries and
-// the device-path rule (driver, CUDA_DEVICE_MAX_CONNECTIONS), the kernel preload, the stream gate's
-// marker and release hook, and the host backend's error feedback.
+// the device-path rule (the driver's age; CUDA_DEVICE_MAX_CONNECTIONS no longer matters), the
+// release hook of a staged call's work, and the host backend's error feedback.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -16,12 +17,9 @@
 #include "kernels/convert.h"
 #include "kernels/error_feedback.h"
 #include "src/backend/backend.h"
-#include "src/backend/cuda/cuda_backend.h"
-#include "src/backend/cuda/kernel_preload.h"
-#include "src/backend/cuda/stream_gate.h"
 #include "src/backend/cuda_probe.h"
 #include "src/backend/cuda_query.h"
-#include "src/backend/warm_up.h"
+#include "src/backend/device_runtime.h"
 #include "src/coll/work.h"
 #include "tests/gpu/ef_reference.h"
 #include "tests/gpu/have_device.h"
@@ -44,18 +42,14 @@ TEST(CudaQuery, BackendExactlyWhenADeviceIsVisible) {
   EXPECT_EQ(has_cuda_backend(), have_device());
   if (!have_device()) {
     EXPECT_EQ(current_cuda_device(), 0);
-    std::unique_ptr<CudaBackend> b;
-    EXPECT_EQ(make_cuda_backend(0, &b).code(), Code::kUnhandledCudaError);
-    std::unique_ptr<CudaStreamGate> g;
-    EXPECT_FALSE(CudaStreamGate::create(0, CudaStreamGate::Mechanism::kAuto, &g).ok());
-    std::unique_ptr<StreamGate> sg;
-    EXPECT_EQ(make_stream_gate(MemoryType::kDevice, 0, &sg).code(), Code::kUnhandledCudaError);
-    std::unique_ptr<Backend> be;
-    EXPECT_EQ(make_backend(MemoryType::kDevice, 0, &be).code(), Code::kUnhandledCudaError);
+    // The staged path's stream operations refuse instead of pretending.
+    std::string how;
+    EXPECT_EQ(cuda_device_runtime().prepare(0, &how).code(), Code::kUnhandledCudaError);
+    EXPECT_EQ(cuda_device_runtime().alloc_staging(0, 4096), nullptr);
   }
 }
 
-// The stream gate is released from Work's completion callback: it must run exactly once
+// A staged call's stream is released from Work's completion callback: it must run exactly once
 // whether the work ran, failed, or was dropped (abort completes queued work from another
 // thread), and after the status is visible.
 TEST(WorkOnComplete, RunsExactlyOnceHoweverTheWorkEnds) {
@@ -123,56 +117,7 @@ TEST(ErrorFeedback, HostBackendKeepsTheEnginesArithmetic) {
   }
 }
 
-TEST(GateMarker, WaitEndsAtAbortAndAtTheTimeoutWithoutADevice) {
-  GateMarker m;
-  std::atomic<bool> abort{false};
-  auto t0 = std::chrono::steady_clock::now();
-  Status st = m.wait(0.1, &abort);
-  EXPECT_EQ(st.code(), Code::kRemoteError);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
-  std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    abort.store(true);
-  });
-  EXPECT_EQ(m.wait(30, &abort).code(), Code::kRemoteError);
-  t.join();
-  GateMarker fired;
-  std::thread f([&] { fired.fire(); });
-  EXPECT_TRUE(fired.wait(30, nullptr).ok());
-  f.join();
-}
-
-// A marker whose wait could not be enqueued: the proxy's wait gives the enqueue's error at once,
-// whether the marker fired before or fires later (the stream is not held: the ring must not run).
-TEST(GateMarker, CancelledWaitReturnsTheEnqueueErrorEvenWhenFired) {
-  GateMarker m;
-  std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    m.cancel(Status(Code::kUnhandledCudaError, "wait kernel launch failed"));
-  });
-  auto t0 = std::chrono::steady_clock::now();
-  Status st = m.wait(30, nullptr);
-  t.join();
-  EXPECT_EQ(st.code(), Code::kUnhandledCudaError);
-  EXPECT_EQ(st.message(), "wait kernel launch failed");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  GateMarker fired;
-  fired.fire();
-  fired.cancel(Status(Code::kUnhandledCudaError, "late"));
-  EXPECT_EQ(fired.wait(30, nullptr).code(), Code::kUnhandledCudaError);
-}
-
-// ---- the device-path rule and the preload ---------------------------------------------------
-
-TEST(DevicePath, OneHardwareQueueForwardsDeviceBuffers) {
-  EXPECT_TRUE(max_connections_allow_device_path(nullptr));
-  EXPECT_TRUE(max_connections_allow_device_path(""));
-  EXPECT_TRUE(max_connections_allow_device_path("8"));
-  EXPECT_TRUE(max_connections_allow_device_path("2"));
-  EXPECT_TRUE(max_connections_allow_device_path("many"));  // CUDA ignores it too
-  EXPECT_FALSE(max_connections_allow_device_path("1"));
-  EXPECT_FALSE(max_connections_allow_device_path("0"));
-}
+// ---- the device-path rule ------------------------------------------------------------------
 
 TEST(DevicePath, DriverOlderThanTheRuntimeIsNamed) {
   CudaProbe p;
@@ -202,40 +147,39 @@ TEST(DevicePath, DriverOlderThanTheRuntimeIsNamed) {
   EXPECT_FALSE(p.driver_too_old());
 }
 
-TEST(DevicePath, UsableExactlyWithADeviceANewEnoughDriverAndQueues) {
+TEST(DevicePath, UsableExactlyWithADeviceAndANewEnoughDriver) {
   const CudaProbe p = probe_cuda();
   EXPECT_EQ(p.runtime_version, CUDART_VERSION);  // the static runtime linked in
   const char* reason = nullptr;
   const bool usable = device_path_usable(&reason);
   ASSERT_NE(reason, nullptr);
-  const bool want = has_cuda_backend() && !p.driver_too_old() &&
-                    max_connections_allow_device_path(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
-  EXPECT_EQ(usable, want) << reason;
+  EXPECT_EQ(usable, has_cuda_backend() && !p.driver_too_old()) << reason;
   if (!usable) {
     EXPECT_NE(std::string(reason), "");
   }
 }
 
-// Every kernel the backend launches is loaded when it is created: without a device the preload
-// refuses instead of pretending; with one it loads and sizes the stack.
-TEST(KernelPreload, LoadsEveryKernelOrRefuses) {
-  if (!have_device()) {
-    EXPECT_EQ(preload_kernels(0).code(), Code::kUnhandledCudaError);
-  } else {
-    PreloadReport r;
-    ASSERT_TRUE(preload_kernels(0, &r).ok());
-    EXPECT_GE(r.stack_limit, r.max_local_bytes);
-  }
-}
-
-// The CUDA backend's warm-up sequence is valid: on the host backend, with the same input bytes,
-// every call succeeds (so a device whose kernels work never fails its backend's creation).
-TEST(KernelPreload, WarmUpSequenceSucceedsOnTheHostBackend) {
-  auto host = make_host_backend();
-  std::vector<float> x(kWarmUpElems), y(kWarmUpElems);
-  std::memset(x.data(), 0x3c, x.size() * sizeof(float));
-  const Status st = warm_up_backend(*host, x.data(), y.data());
-  EXPECT_TRUE(st.ok()) << st.to_string();
+// One hardware queue for every stream (CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron, NeMo) used to
+// forward device buffers, because a stream held by the old gate blocked the codec work behind it
+// on the same queue. A staged call queues nothing but its own copies and flags, on the caller's
+// stream: the device path's rule no longer asks. The answer is made once per process, so a
+// fresh process (a death-test child, re-executed) sets the variable before anything asks.
+TEST(DevicePath, OneHardwareQueueNoLongerForwards) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+        const char* reason = nullptr;
+        const bool usable = device_path_usable(&reason);
+        const bool want = has_cuda_backend() && !probe_cuda().driver_too_old();
+        std::fprintf(stderr, "usable=%d want=%d reason=%s\n", usable, want,
+                     reason != nullptr ? reason : "(null)");
+        std::exit(usable == want &&
+                          (usable || std::string(reason).find("CONNECTIONS") == std::string::npos)
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "usable=");
 }
 
 }  // namespace

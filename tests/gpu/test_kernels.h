@@ -15,7 +15,7 @@ cudaError_t sum_to(const float* x, size_t n, double* out, cudaStream_t s);
 // Spins on the GPU for about `ms` milliseconds.
 cudaError_t spin_ms(int ms, cudaStream_t s);
 // Loads these kernels now: under lazy module loading a kernel's first launch waits for the whole
-// device, which never finishes while a gated stream waits for this thread.
+// device, which waits in turn for a stream that waits for a staged call.
 cudaError_t preload_kernels();
 
 }  // namespace sketchccl::gputest
