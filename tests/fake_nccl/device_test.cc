@@ -78,11 +78,12 @@ Result run(const std::string& mode, const std::vector<std::string>& env, bool st
 }
 
 // nccl-tests initialises every rank inside a group, where NCCL's ncclCommCuDevice answers 0 until
-// the group ends: the device path must be on the caller's current device (1 here).
+// the group ends: the device path must be prepared and staged on the caller's current device (1
+// here), and the proxy makes no device runtime call.
 TEST(DevicePath, AnInitInsideAGroupTakesTheCallersCurrentDevice) {
   Result r = run("group", {"MODEL_DEVICE=1"});
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 2 * 6) << r.text;
+  EXPECT_EQ(r.checks, 2 * 7) << r.text;
   EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
 }
 
@@ -100,18 +101,23 @@ class SetupFailure : public ::testing::TestWithParam<const char*> {};
 TEST_P(SetupFailure, InFrontOfNcclForwardsWithOneWarn) {
   Result r = run("fail", {"MODEL_DEVICE=0", std::string("MODEL_FAIL=") + GetParam()});
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 2 * 8) << r.text;
+  EXPECT_EQ(r.checks, 2 * 9) << r.text;
   EXPECT_EQ(r.warns, std::vector<int>({1, 1})) << r.text;
 }
 
-// Standalone: no NCCL to run the call, so every device call fails.
+// Standalone: no NCCL to run the call, so the device call fails; every later one too where the
+// path cannot be built or has no memory; after a failed copy the next calls run, and the
+// communicator has not failed.
 TEST_P(SetupFailure, StandaloneFailsEveryDeviceCall) {
   Result r = run("fail", {"MODEL_DEVICE=0", std::string("MODEL_FAIL=") + GetParam()}, true);
   EXPECT_EQ(r.fails, 0) << r.text;
-  EXPECT_EQ(r.checks, 2 * 6) << r.text;
+  EXPECT_EQ(r.checks, 2 * 7) << r.text;
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, SetupFailure, ::testing::Values("gate", "backend", "enqueue"),
+// prepare: the flag mechanism cannot be loaded; staging: no pinned memory; copy: the first stream
+// operation (the input's copy) cannot be enqueued, so the call is cancelled before the proxy ran
+// it.
+INSTANTIATE_TEST_SUITE_P(Kinds, SetupFailure, ::testing::Values("prepare", "staging", "copy"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });
@@ -123,7 +129,8 @@ std::string by_node(int r) {
 
 // A ReduceScatter of device buffers in front of NCCL: phase 1 is one real group of N node
 // ReduceScatters into a stream-ordered scratch, then the rail; exact with `none`, apart, in
-// place with avg and inside a user group; the scratch goes back on the stream after the rail.
+// place with avg and inside a user group; the scratch goes back on the stream after the rail's
+// staging copy.
 TEST(DevicePath, AHierarchicalReduceScatterOfDeviceBuffersRunsNodeGroupThenRail) {
   Result r = run("hierrs", {"MODEL_DEVICE=0"}, false, 4, by_node);
   EXPECT_EQ(r.fails, 0) << r.text;
@@ -140,7 +147,8 @@ TEST(DevicePath, AReduceScatterOnInterleavedNodesKeepsTheFlatRing) {
   EXPECT_EQ(r.warns, std::vector<int>({0, 0, 0, 0})) << r.text;
 }
 
-// ncclCommSuspend gives back the device path's memory; ncclCommResume makes it again lazily.
+// ncclCommSuspend gives back the device path's staging memory; ncclCommResume prepares it again
+// lazily.
 TEST(DevicePath, SuspendReleasesTheDeviceMemoryAndResumeRestoresItLazily) {
   Result r = run("suspend", {"MODEL_DEVICE=1"}, false, 2, own_host, g_fake_2_29);
   EXPECT_EQ(r.fails, 0) << r.text;
@@ -148,7 +156,7 @@ TEST(DevicePath, SuspendReleasesTheDeviceMemoryAndResumeRestoresItLazily) {
   EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
 }
 
-// Three communicators of a process used one after another share one pinned packet block.
+// Three communicators of a process used one after another share one pinned staging block.
 TEST(DevicePath, CommunicatorsUsedOneAfterAnotherShareOnePinnedBlock) {
   Result r = run("shared", {"MODEL_DEVICE=1"}, true);
   EXPECT_EQ(r.fails, 0) << r.text;
@@ -164,11 +172,11 @@ TEST(DevicePath, AHierarchicalReduceScatterWithoutScratchForwardsWithOneWarn) {
   EXPECT_EQ(r.warns, std::vector<int>({1, 1, 1, 1})) << r.text;
 }
 
-// The rail's gate fails after phase 1: phase 1 was enqueued all the same (the node's peers wait
-// for it), the scratch goes back, the call fails, the later calls are forwarded. Two WARNs per
-// rank: the call's error, and that the device calls go to NCCL from now on.
+// The rail's staging copy fails after phase 1: phase 1 was enqueued all the same (the node's peers
+// wait for it), the scratch goes back, the call fails, the later calls are forwarded. Two WARNs
+// per rank: the call's error, and that the device calls go to NCCL from now on.
 TEST(DevicePath, AHierarchicalReduceScatterWhoseRailFailsStillEnqueuedPhaseOne) {
-  Result r = run("hierrsfail", {"MODEL_DEVICE=0", "MODEL_FAIL=enqueue"}, false, 4, by_node);
+  Result r = run("hierrsfail", {"MODEL_DEVICE=0", "MODEL_FAIL=copy"}, false, 4, by_node);
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_EQ(r.checks, 4 * (1 + 2 + 1 + 1)) << r.text;
   EXPECT_EQ(r.warns, std::vector<int>({2, 2, 2, 2})) << r.text;

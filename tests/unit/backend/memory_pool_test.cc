@@ -1,6 +1,7 @@
-// The process's packet memory pools (memory_pool.h) and the reserved arena the CUDA backend
-// leases from them (packet_arena.h), on host memory: communicators whose calls follow one another
-// share one block, calls that overlap hold distinct ones, growth, trims and the figures.
+// The process's memory pools (memory_pool.h: host packets, pinned staging), on host memory:
+// communicators whose calls follow one another share one block, calls that overlap hold distinct
+// ones, growth, trims and the figures. The staging pool as device calls lease it:
+// device_staging_protocol_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "src/backend/memory_pool.h"
-#include "src/backend/packet_arena.h"
 
 namespace sketchccl::backend {
 namespace {
@@ -216,234 +216,13 @@ TEST(MemoryPool, TheProcessPoolsAreOnePerKindAndDevice) {
   MemoryPool& host = host_packet_pool();
   EXPECT_EQ(&host, &host_packet_pool());
   // Never made: zeros (nothing here makes a pinned pool).
-  EXPECT_EQ(process_pool_figures(PoolKind::kPinnedPackets, 7).leases, 0u);
+  EXPECT_EQ(process_pool_figures(PoolKind::kPinnedStaging, 7).leases, 0u);
   const uint64_t before = process_pool_figures(PoolKind::kHostPackets, -1).leases;
   host.take(2 * kMiB).reset();
   EXPECT_EQ(process_pool_figures(PoolKind::kHostPackets, -1).leases, before + 1);
   EXPECT_GE(process_pool_figures(PoolKind::kHostPackets, -1).held_bytes, 2 * kMiB);
   trim_process_pools();
   EXPECT_EQ(process_pool_figures(PoolKind::kHostPackets, -1).held_bytes, 0u);
-}
-
-// --- PacketArena: the CUDA backend's reserved packet memory, on a host pool.
-
-// One arena per communicator, blocks of 4 MiB to 256 MiB as the CUDA backend's.
-std::vector<std::unique_ptr<PacketArena>> arenas(MemoryPool& pool, int n) {
-  std::vector<std::unique_ptr<PacketArena>> out;
-  for (int i = 0; i < n; ++i)
-    out.push_back(std::make_unique<PacketArena>(pool, 4 * kMiB, 256 * kMiB));
-  return out;
-}
-
-TEST(PacketArena, ReservedCallsOfThreeCommunicatorsOneAfterAnotherShareOneBlock) {
-  Counts c;
-  auto pool = make_pool(&c);
-  std::vector<std::unique_ptr<PacketArena>> comms = arenas(*pool, 3);
-  for (int round = 0; round < 2; ++round) {
-    for (auto& a : comms) {
-      ASSERT_TRUE(a->reserve(6 * kMiB).ok());
-      void* p = a->alloc(3 * kMiB);
-      void* q = a->alloc(3 * kMiB);
-      ASSERT_NE(p, nullptr);
-      ASSERT_NE(q, nullptr);
-      EXPECT_TRUE(a->contains(p, 3 * kMiB));
-      EXPECT_EQ(a->leased_bytes(), 8 * kMiB);
-      EXPECT_TRUE(a->free(p));
-      EXPECT_TRUE(a->free(q));
-      a->end_reservation(true);
-      EXPECT_EQ(a->leased_bytes(), 0u);  // back to the pool between its calls
-    }
-  }
-  EXPECT_EQ(c.allocations, 1);
-  const PoolFigures f = pool->figures();
-  EXPECT_EQ(f.held_bytes, 8 * kMiB);
-  EXPECT_EQ(f.leases, 6u);
-  EXPECT_EQ(f.reuses, 6u);  // the block was allocated ahead, by the first reservation
-  EXPECT_EQ(f.users, 3u);
-  for (auto& a : comms)
-    EXPECT_EQ(a->peak_bytes(), 8 * kMiB);  // what each would keep alone
-  comms.clear();
-  EXPECT_EQ(c.outstanding, 0);  // the last user gone: trimmed
-}
-
-// Operations that overlap hold distinct blocks: the one that finds none kept takes other memory
-// once (a miss), and its next reservation makes the pool hold one more.
-TEST(PacketArena, OverlappingCallsHoldDistinctBlocks) {
-  Counts c;
-  auto pool = make_pool(&c);
-  PacketArena a(*pool, 4 * kMiB, 256 * kMiB), b(*pool, 4 * kMiB, 256 * kMiB);
-  ASSERT_TRUE(a.reserve(4 * kMiB).ok());
-  ASSERT_TRUE(b.reserve(4 * kMiB).ok());
-  void* p = a.alloc(4 * kMiB);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(b.alloc(4 * kMiB), nullptr);  // the one kept block is a's
-  EXPECT_EQ(b.misses(), 1u);
-  a.free(p);
-  a.end_reservation(true);
-  b.end_reservation(true);
-  for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(a.reserve(4 * kMiB).ok());
-    ASSERT_TRUE(b.reserve(4 * kMiB).ok());
-    auto* x = static_cast<uint8_t*>(a.alloc(4 * kMiB));
-    auto* y = static_cast<uint8_t*>(b.alloc(4 * kMiB));
-    ASSERT_NE(x, nullptr);
-    ASSERT_NE(y, nullptr);
-    EXPECT_TRUE(x + 4 * kMiB <= y || y + 4 * kMiB <= x);
-    EXPECT_FALSE(a.contains(y, 1));
-    EXPECT_EQ(a.alloc(1), nullptr);  // full: the caller takes other memory
-    a.free(x);
-    b.free(y);
-    a.end_reservation(true);
-    b.end_reservation(true);
-  }
-  EXPECT_EQ(b.misses(), 1u);
-  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
-}
-
-// DDP's buckets: call 2 is reserved while call 1 runs. Call 1's block goes back at its end and
-// call 2 leases it again; nothing is allocated for it.
-TEST(PacketArena, AQueuedCallLeasesTheBlockAgain) {
-  Counts c;
-  auto pool = make_pool(&c);
-  PacketArena a(*pool, 4 * kMiB, 256 * kMiB);
-  ASSERT_TRUE(a.reserve(kMiB).ok());  // call 1
-  void* p = a.alloc(kMiB);
-  ASSERT_TRUE(a.reserve(kMiB).ok());  // call 2, while call 1 holds the block
-  a.free(p);
-  a.end_reservation(true);
-  EXPECT_EQ(a.leased_bytes(), 0u);
-  EXPECT_EQ(a.reservations(), 1);
-  EXPECT_EQ(a.alloc(kMiB), p);  // call 2
-  a.free(p);
-  a.end_reservation(true);
-  EXPECT_EQ(a.leased_bytes(), 0u);
-  EXPECT_EQ(c.allocations, 1);
-  a.end_reservation(true);  // an end without a reservation changes nothing
-  EXPECT_EQ(a.reservations(), 0);
-  EXPECT_EQ(a.alloc(64), nullptr);  // no reservation: nothing leased
-}
-
-// FSDP: three communicators' callers on one stream, two rounds ahead of the device (every call
-// reserved before the first runs); the calls run one after another and all lease one block.
-TEST(PacketArena, CallersRoundsAheadStillShareOneBlock) {
-  Counts c;
-  auto pool = make_pool(&c);
-  std::vector<std::unique_ptr<PacketArena>> comms = arenas(*pool, 3);
-  for (int round = 0; round < 2; ++round) {
-    for (auto& a : comms)
-      ASSERT_TRUE(a->reserve(8 * kMiB).ok());
-  }
-  for (int round = 0; round < 2; ++round) {
-    for (auto& a : comms) {
-      void* p = a->alloc(8 * kMiB);
-      ASSERT_NE(p, nullptr);
-      a->free(p);
-      a->end_reservation(true);
-    }
-  }
-  EXPECT_EQ(c.allocations, 1);
-  EXPECT_EQ(pool->figures().held_bytes, 8 * kMiB);
-  for (auto& a : comms)
-    EXPECT_EQ(a->misses(), 0u);
-}
-
-TEST(PacketArena, AnOutgrownBlockStaysUntilItsPacketsAreBack) {
-  Counts c;
-  auto pool = make_pool(&c);
-  PacketArena a(*pool, 4 * kMiB, 256 * kMiB);
-  ASSERT_TRUE(a.reserve(4 * kMiB).ok());
-  void* p = a.alloc(kMiB);                 // a running call's packet
-  ASSERT_TRUE(a.reserve(20 * kMiB).ok());  // a larger call queued: the pool gets 32 MiB
-  EXPECT_EQ(a.leased_bytes(), 4 * kMiB);
-  EXPECT_EQ(pool->figures().held_bytes, 36 * kMiB);
-  void* q = a.alloc(20 * kMiB);  // the larger call leases the new block
-  ASSERT_NE(q, nullptr);
-  EXPECT_EQ(a.leased_bytes(), 36 * kMiB);
-  EXPECT_TRUE(a.contains(p, kMiB));
-  a.free(q);
-  a.end_reservation(true);  // the first call's end; p is not back yet, q is
-  EXPECT_EQ(a.leased_bytes(), 4 * kMiB);
-  EXPECT_TRUE(a.contains(p, kMiB));
-  a.free(p);
-  a.end_reservation(true);
-  EXPECT_EQ(a.leased_bytes(), 0u);
-  EXPECT_EQ(a.peak_bytes(), 36 * kMiB);
-  EXPECT_EQ(pool->figures().held_bytes, 36 * kMiB);
-}
-
-TEST(PacketArena, AfterAFailureTheBlockIsNeverHandedToAnother) {
-  Counts c;
-  auto pool = make_pool(&c);
-  auto a = std::make_unique<PacketArena>(*pool, 4 * kMiB, 256 * kMiB);
-  ASSERT_TRUE(a->reserve(kMiB).ok());
-  void* p = a->alloc(kMiB);
-  a->free(p);
-  a->end_reservation(false);  // the device may still write it
-  EXPECT_EQ(a->leased_bytes(), 4 * kMiB);
-  a->release(false);
-  a.reset();
-  PacketArena b(*pool, 4 * kMiB, 256 * kMiB);
-  ASSERT_TRUE(b.reserve(kMiB).ok());
-  void* q = b.alloc(kMiB);
-  EXPECT_NE(q, p);
-  EXPECT_EQ(c.allocations, 2);
-}
-
-TEST(PacketArena, AFailedLeaseStillCountsItsReservation) {
-  Counts c;
-  auto pool = make_pool(&c);
-  PacketArena a(*pool, 4 * kMiB, 256 * kMiB);
-  c.fail = true;
-  EXPECT_FALSE(a.reserve(kMiB).ok());
-  EXPECT_EQ(a.reservations(), 1);
-  EXPECT_EQ(a.alloc(64), nullptr);
-  a.end_reservation(true);
-  EXPECT_EQ(a.reservations(), 0);
-}
-
-// Communicators on their own threads (their proxies), each reserving, filling its packets with
-// its own byte, checking and ending, many times: no packet is ever another's.
-TEST(PacketArena, ManyCommunicatorsOnThreadsNeverShareABlock) {
-  Counts c;
-  auto pool = make_pool(&c);
-  constexpr int kComms = 6;
-  std::atomic<int> bad{0}, served{0};
-  std::vector<std::thread> ts;
-  for (int t = 0; t < kComms; ++t) {
-    ts.emplace_back([&, t] {
-      PacketArena a(*pool, 4 * kMiB, 256 * kMiB);
-      for (int i = 0; i < 200; ++i) {
-        if (!a.reserve(size_t(2 + (i + t) % 3) * kMiB).ok()) {
-          bad++;
-          continue;
-        }
-        auto* p = static_cast<uint8_t*>(a.alloc(kMiB));
-        if (p == nullptr) {  // a miss: every kept block is another's now
-          a.end_reservation(true);
-          continue;
-        }
-        served++;
-        const auto mark = static_cast<uint8_t>(t + 1);
-        std::memset(p, mark, kMiB);
-        std::this_thread::yield();
-        for (size_t off = 0; off < kMiB; off += 512) {
-          if (p[off] != mark) bad++;
-        }
-        a.free(p);
-        a.end_reservation(true);
-      }
-    });
-  }
-  for (auto& th : ts)
-    th.join();
-  EXPECT_EQ(bad, 0);
-  EXPECT_GT(served, kComms * 200 / 2);
-  const PoolFigures f = pool->figures();
-  EXPECT_EQ(f.leases, static_cast<uint64_t>(served.load()));
-  // One block per communicator leasing, and one per provision racing it, at most.
-  EXPECT_LE(f.peak_held_bytes, uint64_t(2 * kComms) * 4 * kMiB);
-  EXPECT_EQ(f.users, 0u);
-  EXPECT_EQ(c.outstanding, 0);
 }
 
 }  // namespace
