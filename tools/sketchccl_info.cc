@@ -101,11 +101,7 @@ void print_cuda() {
                         .c_str()
                   : "none");
   std::printf("  meaning: %s\n", p.driver_meaning().c_str());
-  const char* conns = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  if (!sketchccl::backend::max_connections_allow_device_path(conns)) {
-    std::printf("  CUDA_DEVICE_MAX_CONNECTIONS=%s: device buffers are forwarded (docs/cuda.md)\n",
-                conns);
-  }
+  std::printf("  device calls: staged on the caller's stream, codecs on the host (docs/cuda.md)\n");
   std::printf("  kernels built for sm_%s (+PTX)\n", SKETCHCCL_CUDA_ARCHS);
   if (p.devices.empty()) std::printf("  no device: %s\n", p.reason.c_str());
   for (const auto& d : p.devices) {

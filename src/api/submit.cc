@@ -24,7 +24,8 @@ coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run)
   return args;
 }
 
-Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run) {
+Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, bool* started) {
+  if (started != nullptr) *started = false;
   // A rail phase runs among the rail's ranks, one per node (a ReduceScatter's input is theirs).
   const int nranks = run == EngineRun::kRail ? comm.topology().nodes : comm.nranks();
   const coll::AllReduceArgs args = engine_args(call, nranks, run);
@@ -32,9 +33,10 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run) {
     // Device buffers (docs/cuda.md): staged on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
     if (call.count == 0) return Status::Ok();
-    return comm.submit_allreduce_stream(args, call.stream);
+    return comm.submit_allreduce_stream(args, call.stream, started);
   }
   auto work = comm.submit_allreduce(args);
+  if (started != nullptr) *started = true;
   if (group::active()) {
     group::defer(work, false);
     return Status::Ok();

@@ -20,7 +20,10 @@ coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run)
 
 // Runs `call` (validated, its memory classified) on `comm`. Device memory: enqueued on the
 // call's stream, never blocks (a later failure is the communicator's async error). Host memory:
-// deferred to ncclGroupEnd inside a group, else waited for.
-Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run);
+// deferred to ncclGroupEnd inside a group, else waited for. *started (optional): the call runs
+// (with the other ranks) even if an error is returned; false: nothing of it runs, and in front of
+// NCCL it may be forwarded.
+Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run,
+              bool* started = nullptr);
 
 }  // namespace sketchccl::api

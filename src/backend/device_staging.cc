@@ -124,6 +124,9 @@ struct Ledger {
       if (it->call->finished()) {
         it->lease.reset();
         it = held.erase(it);
+      } else if (it->call->lost()) {
+        it->lease.abandon();
+        it = held.erase(it);
       } else {
         ++it;
       }
@@ -155,7 +158,8 @@ DeviceStager::~DeviceStager() {
       ++it;
       continue;
     }
-    while (!it->call->finished() && std::chrono::steady_clock::now() < deadline) {
+    while (!it->call->finished() && !it->call->lost() &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (it->call->finished()) {
@@ -218,15 +222,15 @@ Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
   DeviceRuntime& rt = device_runtime();
   Status st = rt.copy_async(device_, c->in_, send, c->in_bytes_, stream);
   if (!st.ok()) {
-    // Nothing was enqueued: the proxy must not run the call, and the block is free again.
-    c->cancel(st);
+    // Nothing was enqueued: the block is free again, and the proxy must not run the call.
     store(c->back_, c->gen_);
+    c->cancel(st);
     return st;
   }
   st = rt.write_flag(device_, c->ready_, c->gen_, stream);
   if (!st.ok()) {
-    // The copy may still run into the block: cancelled, and the block stays held (never finished,
-    // abandoned when the stager goes).
+    // The copy may still run into the block: cancelled, and the block is never reused.
+    c->lost_.store(true, std::memory_order_release);
     c->cancel(st);
     return st;
   }
@@ -234,6 +238,7 @@ Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
   st = rt.wait_flag(device_, c->done_, c->gen_, stream);
   if (st.ok()) st = rt.copy_async(device_, recv, c->out_, c->out_bytes_, stream);
   if (st.ok()) st = rt.write_flag(device_, c->back_, c->gen_, stream);
+  if (!st.ok()) c->lost_.store(true, std::memory_order_release);
   return st;
 }
 

@@ -39,8 +39,12 @@ class StagedCall {
   void release();
   // Whether the stream has copied the result back (the staging block may be reused).
   bool finished() const;
+  // Whether `back` will never come (a stream operation after the input copy failed to enqueue).
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
   // The stream operations could not all be enqueued: wait_input returns `why` from now on.
   void cancel(const Status& why);
+  // Whether it was cancelled (its proxy work must not run: no rank's ring waits for it).
+  bool cancelled() const { return is_cancelled_.load(std::memory_order_acquire); }
 
  private:
   friend class DeviceStager;
@@ -52,6 +56,9 @@ class StagedCall {
   uint32_t* done_ = nullptr;
   uint32_t* back_ = nullptr;
   uint32_t gen_ = 0;  // the value every flag of this call is written to, never 0
+  // A stream operation after the input copy could not be enqueued: `back` never comes, so the
+  // block is never reused (the copy may still write it).
+  std::atomic<bool> lost_{false};
   mutable std::mutex mu_;
   Status cancelled_;
   std::atomic<bool> is_cancelled_{false};
@@ -78,7 +85,8 @@ class DeviceStager {
   // Enqueues the call's stream operations on `stream`: copy `send` to in(), write ready, wait
   // done, copy out() to `recv`, write back. Call it after the proxy's work is queued (a launch may
   // block until the kernel it launches ends). On a failure before `ready` was enqueued the call is
-  // cancelled (the proxy does not run it); after, the proxy runs it and the error is the caller's.
+  // cancelled (the proxy does not run it: c->cancelled()); after, the proxy runs it with the other
+  // ranks and the error is the caller's (its result is not copied back).
   Status enqueue(void* stream, const void* send, void* recv, const std::shared_ptr<StagedCall>& c);
   // Pinned bytes of the staging blocks this stager's calls hold now.
   uint64_t pinned_bytes() const;

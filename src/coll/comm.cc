@@ -437,7 +437,9 @@ size_t Communicator::output_count(const AllReduceArgs& args) const {
   return args.count;
 }
 
-Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream) {
+Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream,
+                                             bool* started) {
+  if (started != nullptr) *started = false;
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
@@ -463,9 +465,17 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
     ++op_seq_;
     Status st = staged->wait_input(settings_.timeout_s, &abort_);
     // The stream operations could not be enqueued: the caller forwards the call (or reports it);
-    // no stream waits for this work and the communicator has not failed.
-    if (!st.ok() && staged->finished()) return st;
+    // no rank's ring waits for this work and the communicator has not failed.
+    if (!st.ok() && staged->cancelled()) return st;
     if (st.ok()) st = reduce(l, host);
+    // It ran with the other ranks, but a stream operation after its input could not be enqueued:
+    // its result cannot reach the caller's buffer, so the communicator fails, as after any error
+    // found later (the other ranks' calls completed).
+    if (st.ok() && staged->lost()) {
+      st = Status(Code::kUnhandledCudaError,
+                  "a stream operation of the call could not be enqueued: its result was not "
+                  "copied back");
+    }
     publish_stats();
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(host.kind),
@@ -479,7 +489,9 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   // Queued before the stream operations: a launch may return only once its kernel ends
   // (CUDA_LAUNCH_BLOCKING), and only this work releases the wait.
   enqueue_work(w);
-  return stager_->enqueue(stream, args.send, args.recv, staged);
+  const Status st = stager_->enqueue(stream, args.send, args.recv, staged);
+  if (started != nullptr) *started = !staged->cancelled();
+  return st;
 }
 
 Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) {

@@ -89,7 +89,9 @@ class Communicator {
   // call on `stream` (a cudaStream_t; device_staging.h) and queues its work on the proxy, which
   // waits for the stream's input flag, runs the engine on the staged copies and releases the
   // stream -- also on failure, which becomes the async error. Returns at once without blocking.
-  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream);
+  // *started (optional): the proxy runs the call (with the other ranks), also when an error is
+  // returned; false: nothing of it runs, and the caller may hand it to NCCL.
+  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started = nullptr);
   // Whether device AllReduces can run here: prepares the staging on the first ask (the caller's
   // thread); a failure is kept, WARNed once, and answered on every later ask. In front of a real
   // NCCL the take-over forwards the call when false.

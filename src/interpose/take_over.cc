@@ -134,31 +134,33 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     // Launched at the outermost ncclGroupEnd, as NCCL launches its own; a simulated group hands
     // it to the real NCCL instead, whose simulation counts it (and nothing runs).
     log(taken_over_outcome() + ", launched at ncclGroupEnd");
-    api::group::defer_call({[this, c, call] {
-                              Status run = api::submit(*c, call, api::EngineRun::kCodec);
-                              if (run.ok() || call.mem.type != backend::MemoryType::kDevice)
-                                return run;
-                              // As below: nothing was enqueued, NCCL runs it.
-                              mark_device_path_failed(call.comm, run);
-                              c->count_forwarded();
-                              const ncclResult_t r = forward_call(call);
-                              return r == ncclSuccess || r == ncclInProgress
-                                         ? Status::Ok()
-                                         : Status(Code::kInternalError,
-                                                  "the forwarded call failed");
-                            },
-                            [this, c, call] {
-                              c->count_forwarded();
-                              return forward_call(call);
-                            }});
+    api::group::defer_call(
+        {[this, c, call] {
+           bool started = false;
+           Status run = api::submit(*c, call, api::EngineRun::kCodec, &started);
+           if (run.ok() || started || call.mem.type != backend::MemoryType::kDevice) return run;
+           // As below: nothing was enqueued, NCCL runs it.
+           mark_device_path_failed(call.comm, run);
+           c->count_forwarded();
+           const ncclResult_t r = forward_call(call);
+           return r == ncclSuccess || r == ncclInProgress
+                      ? Status::Ok()
+                      : Status(Code::kInternalError, "the forwarded call failed");
+         },
+         [this, c, call] {
+           c->count_forwarded();
+           return forward_call(call);
+         }});
     return ncclSuccess;
   }
   log(taken_over_outcome());
-  Status run = api::submit(*c, call, api::EngineRun::kCodec);
-  if (!run.ok() && call.mem.type == backend::MemoryType::kDevice) {
+  bool started = false;
+  Status run = api::submit(*c, call, api::EngineRun::kCodec, &started);
+  if (!run.ok() && !started && call.mem.type == backend::MemoryType::kDevice) {
     // Device buffers: a failure here is one of setting the call up (the staging memory, the
     // stream operations), before the proxy could run it: the call goes to NCCL, and so do this
-    // communicator's later device calls.
+    // communicator's later device calls. A call that started runs with the other ranks: its
+    // error is reported (the communicator has failed).
     mark_device_path_failed(call.comm, run);
     c->count_forwarded();
     return forward_call(call);
