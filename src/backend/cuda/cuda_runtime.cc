@@ -147,47 +147,12 @@ class CudaRuntime final : public DeviceRuntime {
 
   Status write_flag(int device, uint32_t* flag, uint32_t value, void* stream) override {
     count_call();
-    DeviceScope scope(device);
-    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
-    void* dev = nullptr;
-    SCCL_RETURN_IF_ERROR(device_address(flag, &dev));
-    auto s = static_cast<cudaStream_t>(stream);
-    if (WriteValueFn fn = flags_of(device).write) {
-      const CUresult r = fn(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(dev),
-                            value, CU_STREAM_WRITE_VALUE_DEFAULT);
-      if (r != CUDA_SUCCESS) {
-        return errorf(Code::kUnhandledCudaError, "cuStreamWriteValue32: CUresult %d",
-                      static_cast<int>(r));
-      }
-      return Status::Ok();
-    }
-    const cudaError_t e = cuda_detail::launch_flag_write(static_cast<uint32_t*>(dev), value, s);
-    if (e != cudaSuccess) return cuda_error(e, "flag write kernel launch");
-    return Status::Ok();
+    return flag_op(device, false, flag, value, stream);
   }
 
   Status wait_flag(int device, const uint32_t* flag, uint32_t value, void* stream) override {
     count_call();
-    DeviceScope scope(device);
-    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
-    void* dev = nullptr;
-    SCCL_RETURN_IF_ERROR(device_address(flag, &dev));
-    auto s = static_cast<cudaStream_t>(stream);
-    if (WaitValueFn fn = flags_of(device).wait) {
-      const CUresult r = fn(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(dev),
-                            value, CU_STREAM_WAIT_VALUE_EQ);
-      if (r != CUDA_SUCCESS) {
-        return errorf(Code::kUnhandledCudaError, "cuStreamWaitValue32: CUresult %d",
-                      static_cast<int>(r));
-      }
-      return Status::Ok();
-    }
-    // Under CUDA_LAUNCH_BLOCKING this returns once the proxy wrote the flag: the call's work is
-    // already queued on the proxy (device_staging.h).
-    const cudaError_t e =
-        cuda_detail::launch_flag_wait(static_cast<const volatile uint32_t*>(dev), value, s);
-    if (e != cudaSuccess) return cuda_error(e, "flag wait kernel launch");
-    return Status::Ok();
+    return flag_op(device, true, flag, value, stream);
   }
 
   Status alloc_on_stream(int device, size_t bytes, void* stream, void** out) override {
@@ -219,9 +184,50 @@ class CudaRuntime final : public DeviceRuntime {
     WaitValueFn wait = nullptr;
     WriteValueFn write = nullptr;
   };
-  Flags flags_of(int device) {
+  // The device's flag mechanism, prepared on first use (a flag kernel is loaded before its first
+  // launch, which could otherwise synchronize the context under lazy loading).
+  Status flags_of(int device, Flags* out) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const Flags& f = flags_[device];
+      if (f.prepared) {
+        *out = f;
+        return Status::Ok();
+      }
+    }
+    SCCL_RETURN_IF_ERROR(prepare(device, nullptr));
     std::lock_guard<std::mutex> lock(mu_);
-    return flags_[device];
+    *out = flags_[device];
+    return Status::Ok();
+  }
+
+  // Enqueues a flag write (`wait` false) or wait on `stream`: a stream memory operation, else a
+  // one-thread kernel. Under CUDA_LAUNCH_BLOCKING the wait kernel's launch returns once the proxy
+  // wrote the flag: the call's work is already queued on the proxy (device_staging.h).
+  Status flag_op(int device, bool wait, const uint32_t* flag, uint32_t value, void* stream) {
+    DeviceScope scope(device);
+    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
+    Flags f;
+    SCCL_RETURN_IF_ERROR(flags_of(device, &f));
+    void* dev = nullptr;
+    SCCL_RETURN_IF_ERROR(device_address(flag, &dev));
+    auto s = static_cast<cudaStream_t>(stream);
+    const auto addr = reinterpret_cast<CUdeviceptr>(dev);
+    if (f.wait != nullptr) {
+      const CUresult r =
+          wait ? f.wait(reinterpret_cast<CUstream>(s), addr, value, CU_STREAM_WAIT_VALUE_EQ)
+               : f.write(reinterpret_cast<CUstream>(s), addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+      if (r != CUDA_SUCCESS) {
+        return errorf(Code::kUnhandledCudaError, "%s: CUresult %d",
+                      wait ? "cuStreamWaitValue32" : "cuStreamWriteValue32", static_cast<int>(r));
+      }
+      return Status::Ok();
+    }
+    const cudaError_t e =
+        wait ? cuda_detail::launch_flag_wait(static_cast<const volatile uint32_t*>(dev), value, s)
+             : cuda_detail::launch_flag_write(static_cast<uint32_t*>(dev), value, s);
+    if (e != cudaSuccess) return cuda_error(e, wait ? "flag wait kernel" : "flag write kernel");
+    return Status::Ok();
   }
 
   // The device's address of a word of staging memory (mapped; equal to the host address under
