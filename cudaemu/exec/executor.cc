@@ -478,8 +478,14 @@ void check_access(const void* p, std::size_t bytes, std::size_t align) {
   }
   if (!device_range_valid(p, bytes)) {
     char what[128];
-    std::snprintf(what, sizeof what, "%zu-byte access at %p outside every device allocation", bytes,
-                  p);
+    if (device_access_denied(p, bytes)) {
+      std::snprintf(what, sizeof what,
+                    "%zu-byte access at %p in a VMM mapping without device access (cuMemSetAccess)",
+                    bytes, p);
+    } else {
+      std::snprintf(what, sizeof what, "%zu-byte access at %p outside every device allocation",
+                    bytes, p);
+    }
     exec::fault_here(cudaErrorIllegalAddress, what);
   }
   b->valid_lo = a;

@@ -1,9 +1,11 @@
 // cudaMemcpy / cudaMemset: bounds-checked, queued in stream order, with the host-side
 // synchronization CUDA documents for pageable and page-locked memory.
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "cudaemu/runtime/state.h"
+#include "cudaemu/work.h"
 
 using namespace cudaemu;
 
@@ -20,6 +22,17 @@ Mem classify(const void* p) {
 // A device-side range: inside a live device allocation or a page-locked (mapped) host range.
 bool device_side_ok(const void* p, size_t n) {
   return device_range_ok(p, n);
+}
+
+// At run time: a device side in a VMM mapping the device has no access to is a device fault,
+// as the copy engine's on a GPU.
+void check_device_access(const void* p, size_t n, const char* what) {
+  if (!device_access_denied(p, n)) return;
+  char msg[160];
+  std::snprintf(msg, sizeof msg,
+                "%s of %zu bytes at %p: a VMM mapping without device access (cuMemSetAccess)", what,
+                n, p);
+  device_fault(cudaErrorIllegalAddress, msg);
 }
 
 // A host-side range: not device memory (a device pointer there is an invalid argument).
@@ -89,12 +102,22 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + n);
     return submit(
-        stream, p.what, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); }, true);
+        stream, p.what,
+        [dst, staged, what = p.what] {
+          check_device_access(dst, staged->size(), what);
+          std::memcpy(dst, staged->data(), staged->size());
+        },
+        true);
   }
   ItemPtr item;
   e = submit(
-      sync_call ? nullptr : stream, p.what, [dst, src, n] { std::memmove(dst, src, n); }, true,
-      &item);
+      sync_call ? nullptr : stream, p.what,
+      [dst, src, n, host_dst, host_src, what = p.what] {
+        if (!host_dst) check_device_access(dst, n, what);
+        if (!host_src) check_device_access(src, n, what);
+        std::memmove(dst, src, n);
+      },
+      true, &item);
   if (e != cudaSuccess) return e;
   // The caller waits: every synchronous copy touching the host (cudaMemcpy returns once done),
   // and asynchronous copies to pageable memory or between host buffers.
@@ -118,8 +141,12 @@ cudaError_t set(void* dst, int value, size_t n, cudaStream_t stream, bool sync_c
   }
   ItemPtr item;
   e = submit(
-      sync_call ? nullptr : stream, "memset", [dst, value, n] { std::memset(dst, value, n); }, true,
-      &item);
+      sync_call ? nullptr : stream, "memset",
+      [dst, value, n] {
+        check_device_access(dst, n, "memset");
+        std::memset(dst, value, n);
+      },
+      true, &item);
   if (e != cudaSuccess) return e;
   // A synchronous memset of page-locked host memory is synchronous; of device memory it is not.
   if (sync_call && !in_device_region(dst)) wait_done(item);

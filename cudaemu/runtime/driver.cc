@@ -100,6 +100,9 @@ CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value
           if (on_host) {
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
           } else {
+            if (device_access_denied(word, 4))
+              device_fault(cudaErrorIllegalAddress,
+                           "wait on a VMM mapping without device access (cuMemSetAccess)");
             DeviceAccess access;
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
           }
@@ -131,7 +134,13 @@ CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t valu
   if ((addr & 3u) != 0 || !device_range_ok(word, 4)) return CUDA_ERROR_INVALID_VALUE;
   e = submit(
       reinterpret_cast<cudaStream_t>(stream), "cuStreamWriteValue32",
-      [word, value] { __atomic_store_n(word, value, __ATOMIC_RELEASE); }, true);
+      [word, value] {
+        if (device_access_denied(word, 4))
+          device_fault(cudaErrorIllegalAddress,
+                       "write to a VMM mapping without device access (cuMemSetAccess)");
+        __atomic_store_n(word, value, __ATOMIC_RELEASE);
+      },
+      true);
   return to_cu(e);
 }
 
@@ -147,7 +156,13 @@ CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
     case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
     case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       *value = 1;
+      return CUDA_SUCCESS;
+    // VMM memory without GPUDirect RDMA, handles without export (vmm.cc).
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+      *value = 0;
       return CUDA_SUCCESS;
     default:
       // The driver's numbering is the runtime's for the attributes both know.
@@ -218,6 +233,20 @@ const Entry kEntries[] = {
     {"cuStreamWriteValue32", reinterpret_cast<void*>(&cuStreamWriteValue32)},
     {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
     {"cuPointerGetAttribute", reinterpret_cast<void*>(&cuPointerGetAttribute)},
+    // Virtual memory management (vmm.cc), as ncclMemAlloc / ncclMemFree use it.
+    {"cuMemGetAllocationGranularity", reinterpret_cast<void*>(&cuMemGetAllocationGranularity)},
+    {"cuMemCreate", reinterpret_cast<void*>(&cuMemCreate)},
+    {"cuMemRelease", reinterpret_cast<void*>(&cuMemRelease)},
+    {"cuMemAddressReserve", reinterpret_cast<void*>(&cuMemAddressReserve)},
+    {"cuMemAddressFree", reinterpret_cast<void*>(&cuMemAddressFree)},
+    {"cuMemMap", reinterpret_cast<void*>(&cuMemMap)},
+    {"cuMemUnmap", reinterpret_cast<void*>(&cuMemUnmap)},
+    {"cuMemSetAccess", reinterpret_cast<void*>(&cuMemSetAccess)},
+    {"cuMemGetAccess", reinterpret_cast<void*>(&cuMemGetAccess)},
+    {"cuMemGetAllocationPropertiesFromHandle",
+     reinterpret_cast<void*>(&cuMemGetAllocationPropertiesFromHandle)},
+    {"cuMemRetainAllocationHandle", reinterpret_cast<void*>(&cuMemRetainAllocationHandle)},
+    {"cuMemGetAddressRange", reinterpret_cast<void*>(&cuMemGetAddressRange)},
 };
 
 cudaError_t lookup(const char* call, const char* symbol, void** fn, unsigned version,

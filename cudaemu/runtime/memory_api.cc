@@ -51,8 +51,9 @@ cudaError_t cudaFree(void* p) {
   hazard_device_sync_call("cudaFree");
   hazard_lock_call("cudaFree");
   Allocation a;
+  // A cuMemMap mapping is not cudaMalloc's: cuMemUnmap ends it.
   if (!find_device_allocation(p, &a) || a.base != reinterpret_cast<std::uintptr_t>(p) ||
-      a.free_queued) {
+      a.free_queued || a.vmm) {
     return ret(cudaErrorInvalidValue);
   }
   // cudaFree synchronizes the device: every queued item of every stream finishes first.

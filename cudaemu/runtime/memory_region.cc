@@ -32,6 +32,8 @@ std::map<std::uintptr_t, HostRange>& g_host =
 
 std::mutex g_access_mu;
 int g_access = 0;  // work items running with device access
+// VMM mappings without device access, base -> size: PROT_NONE even while device work runs.
+std::map<std::uintptr_t, std::size_t>& g_noaccess = *new std::map<std::uintptr_t, std::size_t>;
 
 struct sigaction g_prev_segv;
 
@@ -53,7 +55,15 @@ void report_fault(void* addr) {
     g_region_mu.unlock();
   }
   int n;
-  if (known) {
+  if (known && a.vmm && a.no_access) {
+    // Device work (or the host) in a mapping cuMemSetAccess has not opened to the device yet.
+    n = std::snprintf(msg, sizeof msg,
+                      "cudaemu: %s touched device memory at %p (VMM mapping 0x%zx+%zu, size %zu) "
+                      "before cuMemSetAccess gave device 0 access, on thread %s\n",
+                      current_item() != nullptr ? "device work" : "host code", addr,
+                      static_cast<size_t>(a.base), static_cast<size_t>(at - a.base), a.size,
+                      thread_label().c_str());
+  } else if (known) {
     n = std::snprintf(msg, sizeof msg,
                       "cudaemu: host code touched device memory at %p (allocation 0x%zx+%zu, size "
                       "%zu) on thread %s\n",
@@ -114,7 +124,11 @@ bool in_device_region(const void* p) {
 
 DeviceAccess::DeviceAccess() {
   std::lock_guard<std::mutex> lock(g_access_mu);
-  if (g_access++ == 0) mprotect(g_base, kRegionBytes, PROT_READ | PROT_WRITE);
+  if (g_access++ == 0) {
+    mprotect(g_base, kRegionBytes, PROT_READ | PROT_WRITE);
+    for (const auto& [base, size] : g_noaccess)
+      mprotect(reinterpret_cast<void*>(base), size, PROT_NONE);
+  }
 }
 
 DeviceAccess::~DeviceAccess() {
@@ -151,6 +165,75 @@ void region_free(void* p, std::size_t bytes) {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
   std::lock_guard<std::mutex> lock(g_region_mu);
   g_free.emplace(n, reinterpret_cast<std::uintptr_t>(p));
+}
+
+void* region_reserve_aligned(std::size_t bytes, std::size_t align) {
+  std::lock_guard<std::mutex> lock(g_region_mu);
+  const auto start = reinterpret_cast<std::uintptr_t>(g_base) + g_used;
+  const std::uintptr_t at = (start + align - 1) & ~(align - 1);
+  const std::size_t used = at - reinterpret_cast<std::uintptr_t>(g_base) + bytes;
+  if (used > kRegionBytes || used < g_used) return nullptr;
+  g_used = (used + kAlign - 1) / kAlign * kAlign;
+  return reinterpret_cast<void*>(at);
+}
+
+bool vmm_map_pages(void* va, std::size_t bytes, int fd) {
+  std::lock_guard<std::mutex> access(g_access_mu);
+  // No device access yet: PROT_NONE whatever runs.
+  if (mmap(va, bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) return false;
+  g_noaccess[reinterpret_cast<std::uintptr_t>(va)] = bytes;
+  Allocation a;
+  a.base = reinterpret_cast<std::uintptr_t>(va);
+  a.size = bytes;
+  a.block = bytes;
+  a.vmm = true;
+  a.no_access = true;
+  add_device_allocation(a);
+  return true;
+}
+
+void vmm_unmap_pages(void* va, std::size_t bytes) {
+  std::lock_guard<std::mutex> access(g_access_mu);
+  Allocation a;
+  take_device_allocation(va, &a);
+  g_noaccess.erase(reinterpret_cast<std::uintptr_t>(va));
+  // Reserved, unbacked address space again, as the rest of the region.
+  mmap(va, bytes, g_access > 0 ? PROT_READ | PROT_WRITE : PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+bool vmm_set_access(const void* base, bool access) {
+  std::lock_guard<std::mutex> access_lock(g_access_mu);
+  const auto at = reinterpret_cast<std::uintptr_t>(base);
+  std::size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_region_mu);
+    auto it = g_device.find(at);
+    if (it == g_device.end() || !it->second.vmm) return false;
+    it->second.no_access = !access;
+    size = it->second.block;
+  }
+  if (access) {
+    g_noaccess.erase(at);
+  } else {
+    g_noaccess[at] = size;
+  }
+  const int prot = access && g_access > 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
+  mprotect(const_cast<void*>(base), size, prot);
+  return true;
+}
+
+bool device_access_denied(const void* p, std::size_t n) {
+  if (!in_device_region(p)) return false;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(g_region_mu);
+  auto it = g_device.upper_bound(at + (n > 0 ? n - 1 : 0));
+  while (it != g_device.begin()) {
+    --it;
+    if (it->second.base + it->second.size <= at) break;
+    if (it->second.no_access) return true;
+  }
+  return false;
 }
 
 void add_device_allocation(const Allocation& a) {
@@ -240,7 +323,7 @@ bool device_range_ok(const void* p, std::size_t n) {
 }
 
 bool device_range_valid(const void* p, std::size_t n) {
-  return device_range_ok(p, n);
+  return device_range_ok(p, n) && !device_access_denied(p, n);
 }
 
 }  // namespace cudaemu

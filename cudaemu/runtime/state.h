@@ -101,6 +101,17 @@ struct DeviceAccess {  // makes the region readable and writable for the scope
 };
 void* region_alloc(std::size_t bytes);  // nullptr when the region is full
 void region_free(void* p, std::size_t bytes);
+// Fresh address space aligned to `align` (a power of two), for cuMemAddressReserve.
+void* region_reserve_aligned(std::size_t bytes, std::size_t align);
+// VMM (vmm.cc): maps `fd`'s pages at `va` (inside a reservation) and registers the mapping as a
+// device allocation without device access; unmapping puts anonymous reserved pages back.
+bool vmm_map_pages(void* va, std::size_t bytes, int fd);
+void vmm_unmap_pages(void* va, std::size_t bytes);
+// Grants or revokes the device's access to the mapping at `base` (kept PROT_NONE without it, even
+// while device work runs). False when there is no such mapping.
+bool vmm_set_access(const void* base, bool access);
+// Whether [p, p+n) touches a mapping the device has no access to (a device fault when used).
+bool device_access_denied(const void* p, std::size_t n);
 void install_fault_handler();
 
 struct Pool;
@@ -111,6 +122,8 @@ struct Allocation {
   Pool* pool = nullptr;      // stream-ordered allocations
   std::uint64_t gen = 0;     // set by add_device_allocation: tells a reuse of the base apart
   bool free_queued = false;  // a cudaFreeAsync of it is queued: freeing it again is an error
+  bool vmm = false;          // a cuMemMap mapping (vmm.cc): only cuMemUnmap ends it
+  bool no_access = false;    // a mapping the device may not access yet (cuMemSetAccess)
 };
 // Live device allocations and page-locked host ranges, under their own lock.
 void add_device_allocation(const Allocation& a);

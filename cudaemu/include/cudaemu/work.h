@@ -21,7 +21,10 @@ cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<void()>
 void load_function(const void* fn, const char* name);
 
 // Whether [p, p + n) lies inside one live device (or mapped host) allocation.
+// Not so for a VMM mapping the device has no access to yet (cuMemSetAccess): that is
+// device_access_denied, a device fault when touched.
 bool device_range_valid(const void* p, std::size_t n);
+bool device_access_denied(const void* p, std::size_t n);
 
 // A fault inside device work (bad address, misaligned access, trap): makes the context's error
 // sticky (cudaErrorIllegalAddress / cudaErrorMisalignedAddress / ...) and prints `message` with
