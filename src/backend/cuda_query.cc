@@ -150,6 +150,7 @@ MemoryQuery pointer_memory(const void* p) {
 
 CaptureState stream_capture(void* stream) {
 #if SKETCHCCL_HAVE_CUDA
+  if (!has_backend()) return CaptureState::kNone;  // no device: no stream can capture
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
     cudaGetLastError();

@@ -40,11 +40,8 @@ CodecId AllReduceEngine::choose_codec(const BufferState& state, const AllReduceA
   return v.codec;
 }
 
-AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks, int cuda_device)
-    : settings_(settings),
-      nranks_(nranks),
-      cuda_device_(cuda_device),
-      host_(backend::make_host_backend()) {}
+AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks)
+    : settings_(settings), nranks_(nranks), host_(backend::make_host_backend()) {}
 
 AllReduceEngine::~AllReduceEngine() = default;
 

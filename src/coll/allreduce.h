@@ -27,7 +27,7 @@ namespace sketchccl::coll {
 
 class AllReduceEngine {
  public:
-  AllReduceEngine(const Settings& settings, int nranks, int cuda_device = 0);
+  AllReduceEngine(const Settings& settings, int nranks);
   ~AllReduceEngine();
   AllReduceEngine(const AllReduceEngine&) = delete;
   AllReduceEngine& operator=(const AllReduceEngine&) = delete;
@@ -90,7 +90,6 @@ class AllReduceEngine {
 
   Settings settings_;
   int nranks_;
-  int cuda_device_;
   // Every call's codecs: a device call reaches the engine as its staged host copies.
   std::unique_ptr<backend::Backend> host_;
   BufferStates buffers_;  // bounded, least recently used dropped first

@@ -66,7 +66,7 @@ Communicator::Communicator(const InitArgs& args, const Settings& settings, uint6
       id_hash_(hash_bytes(args.id.data(), args.id.size())),
       settings_(settings),
       config_hash_(config_hash),
-      engine_(settings, args.nranks, args.cuda_device < 0 ? 0 : args.cuda_device) {}
+      engine_(settings, args.nranks) {}
 
 Communicator::~Communicator() {
   abort();
@@ -300,8 +300,7 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
   }
   engine_.set_topology(topology_);
   if (!hier) return Status::Ok();
-  hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topology_,
-                                                  cuda_device_ < 0 ? 0 : cuda_device_);
+  hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topology_);
   // Every rank of the node (the exchanges inside it are direct) and the rail ring's neighbours,
   // each connected once (both sides of a pair call connect).
   std::vector<int> peers = topology_.node_ranks;

@@ -145,9 +145,8 @@ bool RailChunks::blocks_by_node() const {
   return true;
 }
 
-HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo,
-                                             int cuda_device)
-    : settings_(settings), topo_(topo), chunks_(topo), rail_(settings, topo.nodes, cuda_device) {}
+HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo)
+    : settings_(settings), topo_(topo), chunks_(topo), rail_(settings, topo.nodes) {}
 
 RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
                                           transport::Transport* rail_transport) {

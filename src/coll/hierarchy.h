@@ -76,7 +76,7 @@ class RailChunks {
 
 class HierarchicalAllReduce {
  public:
-  HierarchicalAllReduce(const Settings& settings, const Topology& topo, int cuda_device = 0);
+  HierarchicalAllReduce(const Settings& settings, const Topology& topo);
 
   // Host buffers of an AllReduce or a ReduceScatter, a device call's staged copies included (the
   // rail kinds are run_rail's).

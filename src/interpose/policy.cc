@@ -46,7 +46,8 @@ PolicyDecision decide(const PolicyInput& in) {
     return forward_because(R::kSize, "smaller than SKETCHCCL_MIN_BYTES");
   }
   if (in.capturing) {
-    return forward_because(R::kCapture, "stream is being captured into a CUDA graph");
+    return forward_because(R::kCapture,
+                           "stream is being captured into a CUDA graph (or CUDA could not say)");
   }
   if (in.mem_pending) {
     PolicyDecision d;
