@@ -11,11 +11,16 @@ struct Deferred {
   std::function<void(const Status&)> on_done;
 };
 
+struct StreamOps {
+  std::function<Status()> head, tail;
+};
+
 struct GroupState {
   int depth = 0;
   bool launching = false;  // the outermost end is starting the deferred calls
   std::vector<DeferredCall> calls;
   std::vector<Deferred> pending;
+  std::vector<StreamOps> stream_ops;  // of the calls launched so far, while launching
 };
 
 GroupState& state() {
@@ -61,6 +66,16 @@ void defer_call(DeferredCall call) {
   state().calls.push_back(std::move(call));
 }
 
+Status stream_ops(std::function<Status()> head, std::function<Status()> tail) {
+  GroupState& s = state();
+  if (s.launching) {
+    s.stream_ops.push_back({std::move(head), std::move(tail)});
+    return Status::Ok();
+  }
+  SCCL_RETURN_IF_ERROR(head());
+  return tail();
+}
+
 Status end() {
   GroupState& s = state();
   if (s.depth == 0) return Status(Code::kInvalidUsage, "ncclGroupEnd without ncclGroupStart");
@@ -71,6 +86,19 @@ Status end() {
   s.launching = true;
   for (DeferredCall& c : calls) {
     Status st = c.launch();
+    if (!st.ok() && first.ok()) first = st;
+  }
+  std::vector<StreamOps> ops;
+  ops.swap(s.stream_ops);
+  std::vector<bool> headed(ops.size(), false);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Status st = ops[i].head();
+    headed[i] = st.ok();
+    if (!st.ok() && first.ok()) first = st;
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!headed[i]) continue;  // cancelled: nothing of it waits
+    Status st = ops[i].tail();
     if (!st.ok() && first.ok()) first = st;
   }
   s.launching = false;

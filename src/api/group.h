@@ -31,8 +31,16 @@ struct DeferredCall {
 };
 void defer_call(DeferredCall call);
 
+// While the outermost end launches the deferred calls: a staged device call's stream operations
+// (coll::Communicator::enqueue_stream_head / _tail), run once every deferred call is launched, the
+// heads of all of them first, then the tails: every call's staging is leased (a pinned
+// allocation may synchronize the device) and every input flag enqueued before any stream waits,
+// so one thread's ranks never wait for each other, on one stream or several. Outside a launch
+// they run at once, head then tail.
+Status stream_ops(std::function<Status()> head, std::function<Status()> tail);
+
 // Ok, kInProgress (non-blocking work still running), or the first failure. The outermost end
-// launches the deferred calls, then waits.
+// launches the deferred calls, then their stream operations, then waits.
 Status end();
 // ncclGroupSimulateEnd: ends the group as end() does (outside a group: nothing, the real NCCL
 // answers), but the deferred calls are simulated, not launched. Returns the first failing

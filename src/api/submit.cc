@@ -33,7 +33,15 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
     // Device buffers (docs/cuda.md): staged on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
     if (call.count == 0) return Status::Ok();
-    return comm.submit_allreduce_stream(args, call.stream, started);
+    auto sc = std::make_shared<coll::Communicator::StreamCall>();
+    SCCL_RETURN_IF_ERROR(comm.stage_allreduce_stream(args, sc.get()));
+    void* stream = call.stream;
+    // In a group launch the heads and tails wait for the group's other calls (group.h).
+    Status st =
+        group::stream_ops([&comm, sc, stream] { return comm.enqueue_stream_head(*sc, stream); },
+                          [&comm, sc, stream] { return comm.enqueue_stream_tail(*sc, stream); });
+    if (started != nullptr) *started = !sc->staged->cancelled();
+    return st;
   }
   auto work = comm.submit_allreduce(args);
   if (started != nullptr) *started = true;

@@ -219,6 +219,12 @@ Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<St
 
 Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
                              const std::shared_ptr<StagedCall>& c) {
+  SCCL_RETURN_IF_ERROR(enqueue_head(stream, send, c));
+  return enqueue_tail(stream, recv, c);
+}
+
+Status DeviceStager::enqueue_head(void* stream, const void* send,
+                                  const std::shared_ptr<StagedCall>& c) {
   DeviceRuntime& rt = device_runtime();
   Status st = rt.copy_async(device_, c->in_, send, c->in_bytes_, stream);
   if (!st.ok()) {
@@ -232,10 +238,14 @@ Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
     // The copy may still run into the block: cancelled, and the block is never reused.
     c->lost_.store(true, std::memory_order_release);
     c->cancel(st);
-    return st;
   }
+  return st;
+}
+
+Status DeviceStager::enqueue_tail(void* stream, void* recv, const std::shared_ptr<StagedCall>& c) {
   // From here the proxy runs the call: the other ranks run it too.
-  st = rt.wait_flag(device_, c->done_, c->gen_, stream);
+  DeviceRuntime& rt = device_runtime();
+  Status st = rt.wait_flag(device_, c->done_, c->gen_, stream);
   if (st.ok()) st = rt.copy_async(device_, recv, c->out_, c->out_bytes_, stream);
   if (st.ok()) st = rt.write_flag(device_, c->back_, c->gen_, stream);
   if (!st.ok()) c->lost_.store(true, std::memory_order_release);

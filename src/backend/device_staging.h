@@ -88,6 +88,11 @@ class DeviceStager {
   // cancelled (the proxy does not run it: c->cancelled()); after, the proxy runs it with the other
   // ranks and the error is the caller's (its result is not copied back).
   Status enqueue(void* stream, const void* send, void* recv, const std::shared_ptr<StagedCall>& c);
+  // enqueue in two halves: the head (copy in, write ready; a failure cancels the call) and the
+  // tail (wait done, copy back, write back; a failure loses the block). A group enqueues every
+  // call's head before any tail (src/api/group.h).
+  Status enqueue_head(void* stream, const void* send, const std::shared_ptr<StagedCall>& c);
+  Status enqueue_tail(void* stream, void* recv, const std::shared_ptr<StagedCall>& c);
   // Pinned bytes of the staging blocks this stager's calls hold now.
   uint64_t pinned_bytes() const;
   // The calls whose result the stream has not yet copied back.

@@ -439,6 +439,15 @@ size_t Communicator::output_count(const AllReduceArgs& args) const {
 Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream,
                                              bool* started) {
   if (started != nullptr) *started = false;
+  StreamCall call;
+  SCCL_RETURN_IF_ERROR(stage_allreduce_stream(args, &call));
+  Status st = enqueue_stream_head(call, stream);
+  if (st.ok()) st = enqueue_stream_tail(call, stream);
+  if (started != nullptr) *started = !call.staged->cancelled();
+  return st;
+}
+
+Status Communicator::stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
@@ -446,7 +455,7 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   // This thread's CUDA calls below (a pinned allocation) must not invalidate a graph that another
   // thread of the application captures in global mode.
   backend::RelaxedCaptureScope relaxed;
-  // device_mu_ keeps the calls' stream operations in the order the proxy runs them.
+  // device_mu_ keeps the stager and the order of the proxy's work with it.
   std::lock_guard<std::mutex> dlock(device_mu_);
   SCCL_RETURN_IF_ERROR(build_device_path_locked());
   const size_t esz = kernels::elem_size(args.type);
@@ -488,9 +497,28 @@ Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* st
   // Queued before the stream operations: a launch may return only once its kernel ends
   // (CUDA_LAUNCH_BLOCKING), and only this work releases the wait.
   enqueue_work(w);
-  const Status st = stager_->enqueue(stream, args.send, args.recv, staged);
-  if (started != nullptr) *started = !staged->cancelled();
-  return st;
+  call->staged = std::move(staged);
+  call->send = args.send;
+  call->recv = args.recv;
+  return Status::Ok();
+}
+
+Status Communicator::enqueue_stream_head(const StreamCall& call, void* stream) {
+  backend::RelaxedCaptureScope relaxed;
+  std::lock_guard<std::mutex> dlock(device_mu_);
+  if (!stager_) {  // the device memory was released (ncclCommSuspend) in between
+    const Status st(Code::kInvalidUsage, "the communicator's device memory was released");
+    call.staged->cancel(st);
+    return st;
+  }
+  return stager_->enqueue_head(stream, call.send, call.staged);
+}
+
+Status Communicator::enqueue_stream_tail(const StreamCall& call, void* stream) {
+  backend::RelaxedCaptureScope relaxed;
+  std::lock_guard<std::mutex> dlock(device_mu_);
+  if (!stager_) return Status(Code::kInvalidUsage, "the communicator's device memory was released");
+  return stager_->enqueue_tail(stream, call.recv, call.staged);
 }
 
 Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) {

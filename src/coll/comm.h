@@ -92,6 +92,20 @@ class Communicator {
   // *started (optional): the proxy runs the call (with the other ranks), also when an error is
   // returned; false: nothing of it runs, and the caller may hand it to NCCL.
   Status submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started = nullptr);
+  // submit_allreduce_stream in three steps, for a group that stages all its calls before it
+  // enqueues any stream operation, and every call's head before any tail (src/api/group.h):
+  // stage leases the staging and queues the proxy work (which waits for the head's input flag,
+  // bounded by SKETCHCCL_TIMEOUT); the head copies the input in and writes the flag (a failure
+  // cancels the call); the tail waits for the proxy and copies the result back. Every staged
+  // call must get its head (or be cancelled by a failed one), and a headed one its tail.
+  struct StreamCall {
+    std::shared_ptr<backend::StagedCall> staged;
+    const void* send = nullptr;
+    void* recv = nullptr;
+  };
+  Status stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call);
+  Status enqueue_stream_head(const StreamCall& call, void* stream);
+  Status enqueue_stream_tail(const StreamCall& call, void* stream);
   // Whether device AllReduces can run here: prepares the staging on the first ask (the caller's
   // thread); a failure is kept, WARNed once, and answered on every later ask. In front of a real
   // NCCL the take-over forwards the call when false.

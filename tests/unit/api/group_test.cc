@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace sketchccl::api {
 namespace {
 
@@ -69,4 +71,45 @@ TEST(Group, ALaunchFailureIsTheGroupsResult) {
 }
 
 }  // namespace
+// A staged device call's stream operations: at the group's end, every launched call's head
+// before any tail, and a call whose head failed gets no tail; outside a group, head then tail.
+TEST(Group, StreamOperationsRunEveryHeadBeforeAnyTail) {
+  std::string order;
+  auto ops = [&order](char id, bool head_fails) {
+    return group::DeferredCall{[&order, id, head_fails] {
+                                 return group::stream_ops(
+                                     [&order, id, head_fails] {
+                                       order += id;
+                                       order += 'h';
+                                       return head_fails ? Status(Code::kUnhandledCudaError, "x")
+                                                         : Status::Ok();
+                                     },
+                                     [&order, id] {
+                                       order += id;
+                                       order += 't';
+                                       return Status::Ok();
+                                     });
+                               },
+                               {}};
+  };
+  group::start();
+  group::defer_call(ops('a', false));
+  group::defer_call(ops('b', true));
+  group::defer_call(ops('c', false));
+  EXPECT_EQ(group::end().code(), Code::kUnhandledCudaError);  // b's head: the group's result
+  EXPECT_EQ(order, "ahbhchatct");
+  order.clear();
+  EXPECT_TRUE(group::stream_ops(
+                  [&order] {
+                    order += "h";
+                    return Status::Ok();
+                  },
+                  [&order] {
+                    order += "t";
+                    return Status::Ok();
+                  })
+                  .ok());
+  EXPECT_EQ(order, "ht");
+}
+
 }  // namespace sketchccl::api

@@ -56,11 +56,11 @@ coll::Settings lossy_settings(double timeout_s) {
 }
 
 // `n` in-process ranks of one communicator; rank r on device r of the model (each rank its own
-// GPU, as on hardware). Destroyed before the model: the last stager trims the staging pool
-// through the model that allocated it.
+// GPU, as on hardware), or all on device 0 (`one_device`). Destroyed before the model: the last
+// stager trims the staging pool through the model that allocated it.
 struct Ranks {
   std::vector<std::shared_ptr<coll::Communicator>> comms;
-  Ranks(int n, const coll::Settings& settings, bool standalone = true) {
+  Ranks(int n, const coll::Settings& settings, bool standalone = true, bool one_device = false) {
     coll::UniqueId id{};
     EXPECT_TRUE(coll::Communicator::bootstrap_make_id(&id).ok());
     for (int r = 0; r < n; ++r) {
@@ -68,7 +68,7 @@ struct Ranks {
       a.rank = r;
       a.nranks = n;
       a.id = id;
-      a.cuda_device = r;
+      a.cuda_device = one_device ? 0 : r;
       a.standalone = standalone;
       comms.push_back(coll::Communicator::create(a, settings, 1));
     }
@@ -306,6 +306,8 @@ class DeviceStaging : public ::testing::Test {
   std::unique_ptr<ModelDevice> model_;
   std::unique_ptr<InstalledModel> installed_;
   uint64_t proxy_before_ = 0;
+  // Over UCX (where it is installed) an abort leaves a posted receive UCX warns about.
+  testutil::AllowWarnings ucx_abort_{"was not matched"};
 };
 
 // ReduceScatter: recv holds count / nranks elements, this rank's chunk of the sum; not one more
@@ -612,6 +614,39 @@ INSTANTIATE_TEST_SUITE_P(Faults, FailedAfterReady,
                          });
 
 // Abort while the caller's stream waits: rank 1 never calls, so rank 0's proxy waits in the ring
+// One thread drives two ranks on one device and ONE stream, as a group's end does: every call is
+// staged, then every head (input copy and flag), then every tail (wait, copy back). Rank 1's input
+// flag is on the stream before rank 0's wait, so neither rank's proxy waits for the other's
+// stream; in the order head, tail, head, tail it would (rank 1's flag behind rank 0's wait).
+TEST_F(DeviceStaging, OneThreadsRanksOnOneStreamStageAndHeadBeforeAnyTail) {
+  constexpr int kRanks = 2;
+  constexpr size_t n = 4096;
+  Ranks ranks(kRanks, exact_settings(20), true, true);
+  ModelDevice::set_current_device(0);
+  void* stream = model().create_stream(0);
+  std::vector<std::vector<float>> x(kRanks), y(kRanks);
+  DrainAtExit drained(model());
+  std::vector<coll::Communicator::StreamCall> calls(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    x[r].resize(n);
+    for (size_t i = 0; i < n; ++i)
+      x[r][i] = input(r, 0, i);
+    y[r].assign(n, -1.f);
+    ASSERT_TRUE(
+        ranks[r].stage_allreduce_stream(device_args(x[r].data(), y[r].data(), n), &calls[r]).ok());
+  }
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_TRUE(ranks[r].enqueue_stream_head(calls[r], stream).ok());
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_TRUE(ranks[r].enqueue_stream_tail(calls[r], stream).ok());
+  ASSERT_TRUE(model().drain(0, stream, 30)) << "the ranks waited for each other";
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(y[r][i], sum_of(kRanks, 0, i)) << "rank " << r << " element " << i;
+    EXPECT_TRUE(ranks[r].async_error().ok()) << ranks[r].async_error().to_string();
+  }
+}
+
 // and rank 0's stream waits for its flag; the abort ends the work, which releases the stream.
 TEST_F(DeviceStaging, AbortWhileTheStreamWaitsReleasesTheStream) {
   testutil::AllowWarnings allow("failed");
