@@ -34,7 +34,8 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
     if (call.count == 0) return Status::Ok();
     auto sc = std::make_shared<coll::Communicator::StreamCall>();
-    SCCL_RETURN_IF_ERROR(comm.stage_allreduce_stream(args, sc.get()));
+    // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
+    SCCL_RETURN_IF_ERROR(comm.stage_allreduce_stream(args, sc.get(), !group::active()));
     void* stream = call.stream;
     // In a group launch the heads and tails wait for the group's other calls (group.h).
     Status st =

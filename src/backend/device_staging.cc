@@ -59,6 +59,16 @@ std::unique_ptr<BlockSource> make_staging_source(int device) {
 
 }  // namespace
 
+std::atomic<size_t> g_in_flight_bound{size_t(1) << 30};
+
+size_t staging_in_flight_bound() {
+  return g_in_flight_bound.load(std::memory_order_relaxed);
+}
+
+void set_staging_in_flight_bound_for_test(size_t bytes) {
+  g_in_flight_bound.store(bytes, std::memory_order_relaxed);
+}
+
 MemoryPool& staging_pool(int device) {
   // Every block is kept until a trim (ncclCommSuspend) or the last stager of the device goes: a
   // pinned allocation may wait for the whole device, so it happens only on a caller's thread.
@@ -118,6 +128,13 @@ struct Held {
 struct Ledger {
   std::mutex mu;
   std::vector<Held> held;
+  // Under mu: the bytes of the blocks held now.
+  size_t in_flight_bytes() const {
+    size_t n = 0;
+    for (const Held& h : held)
+      n += h.lease.capacity();
+    return n;
+  }
   // Under mu: gives back the blocks of finished calls.
   void reclaim() {
     for (auto it = held.begin(); it != held.end();) {
@@ -187,11 +204,27 @@ Status DeviceStager::prepare() {
   return Status::Ok();
 }
 
-Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out) {
+Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out,
+                           bool may_wait) {
   Ledger& l = ledger(device_);
-  std::lock_guard<std::mutex> lock(l.mu);
+  std::unique_lock<std::mutex> lock(l.mu);
   l.reclaim();
   const size_t bytes = kDataAt + round64(in_bytes) + round64(out_bytes);
+  // Calls in flight hold their blocks until their streams copy back: past the bound (a training
+  // step's buckets all queued at once would pin the whole model twice) the caller waits for the
+  // oldest to finish, as NCCL's caller waits when its work queue is full. Never inside a group's
+  // launch, whose calls finish only once all of them are enqueued.
+  const size_t bound = std::max(staging_in_flight_bound(), 2 * bytes);
+  if (may_wait && l.in_flight_bytes() + bytes > bound) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    while (l.in_flight_bytes() + bytes > bound && std::chrono::steady_clock::now() < deadline) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      lock.lock();
+      l.reclaim();
+    }
+  }
   PoolLease lease = staging_pool(device_).take(bytes);
   if (!lease) {
     return errorf(Code::kSystemError, "no pinned memory for a device call's %zu staging bytes",

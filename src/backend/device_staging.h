@@ -81,7 +81,11 @@ class DeviceStager {
   // process's pinned staging pool, else a new one (allocated here, on the caller's thread);
   // kSystemError when there is no pinned memory. First gives back the blocks of every finished
   // call of the device, this stager's or another's (communicators used in turn share blocks).
-  Status stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out);
+  // `may_wait`: when the device's calls in flight hold more than staging_in_flight_bound() (or
+  // twice this call's bytes), waits (at most SKETCHCCL_TIMEOUT) for them to finish first; false
+  // inside a group's launch, whose earlier calls finish only after this one is enqueued.
+  Status stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out,
+               bool may_wait = true);
   // Enqueues the call's stream operations on `stream`: copy `send` to in(), write ready, wait
   // done, copy out() to `recv`, write back. Call it after the proxy's work is queued (a launch may
   // block until the kernel it launches ends). On a failure before `ready` was enqueued the call is
@@ -105,6 +109,11 @@ class DeviceStager {
   mutable std::mutex mu_;
   bool prepared_ = false;
 };
+
+// The staging bytes a device's calls in flight may hold before the next call waits (stage):
+// 1 GiB; a test may set another.
+size_t staging_in_flight_bound();
+void set_staging_in_flight_bound_for_test(size_t bytes);
 
 // The process's pinned staging pool of `device` (memory_pool.h), made from the device runtime.
 MemoryPool& staging_pool(int device);

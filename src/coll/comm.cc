@@ -436,18 +436,19 @@ size_t Communicator::output_count(const AllReduceArgs& args) const {
   return args.count;
 }
 
-Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream,
-                                             bool* started) {
+Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started,
+                                             bool may_wait) {
   if (started != nullptr) *started = false;
   StreamCall call;
-  SCCL_RETURN_IF_ERROR(stage_allreduce_stream(args, &call));
+  SCCL_RETURN_IF_ERROR(stage_allreduce_stream(args, &call, may_wait));
   Status st = enqueue_stream_head(call, stream);
   if (st.ok()) st = enqueue_stream_tail(call, stream);
   if (started != nullptr) *started = !call.staged->cancelled();
   return st;
 }
 
-Status Communicator::stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call) {
+Status Communicator::stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call,
+                                            bool may_wait) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
@@ -460,7 +461,8 @@ Status Communicator::stage_allreduce_stream(const AllReduceArgs& args, StreamCal
   SCCL_RETURN_IF_ERROR(build_device_path_locked());
   const size_t esz = kernels::elem_size(args.type);
   std::shared_ptr<backend::StagedCall> staged;
-  SCCL_RETURN_IF_ERROR(stager_->stage(args.count * esz, output_count(args) * esz, &staged));
+  SCCL_RETURN_IF_ERROR(
+      stager_->stage(args.count * esz, output_count(args) * esz, &staged, may_wait));
   // The engine runs on the staged copies as on host buffers: the same code, the same packets.
   AllReduceArgs host = args;
   host.send = staged->in();

@@ -91,7 +91,8 @@ class Communicator {
   // stream -- also on failure, which becomes the async error. Returns at once without blocking.
   // *started (optional): the proxy runs the call (with the other ranks), also when an error is
   // returned; false: nothing of it runs, and the caller may hand it to NCCL.
-  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started = nullptr);
+  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started = nullptr,
+                                 bool may_wait = true);
   // submit_allreduce_stream in three steps, for a group that stages all its calls before it
   // enqueues any stream operation, and every call's head before any tail (src/api/group.h):
   // stage leases the staging and queues the proxy work (which waits for the head's input flag,
@@ -103,7 +104,8 @@ class Communicator {
     const void* send = nullptr;
     void* recv = nullptr;
   };
-  Status stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call);
+  // `may_wait`: DeviceStager::stage's (false inside a group's launch).
+  Status stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call, bool may_wait = true);
   Status enqueue_stream_head(const StreamCall& call, void* stream);
   Status enqueue_stream_tail(const StreamCall& call, void* stream);
   // Whether device AllReduces can run here: prepares the staging on the first ask (the caller's

@@ -311,7 +311,8 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
   rail.send = scratch;
   coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
   args.state_key = call.send;  // the scratch's address says nothing of the user's buffer
-  st = c.submit_allreduce_stream(args, call.stream);
+  // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
+  st = c.submit_allreduce_stream(args, call.stream, nullptr, !api::group::active());
   give_back();  // on the stream behind the rail's staging copy of the scratch
   if (!st.ok()) {
     // This rank's chunk is wrong: reported; its later device calls are forwarded.

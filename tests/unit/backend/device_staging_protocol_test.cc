@@ -440,6 +440,62 @@ TEST_F(DeviceStaging, BlocksAreReusedOnceCopiedBackAndDistinctInFlight) {
   EXPECT_EQ(model().outstanding_staging(), 0u);
 }
 
+// Calls in flight hold their blocks until their streams copy back: past the bound on what they
+// may hold, the next call's caller waits for the oldest to finish (as NCCL's caller waits on a
+// full work queue) instead of pinning more; inside a group's launch (may_wait false) it does not.
+TEST_F(DeviceStaging, CallsInFlightPastTheBoundWaitForTheOldest) {
+  constexpr size_t n = 4096;  // 16 KiB in and out: blocks of about 33 KiB
+  struct Bound {
+    Bound() { set_staging_in_flight_bound_for_test(size_t(80) << 10); }
+    ~Bound() { set_staging_in_flight_bound_for_test(size_t(1) << 30); }
+  } bound;
+  Ranks ranks(1, exact_settings(30));
+  void* stream = model().create_stream(0);
+  std::vector<std::vector<float>> xs(4, std::vector<float>(n)), ys(4, std::vector<float>(n));
+  for (int k = 0; k < 4; ++k)
+    for (size_t i = 0; i < n; ++i)
+      xs[k][i] = static_cast<float>(k * 7 + static_cast<int>(i % 11));
+  DrainAtExit drained(model());
+  auto latch = std::make_shared<Latch>();
+  model().host_work(0, stream, [latch] { latch->wait(); });
+  for (int k = 0; k < 2; ++k) {  // two blocks: under the bound
+    ASSERT_TRUE(
+        ranks[0].submit_allreduce_stream(device_args(xs[k].data(), ys[k].data(), n), stream).ok());
+  }
+  EXPECT_EQ(model().outstanding_staging(), 2u);
+  std::atomic<bool> released{false};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    released = true;
+    latch->release();
+  });
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(
+      ranks[0].submit_allreduce_stream(device_args(xs[2].data(), ys[2].data(), n), stream).ok());
+  EXPECT_TRUE(released.load()) << "the third call did not wait for the first two";
+  EXPECT_GE(seconds_since(t0), 0.25);
+  opener.join();
+  ASSERT_TRUE(model().drain(0, stream, 30));
+  EXPECT_LE(model().outstanding_staging(), 2u) << "the third call pinned a third block";
+  // In a group's launch the caller never waits: the block is added.
+  auto latch2 = std::make_shared<Latch>();
+  model().host_work(0, stream, [latch2] { latch2->wait(); });
+  for (int k = 0; k < 4; ++k) {
+    coll::Communicator::StreamCall call;
+    ASSERT_TRUE(ranks[0]
+                    .stage_allreduce_stream(device_args(xs[k].data(), ys[k].data(), n), &call,
+                                            /*may_wait=*/false)
+                    .ok());
+    ASSERT_TRUE(ranks[0].enqueue_stream_head(call, stream).ok());
+    ASSERT_TRUE(ranks[0].enqueue_stream_tail(call, stream).ok());
+  }
+  EXPECT_GE(model().outstanding_staging(), 4u);
+  latch2->release();
+  ASSERT_TRUE(model().drain(0, stream, 30));
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(xs[k], ys[k]) << "call " << k;  // one rank: the sum is the input
+}
+
 // A device path that cannot be prepared: one WARN, the predicate the take-over asks says no, and
 // no later call retries it.
 TEST_F(DeviceStaging, PrepareFailureIsKeptAndWarnedOnce) {
