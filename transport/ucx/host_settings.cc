@@ -1,5 +1,7 @@
 #include "transport/ucx/host_settings.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -103,6 +105,21 @@ ScopedEnvironment::~ScopedEnvironment() {
   } else {
     std::free(arr);  // never published
   }
+}
+
+bool ucx_tls_may_use_tcp(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return true;
+  const bool exclude = *tls == '^';
+  std::string list(exclude ? tls + 1 : tls);
+  bool named = false;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, end - start);
+    if (name == "tcp" || (!exclude && name == "all")) named = true;
+    start = end + 1;
+  }
+  return exclude ? !named : named;
 }
 
 }  // namespace sketchccl::transport

@@ -24,6 +24,11 @@ namespace sketchccl::transport {
 //   UCX_DEBUG_SIGNO=0: no SIGHUP handler.
 std::vector<std::string> ucx_host_settings(const char* (*lookup)(const char*));
 
+// Whether UCX_TLS (`tls`; null or empty: unset) lets UCX open its tcp transport: "all", a list
+// naming "tcp", or an exclusion ("^...") that does not name it. A tcp-only setting applied where
+// tcp is not opened makes UCX warn at every worker ("invalid configuration").
+bool ucx_tls_may_use_tcp(const char* tls);
+
 // Adds `entries` ("NAME=value", names absent from the environment) to the environment for its
 // lifetime without setenv, whose growth frees the array that another thread's getenv may be
 // reading: it publishes a new array (the current entries, then these) with one pointer store and

@@ -10,6 +10,7 @@
 
 #include "src/core/log.h"
 #include "transport/socket/net.h"
+#include "transport/ucx/host_settings.h"
 #include "transport/ucx/ucx_api.h"
 
 namespace sketchccl::transport {
@@ -201,6 +202,9 @@ Status UcxTransport::init() {
   for (const Setting& c : {Setting{"ZCOPY_THRESH", "inf", "UCX_ZCOPY_THRESH"},
                            Setting{"PUT_ENABLE", "n", "UCX_TCP_PUT_ENABLE"}}) {
     if (std::getenv(c.env) != nullptr) continue;
+    // tcp's own setting only where tcp may open (else UCX warns at every worker).
+    if (std::strcmp(c.key, "PUT_ENABLE") == 0 && !ucx_tls_may_use_tcp(std::getenv("UCX_TLS")))
+      continue;
     st = ucx().ucp_config_modify(config, c.key, c.value);
     if (st != UCS_OK) {
       SCCL_INFO(kLogNet, "ucx: %s=%s not applied: %s", c.key, c.value, ucx().ucs_status_string(st));

@@ -289,4 +289,19 @@ TEST(UcxLoad, HonoursTheUsersUcxVariables) {
   EXPECT_EQ(report, "");
 }
 
+// tcp's own settings go to UCX only where UCX_TLS lets tcp open.
+TEST(UcxHostSettings, TcpMayOpenUnlessUcxTlsLeavesItOut) {
+  EXPECT_TRUE(ucx_tls_may_use_tcp(nullptr));
+  EXPECT_TRUE(ucx_tls_may_use_tcp(""));
+  EXPECT_TRUE(ucx_tls_may_use_tcp("tcp"));
+  EXPECT_TRUE(ucx_tls_may_use_tcp("posix,tcp,self"));
+  EXPECT_TRUE(ucx_tls_may_use_tcp("all"));
+  EXPECT_TRUE(ucx_tls_may_use_tcp("^posix"));
+  EXPECT_FALSE(ucx_tls_may_use_tcp("posix,self"));
+  EXPECT_FALSE(ucx_tls_may_use_tcp("sm"));
+  EXPECT_FALSE(ucx_tls_may_use_tcp("tcpx"));
+  EXPECT_FALSE(ucx_tls_may_use_tcp("^tcp"));
+  EXPECT_FALSE(ucx_tls_may_use_tcp("^posix,tcp"));
+}
+
 }  // namespace
