@@ -1,9 +1,8 @@
 #include "transport/ucx/host_settings.h"
 
-#include <algorithm>
-
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
