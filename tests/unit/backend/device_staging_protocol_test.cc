@@ -545,6 +545,22 @@ struct EnqueueFault {
   const char* name;
   int op;  // 0: the copy in, 1: the ready flag
 };
+
+// Each rank's stream on its own device, its call-0 inputs and a result buffer of -1s.
+struct RankCalls {
+  std::vector<void*> streams;
+  std::vector<std::vector<float>> x, y;
+  RankCalls(ModelDevice& model, int ranks, size_t n) : x(ranks), y(ranks) {
+    for (int r = 0; r < ranks; ++r) {
+      streams.push_back(model.create_stream(r));
+      x[r].resize(n);
+      for (size_t i = 0; i < n; ++i)
+        x[r][i] = input(r, 0, i);
+      y[r].assign(n, -1.f);
+    }
+  }
+};
+
 class CancelledBeforeReady : public DeviceStaging,
                              public ::testing::WithParamInterface<EnqueueFault> {};
 
@@ -555,16 +571,9 @@ TEST_P(CancelledBeforeReady, NoProxyRunsItAndTheRingStaysInStep) {
   constexpr size_t n = 2048;
   {
     Ranks ranks(kRanks, exact_settings(60));
-    std::vector<void*> streams;
-    std::vector<std::vector<float>> x(kRanks), y(kRanks);
+    RankCalls calls(model(), kRanks, n);
+    auto& [streams, x, y] = calls;
     DrainAtExit drained(model());
-    for (int r = 0; r < kRanks; ++r) {
-      streams.push_back(model().create_stream(r));
-      x[r].resize(n);
-      for (size_t i = 0; i < n; ++i)
-        x[r][i] = input(r, 0, i);
-      y[r].assign(n, -1.f);
-    }
     const int allocs = model().counts().alloc_staging;
     for (int r = 0; r < kRanks; ++r) {
       if (GetParam().op == 0) model().fail_copy_in(1);
@@ -623,16 +632,9 @@ TEST_P(FailedAfterReady, TheProxyRunsItAndTheStreamIsReleased) {
   constexpr int kRanks = 2;
   constexpr size_t n = 2048;
   Ranks ranks(kRanks, exact_settings(3));
-  std::vector<void*> streams;
-  std::vector<std::vector<float>> x(kRanks), y(kRanks);
+  RankCalls calls(model(), kRanks, n);
+  auto& [streams, x, y] = calls;
   DrainAtExit drained(model());
-  for (int r = 0; r < kRanks; ++r) {
-    streams.push_back(model().create_stream(r));
-    x[r].resize(n);
-    for (size_t i = 0; i < n; ++i)
-      x[r][i] = input(r, 0, i);
-    y[r].assign(n, -1.f);
-  }
   // Rank 0 first: its call takes the fault.
   if (GetParam().op == 2) model().fail_wait_flag_in(1);
   if (GetParam().op == 3) model().fail_copy_in(2);        // the copy back
