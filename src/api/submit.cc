@@ -4,8 +4,8 @@
 
 namespace sketchccl::api {
 
-coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run) {
-  coll::AllReduceArgs args;
+coll::ReductionArgs engine_args(const CollCall& call, int nranks, EngineRun run) {
+  coll::ReductionArgs args;
   args.send = call.send;
   args.recv = call.recv;
   args.count = input_count(call, nranks);
@@ -28,14 +28,14 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
   if (started != nullptr) *started = false;
   // A rail phase runs among the rail's ranks, one per node (a ReduceScatter's input is theirs).
   const int nranks = run == EngineRun::kRail ? comm.topology().nodes : comm.nranks();
-  const coll::AllReduceArgs args = engine_args(call, nranks, run);
+  const coll::ReductionArgs args = engine_args(call, nranks, run);
   if (args.mem == backend::MemoryType::kDevice) {
     // Device buffers (docs/cuda.md): staged on the stream; never blocks, inside a group or not.
     // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
     if (call.count == 0) return Status::Ok();
     auto sc = std::make_shared<coll::Communicator::StreamCall>();
     // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
-    SCCL_RETURN_IF_ERROR(comm.stage_allreduce_stream(args, sc.get(), !group::active()));
+    SCCL_RETURN_IF_ERROR(comm.stage_reduction_stream(args, sc.get(), !group::active()));
     void* stream = call.stream;
     // In a group launch the heads and tails wait for the group's other calls (group.h).
     Status st =
@@ -44,7 +44,7 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
     if (started != nullptr) *started = !sc->staged->cancelled();
     return st;
   }
-  auto work = comm.submit_allreduce(args);
+  auto work = comm.submit_reduction(args);
   if (started != nullptr) *started = true;
   if (group::active()) {
     group::defer(work, false);

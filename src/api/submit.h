@@ -3,7 +3,7 @@
 #pragma once
 
 #include "src/api/coll_call.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/comm.h"
 #include "src/core/status.h"
 
@@ -15,8 +15,8 @@ namespace sketchccl::api {
 enum class EngineRun { kCodec, kExact, kRail };
 
 // The engine's descriptor of `call` on a communicator of `nranks` (a rail phase: the rail's, one
-// rank per node). The only place that builds a coll::AllReduceArgs.
-coll::AllReduceArgs engine_args(const CollCall& call, int nranks, EngineRun run);
+// rank per node). The only place that builds a coll::ReductionArgs.
+coll::ReductionArgs engine_args(const CollCall& call, int nranks, EngineRun run);
 
 // Runs `call` (validated, its memory classified) on `comm`. Device memory: enqueued on the
 // call's stream, never blocks (a later failure is the communicator's async error). Host memory:

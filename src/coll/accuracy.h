@@ -13,7 +13,7 @@ namespace sketchccl::coll {
 
 // One sampled position per this many elements, and at least kMinSamples (all of a smaller
 // buffer). 2048 keeps the side reduction under 1% of q2's wire bytes (docs/engine.md); each ring
-// shape picks its stride (ring_shape.h).
+// shape picks its stride (coll_shape.h).
 constexpr size_t kSampleStride = 2048;
 // Where each rank decodes only its own chunk, the side ring carries two values per sample (input
 // and decoded) next to half a ring of packets: four times the share, so a four times sparser

@@ -114,7 +114,7 @@ Status CallSample::estimate_by_tallies(PlanCall& c, AccuracyEstimate* e) {
   // One round: every owner's tally straight to every rank, so every rank combines the same P
   // tallies in rank order into the same bits.
   std::vector<SampleTally> all(p);
-  RingLink l = c.link;
+  CommLink l = c.link;
   l.phase = kPhaseAccuracyTally;
   c.cs.sample_bytes_sent += (p - 1) * sizeof mine;
   SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data(),

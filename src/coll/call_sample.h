@@ -19,7 +19,7 @@ class CallSample {
   // Reads this rank's input at the sample of call `c`.
   Status take(const PlanCall& c);
   bool taken() const { return taken_; }
-  // The sample to carry in the data's own messages (RingJob::sample), where the shape can: then
+  // The sample to carry in the data's own messages (ShapeJob::sample), where the shape can: then
   // estimate() reads the exact sums the call left instead of running the side ring.
   Status carry(SampleCarry** out);
   // After the plan: the decoded values at the sample against their exact sum; the statistics,

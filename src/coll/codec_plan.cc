@@ -40,7 +40,7 @@ class CodecRingPlan : public CodecPlan {
     return kernels::codec_info(c.codec)->lossy_step ? Feedback::kPerStep : Feedback::kNone;
   }
   bool exact(const PlanCall& c) const override { return !kernels::codec_info(c.codec)->lossy; }
-  Status ring(PlanCall& c, RingJob* job) override {
+  Status ring(PlanCall& c, ShapeJob* job) override {
     ops_.emplace(c.be, params(c), user_buffers(c), c.scale);
     job->stage = Stage::kData;
     job->count = c.args.count;
@@ -117,7 +117,7 @@ class S2Plan : public CodecRingPlan {
     }
     return Status::Ok();
   }
-  Status ring(PlanCall& c, RingJob* job) override {
+  Status ring(PlanCall& c, ShapeJob* job) override {
     SCCL_RETURN_IF_ERROR(CodecRingPlan::ring(c, job));
     const Settings& s = c.settings;
     const BufferState& history = c.history;
@@ -141,7 +141,7 @@ class S2Plan : public CodecRingPlan {
       call.saved = saved_input_ ? &saved_ : nullptr;
       call.whole = c.shape.whole_result();
       S2RepairResult rep;
-      const RingLink& link = c.link;
+      const CommLink& link = c.link;
       backend::Backend& host = c.host;
       const Settings& s = c.settings;
       SCCL_RETURN_IF_ERROR(s2_repair(
@@ -201,7 +201,7 @@ class SparsePlan : public CodecPlan {
     sa.prev_nonzeros = c.history.nonzeros;
     sa.slice_elems = c.settings.slice_elems;
     sa.depth = c.settings.depth;
-    RingLink l1 = c.link;
+    CommLink l1 = c.link;
     l1.phase = c.shape.phase(Stage::kSupport);
     Status st = agree_union_support(l1, c.be, sa, union_bits_.data(), &support_);
     c.cs.bytes_sent += support_.bytes_sent;
@@ -217,7 +217,7 @@ class SparsePlan : public CodecPlan {
                                nullptr);
   }
   // Phase 2: cut so that each rank's chunk of the values holds those of its own output.
-  Status ring(PlanCall& c, RingJob* job) override {
+  Status ring(PlanCall& c, ShapeJob* job) override {
     const std::string what = std::string("the sparse ") + c.shape.name() + "'s plan";
     SCCL_RETURN_IF_ERROR(run_caught(what.c_str(), [&] {
       subset_ = c.shape.subset_plan(union_bits_.data(), c.args.count, c.link);

@@ -2,7 +2,7 @@
 // stages after UCX's protocols: the phases before the ring, the ring job with the family's slice
 // operations (which the call's ring shape runs), the phases after it, and what the call leaves for
 // the next one on its buffer. Error feedback (error_feedback.h) and the accuracy estimate
-// (call_sample.h) wrap any plan; the engine (allreduce.cc) runs them in this order:
+// (call_sample.h) wrap any plan; the engine (reduction_engine.cc) runs them in this order:
 //   residual, sample, before, ring (with feedback), after, estimate, record.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "src/coll/error_feedback.h"
 #include "src/coll/reduction.h"
 #include "src/coll/ring.h"
-#include "src/coll/ring_shape.h"
+#include "src/coll/coll_shape.h"
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
 
@@ -24,9 +24,9 @@ namespace sketchccl::coll {
 
 // One call as a plan sees it.
 struct PlanCall {
-  const RingLink& link;
-  const AllReduceArgs& args;
-  const RingShape& shape;
+  const CommLink& link;
+  const ReductionArgs& args;
+  const CollShape& shape;
   const Settings& settings;
   kernels::CodecId codec;
   backend::Backend& be;    // where the user's buffers live
@@ -53,7 +53,7 @@ class CodecPlan {
     return Status::Ok();
   }
   // The ring's job; its slice operations live until the plan goes.
-  virtual Status ring(PlanCall& c, RingJob* job) = 0;
+  virtual Status ring(PlanCall& c, ShapeJob* job) = 0;
   // The operations error feedback wraps in the job (null: nothing to compensate).
   virtual CodecSliceOps* feedback_target() { return nullptr; }
   // After a successful ring, before the estimate.

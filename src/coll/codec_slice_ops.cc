@@ -140,7 +140,7 @@ void CodecSliceOps::add_stats(const PendingDecode& d) {
   }
 }
 
-Status exact_sum_ring(const RingLink& link, uint8_t phase, backend::Backend& host,
+Status exact_sum_ring(const CommLink& link, uint8_t phase, backend::Backend& host,
                       const Settings& settings, const float* vals, float* sums, size_t m,
                       RingStats* stats) {
   CodecParams base;
@@ -151,7 +151,7 @@ Status exact_sum_ring(const RingLink& link, uint8_t phase, backend::Backend& hos
   buf.send = vals;
   buf.recv = sums;
   CodecSliceOps ops(host, base, buf, 1.0f);
-  RingLink l = link;
+  CommLink l = link;
   l.phase = phase;
   return ring_allreduce(l, m, settings.slice_elems, settings.depth, ops, stats);
 }

@@ -103,7 +103,7 @@ class CodecSliceOps : public SliceOps {
 
 // An exact fp32 AllReduce of m host values on ring phase `phase` (the accuracy estimate's side
 // ring, s2's repair): a `none` ring on the host backend `host`.
-Status exact_sum_ring(const RingLink& link, uint8_t phase, backend::Backend& host,
+Status exact_sum_ring(const CommLink& link, uint8_t phase, backend::Backend& host,
                       const Settings& settings, const float* vals, float* sums, size_t m,
                       RingStats* stats);
 

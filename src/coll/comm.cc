@@ -300,7 +300,7 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
   }
   engine_.set_topology(topology_);
   if (!hier) return Status::Ok();
-  hier_ = std::make_unique<HierarchicalAllReduce>(settings_, topology_);
+  hier_ = std::make_unique<HierarchicalReduction>(settings_, topology_);
   // Every rank of the node (the exchanges inside it are direct) and the rail ring's neighbours,
   // each connected once (both sides of a pair call connect).
   std::vector<int> peers = topology_.node_ranks;
@@ -329,8 +329,8 @@ PeerLink Communicator::peer_link(uint32_t op_seq) {
   return l;
 }
 
-RingLink Communicator::link(uint8_t phase) {
-  RingLink l;
+CommLink Communicator::link(uint8_t phase) {
+  CommLink l;
   l.transport = transport_.get();
   l.rank = rank_;
   l.nranks = nranks_;
@@ -344,14 +344,14 @@ RingLink Communicator::link(uint8_t phase) {
 
 // By the call's kind: the hierarchy's phases on several nodes of several ranks, else the flat
 // engine's shapes.
-Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
+Status Communicator::reduce(const CommLink& l, const ReductionArgs& args) {
   if (args.kind == CallKind::kRail || args.kind == CallKind::kRailReduceScatter) {
     if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
     return run_caught(args.kind == CallKind::kRail ? "a hierarchical AllReduce's rail phase"
                                                    : "a hierarchical ReduceScatter's rail phase",
                       [&] { return hier_->run_rail(l, args, &engine_.stats()); });
   }
-  if (hier_ && HierarchicalAllReduce::takes(args)) {
+  if (hier_ && HierarchicalReduction::takes(args)) {
     return run_caught(args.kind == CallKind::kReduceScatter ? "a hierarchical ReduceScatter"
                                                             : "a hierarchical AllReduce",
                       [&] { return hier_->run(l, args, &engine_.stats()); });
@@ -359,13 +359,13 @@ Status Communicator::reduce(const RingLink& l, const AllReduceArgs& args) {
   return engine_.run(l, args);
 }
 
-std::shared_ptr<Work> Communicator::submit_allreduce(const AllReduceArgs& args) {
+std::shared_ptr<Work> Communicator::submit_reduction(const ReductionArgs& args) {
   return submit_reduce(args);
 }
 
-std::shared_ptr<Work> Communicator::submit_reduce(const AllReduceArgs& args) {
+std::shared_ptr<Work> Communicator::submit_reduce(const ReductionArgs& args) {
   return submit([this, args] {
-    RingLink l = link();  // each ring of the call takes its phase from its shape
+    CommLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
     Status st = reduce(l, args);
     publish_stats();
@@ -423,7 +423,7 @@ Status Communicator::build_device_path_locked() {
   return device_path_error_;
 }
 
-size_t Communicator::output_count(const AllReduceArgs& args) const {
+size_t Communicator::output_count(const ReductionArgs& args) const {
   switch (args.kind) {
     case CallKind::kReduceScatter:
       return args.count / static_cast<size_t>(nranks_);
@@ -436,18 +436,18 @@ size_t Communicator::output_count(const AllReduceArgs& args) const {
   return args.count;
 }
 
-Status Communicator::submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started,
+Status Communicator::submit_reduction_stream(const ReductionArgs& args, void* stream, bool* started,
                                              bool may_wait) {
   if (started != nullptr) *started = false;
   StreamCall call;
-  SCCL_RETURN_IF_ERROR(stage_allreduce_stream(args, &call, may_wait));
+  SCCL_RETURN_IF_ERROR(stage_reduction_stream(args, &call, may_wait));
   Status st = enqueue_stream_head(call, stream);
   if (st.ok()) st = enqueue_stream_tail(call, stream);
   if (started != nullptr) *started = !call.staged->cancelled();
   return st;
 }
 
-Status Communicator::stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call,
+Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCall* call,
                                             bool may_wait) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
@@ -464,14 +464,14 @@ Status Communicator::stage_allreduce_stream(const AllReduceArgs& args, StreamCal
   SCCL_RETURN_IF_ERROR(
       stager_->stage(args.count * esz, output_count(args) * esz, &staged, may_wait));
   // The engine runs on the staged copies as on host buffers: the same code, the same packets.
-  AllReduceArgs host = args;
+  ReductionArgs host = args;
   host.send = staged->in();
   host.recv = staged->out();
   host.mem = backend::MemoryType::kHost;
   host.staged = true;
   if (host.state_key == nullptr) host.state_key = args.send;  // the user's buffer, not the copy
   auto w = std::make_shared<Work>([this, host, staged] {
-    RingLink l = link();  // each ring of the call takes its phase from its shape
+    CommLink l = link();  // each ring of the call takes its phase from its shape
     ++op_seq_;
     Status st = staged->wait_input(settings_.timeout_s, &abort_);
     // The stream operations could not be enqueued: the caller forwards the call (or reports it);
@@ -531,7 +531,7 @@ Status Communicator::allgather_small(const void* mine, size_t bytes, void* all) 
 }
 
 Status Communicator::allgather_small_ring(const void* mine, size_t bytes, void* all) {
-  RingLink link;
+  CommLink link;
   link.transport = transport_.get();
   link.rank = rank_;
   link.nranks = nranks_;

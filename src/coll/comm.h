@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "src/backend/device_staging.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/hierarchy.h"
 #include "src/coll/network_verdict.h"
 #include "src/coll/p2p.h"
@@ -84,16 +84,16 @@ class Communicator {
   void count_forwarded_no_gain() { forwarded_no_gain_.fetch_add(1, std::memory_order_relaxed); }
 
   // Queues an AllReduce on the proxy. Fails fast if the communicator already failed.
-  std::shared_ptr<Work> submit_allreduce(const AllReduceArgs& args);
+  std::shared_ptr<Work> submit_reduction(const ReductionArgs& args);
   // A stream-ordered reduction of device buffers (args.mem is kDevice; docs/cuda.md): stages the
   // call on `stream` (a cudaStream_t; device_staging.h) and queues its work on the proxy, which
   // waits for the stream's input flag, runs the engine on the staged copies and releases the
   // stream -- also on failure, which becomes the async error. Returns at once without blocking.
   // *started (optional): the proxy runs the call (with the other ranks), also when an error is
   // returned; false: nothing of it runs, and the caller may hand it to NCCL.
-  Status submit_allreduce_stream(const AllReduceArgs& args, void* stream, bool* started = nullptr,
+  Status submit_reduction_stream(const ReductionArgs& args, void* stream, bool* started = nullptr,
                                  bool may_wait = true);
-  // submit_allreduce_stream in three steps, for a group that stages all its calls before it
+  // submit_reduction_stream in three steps, for a group that stages all its calls before it
   // enqueues any stream operation, and every call's head before any tail (src/api/group.h):
   // stage leases the staging and queues the proxy work (which waits for the head's input flag,
   // bounded by SKETCHCCL_TIMEOUT); the head copies the input in and writes the flag (a failure
@@ -105,7 +105,7 @@ class Communicator {
     void* recv = nullptr;
   };
   // `may_wait`: DeviceStager::stage's (false inside a group's launch).
-  Status stage_allreduce_stream(const AllReduceArgs& args, StreamCall* call, bool may_wait = true);
+  Status stage_reduction_stream(const ReductionArgs& args, StreamCall* call, bool may_wait = true);
   Status enqueue_stream_head(const StreamCall& call, void* stream);
   Status enqueue_stream_tail(const StreamCall& call, void* stream);
   // Whether device AllReduces can run here: prepares the staging on the first ask (the caller's
@@ -138,7 +138,7 @@ class Communicator {
   Status finalize();
 
   // ncclCommSuspend with NCCL_SUSPEND_MEM: after the queued work, the engines give back their
-  // device and pinned memory (AllReduceEngine::release_device_memory); the next device call
+  // device and pinned memory (ReductionEngine::release_device_memory); the next device call
   // builds the device path again (ncclCommResume restores lazily). Waits for the proxy.
   Status release_device_memory();
   // Suspended (between ncclCommSuspend and ncclCommResume): its calls go to the real NCCL.
@@ -167,18 +167,18 @@ class Communicator {
   // Small all-gather of `bytes` per rank over the ring (membership exchange).
   Status allgather_small(const void* mine, size_t bytes, void* all);
   Status allgather_small_ring(const void* mine, size_t bytes, void* all);
-  RingLink link(uint8_t phase = 0);
+  CommLink link(uint8_t phase = 0);
   PeerLink peer_link(uint32_t op_seq);  // an exact operation's view of the transport
   void fail(const Status& st);
   // Tells the root that this rank cannot join (bootstrap::abandon), best effort.
   void abandon_join(const Status& why);
   // On the proxy: a taken-over reduction, by its kind.
-  Status reduce(const RingLink& l, const AllReduceArgs& args);
-  std::shared_ptr<Work> submit_reduce(const AllReduceArgs& args);
+  Status reduce(const CommLink& l, const ReductionArgs& args);
+  std::shared_ptr<Work> submit_reduce(const ReductionArgs& args);
   // Under device_mu_: the stager, once; the first failure is kept in device_path_error_.
   Status build_device_path_locked();
   // The elements a reduction of `args` writes on this rank.
-  size_t output_count(const AllReduceArgs& args) const;
+  size_t output_count(const ReductionArgs& args) const;
   // On the proxy, after the engine ran: copies its statistics for stats() on other threads.
   void publish_stats();
 
@@ -199,9 +199,9 @@ class Communicator {
   Topology topology_;       // written by the join, read after it
   NetworkFigures network_;  // likewise
   // The flat engine; its statistics are the communicator's (the hierarchy adds to them).
-  AllReduceEngine engine_;
+  ReductionEngine engine_;
   // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: made by the join.
-  std::unique_ptr<HierarchicalAllReduce> hier_;
+  std::unique_ptr<HierarchicalReduction> hier_;
   uint32_t op_seq_ = 0;  // proxy-only: agreed across ranks because all ranks submit in order
   // Proxy-only: every rank's transport address (exact operations connect to any peer), and the
   // point-to-point messages so far per peer.

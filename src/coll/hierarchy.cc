@@ -18,7 +18,7 @@ using kernels::ElemType;
 // exchanges of one segment overlap the rail ring of another.
 class NodeTransfers {
  public:
-  explicit NodeTransfers(const RingLink& link) : link_(link) {}
+  explicit NodeTransfers(const CommLink& link) : link_(link) {}
   Status send(int peer, uint64_t tag, const void* buf, size_t bytes) {
     if (bytes == 0) return Status::Ok();
     transport::RequestId id = 0;
@@ -75,7 +75,7 @@ class NodeTransfers {
   uint64_t received() const { return received_; }
 
  private:
-  const RingLink& link_;
+  const CommLink& link_;
   std::vector<transport::RequestId> ids_;
   uint64_t sent_ = 0, received_ = 0;
 };
@@ -145,12 +145,12 @@ bool RailChunks::blocks_by_node() const {
   return true;
 }
 
-HierarchicalAllReduce::HierarchicalAllReduce(const Settings& settings, const Topology& topo)
+HierarchicalReduction::HierarchicalReduction(const Settings& settings, const Topology& topo)
     : settings_(settings), topo_(topo), chunks_(topo), rail_(settings, topo.nodes) {}
 
-RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
+CommLink HierarchicalReduction::rail_link(const CommLink& link,
                                           transport::Transport* rail_transport) {
-  RingLink rail = link;
+  CommLink rail = link;
   rail.transport = rail_transport;
   rail.rank = topo_.node;
   rail.nranks = topo_.nodes;
@@ -168,7 +168,7 @@ RingLink HierarchicalAllReduce::rail_link(const RingLink& link,
   return rail;
 }
 
-std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats, bool count_calls) {
+std::string HierarchicalReduction::fold_rail_stats(CommStats* stats, bool count_calls) {
   std::string codec = kernels::codec_name(kernels::CodecId::kNone);
   for (const auto& [name, c] : rail_.stats().by_codec) {
     if (c.calls > 0) codec = name;
@@ -179,11 +179,11 @@ std::string HierarchicalAllReduce::fold_rail_stats(CommStats* stats, bool count_
   return codec;
 }
 
-Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs& args,
+Status HierarchicalReduction::run_rail(const CommLink& link, const ReductionArgs& args,
                                        CommStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
   SubTransport rail_tr(link.transport, topo_.rail_ranks);
-  AllReduceArgs shard = args;
+  ReductionArgs shard = args;
   // Among the rail's ranks: an AllReduce of the shard, or a ReduceScatter of the rail's chunks.
   shard.kind = args.kind == CallKind::kRail ? CallKind::kAllReduce : CallKind::kReduceScatter;
   Status st = rail_.run(rail_link(link, &rail_tr), shard);
@@ -199,7 +199,7 @@ Status HierarchicalAllReduce::run_rail(const RingLink& link, const AllReduceArgs
 // (direct: each rank sends chunk p to local rank p, which sums them in local-rank order) is posted
 // while the rail ring reduces segment k - 1, and segment k's all-gather (direct too) moves while
 // the rail ring reduces segment k + 1: the node's traffic hides behind the network's.
-Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& args,
+Status HierarchicalReduction::run(const CommLink& link, const ReductionArgs& args,
                                   CommStats* stats) {
   if (args.kind == CallKind::kReduceScatter) return run_reduce_scatter(link, args, stats);
   const auto t0 = std::chrono::steady_clock::now();
@@ -227,11 +227,11 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
   std::vector<float> tmp(max_shard);
 
   SubTransport node_tr(link.transport, topo_.node_ranks), rail_tr(link.transport, topo_.rail_ranks);
-  RingLink node = link;
+  CommLink node = link;
   node.transport = &node_tr;
   node.rank = me;
   node.nranks = L;
-  RingLink rail = rail_link(link, &rail_tr);
+  CommLink rail = rail_link(link, &rail_tr);
   const auto* in = static_cast<const uint8_t*>(args.send);
   auto* out = static_cast<uint8_t*>(args.recv);
   auto slot = [me](int p) { return static_cast<size_t>(p < me ? p : p - 1); };
@@ -298,7 +298,7 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
     const size_t len = segs[k].plan.chunk_len(me);
     if (st.ok() && len > 0) {
       float* x = shard.data() + segs[k].shard_at;
-      AllReduceArgs shard_args{x, x, len, ElemType::kF32, false, args.exact};
+      ReductionArgs shard_args{x, x, len, ElemType::kF32, false, args.exact};
       st = rail_.run(rail, shard_args);
       codec = fold_rail_stats(stats, false);
     }
@@ -324,7 +324,7 @@ Status HierarchicalAllReduce::run(const RingLink& link, const AllReduceArgs& arg
 // 1: each rank sends local rank p the N chunks of p's rail (direct, in the user's type), and sums
 // its own rail's chunks with the ones received, in local-rank order, in fp32; 2: the rail's
 // compressed ReduceScatter of those N sums leaves each rank its own chunk (NCCL's layout).
-Status HierarchicalAllReduce::run_reduce_scatter(const RingLink& link, const AllReduceArgs& args,
+Status HierarchicalReduction::run_reduce_scatter(const CommLink& link, const ReductionArgs& args,
                                                  CommStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t esz = kernels::elem_size(args.type);
@@ -340,7 +340,7 @@ Status HierarchicalAllReduce::run_reduce_scatter(const RingLink& link, const All
   auto chunk = [&](int g) { return in + static_cast<size_t>(g) * R * esz; };
 
   SubTransport node_tr(link.transport, topo_.node_ranks), rail_tr(link.transport, topo_.rail_ranks);
-  RingLink node = link;
+  CommLink node = link;
   node.transport = &node_tr;
   node.rank = me;
   node.nranks = L;
@@ -371,7 +371,7 @@ Status HierarchicalAllReduce::run_reduce_scatter(const RingLink& link, const All
   if (st.ok() && R > 0) {
     // The input is read whole by now: an in-place output may be written.
     std::vector<float> mine(R);
-    AllReduceArgs rail_args{sums.data(), mine.data(), rail_count, ElemType::kF32,
+    ReductionArgs rail_args{sums.data(), mine.data(), rail_count, ElemType::kF32,
                             false,       args.exact,  args.mem,   CallKind::kReduceScatter};
     st = rail_.run(rail_link(link, &rail_tr), rail_args);
     codec = fold_rail_stats(stats, false);

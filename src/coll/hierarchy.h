@@ -3,7 +3,7 @@
 // index on every node), then an exact all-gather in the node. Only the middle phase crosses
 // nodes. The hierarchical ReduceScatter: the input's chunks regrouped by rail, an exact
 // reduce-scatter in the node of each rail's chunks, then a compressed ReduceScatter along the
-// rail. It composes a flat engine over the rail's sub-transport (its own AllReduceEngine of N
+// rail. It composes a flat engine over the rail's sub-transport (its own ReductionEngine of N
 // ranks); neither that engine nor the ring knows of nodes.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/ring.h"
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
@@ -74,35 +74,35 @@ class RailChunks {
   std::vector<int> grid_;
 };
 
-class HierarchicalAllReduce {
+class HierarchicalReduction {
  public:
-  HierarchicalAllReduce(const Settings& settings, const Topology& topo);
+  HierarchicalReduction(const Settings& settings, const Topology& topo);
 
   // Host buffers of an AllReduce or a ReduceScatter, a device call's staged copies included (the
   // rail kinds are run_rail's).
-  static bool takes(const AllReduceArgs& args) {
+  static bool takes(const ReductionArgs& args) {
     return (args.kind == CallKind::kAllReduce || args.kind == CallKind::kReduceScatter) &&
            args.mem == backend::MemoryType::kHost;
   }
   // `link` is the communicator's (global ranks); `stats` its statistics, to which this call's
   // bytes are added per codec, split into intra- and inter-node bytes.
-  Status run(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  Status run(const CommLink& link, const ReductionArgs& args, CommStats* stats);
   // The inter-node phase alone (a real NCCL runs the intra-node phases), of any memory type;
   // ncclAvg divides by N here (NCCL's ReduceScatter divided by L). kRail: the AllReduce of this
   // rank's shard, args.send == args.recv; kRailReduceScatter: the ReduceScatter of the node's sums
   // of this rank's rail's N chunks (args.count of them), into this rank's chunk args.recv.
-  Status run_rail(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  Status run_rail(const CommLink& link, const ReductionArgs& args, CommStats* stats);
   const RailChunks& rail_chunks() const { return chunks_; }
-  AllReduceEngine& rail() { return rail_; }
+  ReductionEngine& rail() { return rail_; }
 
  private:
   // The ReduceScatter (args.kind kReduceScatter, host buffers).
-  Status run_reduce_scatter(const RingLink& link, const AllReduceArgs& args, CommStats* stats);
+  Status run_reduce_scatter(const CommLink& link, const ReductionArgs& args, CommStats* stats);
 
   Settings settings_;
   Topology topo_;
   RailChunks chunks_;
-  RingLink rail_link(const RingLink& link, transport::Transport* rail_transport);
+  CommLink rail_link(const CommLink& link, transport::Transport* rail_transport);
   // The rail's ranks' addresses in rail order (a two-shot rail connects to every one).
   std::vector<transport::Blob> rail_addresses_;
   // Adds the rail engine's statistics since the last call to `stats` (as inter-node bytes) and
@@ -110,7 +110,7 @@ class HierarchicalAllReduce {
   // count_calls: the rail's calls count as calls (else the caller counts one per user call).
   std::string fold_rail_stats(CommStats* stats, bool count_calls);
 
-  AllReduceEngine rail_;  // the compressed middle phase among the N ranks of this rail
+  ReductionEngine rail_;  // the compressed middle phase among the N ranks of this rail
   // Per user buffer: this rank's shards of its segments in fp32, the rail engine's buffers (so
   // their history and error feedback stay per user buffer and segment).
   std::map<BufferKey, std::vector<float>> shards_;

@@ -1,5 +1,5 @@
 // A taken-over reduction as the interposer submits it to a communicator (comm.h): its kind, which
-// picks the ring shape (ring_shape.h) or the hierarchy's phase (hierarchy.h), and its buffers.
+// picks the ring shape (coll_shape.h) or the hierarchy's phase (hierarchy.h), and its buffers.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +37,7 @@ inline const char* call_kind_name(CallKind kind) {
   return "reduction";
 }
 
-struct AllReduceArgs {
+struct ReductionArgs {
   const void* send = nullptr;
   void* recv = nullptr;
   // The input's elements; a ReduceScatter's `recv` holds this rank's count / P of them.

@@ -134,7 +134,7 @@ struct Lane {
 
 class RingRun {
  public:
-  RingRun(const RingLink& link, RingPlan plan, bool scatter, SliceOps& ops, RingStats* st)
+  RingRun(const CommLink& link, RingPlan plan, bool scatter, SliceOps& ops, RingStats* st)
       : link_(link), plan_(std::move(plan)), scatter_(scatter), ops_(ops), stats_(st) {
     const int p = link_.nranks;
     const int s = plan_.max_slices();
@@ -489,7 +489,7 @@ class RingRun {
     return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
   }
 
-  const RingLink& link_;
+  const CommLink& link_;
   RingPlan plan_;
   bool scatter_;  // the reduce-scatter half alone (ring_reduce_scatter)
   SliceOps& ops_;
@@ -576,7 +576,7 @@ uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice) {
 namespace {
 
 // Both rings: checks, runs, and on failure closes the transport and lets codec work end.
-Status run_ring(const RingLink& link, RingPlan plan, bool scatter, int depth, SliceOps& ops,
+Status run_ring(const CommLink& link, RingPlan plan, bool scatter, int depth, SliceOps& ops,
                 RingStats* stats) {
   if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
     return errorf(Code::kInternalError, "ring: rank %d of %d", link.rank, link.nranks);
@@ -614,7 +614,7 @@ Status run_ring(const RingLink& link, RingPlan plan, bool scatter, int depth, Sl
 
 }  // namespace
 
-Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
+Status ring_allreduce(const CommLink& link, size_t count, size_t slice_elems, int depth,
                       SliceOps& ops, RingStats* stats) {
   if (count == 0) return Status::Ok();
   if (link.nranks < 1) return errorf(Code::kInternalError, "ring: %d ranks", link.nranks);
@@ -622,7 +622,7 @@ Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, in
                   ops, stats);
 }
 
-Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elems, int depth,
+Status ring_reduce_scatter(const CommLink& link, size_t count, size_t slice_elems, int depth,
                            SliceOps& ops, RingStats* stats, const std::vector<size_t>* bounds) {
   if (count == 0) return Status::Ok();
   if (link.nranks < 1) return errorf(Code::kInternalError, "ring: %d ranks", link.nranks);
@@ -636,7 +636,7 @@ Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elem
   return run_ring(link, RingPlan(*bounds, slice_elems), true, depth, ops, stats);
 }
 
-Status ring_allgather_small(const RingLink& link, const void* mine, size_t bytes, void* all) {
+Status ring_allgather_small(const CommLink& link, const void* mine, size_t bytes, void* all) {
   uint8_t* out = static_cast<uint8_t*>(all);
   std::memcpy(out + static_cast<size_t>(link.rank) * bytes, mine, bytes);
   const int p = link.nranks;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "src/coll/exchange.h"
 #include "src/core/config.h"
 #include "src/core/status.h"
 #include "transport/transport.h"
@@ -138,20 +139,6 @@ class SliceOps {
   }
 };
 
-// The ring neighbours and the rules of waiting.
-struct RingLink {
-  transport::Transport* transport = nullptr;
-  int rank = 0;
-  int nranks = 1;
-  double timeout_s = Config::defaults().get_double(Var::kTimeout);  // SKETCHCCL_TIMEOUT
-  const std::atomic<bool>* abort = nullptr;  // set by ncclCommAbort from another thread
-  uint32_t op_seq = 0;                       // distinguishes the tags of successive operations
-  uint8_t phase = 0;                         // distinguishes rings inside one operation
-  // Every rank's transport address (ring ranks' order), for the schedules that talk to any rank
-  // (two_shot.h), which connect on first use; null: the transport already reaches every rank.
-  const std::vector<transport::Blob>* addresses = nullptr;
-};
-
 struct RingStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
@@ -171,20 +158,20 @@ struct SampleCarry {
 
 // Runs the whole ring over `count` elements. count == 0 does nothing; nranks == 1 encodes and
 // decodes locally (so every rank, even alone, sees the codec's result).
-Status ring_allreduce(const RingLink& link, size_t count, size_t slice_elems, int depth,
+Status ring_allreduce(const CommLink& link, size_t count, size_t slice_elems, int depth,
                       SliceOps& ops, RingStats* stats);
 
 // The reduce-scatter half alone, with NCCL's layout: P-1 steps after which rank r holds chunk r
 // reduced, and decodes that chunk only (decode_start sees only its offsets). `bounds`: the chunks'
 // offsets (RingPlan's second form), else the even cut (NCCL's ReduceScatter: P equal chunks).
-Status ring_reduce_scatter(const RingLink& link, size_t count, size_t slice_elems, int depth,
+Status ring_reduce_scatter(const CommLink& link, size_t count, size_t slice_elems, int depth,
                            SliceOps& ops, RingStats* stats,
                            const std::vector<size_t>* bounds = nullptr);
 
 // All-gather of `bytes` per rank around the ring (P - 1 steps of tiny messages, tags of
 // link.op_seq and link.phase): `all` gets rank r's block at r * bytes. For agreement exchanges
 // (membership, per-call decisions), not for data.
-Status ring_allgather_small(const RingLink& link, const void* mine, size_t bytes, void* all);
+Status ring_allgather_small(const CommLink& link, const void* mine, size_t bytes, void* all);
 
 // Tag of one transfer: operation, phase, ring step, slice; below 2^kRingTagBits.
 constexpr int kRingTagBits = 44;

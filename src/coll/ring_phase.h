@@ -9,7 +9,7 @@
 
 namespace sketchccl::coll {
 
-// The rings of a taken-over reduction whose phase depends on its ring shape (ring_shape.h): a
+// The rings of a taken-over reduction whose phase depends on its ring shape (coll_shape.h): a
 // codec plan names them by stage, the shape numbers them.
 enum class Stage : uint8_t {
   kData = 0,     // the codec's ring over the call's elements
@@ -31,7 +31,7 @@ enum RingPhase : uint8_t {
       9,  // the exact collectives (src/standalone/exact_collectives.h): op field = op_seq
   kPhaseP2P =
       10,  // send/recv (src/standalone/exact_collectives.h): op field = the pair's message count
-  kPhaseDecision = 11,       // a reduction's agreement on its codec decision (allreduce.cc)
+  kPhaseDecision = 11,       // a reduction's agreement on its codec decision (reduction_engine.cc)
   kPhaseS2Repair = 12,       // s2's exact ring of the positions that did not peel (s2_repair.h)
   kPhaseS2RepairCnt = 13,    // s2 without the whole result: each rank's count of such positions
   kPhaseS2RepairPos = 14,    // s2 without the whole result: the positions themselves

@@ -92,7 +92,7 @@ Status patch(backend::Backend& be, void* recv, ElemType type, size_t n,
   return be.sparse_scatter(keep.data(), n, out.data(), 1.0f, recv, type, nullptr);
 }
 
-Status repair_whole(const RingLink& link, const S2RepairCall& c, const S2DecodeLog& log,
+Status repair_whole(const CommLink& link, const S2RepairCall& c, const S2DecodeLog& log,
                     const S2ExactRing& exact_ring, S2RepairResult* out) {
   (void)link;
   const size_t m = log.unresolved_count();
@@ -110,7 +110,7 @@ Status repair_whole(const RingLink& link, const S2RepairCall& c, const S2DecodeL
 
 // A ReduceScatter: each rank knows its chunk's positions. Counts, then the positions, all-gathered;
 // one exact ring over all of them; each rank writes its own.
-Status repair_chunks(const RingLink& link, const S2RepairCall& c, const S2DecodeLog& log,
+Status repair_chunks(const CommLink& link, const S2RepairCall& c, const S2DecodeLog& log,
                      const S2ExactRing& exact_ring, S2RepairResult* out) {
   const auto p = static_cast<size_t>(link.nranks);
   const auto me = static_cast<size_t>(link.rank);
@@ -121,7 +121,7 @@ Status repair_chunks(const RingLink& link, const S2RepairCall& c, const S2Decode
   for_each_bit(log.unresolved().data(), c.count, [&](size_t i) { mine[k0++] = i; });
   const uint64_t my_count = mine.size();
   std::vector<uint64_t> counts(p, 0);
-  RingLink l = link;
+  CommLink l = link;
   l.phase = kPhaseS2RepairCnt;
   SCCL_RETURN_IF_ERROR(ring_allgather_small(l, &my_count, sizeof my_count, counts.data()));
   out->bytes_sent += (p - 1) * sizeof my_count;
@@ -234,7 +234,7 @@ Status s2_save_input(backend::Backend& be, const void* x, ElemType t, size_t cou
   return be.sparse_compact(out->bits.data(), count, x, t, out->values.data(), nullptr);
 }
 
-Status s2_repair(const RingLink& link, const S2RepairCall& call, const S2DecodeLog& log,
+Status s2_repair(const CommLink& link, const S2RepairCall& call, const S2DecodeLog& log,
                  const S2ExactRing& exact_ring, S2RepairResult* out) {
   *out = S2RepairResult{};
   if (!log.wants_unresolved()) {

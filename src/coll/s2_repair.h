@@ -88,7 +88,7 @@ struct S2RepairResult {
 
 // The repair, after the ring and its decodes (log.unresolved() filled). Nothing to do, and no
 // message, for a whole result without unresolved positions; a ReduceScatter exchanges its count.
-Status s2_repair(const RingLink& link, const S2RepairCall& call, const S2DecodeLog& log,
+Status s2_repair(const CommLink& link, const S2RepairCall& call, const S2DecodeLog& log,
                  const S2ExactRing& exact_ring, S2RepairResult* out);
 
 // SKETCHCCL_S2_REPAIR=0 with error feedback (AllReduce): recv is 0 at the unresolved positions,

@@ -8,7 +8,7 @@
 
 #include "kernels/codec.h"
 #include "src/coll/reduction.h"
-#include "src/coll/ring_shape.h"
+#include "src/coll/coll_shape.h"
 #include "src/coll/settings.h"
 
 namespace sketchccl::coll {

@@ -54,7 +54,7 @@ struct CommStats {
   int nodes = 1;
   int ranks_per_node = 0;
   bool hierarchical = false;
-  // Calls whose ranks held different histories for their buffer (ran exact; allreduce.cc).
+  // Calls whose ranks held different histories for their buffer (ran exact; reduction_engine.cc).
   uint64_t decisions_disagreed = 0;
   // auto's verdicts (network_verdict.h): calls forwarded to NCCL, and calls run exact
   // (standalone), because no codec was predicted faster on these links; the agreed link figures

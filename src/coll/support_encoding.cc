@@ -192,7 +192,7 @@ class IndexListSliceOps : public SliceOps {
   std::vector<uint32_t> local_list_, in_list_, merged_;
 };
 
-Status element_bitmap_union(const RingLink& link, backend::Backend& be, const SupportArgs& a,
+Status element_bitmap_union(const CommLink& link, backend::Backend& be, const SupportArgs& a,
                             uint64_t* union_bits, RingStats* rs) {
   const size_t words = kernels::bitmap_bytes(a.count) / sizeof(uint64_t);
   ElementBitmapSliceOps ops(be, a, union_bits);
@@ -269,7 +269,7 @@ void merge_indices(const std::vector<uint32_t>& a, const std::vector<uint32_t>& 
   std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(*out));
 }
 
-Status agree_union_support(const RingLink& link, backend::Backend& be, const SupportArgs& a,
+Status agree_union_support(const CommLink& link, backend::Backend& be, const SupportArgs& a,
                            uint64_t* union_bits, SupportOutcome* out) {
   *out = SupportOutcome{};
   out->used = a.encoding;
@@ -299,7 +299,7 @@ Status agree_union_support(const RingLink& link, backend::Backend& be, const Sup
       if (st.ok()) bitmap_of_rows(union_rows.data(), a.count, union_bits);
     } else {
       IndexListSliceOps ops(local.data(), a.count, a.prev_nonzeros, union_bits);
-      RingLink l = link;
+      CommLink l = link;
       l.phase = kPhaseSparseIndices;
       st = ring_allreduce(l, a.count, a.slice_elems, a.depth, ops, &rs);
       // Every rank decoded the same final packets, so every rank sees the same overflow.

@@ -63,7 +63,7 @@ struct SupportArgs {
 // The union support of every rank's `x` into union_bits (bitmap_bytes(count) / 8 words, zeroed
 // by the caller), identical on every rank. The bitmaps travel under link.phase; an index list
 // under kPhaseSparseIndices.
-Status agree_union_support(const RingLink& link, backend::Backend& be, const SupportArgs& a,
+Status agree_union_support(const CommLink& link, backend::Backend& be, const SupportArgs& a,
                            uint64_t* union_bits, SupportOutcome* out);
 
 }  // namespace sketchccl::coll

@@ -54,7 +54,7 @@ class Packets {
 
 class TwoShotRun {
  public:
-  TwoShotRun(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
+  TwoShotRun(const CommLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
              uint8_t gather_phase, SliceOps& ops, RingStats* stats, SampleCarry* carry,
              Speculation* spec)
       : link_(link),
@@ -555,7 +555,7 @@ class TwoShotRun {
                                  std::to_string(j) + ")");
   }
 
-  const RingLink& link_;
+  const CommLink& link_;
   RingPlan plan_;
   bool gather_;
   uint8_t scatter_phase_, gather_phase_;
@@ -575,7 +575,7 @@ class TwoShotRun {
   std::vector<int> missing_;  // per slice of this rank's chunk: contributions still due; -1 done
 };
 
-Status check_link(const RingLink& link) {
+Status check_link(const CommLink& link) {
   if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
     return errorf(Code::kInternalError, "two-shot: rank %d of %d", link.rank, link.nranks);
   }
@@ -585,7 +585,7 @@ Status check_link(const RingLink& link) {
   return Status::Ok();
 }
 
-Status run_two_shot(const RingLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
+Status run_two_shot(const CommLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
                     uint8_t gather_phase, SliceOps& ops, RingStats* stats,
                     SampleCarry* carry = nullptr, Speculation* spec = nullptr) {
   SCCL_RETURN_IF_ERROR(check_link(link));
@@ -620,21 +620,8 @@ struct Req {
   size_t expect;  // a receive's size; 0: any size up to its buffer
 };
 
-// Connects to every peer (first use) where the link names the addresses.
-Status connect_all(const RingLink& link) {
-  if (link.addresses == nullptr) return Status::Ok();
-  for (int q = 0; q < link.nranks; ++q) {
-    if (q == link.rank) continue;
-    if (static_cast<size_t>(q) >= link.addresses->size()) {
-      return errorf(Code::kInternalError, "rank %d has no address for rank %d", link.rank, q);
-    }
-    SCCL_RETURN_IF_ERROR(link.transport->connect(q, (*link.addresses)[static_cast<size_t>(q)]));
-  }
-  return Status::Ok();
-}
-
 // Completes `reqs` within the link's timeout and abort flag; `what` names the exchange in errors.
-Status complete_all(const RingLink& link, std::vector<Req>* reqs, const char* what) {
+Status complete_all(const CommLink& link, std::vector<Req>* reqs, const char* what) {
   const int r = link.rank;
   Status st;
   auto last = Clock::now();
@@ -698,7 +685,7 @@ Status complete_all(const RingLink& link, std::vector<Req>* reqs, const char* wh
 
 }  // namespace
 
-Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all,
+Status allgather_direct(const CommLink& link, const void* mine, size_t bytes, void* all,
                         const char* what) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   auto* out = static_cast<uint8_t*>(all);
@@ -733,7 +720,7 @@ RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_e
                     : RingPlan(count, nranks, slice_elems);
 }
 
-Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, const RingPlan& plan,
+Status two_shot_drain(const CommLink& link, uint8_t scatter_phase, const RingPlan& plan,
                       const std::vector<int>& peers) {
   SCCL_RETURN_IF_ERROR(check_link(link));
   if (peers.empty()) return Status::Ok();
@@ -756,12 +743,12 @@ Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, const RingPla
     link.transport->close();
     return st;
   }
-  RingLink l = link;
+  CommLink l = link;
   l.phase = scatter_phase;
   return complete_all(l, &reqs, "the drop of speculative contributions");
 }
 
-Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
+Status two_shot_allreduce(const CommLink& link, uint8_t scatter_phase, uint8_t gather_phase,
                           size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
                           SampleCarry* sample, Speculation* spec) {
   if (count == 0) return Status::Ok();
@@ -770,7 +757,7 @@ Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t g
                       scatter_phase, gather_phase, ops, stats, sample, spec);
 }
 
-Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
+Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds, Speculation* spec,
                                SampleCarry* sample) {

@@ -27,7 +27,7 @@ constexpr int two_shot_contribution_step(int rank) {
 }
 constexpr int kTwoShotSumStep = 0;
 
-// The decision inputs of a call (allreduce.cc), as they travel: under `auto`, the guard or error
+// The decision inputs of a call (reduction_engine.cc), as they travel: under `auto`, the guard or error
 // feedback each rank decides from its own history and sends this to every other rank (tags of
 // the decision phase). A rank that runs two-shot (AllReduce or ReduceScatter) sends it right
 // ahead of its contributions instead of waiting for the others' (`speculative`), so the agreement
@@ -61,7 +61,7 @@ struct Speculation {
 // rank's is; a slice is reduced (a ReduceScatter's output written) only with every peer's
 // contribution in, so only after every decision arrived equal. Where one differs, the call ends
 // with spec->disagreed (see Speculation).
-Status two_shot_allreduce(const RingLink& link, uint8_t scatter_phase, uint8_t gather_phase,
+Status two_shot_allreduce(const CommLink& link, uint8_t scatter_phase, uint8_t gather_phase,
                           size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
                           SampleCarry* sample = nullptr, Speculation* spec = nullptr);
 // The cut of two-shot's chunks for `count` elements among link.nranks (rank r's chunk r): an
@@ -70,10 +70,10 @@ RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_e
 // Receives and drops the contributions that each of `peers` sent speculatively to this rank's
 // chunk of `plan` (tags of `scatter_phase`), for a rank that did not speculate and found the
 // decisions different: so that no message of the call is left behind.
-Status two_shot_drain(const RingLink& link, uint8_t scatter_phase, const RingPlan& plan,
+Status two_shot_drain(const CommLink& link, uint8_t scatter_phase, const RingPlan& plan,
                       const std::vector<int>& peers);
 // `sample`: as two_shot_allreduce's, on the even cut only (not with `bounds`).
-Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size_t count,
+Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size_t count,
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds = nullptr,
                                Speculation* spec = nullptr, SampleCarry* sample = nullptr);
@@ -82,7 +82,7 @@ Status two_shot_reduce_scatter(const RingLink& link, uint8_t scatter_phase, size
 // every other (tags of link.op_seq and link.phase); `all` gets rank r's block at r * bytes. For
 // the per-call agreement exchanges, whose latency a ring of P - 1 steps would multiply by P - 1.
 // `what` names the exchange in its errors.
-Status allgather_direct(const RingLink& link, const void* mine, size_t bytes, void* all,
+Status allgather_direct(const CommLink& link, const void* mine, size_t bytes, void* all,
                         const char* what = "a small exchange");
 
 }  // namespace sketchccl::coll

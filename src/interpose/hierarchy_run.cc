@@ -235,9 +235,9 @@ ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
   // user's buffer, not the copy's.
   api::CollCall rail = call;
   rail.send = mine;
-  coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
+  coll::ReductionArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
   args.state_key = call.send;
-  auto work = c.submit_allreduce(args);
+  auto work = c.submit_reduction(args);
   if (api::group::active()) {
     api::group::defer(work, false, [regrouped](const Status&) {});
     return ncclSuccess;
@@ -309,10 +309,10 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
   // 2: the rail's ReduceScatter of the N node sums (ncclAvg divides by N).
   api::CollCall rail = call;
   rail.send = scratch;
-  coll::AllReduceArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
+  coll::ReductionArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
   args.state_key = call.send;  // the scratch's address says nothing of the user's buffer
   // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
-  st = c.submit_allreduce_stream(args, call.stream, nullptr, !api::group::active());
+  st = c.submit_reduction_stream(args, call.stream, nullptr, !api::group::active());
   give_back();  // on the stream behind the rail's staging copy of the scratch
   if (!st.ok()) {
     // This rank's chunk is wrong: reported; its later device calls are forwarded.
@@ -379,7 +379,7 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
   if (call.mem.type != backend::MemoryType::kDevice && api::group::active()) {
     // Host buffers at a group's end: the rail is waited for with the group's other work (one
     // thread may drive several ranks), and phase 3 follows it there.
-    auto work = c.submit_allreduce(api::engine_args(rail, c.nranks(), api::EngineRun::kRail));
+    auto work = c.submit_reduction(api::engine_args(rail, c.nranks(), api::EngineRun::kRail));
     api::group::defer(work, false, [finish](const Status&) { (void)finish(); });
     return ncclSuccess;
   }

@@ -202,7 +202,7 @@ TEST(EngineArgs, OneConversionForEveryKindAndRun) {
   rs.op = ncclAvg;
   rs.elem = kernels::ElemType::kBf16;
   rs.mem.type = backend::MemoryType::kDevice;
-  coll::AllReduceArgs a = engine_args(rs, 3, EngineRun::kCodec);
+  coll::ReductionArgs a = engine_args(rs, 3, EngineRun::kCodec);
   EXPECT_EQ(a.send, in.data());
   EXPECT_EQ(a.recv, out.data());
   EXPECT_EQ(a.count, 24u);  // the input's: three chunks

@@ -82,9 +82,9 @@ struct Ranks {
   coll::Communicator& operator[](int r) { return *comms[static_cast<size_t>(r)]; }
 };
 
-coll::AllReduceArgs device_args(const float* send, float* recv, size_t count,
+coll::ReductionArgs device_args(const float* send, float* recv, size_t count,
                                 coll::CallKind kind = coll::CallKind::kAllReduce) {
-  coll::AllReduceArgs a;
+  coll::ReductionArgs a;
   a.send = send;
   a.recv = recv;
   a.count = count;
@@ -192,7 +192,7 @@ TEST_P(Staged, TheCallReturnsAtOnceAndTheStreamIsOrdered) {
             written->store(true);
           });
           const auto t0 = Clock::now();
-          const Status st = ranks[r].submit_allreduce_stream(device_args(xp, yp, kN), stream);
+          const Status st = ranks[r].submit_reduction_stream(device_args(xp, yp, kN), stream);
           const double took = seconds_since(t0);
           if (!st.ok()) err += " call " + std::to_string(k) + ": " + st.to_string();
           if (k == 0 && !GetParam().launch_blocking) {
@@ -261,8 +261,8 @@ TEST_P(Staged, TwoCommunicatorsOnStreamsSharingAQueue) {
           xb[i] = input(r, 1, i);
         }
         for (int round = 0; round < 2; ++round) {
-          Status st = a[r].submit_allreduce_stream(device_args(xa.data(), ya.data(), kN), sa);
-          if (st.ok()) st = b[r].submit_allreduce_stream(device_args(xb.data(), yb.data(), kN), sb);
+          Status st = a[r].submit_reduction_stream(device_args(xa.data(), ya.data(), kN), sa);
+          if (st.ok()) st = b[r].submit_reduction_stream(device_args(xb.data(), yb.data(), kN), sb);
           if (!st.ok()) bad[static_cast<size_t>(r)] += " " + st.to_string();
         }
         if (!model.drain(r, sa, 30) || !model.drain(r, sb, 30))
@@ -327,7 +327,7 @@ TEST_F(DeviceStaging, AReduceScatterCopiesBackItsOutputOnly) {
       y[r].assign(R + 64, -7.f);
       streams.push_back(model().create_stream(r));
       ASSERT_TRUE(ranks[r]
-                      .submit_allreduce_stream(device_args(x[r].data(), y[r].data(), R * kRanks,
+                      .submit_reduction_stream(device_args(x[r].data(), y[r].data(), R * kRanks,
                                                            coll::CallKind::kReduceScatter),
                                                streams.back())
                       .ok());
@@ -365,15 +365,15 @@ TEST_F(DeviceStaging, ResultsAreBitIdenticalToTheHostCall) {
       yh[r].assign(out_n, -2.f);
       streams.push_back(model().create_stream(r));
       ASSERT_TRUE(dev[r]
-                      .submit_allreduce_stream(device_args(xd[r].data(), yd[r].data(), n, kind),
+                      .submit_reduction_stream(device_args(xd[r].data(), yd[r].data(), n, kind),
                                                streams.back())
                       .ok());
     }
     std::vector<std::shared_ptr<coll::Work>> works;
     for (int r = 0; r < kRanks; ++r) {
-      coll::AllReduceArgs a = device_args(xh[r].data(), yh[r].data(), n, kind);
+      coll::ReductionArgs a = device_args(xh[r].data(), yh[r].data(), n, kind);
       a.mem = MemoryType::kHost;
-      works.push_back(host[r].submit_allreduce(a));
+      works.push_back(host[r].submit_reduction(a));
     }
     for (int r = 0; r < kRanks; ++r) {
       ASSERT_TRUE(model().drain(r, streams[static_cast<size_t>(r)], 30));
@@ -403,10 +403,10 @@ TEST_F(DeviceStaging, BlocksAreReusedOnceCopiedBackAndDistinctInFlight) {
     std::vector<float> x(n, 1.f), y(n, 0.f);
     DrainAtExit drained(model());
     const PoolFigures f0 = process_pool_figures(PoolKind::kPinnedStaging, 0);
-    ASSERT_TRUE(ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), n), stream).ok());
+    ASSERT_TRUE(ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), n), stream).ok());
     ASSERT_TRUE(model().drain(0, stream, 30));
     const int allocs = model().counts().alloc_staging;
-    ASSERT_TRUE(ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), n), stream).ok());
+    ASSERT_TRUE(ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), n), stream).ok());
     ASSERT_TRUE(model().drain(0, stream, 30));
     const PoolFigures f1 = process_pool_figures(PoolKind::kPinnedStaging, 0);
     EXPECT_EQ(model().counts().alloc_staging, allocs) << "the second call allocated";
@@ -423,7 +423,7 @@ TEST_F(DeviceStaging, BlocksAreReusedOnceCopiedBackAndDistinctInFlight) {
       for (size_t i = 0; i < n; ++i)
         xs[k][i] = static_cast<float>(k * 1000 + static_cast<int>(i));
       ASSERT_TRUE(ranks[0]
-                      .submit_allreduce_stream(device_args(xs[k].data(), ys[k].data(), n), stream)
+                      .submit_reduction_stream(device_args(xs[k].data(), ys[k].data(), n), stream)
                       .ok());
     }
     EXPECT_EQ(model().outstanding_staging(), 3u) << "calls in flight share a block";
@@ -433,7 +433,7 @@ TEST_F(DeviceStaging, BlocksAreReusedOnceCopiedBackAndDistinctInFlight) {
     for (int k = 0; k < 3; ++k)
       EXPECT_EQ(xs[k], ys[k]) << "call " << k;  // one rank: the sum is the input
     const int before = model().counts().alloc_staging;
-    ASSERT_TRUE(ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), n), stream).ok());
+    ASSERT_TRUE(ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), n), stream).ok());
     ASSERT_TRUE(model().drain(0, stream, 30));
     EXPECT_EQ(model().counts().alloc_staging, before) << "a block copied back was not reused";
   }
@@ -460,7 +460,7 @@ TEST_F(DeviceStaging, CallsInFlightPastTheBoundWaitForTheOldest) {
   model().host_work(0, stream, [latch] { latch->wait(); });
   for (int k = 0; k < 2; ++k) {  // two blocks: under the bound
     ASSERT_TRUE(
-        ranks[0].submit_allreduce_stream(device_args(xs[k].data(), ys[k].data(), n), stream).ok());
+        ranks[0].submit_reduction_stream(device_args(xs[k].data(), ys[k].data(), n), stream).ok());
   }
   EXPECT_EQ(model().outstanding_staging(), 2u);
   std::atomic<bool> released{false};
@@ -471,7 +471,7 @@ TEST_F(DeviceStaging, CallsInFlightPastTheBoundWaitForTheOldest) {
   });
   const auto t0 = Clock::now();
   ASSERT_TRUE(
-      ranks[0].submit_allreduce_stream(device_args(xs[2].data(), ys[2].data(), n), stream).ok());
+      ranks[0].submit_reduction_stream(device_args(xs[2].data(), ys[2].data(), n), stream).ok());
   EXPECT_TRUE(released.load()) << "the third call did not wait for the first two";
   EXPECT_GE(seconds_since(t0), 0.25);
   opener.join();
@@ -483,7 +483,7 @@ TEST_F(DeviceStaging, CallsInFlightPastTheBoundWaitForTheOldest) {
   for (int k = 0; k < 4; ++k) {
     coll::Communicator::StreamCall call;
     ASSERT_TRUE(ranks[0]
-                    .stage_allreduce_stream(device_args(xs[k].data(), ys[k].data(), n), &call,
+                    .stage_reduction_stream(device_args(xs[k].data(), ys[k].data(), n), &call,
                                             /*may_wait=*/false)
                     .ok());
     ASSERT_TRUE(ranks[0].enqueue_stream_head(call, stream).ok());
@@ -506,7 +506,7 @@ TEST_F(DeviceStaging, PrepareFailureIsKeptAndWarnedOnce) {
   EXPECT_FALSE(ranks[0].device_path_usable(MemoryType::kDevice));
   EXPECT_TRUE(ranks[0].device_path_usable(MemoryType::kHost));
   std::vector<float> x(16, 1.f);
-  const Status st = ranks[0].submit_allreduce_stream(device_args(x.data(), x.data(), x.size()),
+  const Status st = ranks[0].submit_reduction_stream(device_args(x.data(), x.data(), x.size()),
                                                      model().create_stream(0));
   EXPECT_EQ(st.code(), Code::kUnhandledCudaError);
   EXPECT_NE(st.message().find("no kernel image"), std::string::npos) << st.message();
@@ -526,12 +526,12 @@ TEST_F(DeviceStaging, NoStagingMemoryFailsTheCallAlone) {
   DrainAtExit drained(model());
   model().fail_alloc_staging(true);
   const Status st =
-      ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), x.size()), stream);
+      ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), x.size()), stream);
   EXPECT_EQ(st.code(), Code::kSystemError) << st.to_string();
   EXPECT_EQ(model().counts().stream_ops(), 0);
   model().fail_alloc_staging(false);
   ASSERT_TRUE(
-      ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), x.size()), stream).ok());
+      ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), x.size()), stream).ok());
   ASSERT_TRUE(model().drain(0, stream, 30));
   EXPECT_EQ(x, y);
   EXPECT_TRUE(ranks[0].async_error().ok());
@@ -579,13 +579,13 @@ TEST_P(CancelledBeforeReady, NoProxyRunsItAndTheRingStaysInStep) {
       if (GetParam().op == 0) model().fail_copy_in(1);
       if (GetParam().op == 1) model().fail_write_flag_in(1);
       const Status st =
-          ranks[r].submit_allreduce_stream(device_args(x[r].data(), y[r].data(), n), streams[r]);
+          ranks[r].submit_reduction_stream(device_args(x[r].data(), y[r].data(), n), streams[r]);
       EXPECT_EQ(st.code(), Code::kUnhandledCudaError) << st.to_string();
     }
     const auto t0 = Clock::now();
     for (int r = 0; r < kRanks; ++r) {
       ASSERT_TRUE(ranks[r]
-                      .submit_allreduce_stream(device_args(x[r].data(), y[r].data(), n), streams[r])
+                      .submit_reduction_stream(device_args(x[r].data(), y[r].data(), n), streams[r])
                       .ok());
     }
     // Every stream drained before any check can return: the model must not write a buffer gone.
@@ -640,10 +640,10 @@ TEST_P(FailedAfterReady, TheProxyRunsItAndTheStreamIsReleased) {
   if (GetParam().op == 3) model().fail_copy_in(2);        // the copy back
   if (GetParam().op == 4) model().fail_write_flag_in(2);  // `back`
   Status st0 =
-      ranks[0].submit_allreduce_stream(device_args(x[0].data(), y[0].data(), n), streams[0]);
+      ranks[0].submit_reduction_stream(device_args(x[0].data(), y[0].data(), n), streams[0]);
   EXPECT_EQ(st0.code(), Code::kUnhandledCudaError) << st0.to_string();
   ASSERT_TRUE(
-      ranks[1].submit_allreduce_stream(device_args(x[1].data(), y[1].data(), n), streams[1]).ok());
+      ranks[1].submit_reduction_stream(device_args(x[1].data(), y[1].data(), n), streams[1]).ok());
   for (int r = 0; r < kRanks; ++r)
     ASSERT_TRUE(model().drain(r, streams[r], 30)) << "rank " << r << "'s stream was never released";
   for (size_t i = 0; i < n; ++i)
@@ -660,7 +660,7 @@ TEST_P(FailedAfterReady, TheProxyRunsItAndTheStreamIsReleased) {
   EXPECT_EQ(ranks[0].async_error().code(), Code::kUnhandledCudaError)
       << ranks[0].async_error().to_string();
   EXPECT_FALSE(
-      ranks[0].submit_allreduce_stream(device_args(x[0].data(), y[0].data(), n), streams[0]).ok());
+      ranks[0].submit_reduction_stream(device_args(x[0].data(), y[0].data(), n), streams[0]).ok());
   EXPECT_TRUE(ranks[1].async_error().ok()) << ranks[1].async_error().to_string();
 }
 
@@ -691,7 +691,7 @@ TEST_F(DeviceStaging, OneThreadsRanksOnOneStreamStageAndHeadBeforeAnyTail) {
       x[r][i] = input(r, 0, i);
     y[r].assign(n, -1.f);
     ASSERT_TRUE(
-        ranks[r].stage_allreduce_stream(device_args(x[r].data(), y[r].data(), n), &calls[r]).ok());
+        ranks[r].stage_reduction_stream(device_args(x[r].data(), y[r].data(), n), &calls[r]).ok());
   }
   for (int r = 0; r < kRanks; ++r)
     ASSERT_TRUE(ranks[r].enqueue_stream_head(calls[r], stream).ok());
@@ -713,7 +713,7 @@ TEST_F(DeviceStaging, AbortWhileTheStreamWaitsReleasesTheStream) {
   std::vector<float> x(1024, 1.f), y(1024, -1.f);
   DrainAtExit drained(model());
   ASSERT_TRUE(
-      ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), x.size()), stream).ok());
+      ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), x.size()), stream).ok());
   EXPECT_FALSE(model().drain(0, stream, 0.5)) << "the stream went on before the call ran";
   const auto t0 = Clock::now();
   ranks[0].abort();
@@ -732,7 +732,7 @@ TEST_F(DeviceStaging, AbortWhileTheProxyWaitsForTheStream) {
   std::vector<float> x(1024, 1.f), y(1024, -1.f);
   DrainAtExit drained(model());
   ASSERT_TRUE(
-      ranks[0].submit_allreduce_stream(device_args(x.data(), y.data(), x.size()), streams[0]).ok());
+      ranks[0].submit_reduction_stream(device_args(x.data(), y.data(), x.size()), streams[0]).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto t0 = Clock::now();
   ranks[0].abort();  // joins the proxy: it must not wait for the held stream

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "tests/unit/coll/engine_ranks.h"
 #include "tests/unit/warn_guard.h"
 

@@ -62,7 +62,7 @@ TEST(BufferStates, AStateMadeAgainHasANewGenerationAndNoResidual) {
 }
 
 // A hierarchy's rail reads a copy or a scratch whose address says nothing of the user's buffer:
-// given AllReduceArgs::state_key, the engine keeps one state per key, whatever the send address.
+// given ReductionArgs::state_key, the engine keeps one state per key, whatever the send address.
 TEST(BufferStates, AnEngineKeepsItsStateByTheStateKeyWhenGiven) {
   constexpr int kRanks = 2;
   constexpr size_t kCount = 4096;

@@ -1,4 +1,4 @@
-// P AllReduceEngine ranks over loopback sockets (loopback_ranks.h), each call run with one thread
+// P ReductionEngine ranks over loopback sockets (loopback_ranks.h), each call run with one thread
 // per rank: the harness of the engine end-to-end tests.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/codec.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "tests/unit/coll/loopback_ranks.h"
 #include "transport/transport.h"
 
@@ -38,21 +38,21 @@ class EngineRanks {
   EngineRanks(int p, const coll::Settings& s, double timeout_s)
       : p_(p), timeout_s_(timeout_s), t_(loopback_transports(p, timeout_s)) {
     for (int r = 0; r < p; ++r)
-      engines_.push_back(std::make_unique<coll::AllReduceEngine>(s, p));
+      engines_.push_back(std::make_unique<coll::ReductionEngine>(s, p));
   }
 
   // One AllReduce of send[r] into recv[r] on every rank, as call `call` (the ring's op_seq), each
   // rank on its own thread; `scatter`: a ReduceScatter, recv[r] holding rank r's chunk of
   // count / P elements. Each rank's buffers are named by address, so a test may reuse one;
-  // `keys`: each rank's AllReduceArgs::state_key (none: keyed by send).
+  // `keys`: each rank's ReductionArgs::state_key (none: keyed by send).
   void run(uint32_t call, const std::vector<const void*>& send, const std::vector<void*>& recv,
            size_t count, bool scatter = false, kernels::ElemType type = kernels::ElemType::kF32,
            bool avg = false, const std::vector<const void*>& keys = {}) {
     std::vector<std::thread> th;
     for (int r = 0; r < p_; ++r) {
       th.emplace_back([&, r] {
-        coll::RingLink link = ring_link(t_[r].get(), r, p_, timeout_s_, call);
-        coll::AllReduceArgs a;
+        coll::CommLink link = ring_link(t_[r].get(), r, p_, timeout_s_, call);
+        coll::ReductionArgs a;
         a.send = send[r];
         a.recv = recv[r];
         a.count = count;
@@ -79,7 +79,7 @@ class EngineRanks {
     run(call, data_of(x), data_of(*y), x[0].size(), scatter);
   }
 
-  coll::AllReduceEngine& engine(int r) { return *engines_[r]; }
+  coll::ReductionEngine& engine(int r) { return *engines_[r]; }
   const coll::CodecStats& stats(int r, kernels::CodecId c) {
     return engines_[r]->stats().by_codec[kernels::codec_name(c)];
   }
@@ -88,7 +88,7 @@ class EngineRanks {
   int p_;
   double timeout_s_;
   std::vector<std::unique_ptr<transport::Transport>> t_;
-  std::vector<std::unique_ptr<coll::AllReduceEngine>> engines_;
+  std::vector<std::unique_ptr<coll::ReductionEngine>> engines_;
 };
 
 }  // namespace sketchccl::testutil

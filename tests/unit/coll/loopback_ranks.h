@@ -38,9 +38,9 @@ inline std::vector<std::unique_ptr<transport::Transport>> loopback_transports(in
 }
 
 // Rank `rank` of `nranks`'s link over `t` for the call numbered `op_seq`.
-inline coll::RingLink ring_link(transport::Transport* t, int rank, int nranks, double timeout_s,
+inline coll::CommLink ring_link(transport::Transport* t, int rank, int nranks, double timeout_s,
                                 uint32_t op_seq) {
-  coll::RingLink link;
+  coll::CommLink link;
   link.transport = t;
   link.rank = rank;
   link.nranks = nranks;

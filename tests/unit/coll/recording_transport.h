@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/ring.h"
 #include "tests/unit/coll/loopback_ranks.h"
 #include "transport/transport.h"
@@ -119,9 +119,9 @@ inline int unreceived(std::vector<std::unique_ptr<RecordingTransport>>& rec) {
 }
 
 // A call's arguments as one expression, for the per-rank lambdas of RecordedRanks::run.
-inline coll::AllReduceArgs call_args(const void* send, void* recv, size_t count,
+inline coll::ReductionArgs call_args(const void* send, void* recv, size_t count,
                                      coll::CallKind kind = coll::CallKind::kAllReduce) {
-  coll::AllReduceArgs a;
+  coll::ReductionArgs a;
   a.send = send;
   a.recv = recv;
   a.count = count;
@@ -136,13 +136,13 @@ struct RecordedRanks {
     for (int r = 0; r < p; ++r) {
       rec.push_back(std::make_unique<RecordingTransport>(t[r].get()));
       link_transport.push_back(rec.back().get());
-      engines.push_back(std::make_unique<coll::AllReduceEngine>(s, p));
+      engines.push_back(std::make_unique<coll::ReductionEngine>(s, p));
     }
   }
 
   // Rank r's call numbered `op` on the calling thread, for the tests that stagger the ranks.
-  Status call(int r, uint32_t op, const coll::AllReduceArgs& a) {
-    coll::RingLink link = ring_link(link_transport[r], r, p, timeout_s, op);
+  Status call(int r, uint32_t op, const coll::ReductionArgs& a) {
+    coll::CommLink link = ring_link(link_transport[r], r, p, timeout_s, op);
     return engines[r]->run(link, a);
   }
   // The call numbered `op` of args(r) on every rank, a thread each; each rank's status.
@@ -161,7 +161,7 @@ struct RecordedRanks {
   std::vector<std::unique_ptr<transport::Transport>> t;  // the sockets, for a test to close one
   std::vector<std::unique_ptr<RecordingTransport>> rec;
   std::vector<transport::Transport*> link_transport;  // rec's, unless a test puts a tamperer
-  std::vector<std::unique_ptr<coll::AllReduceEngine>> engines;
+  std::vector<std::unique_ptr<coll::ReductionEngine>> engines;
 };
 
 // The phase of a ring tag (ring_tag's layout: the step and slice below it).

@@ -179,7 +179,7 @@ Outcome run_ring(int p, size_t count, size_t slice, int depth, int delay, int fa
       DeferredSumOps ops(x[r].data(), o.y[r].data(), delay, r == fail_rank ? 5 : 0);
       ops.set_live_probe(&o.live[r]);
       if (stuck_decodes) ops.set_stuck_decodes();
-      RingLink link;
+      CommLink link;
       link.transport = ranks.t[r].get();
       link.rank = r;
       link.nranks = p;

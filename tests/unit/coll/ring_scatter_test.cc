@@ -60,7 +60,7 @@ void check_scatter(int p, size_t count, std::vector<size_t> bounds, size_t slice
   for (int r = 0; r < p; ++r) {
     th.emplace_back([&, r] {
       SumOps ops(x[r].data(), y[r].data(), &decoded[r]);
-      RingLink link;
+      CommLink link;
       link.transport = t[r].get();
       link.rank = r;
       link.nranks = p;
@@ -106,7 +106,7 @@ TEST(RingScatter, UnevenChunkBounds) {
 
 TEST(RingScatter, BoundsThatDoNotCutTheCountAreRefused) {
   SumOps ops(nullptr, nullptr, nullptr);
-  RingLink link;
+  CommLink link;
   std::vector<size_t> bad = {0, 5};
   EXPECT_EQ(ring_reduce_scatter(link, 6, 64, 1, ops, nullptr, &bad).code(), Code::kInternalError);
 }

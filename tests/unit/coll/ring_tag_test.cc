@@ -65,7 +65,7 @@ TEST(RingTag, FieldsFillExactlyTheDeclaredWidth) {
 TEST(RingTag, ATransportWithTooFewTagBitsIsRefusedClearly) {
   NarrowTagTransport t;
   NoOps ops;
-  RingLink link;
+  CommLink link;
   link.transport = &t;
   link.rank = 0;
   link.nranks = 2;
@@ -78,7 +78,7 @@ TEST(RingTag, ATransportWithTooFewTagBitsIsRefusedClearly) {
 }
 
 TEST(RingTag, LinkTimeoutDefaultsToTheTable) {
-  RingLink link;
+  CommLink link;
   EXPECT_EQ(link.timeout_s, Config::defaults().get_double(Var::kTimeout));
 }
 

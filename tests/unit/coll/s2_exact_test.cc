@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/codec_common.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/s2_repair.h"
 #include "tests/unit/coll/engine_ranks.h"
 

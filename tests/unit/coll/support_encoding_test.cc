@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/sparse.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "tests/unit/coll/engine_ranks.h"
 #include "tests/unit/warn_guard.h"
 
@@ -279,7 +279,7 @@ TEST(SupportEncodingEngine, TheModelsEstimateIsWhatTheCallSends) {
     const auto x = row_sparse(p, 40, 7);
     std::vector<std::vector<float>> y(p, std::vector<float>(kCount, -1.0f));
     ranks.run(1, x, &y);
-    AllReduceEngine probe(st, p);
+    ReductionEngine probe(st, p);
     // The history every rank holds after call 1, as the model sees it.
     const CodecStats& before = ranks.stats(0, CodecId::kSparse);
     const uint64_t sent1 = before.bytes_sent;

@@ -22,7 +22,7 @@
 #include "kernels/convert.h"
 #include "src/backend/backend.h"
 #include "src/coll/accuracy.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/codec_slice_ops.h"
 #include "src/coll/ring_phase.h"
 #include "tests/unit/coll/engine_ranks.h"
@@ -118,7 +118,7 @@ AccuracyEstimate side_ring_estimate(const ScatterCall& k, const ScatterResult& r
   for (size_t r = 0; r < p; ++r)
     host.push_back(backend::make_host_backend());
   for (const Status& st : on_ranks(k.p, [&](int r) {
-         RingLink link = testutil::ring_link(t[r].get(), r, k.p, 30, kOp);
+         CommLink link = testutil::ring_link(t[r].get(), r, k.p, 30, kOp);
          RingStats rs;
          return exact_sum_ring(link, kPhaseAccuracySample, *host[r], s, in[r].data(),
                                sums[r].data(), 2 * m, &rs);

@@ -24,7 +24,7 @@
 #include "kernels/convert.h"
 #include "src/backend/device_runtime.h"
 #include "src/coll/accuracy.h"
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
 #include "tests/unit/coll/engine_ranks.h"
@@ -402,7 +402,7 @@ struct CallBuffers {
     buf = x;
     y.assign(p, std::vector<float>(out));
   }
-  AllReduceArgs args(int r) {
+  ReductionArgs args(int r) {
     auto& b = buf[static_cast<size_t>(r)];
     return call_args(in_place ? b.data() : x[static_cast<size_t>(r)].data(),
                      in_place ? b.data() + (scatter ? static_cast<size_t>(r) * out : 0)

@@ -1,4 +1,4 @@
-#include "src/coll/ring_shape.h"
+#include "src/coll/coll_shape.h"
 
 #include "kernels/sparse.h"
 #include "src/coll/accuracy.h"
@@ -11,34 +11,34 @@ bool bit(const uint64_t* bits, size_t i) {
   return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
 }
 
-RingLink on_phase(const RingLink& link, uint8_t phase) {
-  RingLink l = link;
+CommLink on_phase(const CommLink& link, uint8_t phase) {
+  CommLink l = link;
   l.phase = phase;
   return l;
 }
 
 // The peers wait for a decision ahead of two-shot's contributions: a ring cannot serve them.
-Status not_speculative(const RingJob& job) {
+Status not_speculative(const ShapeJob& job) {
   if (job.speculation == nullptr) return Status::Ok();
   return Status(Code::kInternalError, "two-shot: a speculative call that runs the ring");
 }
 
 // Every rank gets every chunk: the ring of ring_allreduce, its chunks aligned for the codecs'
 // 16-byte paths.
-class AllReduceShape : public RingShape {
+class AllReduceShape : public CollShape {
  public:
   CallKind kind() const override { return CallKind::kAllReduce; }
-  size_t out_first(size_t, const RingLink&) const override { return 0; }
-  size_t out_count(size_t count, const RingLink&) const override { return count; }
+  size_t out_first(size_t, const CommLink&) const override { return 0; }
+  size_t out_count(size_t count, const CommLink&) const override { return count; }
   bool whole_result() const override { return true; }
   uint8_t phase(Stage stage) const override { return kAllReducePhases[static_cast<size_t>(stage)]; }
-  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     // Every rank decodes every chunk, so any cut of a subset serves.
     return ring_allreduce(on_phase(link, phase(job.stage)), job.count, slice_elems, depth, *job.ops,
                           stats);
   }
-  SubsetPlan subset_plan(const uint64_t* bits, size_t count, const RingLink&) const override {
+  SubsetPlan subset_plan(const uint64_t* bits, size_t count, const CommLink&) const override {
     (void)bits;
     SubsetPlan plan;
     plan.out_count = count;
@@ -48,27 +48,27 @@ class AllReduceShape : public RingShape {
 };
 
 // Rank r gets chunk r of P equal chunks (NCCL's layout): the reduce-scatter half of the ring.
-class ReduceScatterShape : public RingShape {
+class ReduceScatterShape : public CollShape {
  public:
   CallKind kind() const override { return CallKind::kReduceScatter; }
-  size_t out_first(size_t count, const RingLink& link) const override {
+  size_t out_first(size_t count, const CommLink& link) const override {
     return static_cast<size_t>(link.rank) * (count / static_cast<size_t>(link.nranks));
   }
-  size_t out_count(size_t count, const RingLink& link) const override {
+  size_t out_count(size_t count, const CommLink& link) const override {
     return count / static_cast<size_t>(link.nranks);
   }
   bool whole_result() const override { return false; }
   uint8_t phase(Stage stage) const override {
     return kReduceScatterPhases[static_cast<size_t>(stage)];
   }
-  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     const bool cut = job.bounds != nullptr && !job.bounds->empty();
     return ring_reduce_scatter(on_phase(link, phase(job.stage)), job.count, slice_elems, depth,
                                *job.ops, stats, cut ? job.bounds : nullptr);
   }
   // Each rank's chunk of the input holds its run of the set positions.
-  SubsetPlan subset_plan(const uint64_t* bits, size_t count, const RingLink& link) const override {
+  SubsetPlan subset_plan(const uint64_t* bits, size_t count, const CommLink& link) const override {
     const auto p = static_cast<size_t>(link.nranks);
     const size_t recvcount = count / p;
     SubsetPlan plan;
@@ -98,7 +98,7 @@ class ReduceScatterShape : public RingShape {
 class TwoShotAllReduceShape : public AllReduceShape {
  public:
   Schedule schedule() const override { return Schedule::kTwoShot; }
-  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
       SCCL_RETURN_IF_ERROR(not_speculative(job));
@@ -108,7 +108,7 @@ class TwoShotAllReduceShape : public AllReduceShape {
     return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
                               slice_elems, *job.ops, stats, job.sample, job.speculation);
   }
-  Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
+  Status drain_speculation(const CommLink& link, size_t count, size_t slice_elems,
                            const std::vector<int>& peers) const override {
     return two_shot_drain(on_phase(link, kPhaseTwoShotScatter), kPhaseTwoShotScatter,
                           two_shot_plan(true, count, link.nranks, slice_elems), peers);
@@ -119,7 +119,7 @@ class TwoShotAllReduceShape : public AllReduceShape {
 class TwoShotReduceScatterShape : public ReduceScatterShape {
  public:
   Schedule schedule() const override { return Schedule::kTwoShot; }
-  Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
     if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
       SCCL_RETURN_IF_ERROR(not_speculative(job));
@@ -132,7 +132,7 @@ class TwoShotReduceScatterShape : public ReduceScatterShape {
     return two_shot_reduce_scatter(link, kPhaseTwoShotScatterRs, job.count, slice_elems, *job.ops,
                                    stats, cut ? job.bounds : nullptr, job.speculation, sample);
   }
-  Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
+  Status drain_speculation(const CommLink& link, size_t count, size_t slice_elems,
                            const std::vector<int>& peers) const override {
     return two_shot_drain(on_phase(link, kPhaseTwoShotScatterRs), kPhaseTwoShotScatterRs,
                           two_shot_plan(false, count, link.nranks, slice_elems), peers);
@@ -141,7 +141,7 @@ class TwoShotReduceScatterShape : public ReduceScatterShape {
 
 }  // namespace
 
-Status RingShape::drain_speculation(const RingLink&, size_t, size_t,
+Status CollShape::drain_speculation(const CommLink&, size_t, size_t,
                                     const std::vector<int>& peers) const {
   if (peers.empty()) return Status::Ok();
   return errorf(Code::kInternalError, "the %s ring has no speculative schedule to drain", name());
@@ -151,7 +151,7 @@ const char* schedule_name(Schedule s) {
   return s == Schedule::kTwoShot ? "twoshot" : "ring";
 }
 
-const RingShape* ring_shape(CallKind kind, Schedule schedule) {
+const CollShape* coll_shape(CallKind kind, Schedule schedule) {
   static const AllReduceShape all_reduce;
   static const ReduceScatterShape reduce_scatter;
   static const TwoShotAllReduceShape two_shot_all_reduce;
@@ -159,9 +159,9 @@ const RingShape* ring_shape(CallKind kind, Schedule schedule) {
   const bool two = schedule == Schedule::kTwoShot;
   switch (kind) {
     case CallKind::kAllReduce:
-      return two ? static_cast<const RingShape*>(&two_shot_all_reduce) : &all_reduce;
+      return two ? static_cast<const CollShape*>(&two_shot_all_reduce) : &all_reduce;
     case CallKind::kReduceScatter:
-      return two ? static_cast<const RingShape*>(&two_shot_reduce_scatter) : &reduce_scatter;
+      return two ? static_cast<const CollShape*>(&two_shot_reduce_scatter) : &reduce_scatter;
     case CallKind::kRail:
     case CallKind::kRailReduceScatter:
       break;

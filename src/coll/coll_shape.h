@@ -21,7 +21,7 @@ namespace sketchccl::coll {
 struct Speculation;  // two_shot.h
 
 // One ring of a codec plan: `count` elements of the stage's element space through `ops`.
-struct RingJob {
+struct ShapeJob {
   Stage stage = Stage::kData;
   size_t count = 0;
   // The chunks of a ring over a subset of the input (SubsetPlan::bounds); null or empty: the
@@ -58,17 +58,17 @@ struct SubsetPlan {
 enum class Schedule : uint8_t { kRing, kTwoShot };
 const char* schedule_name(Schedule s);
 
-class RingShape {
+class CollShape {
  public:
-  virtual ~RingShape() = default;
+  virtual ~CollShape() = default;
   virtual CallKind kind() const = 0;
   virtual Schedule schedule() const { return Schedule::kRing; }
   const char* name() const { return call_kind_name(kind()); }
 
   // This rank's output: the reduced input elements [out_first, out_first + out_count), which the
   // receive buffer holds from its start.
-  virtual size_t out_first(size_t count, const RingLink& link) const = 0;
-  virtual size_t out_count(size_t count, const RingLink& link) const = 0;
+  virtual size_t out_first(size_t count, const CommLink& link) const = 0;
+  virtual size_t out_count(size_t count, const CommLink& link) const = 0;
   // Every rank decodes the whole result, so what the decodes count (non-zeros, s2's supports and
   // unresolved positions) is the same on every rank.
   virtual bool whole_result() const = 0;
@@ -76,16 +76,16 @@ class RingShape {
   // The tag phase of a stage's ring.
   virtual uint8_t phase(Stage stage) const = 0;
   // Runs `job` on the phase of its stage (link.phase is ignored).
-  virtual Status run(const RingLink& link, const RingJob& job, size_t slice_elems, int depth,
+  virtual Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
                      RingStats* stats) const = 0;
   // The plan of a ring over the set positions of `bits` (count bits).
   virtual SubsetPlan subset_plan(const uint64_t* bits, size_t count,
-                                 const RingLink& link) const = 0;
+                                 const CommLink& link) const = 0;
 
   // For a rank that agreed on the decision first and found it different: receives and drops
   // what `peers` sent speculatively to this rank on this shape's two-shot schedule of `count`
   // elements (its cut and phase), so that no message is left behind.
-  virtual Status drain_speculation(const RingLink& link, size_t count, size_t slice_elems,
+  virtual Status drain_speculation(const CommLink& link, size_t count, size_t slice_elems,
                                    const std::vector<int>& peers) const;
 
   // One position per this many elements in the accuracy estimate's sample (accuracy.h): the
@@ -95,6 +95,6 @@ class RingShape {
 
 // The shape of a call of `kind` on a flat ring, with its data scheduled by `schedule`; null for
 // kRail (the hierarchy's).
-const RingShape* ring_shape(CallKind kind, Schedule schedule = Schedule::kRing);
+const CollShape* coll_shape(CallKind kind, Schedule schedule = Schedule::kRing);
 
 }  // namespace sketchccl::coll

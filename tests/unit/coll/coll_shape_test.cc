@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/coll/ring_shape.h"
+#include "src/coll/coll_shape.h"
 
 namespace sketchccl::coll {
 namespace {
@@ -16,7 +16,7 @@ bool bit(const std::vector<uint64_t>& bits, size_t i) {
 }
 
 TEST(ReduceScatterShape, SubsetPlanMatchesABitByBitCount) {
-  const RingShape& shape = *ring_shape(CallKind::kReduceScatter);
+  const CollShape& shape = *coll_shape(CallKind::kReduceScatter);
   for (int p : {1, 2, 3, 5}) {
     for (size_t recvcount : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(1001)}) {
       const size_t count = recvcount * static_cast<size_t>(p);
@@ -29,7 +29,7 @@ TEST(ReduceScatterShape, SubsetPlanMatchesABitByBitCount) {
       for (int r = 0; r < p; ++r) {
         SCOPED_TRACE(::testing::Message()
                      << p << " ranks, recvcount " << recvcount << ", rank " << r);
-        RingLink link;
+        CommLink link;
         link.rank = r;
         link.nranks = p;
         const SubsetPlan plan = shape.subset_plan(bits.data(), count, link);
@@ -53,8 +53,8 @@ TEST(ReduceScatterShape, SubsetPlanMatchesABitByBitCount) {
 }
 
 TEST(ReduceScatterShape, OutputIsThisRanksChunk) {
-  const RingShape& shape = *ring_shape(CallKind::kReduceScatter);
-  RingLink link;
+  const CollShape& shape = *coll_shape(CallKind::kReduceScatter);
+  CommLink link;
   link.rank = 2;
   link.nranks = 4;
   EXPECT_EQ(shape.out_first(4000, link), 2000u);
@@ -67,8 +67,8 @@ TEST(ReduceScatterShape, OutputIsThisRanksChunk) {
 }
 
 TEST(AllReduceShape, OutputIsTheWholeBufferAndAnyCutOfASubset) {
-  const RingShape& shape = *ring_shape(CallKind::kAllReduce);
-  RingLink link;
+  const CollShape& shape = *coll_shape(CallKind::kAllReduce);
+  CommLink link;
   link.rank = 1;
   link.nranks = 3;
   EXPECT_EQ(shape.out_first(1001, link), 0u);
@@ -87,7 +87,7 @@ TEST(AllReduceShape, OutputIsTheWholeBufferAndAnyCutOfASubset) {
 }
 
 TEST(RingShapes, ARailCallHasNoFlatShape) {
-  EXPECT_EQ(ring_shape(CallKind::kRail), nullptr);
+  EXPECT_EQ(coll_shape(CallKind::kRail), nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The engine of taken-over reductions on a flat ring (docs/engine.md): it picks the codec
 // (`auto`, the guard) from agreed numbers, dispatches on the call's kind to its ring shape
-// (ring_shape.h) and on the codec's family to its plan (codec_plan.h), wraps the plan in error
+// (coll_shape.h) and on the codec's family to its plan (codec_plan.h), wraps the plan in error
 // feedback and the accuracy estimate, and keeps per-buffer memory and the statistics. The
 // hierarchy (hierarchy.h) composes engines; an engine knows nothing of nodes.
 #pragma once
@@ -17,7 +17,7 @@
 #include "src/coll/network_verdict.h"
 #include "src/coll/reduction.h"
 #include "src/coll/ring.h"
-#include "src/coll/ring_shape.h"
+#include "src/coll/coll_shape.h"
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
 #include "src/coll/topology.h"
@@ -25,12 +25,12 @@
 
 namespace sketchccl::coll {
 
-class AllReduceEngine {
+class ReductionEngine {
  public:
-  AllReduceEngine(const Settings& settings, int nranks);
-  ~AllReduceEngine();
-  AllReduceEngine(const AllReduceEngine&) = delete;
-  AllReduceEngine& operator=(const AllReduceEngine&) = delete;
+  ReductionEngine(const Settings& settings, int nranks);
+  ~ReductionEngine();
+  ReductionEngine(const ReductionEngine&) = delete;
+  ReductionEngine& operator=(const ReductionEngine&) = delete;
 
   // After the join, before any call: the nodes of the ranks (coll/topology.h), for the
   // statistics (intra- and inter-node bytes).
@@ -42,7 +42,7 @@ class AllReduceEngine {
 
   // Runs on the proxy thread. `link` carries transport, neighbours and op sequence number. A call
   // of kind kRail is the hierarchy's, never a flat ring's (an internal error here).
-  Status run(const RingLink& link, const AllReduceArgs& args);
+  Status run(const CommLink& link, const ReductionArgs& args);
 
   // The cost model's view of a buffer of `count` elements under these settings.
   CostModelParams cost_model(size_t count) const { return settings_.cost_model(count, nranks_); }
@@ -61,30 +61,30 @@ class AllReduceEngine {
 
  private:
   // The codec this call would use, from agreed numbers only.
-  kernels::CodecId choose_codec(const BufferState& state, const AllReduceArgs& args);
+  kernels::CodecId choose_codec(const BufferState& state, const ReductionArgs& args);
   // This rank's decision inputs for a call on the buffer of `state` with `codec`.
   static DecisionMessage decision_of(const BufferState& state, kernels::CodecId codec,
                                      bool speculative);
   // All-gathers this rank's decision inputs for the call (of `kind`, `count` elements); *agreed
   // when every rank's are equal. Otherwise what speculating ranks sent ahead (on that kind's
   // two-shot schedule) is received and dropped.
-  Status agree_on_decision(const RingLink& link, const DecisionMessage& mine, CallKind kind,
+  Status agree_on_decision(const CommLink& link, const DecisionMessage& mine, CallKind kind,
                            size_t count, bool* agreed);
   // The ranks' decisions differed: the buffer starts afresh (the call runs exact), said once.
-  void start_afresh(const RingShape& ring, const RingLink& link, const AllReduceArgs& args);
+  void start_afresh(const CollShape& ring, const CommLink& link, const ReductionArgs& args);
   // One run of the call with `codec` on `schedule`, its bytes in the codec's statistics; `spec`:
   // speculative (two_shot.h), spec->disagreed when the ranks' decisions differed.
-  Status run_schedule(const RingLink& link, const AllReduceArgs& args, Schedule schedule,
+  Status run_schedule(const CommLink& link, const ReductionArgs& args, Schedule schedule,
                       kernels::CodecId codec, BufferState& state, backend::Backend& be,
                       Speculation* spec);
   // The backend of `mem` buffers: the host's (device buffers arrive staged).
   Status backend_for(backend::MemoryType mem, backend::Backend** out);
   // `be` runs the codecs on the user's buffers (the backend of args.mem).
-  Status run_on(const RingLink& link, const AllReduceArgs& args, const RingShape& shape,
+  Status run_on(const CommLink& link, const ReductionArgs& args, const CollShape& shape,
                 kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be,
                 Speculation* spec);
   // The codec's plan on the call's shape, wrapped in error feedback and the accuracy estimate.
-  Status run_plan(const RingLink& link, const AllReduceArgs& args, const RingShape& shape,
+  Status run_plan(const CommLink& link, const ReductionArgs& args, const CollShape& shape,
                   kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be,
                   Speculation* spec);
 

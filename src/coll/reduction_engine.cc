@@ -1,4 +1,4 @@
-#include "src/coll/allreduce.h"
+#include "src/coll/reduction_engine.h"
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +23,7 @@ namespace sketchccl::coll {
 
 using kernels::CodecId;
 
-CodecId AllReduceEngine::choose_codec(const BufferState& state, const AllReduceArgs& args) {
+CodecId ReductionEngine::choose_codec(const BufferState& state, const ReductionArgs& args) {
   if (!settings_.auto_codec) return settings_.codec;
   const CodecId chosen = choose_auto(cost_model(args.count), state.support_history()).codec;
   if (chosen != settings_.dense_codec || !network_.known) return chosen;
@@ -40,12 +40,12 @@ CodecId AllReduceEngine::choose_codec(const BufferState& state, const AllReduceA
   return v.codec;
 }
 
-AllReduceEngine::AllReduceEngine(const Settings& settings, int nranks)
+ReductionEngine::ReductionEngine(const Settings& settings, int nranks)
     : settings_(settings), nranks_(nranks), host_(backend::make_host_backend()) {}
 
-AllReduceEngine::~AllReduceEngine() = default;
+ReductionEngine::~ReductionEngine() = default;
 
-void AllReduceEngine::set_topology(const Topology& topo) {
+void ReductionEngine::set_topology(const Topology& topo) {
   topology_ = topo;
   stats_.nodes = topo.nodes;
   stats_.ranks_per_node = topo.uniform ? topo.local_ranks : 0;
@@ -56,7 +56,7 @@ void AllReduceEngine::set_topology(const Topology& topo) {
 // the guard chose, s2's budget, whether a residual is applied), the same on every rank when the
 // ranks agree on which buffer this is; `speculative`: this rank sends its two-shot contributions
 // right behind it.
-DecisionMessage AllReduceEngine::decision_of(const BufferState& state, CodecId codec,
+DecisionMessage ReductionEngine::decision_of(const BufferState& state, CodecId codec,
                                              bool speculative) {
   struct Inputs {
     uint64_t nonzeros;
@@ -81,10 +81,10 @@ DecisionMessage AllReduceEngine::decision_of(const BufferState& state, CodecId c
   return m;
 }
 
-Status AllReduceEngine::agree_on_decision(const RingLink& link, const DecisionMessage& mine,
+Status ReductionEngine::agree_on_decision(const CommLink& link, const DecisionMessage& mine,
                                           CallKind kind, size_t count, bool* agreed) {
   std::vector<DecisionMessage> all(static_cast<size_t>(link.nranks));
-  RingLink l = link;
+  CommLink l = link;
   l.phase = kPhaseDecision;
   // One message round (each rank's inputs straight to every other), not P - 1 ring steps.
   SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data()));
@@ -97,7 +97,7 @@ Status AllReduceEngine::agree_on_decision(const RingLink& link, const DecisionMe
   }
   // A rank that decided otherwise ran two-shot speculatively: what it sent here is dropped.
   if (*agreed || speculated.empty()) return Status::Ok();
-  return ring_shape(kind, Schedule::kTwoShot)
+  return coll_shape(kind, Schedule::kTwoShot)
       ->drain_speculation(link, count, settings_.slice_elems, speculated);
 }
 
@@ -105,15 +105,15 @@ namespace {
 
 // What a call's buffer state is kept by: the user's buffer (state_key where the engine reads a
 // copy), its count, type and kind.
-BufferKey buffer_key(const AllReduceArgs& args) {
+BufferKey buffer_key(const ReductionArgs& args) {
   const void* keyed = args.state_key != nullptr ? args.state_key : args.send;
   return BufferKey{reinterpret_cast<uintptr_t>(keyed), args.count, args.type, args.kind};
 }
 
 }  // namespace
 
-void AllReduceEngine::start_afresh(const RingShape& ring, const RingLink& link,
-                                   const AllReduceArgs& args) {
+void ReductionEngine::start_afresh(const CollShape& ring, const CommLink& link,
+                                   const ReductionArgs& args) {
   // A buffer is known by its address: a rank that reused an address for another tensor holds a
   // different history, and the ranks would run different protocols. This call runs exact; every
   // rank starts the buffer afresh, so they agree again from the next call on.
@@ -129,13 +129,13 @@ void AllReduceEngine::start_afresh(const RingShape& ring, const RingLink& link,
   stats_.decisions_disagreed++;
 }
 
-Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
-  const RingShape* ring_ptr = ring_shape(args.kind);
+Status ReductionEngine::run(const CommLink& link, const ReductionArgs& args) {
+  const CollShape* ring_ptr = coll_shape(args.kind);
   if (ring_ptr == nullptr) {
     return errorf(Code::kInternalError, "a %s on a flat ring (the hierarchy runs it)",
                   call_kind_name(args.kind));
   }
-  const RingShape& ring = *ring_ptr;
+  const CollShape& ring = *ring_ptr;
   const auto t0 = std::chrono::steady_clock::now();
   const BufferKey key = buffer_key(args);
   BufferState* state = &buffers_.get(key);
@@ -199,10 +199,10 @@ Status AllReduceEngine::run(const RingLink& link, const AllReduceArgs& args) {
   return st;
 }
 
-Status AllReduceEngine::run_schedule(const RingLink& link, const AllReduceArgs& args,
+Status ReductionEngine::run_schedule(const CommLink& link, const ReductionArgs& args,
                                      Schedule schedule, CodecId codec, BufferState& state,
                                      backend::Backend& be, Speculation* spec) {
-  const RingShape& shape = *ring_shape(args.kind, schedule);
+  const CollShape& shape = *coll_shape(args.kind, schedule);
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
   const uint64_t sent_before = cs.bytes_sent;
   // The operation boundary: whatever it throws (std::bad_alloc) fails this call, not the process.
@@ -232,7 +232,7 @@ Status AllReduceEngine::run_schedule(const RingLink& link, const AllReduceArgs& 
   return st;
 }
 
-Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** out) {
+Status ReductionEngine::backend_for(backend::MemoryType mem, backend::Backend** out) {
   // A device call reaches the engine as its staged host copies (Communicator, device_staging.h).
   if (mem != backend::MemoryType::kHost) {
     return Status(Code::kInternalError, "device buffers reach the engine only staged");
@@ -241,12 +241,12 @@ Status AllReduceEngine::backend_for(backend::MemoryType mem, backend::Backend** 
   return Status::Ok();
 }
 
-void AllReduceEngine::release_device_memory() {
+void ReductionEngine::release_device_memory() {
   buffers_ = BufferStates();
   count_memory();
 }
 
-void AllReduceEngine::count_memory() {
+void ReductionEngine::count_memory() {
   const backend::Backend::MemoryFigures h = host_->memory_figures();
   stats_.packet_leased_bytes = h.packet_leased_bytes;
   stats_.packet_peak_bytes = h.packet_peak_bytes;
@@ -255,8 +255,8 @@ void AllReduceEngine::count_memory() {
 // On the backend of the buffers' memory type, made current on this (the proxy) thread. Every
 // backend call returns with its results in place, so when this returns the output is written
 // (for device buffers: the stream gate may be released, docs/cuda.md).
-Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args,
-                               const RingShape& shape, CodecId codec, BufferState& state,
+Status ReductionEngine::run_on(const CommLink& link, const ReductionArgs& args,
+                               const CollShape& shape, CodecId codec, BufferState& state,
                                CodecStats& cs, backend::Backend& be, Speculation* spec) {
   SCCL_RETURN_IF_ERROR(be.activate());
   be.bound_waits(link.abort, link.timeout_s);
@@ -275,8 +275,8 @@ Status AllReduceEngine::run_on(const RingLink& link, const AllReduceArgs& args,
   return st;
 }
 
-Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args,
-                                 const RingShape& shape, CodecId codec, BufferState& state,
+Status ReductionEngine::run_plan(const CommLink& link, const ReductionArgs& args,
+                                 const CollShape& shape, CodecId codec, BufferState& state,
                                  CodecStats& cs, backend::Backend& be, Speculation* spec) {
   std::unique_ptr<CodecPlan> plan = make_plan(kernels::codec_info(codec)->family);
   const BufferState history = state;  // the decisions use the previous call only
@@ -292,7 +292,7 @@ Status AllReduceEngine::run_plan(const RingLink& link, const AllReduceArgs& args
   CallSample sample;
   if (!plan->exact(c)) SCCL_RETURN_IF_ERROR(sample.take(c));
   SCCL_RETURN_IF_ERROR(plan->before(c));
-  RingJob job;
+  ShapeJob job;
   SCCL_RETURN_IF_ERROR(plan->ring(c, &job));
   std::optional<FeedbackSliceOps> compensated;
   if (c.residual != nullptr && plan->feedback_target() != nullptr) {
