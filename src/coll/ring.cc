@@ -1,13 +1,8 @@
 #include "src/coll/ring.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,12 +10,6 @@
 
 namespace sketchccl::coll {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-// Longest single sleep in the transport while waiting for a peer (SKETCHCCL_WAIT=block): how
-// late an abort, a timeout or finished codec work elsewhere can be noticed.
-constexpr double kBlockingWaitS = 0.002;
-using transport::RequestId;
 
 int mod(int a, int p) {
   return ((a % p) + p) % p;
@@ -124,18 +113,22 @@ struct Lane {
   int step = 0;  // ring step whose send (and the next step's receive) is posted or due
   bool send_active = false;
   bool recv_active = false;
-  RequestId send_id = 0;
-  RequestId recv_id = 0;
-  size_t recv_expected = 0;
   uint64_t ticket = 0;  // codec work in flight (SliceOps::test); post() follows its completion
   PacketBuf in;         // a reduce step's received partial sum
   PacketBuf out;        // kSend's and kRecvReduceSend's packet to send
 };
 
+// The ring's shape over the Exchange: which packet goes where at each step, and the codec work
+// between; the Exchange does the transfers, the waiting and the errors of both.
 class RingRun {
  public:
   RingRun(const CommLink& link, RingPlan plan, bool scatter, SliceOps& ops, RingStats* st)
-      : link_(link), plan_(std::move(plan)), scatter_(scatter), ops_(ops), stats_(st) {
+      : link_(link),
+        ex_(link, "the ring"),
+        plan_(std::move(plan)),
+        scatter_(scatter),
+        ops_(ops),
+        stats_(st) {
     const int p = link_.nranks;
     const int s = plan_.max_slices();
     final_offset_.assign(static_cast<size_t>(p) * static_cast<size_t>(s) + 1, 0);
@@ -158,58 +151,31 @@ class RingRun {
       return Status::Ok();
     }
     lanes_ = std::vector<Lane>(static_cast<size_t>(depth < 1 ? 1 : depth));
-    return run_lanes(lanes_);
+    return run_lanes();
   }
 
-  // After the last decode_start: waits for decodes still running (SliceOps::flush), bounded by the
-  // timeout and the abort flag like every other wait of the ring.
+  // After the last decode_start: waits for decodes still running (SliceOps::flush).
   Status flush_decodes() {
-    const auto t0 = Clock::now();
-    for (;;) {
-      bool done = false;
-      SCCL_RETURN_IF_ERROR(ops_.flush(&done));
-      if (done) return Status::Ok();
-      if (link_.abort != nullptr && link_.abort->load()) {
-        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
-      }
-      if (std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s) {
-        return errorf(Code::kRemoteError,
-                      "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
-                      "decodes",
-                      link_.rank, link_.timeout_s);
-      }
-      usleep(20);
-    }
+    return ex_.wait_local([this](bool* done) { return ops_.flush(done); }, "its own decodes");
   }
 
-  // After a failure, with the transport closed (no transfer touches the buffers any more): lets
-  // codec work still in flight (lanes' encodes and reductions, decodes) end before the buffers go,
-  // its errors no longer mattering. If some does not end (abort, timeout), the buffers are
-  // parked, never freed.
-  void drain() {
-    const auto t0 = Clock::now();
-    bool stuck = false;
-    auto give_up = [&] {
-      const bool aborted = link_.abort != nullptr && link_.abort->load();
-      stuck = aborted || std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s;
-      if (!stuck) usleep(20);
-      return stuck;
-    };
-    for (Lane& lane : lanes_) {
-      while (lane.ticket != 0 && !stuck) {
-        bool done = false;
-        if (!ops_.test(lane.ticket, &done).ok() || done) {
-          lane.ticket = 0;
-          break;
-        }
-        give_up();
+  // The call failed: closes the transport (the ranks are out of step, and nothing may write into
+  // the packets any more), then lets codec work still in flight (lanes' encodes and reductions,
+  // decodes) end before the buffers go, its errors no longer mattering. If some does not end
+  // (abort, timeout), the buffers are parked, never freed.
+  void fail() {
+    ex_.fail();
+    auto codec_ended = [this](bool* done) {
+      *done = false;
+      for (Lane& lane : lanes_) {
+        bool ended = lane.ticket == 0;
+        if (!ended && (!ops_.test(lane.ticket, &ended).ok() || ended)) lane.ticket = 0;
+        if (lane.ticket != 0) return Status::Ok();
       }
-    }
-    for (bool done = false; !stuck;) {
-      (void)ops_.flush(&done);
-      if (done || give_up()) break;
-    }
-    if (!stuck) return;
+      (void)ops_.flush(done);
+      return Status::Ok();
+    };
+    if (ex_.wait_local(codec_ended, "its codec work after a failure").ok()) return;
     SCCL_WARN(kLogColl,
               "rank %d: codec work still running after a failure; its packet memory "
               "is left allocated",
@@ -222,75 +188,56 @@ class RingRun {
   }
 
  private:
-  Status run_lanes(std::vector<Lane>& lanes) {
+  // Each pass: takes what the Exchange completed, tests the lanes' codec work, and moves every
+  // lane whose transfers are done on to its next step.
+  Status run_lanes() {
     const int s = plan_.max_slices();
     int next_j = 0;
     int done = 0;
-    for (Lane& lane : lanes) {
+    for (Lane& lane : lanes_) {
       if (next_j < s) SCCL_RETURN_IF_ERROR(start(lane, next_j++));
     }
-    auto last_progress = Clock::now();
-    int idle = 0;
+    std::vector<Completion> completions;
     while (done < s) {
-      if (link_.abort != nullptr && link_.abort->load(std::memory_order_relaxed)) {
-        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
+      completions.clear();
+      SCCL_RETURN_IF_ERROR(ex_.poll(&completions));
+      bool moved = !completions.empty();
+      for (const Completion& c : completions) {
+        Lane& lane = lanes_[static_cast<size_t>(c.note.cookie)];
+        (c.recv ? lane.recv_active : lane.send_active) = false;
+        if (c.recv && stats_ != nullptr) stats_->bytes_received += c.bytes;
       }
-      SCCL_RETURN_IF_ERROR(link_.transport->progress());
-      bool moved = false;
-      for (Lane& lane : lanes) {
+      for (Lane& lane : lanes_) {
         if (lane.j < 0) continue;
         if (lane.ticket != 0) {
           bool computed = false;
           Status st = ops_.test(lane.ticket, &computed);
           if (!st.ok()) {
             lane.ticket = 0;  // spent: test reported its end
-            return annotate(st, lane, "codec work on this rank");
+            return ex_.annotate(st, "codec work on this rank", note_of(lane));
           }
           if (!computed) continue;
           lane.ticket = 0;
+          ex_.progressed();
           moved = true;
           SCCL_RETURN_IF_ERROR(post(lane));
           continue;
         }
-        bool lane_moved = false;
-        SCCL_RETURN_IF_ERROR(poll(lane, &lane_moved));
-        moved = moved || lane_moved;
-        if (!lane.send_active && !lane.recv_active) {
-          SCCL_RETURN_IF_ERROR(advance(lane));
-          if (lane.j < 0) {
-            ++done;
-            if (next_j < s) SCCL_RETURN_IF_ERROR(start(lane, next_j++));
-          }
+        if (lane.send_active || lane.recv_active) continue;
+        moved = true;
+        SCCL_RETURN_IF_ERROR(advance(lane));
+        if (lane.j < 0) {
+          ++done;
+          if (next_j < s) SCCL_RETURN_IF_ERROR(start(lane, next_j++));
         }
       }
-      if (moved) {
-        last_progress = Clock::now();
-        idle = 0;
-        continue;
-      }
-      if (link_.transport->can_block() && !codec_pending(lanes)) {
-        // Only a peer can move this rank on: sleep in the transport until its bytes come (or a
-        // send can go on) instead of polling, leaving the core to ranks with codec work.
-        SCCL_RETURN_IF_ERROR(link_.transport->wait_for_events(kBlockingWaitS));
-        double waited = std::chrono::duration<double>(Clock::now() - last_progress).count();
-        if (waited > link_.timeout_s) return timeout_error(lanes);
-        continue;
-      }
-      if (++idle > 256) {
-        // Many ranks may share few cores: let them run.
-        if (idle > 4096)
-          usleep(50);
-        else
-          sched_yield();
-        double waited = std::chrono::duration<double>(Clock::now() - last_progress).count();
-        if (waited > link_.timeout_s) return timeout_error(lanes);
-      }
+      if (!moved) SCCL_RETURN_IF_ERROR(ex_.idle(/*local_work=*/codec_pending()));
     }
     return Status::Ok();
   }
 
-  static bool codec_pending(const std::vector<Lane>& lanes) {
-    for (const Lane& lane : lanes) {
+  bool codec_pending() const {
+    for (const Lane& lane : lanes_) {
       if (lane.j >= 0 && lane.ticket != 0) return true;
     }
     return false;
@@ -308,6 +255,14 @@ class RingRun {
   uint8_t* final_packet(int c, int j) { return final_.data() + final_offset_[idx(c, j)]; }
 
   RingStep step_of(int i) const { return ring_step(i, link_.rank, link_.nranks, scatter_); }
+  // The lane's place, for errors; its index comes back in its transfers' completions.
+  TransferNote note_of(const Lane& lane) const {
+    TransferNote note;
+    note.slice = lane.j;
+    note.step = lane.step;
+    note.cookie = static_cast<int>(&lane - lanes_.data());
+    return note;
+  }
 
   // Alone: the codec's own round trip, so one rank sees what P ranks would.
   Status round_trip(int j) {
@@ -340,6 +295,7 @@ class RingRun {
     if (scatter_ && lane.step == p - 1) return decode_own(lane);
     const int left = mod(link_.rank - 1, p), right = mod(link_.rank + 1, p);
     const uint64_t tag = ring_tag(link_.op_seq, link_.phase, lane.step, lane.j);
+    const TransferNote note = note_of(lane);
     const RingStep next = step_of(lane.step + 1), cur = step_of(lane.step);
     const size_t rbytes = packet_bytes(next.chunk, lane.j);
     if (rbytes > 0) {
@@ -350,48 +306,16 @@ class RingRun {
       } else {
         dst = final_packet(next.chunk, lane.j);
       }
-      lane.recv_expected = rbytes;
-      SCCL_RETURN_IF_ERROR(link_.transport->irecv(left, tag, dst, rbytes, &lane.recv_id));
+      SCCL_RETURN_IF_ERROR(ex_.recv(left, tag, dst, rbytes, note));
       lane.recv_active = true;
     }
     const size_t sbytes = packet_bytes(cur.chunk, lane.j);
     if (sbytes > 0) {
       const uint8_t* src =
           sends_final(cur.kind) ? final_packet(cur.chunk, lane.j) : lane.out.data();
-      SCCL_RETURN_IF_ERROR(link_.transport->isend(right, tag, src, sbytes, &lane.send_id));
+      SCCL_RETURN_IF_ERROR(ex_.send(right, tag, src, sbytes, note));
       lane.send_active = true;
       if (stats_ != nullptr) stats_->bytes_sent += sbytes;
-    }
-    return Status::Ok();
-  }
-
-  Status poll(Lane& lane, bool* moved) {
-    if (lane.recv_active) {
-      bool done = false;
-      size_t got = 0;
-      Status st = link_.transport->test(lane.recv_id, &done, &got);
-      if (!st.ok()) return annotate(st, lane, "receive from the left neighbour");
-      if (done) {
-        lane.recv_active = false;
-        *moved = true;
-        if (stats_ != nullptr) stats_->bytes_received += got;
-        if (got != lane.recv_expected) {
-          return errorf(Code::kInvalidUsage,
-                        "rank %d received %zu bytes for slice %d at ring step %d, expected %zu: "
-                        "the ranks disagree on the count, type or codec of this call",
-                        link_.rank, got, lane.j, lane.step, lane.recv_expected);
-        }
-      }
-    }
-    if (lane.send_active) {
-      bool done = false;
-      size_t sent = 0;
-      Status st = link_.transport->test(lane.send_id, &done, &sent);
-      if (!st.ok()) return annotate(st, lane, "send to the right neighbour");
-      if (done) {
-        lane.send_active = false;
-        *moved = true;
-      }
     }
     return Status::Ok();
   }
@@ -432,7 +356,7 @@ class RingRun {
       dst = lane.out.data();
     }
     Status st = ops_.step_start(off, n, i, lane.in.data(), lane.in.size(), dst, cap, &lane.ticket);
-    if (!st.ok()) return annotate(st, lane, "ring step on a received packet");
+    if (!st.ok()) return ex_.annotate(st, "ring step on a received packet", note_of(lane));
     return Status::Ok();
   }
 
@@ -443,7 +367,7 @@ class RingRun {
       plan_.slice(c, lane.j, &off, &n);
       if (n == 0) continue;
       Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
-      if (!st.ok()) return annotate(st, lane, "decode of a reduced packet");
+      if (!st.ok()) return ex_.annotate(st, "decode of a reduced packet", note_of(lane));
     }
     lane.j = -1;
     return Status::Ok();
@@ -456,40 +380,14 @@ class RingRun {
     plan_.slice(c, lane.j, &off, &n);
     if (n > 0) {
       Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
-      if (!st.ok()) return annotate(st, lane, "decode of this rank's reduced chunk");
+      if (!st.ok()) return ex_.annotate(st, "decode of this rank's reduced chunk", note_of(lane));
     }
     lane.j = -1;
     return Status::Ok();
   }
 
-  Status annotate(const Status& st, const Lane& lane, const char* what) const {
-    return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
-                                 std::to_string(link_.nranks) + ", " + what + ", slice " +
-                                 std::to_string(lane.j) + ", ring step " +
-                                 std::to_string(lane.step) + ")");
-  }
-
-  Status timeout_error(const std::vector<Lane>& lanes) const {
-    for (const Lane& lane : lanes) {
-      if (lane.j < 0) continue;
-      if (lane.ticket != 0) {
-        return errorf(Code::kRemoteError,
-                      "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
-                      "codec work (slice %d, ring step %d)",
-                      link_.rank, link_.timeout_s, lane.j, lane.step);
-      }
-      const int p = link_.nranks;
-      const char* waiting = lane.recv_active ? "a packet from rank" : "the send to rank";
-      int peer = lane.recv_active ? mod(link_.rank - 1, p) : mod(link_.rank + 1, p);
-      return errorf(Code::kRemoteError,
-                    "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s %d "
-                    "(slice %d, ring step %d)",
-                    link_.rank, link_.timeout_s, waiting, peer, lane.j, lane.step);
-    }
-    return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
-  }
-
   const CommLink& link_;
+  Exchange ex_;  // every transfer of the ring, and every wait
   RingPlan plan_;
   bool scatter_;  // the reduce-scatter half alone (ring_reduce_scatter)
   SliceOps& ops_;
@@ -602,13 +500,9 @@ Status run_ring(const CommLink& link, RingPlan plan, bool scatter, int depth, Sl
   RingRun run(link, std::move(plan), scatter, ops, stats);
   Status st = run.run(depth);
   if (st.ok()) st = run.flush_decodes();
-  if (!st.ok()) {
-    // A failed ring leaves receives posted into buffers `run` is about to free, and the ranks
-    // out of step: the communicator is finished, so close the transport first (it cancels
-    // them), then let the codec work in flight end.
-    if (link.transport != nullptr) link.transport->close();
-    run.drain();
-  }
+  // A failed ring leaves receives posted into buffers `run` is about to free, and the ranks out
+  // of step: the communicator is finished.
+  if (!st.ok()) run.fail();
   return st;
 }
 
@@ -642,42 +536,19 @@ Status ring_allgather_small(const CommLink& link, const void* mine, size_t bytes
   const int p = link.nranks;
   if (p == 1) return Status::Ok();
   const int left = (link.rank - 1 + p) % p, right = (link.rank + 1) % p;
-  auto wait = [&link](transport::RequestId id) -> Status {
-    const auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      if (link.abort != nullptr && link.abort->load()) {
-        return Status(Code::kRemoteError, "communicator aborted");
-      }
-      SCCL_RETURN_IF_ERROR(link.transport->progress());
-      bool done = false;
-      size_t got = 0;
-      SCCL_RETURN_IF_ERROR(link.transport->test(id, &done, &got));
-      if (done) return Status::Ok();
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-          link.timeout_s) {
-        return errorf(Code::kRemoteError,
-                      "rank %d timed out after %.1f s in a small exchange (phase %d)", link.rank,
-                      link.timeout_s, static_cast<int>(link.phase));
-      }
-      if (link.transport->can_block()) {
-        SCCL_RETURN_IF_ERROR(link.transport->wait_for_events(kBlockingWaitS));
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  };
+  Exchange ex(link, "a small exchange");
   // Step s forwards the block of rank (rank - s) to the right.
   for (int s = 0; s < p - 1; ++s) {
     const int send_block = (link.rank - s + p) % p;
     const int recv_block = (link.rank - s - 1 + p) % p;
     const uint64_t tag = ring_tag(link.op_seq, link.phase, s, 0);
-    transport::RequestId rid = 0, sid = 0;
-    SCCL_RETURN_IF_ERROR(link.transport->irecv(
-        left, tag, out + static_cast<size_t>(recv_block) * bytes, bytes, &rid));
-    SCCL_RETURN_IF_ERROR(link.transport->isend(
-        right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, &sid));
-    SCCL_RETURN_IF_ERROR(wait(rid));
-    SCCL_RETURN_IF_ERROR(wait(sid));
+    TransferNote note;
+    note.step = s;
+    SCCL_RETURN_IF_ERROR(
+        ex.recv(left, tag, out + static_cast<size_t>(recv_block) * bytes, bytes, note));
+    SCCL_RETURN_IF_ERROR(
+        ex.send(right, tag, out + static_cast<size_t>(send_block) * bytes, bytes, note));
+    SCCL_RETURN_IF_ERROR(ex.wait_all());
   }
   return Status::Ok();
 }

@@ -12,8 +12,9 @@
 
 namespace sketchccl::testutil {
 
-inline std::vector<std::unique_ptr<transport::Transport>> loopback_transports(int p,
-                                                                              double timeout_s) {
+// `wait`: SKETCHCCL_WAIT of the transports (null: the default).
+inline std::vector<std::unique_ptr<transport::Transport>> loopback_transports(
+    int p, double timeout_s, const char* wait = nullptr) {
   std::vector<std::unique_ptr<transport::Transport>> t;
   for (int r = 0; r < p; ++r) {
     transport::TransportOptions o;
@@ -22,6 +23,7 @@ inline std::vector<std::unique_ptr<transport::Transport>> loopback_transports(in
     o.nranks = p;
     o.timeout_s = timeout_s;
     o.ifname = "lo";
+    if (wait != nullptr) o.wait = wait;
     std::unique_ptr<transport::Transport> tr;
     Status st = transport::create_transport(o, &tr);
     EXPECT_TRUE(st.ok()) << st.to_string();
