@@ -193,7 +193,8 @@ TEST(Exchange, WaitLocalTimesOutNamingTheWork) {
 }
 
 // The point of the one wait: a rank that only a peer can move on sleeps in a transport that
-// can block, instead of spinning on its core.
+// can block (about 0.02 CPU seconds a second here), instead of polling on its core (the back-off
+// of SKETCHCCL_WAIT=spin: about 0.2 a second here).
 TEST(Exchange, WaitOnABlockingTransportLeavesTheCore) {
   auto t = loopback_transports(2, kTransportTimeoutS, "block");
   ASSERT_TRUE(t[0]->can_block());
@@ -208,7 +209,7 @@ TEST(Exchange, WaitOnABlockingTransportLeavesTheCore) {
   const double s = seconds_since(t0), cpu = thread_cpu_s() - cpu0;
   EXPECT_TRUE(has(st, "timed out")) << st.to_string();
   EXPECT_GE(s, timeout_s);
-  EXPECT_LT(cpu, 0.2) << "CPU seconds spent in a wait of " << s << " s";
+  EXPECT_LT(cpu, 0.1) << "CPU seconds spent in a wait of " << s << " s";
 }
 
 // The small all-gather over the Exchange: every rank gets every block; a rank that disagrees on
