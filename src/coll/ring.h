@@ -2,7 +2,9 @@
 // Reduce-scatter (an encode, then P-1 fused steps), all-gather (P-1 steps forwarding the
 // reduced packets), then every rank decodes every packet (ring.cc names each step). Slices are
 // pipelined: up to `depth` slice lanes are in flight, so transfers of one lane overlap the codec
-// work of another.
+// work of another. The ring is a shape only (which packet goes where, and the codec work
+// between): its transfers, waits, size checks, abort and timeout errors and the close on failure
+// are the Exchange's (exchange.h).
 #pragma once
 
 #include <atomic>
