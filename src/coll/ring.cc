@@ -64,6 +64,42 @@ class PacketBuf {
   size_t size_ = 0;
 };
 
+// Every chunk's reduced packets, slice by slice, in one block: the all-gather receives into
+// them and forwards them, and the lanes decode them at the end.
+class FinalPackets {
+ public:
+  FinalPackets(const RingPlan& plan, int nranks, const SliceOps& ops)
+      : plan_(plan), ops_(ops), slices_(plan.max_slices()) {
+    offset_.assign(static_cast<size_t>(nranks) * static_cast<size_t>(slices_) + 1, 0);
+    for (int c = 0; c < nranks; ++c) {
+      for (int j = 0; j < slices_; ++j) {
+        offset_[idx(c, j)] = total_;
+        total_ += bytes(c, j);
+      }
+    }
+  }
+  Status allocate(SliceOps& ops) { return mem_.resize(ops, total_); }
+  // The packet of slice j of chunk c, and its size (0: the slice is empty).
+  uint8_t* at(int c, int j) { return mem_.data() + offset_[idx(c, j)]; }
+  size_t bytes(int c, int j) const {
+    size_t off = 0, n = 0;
+    plan_.slice(c, j, &off, &n);
+    return n == 0 ? 0 : ops_.packet_bytes(off, n);
+  }
+  void park() { mem_.park(); }
+
+ private:
+  size_t idx(int c, int j) const {
+    return static_cast<size_t>(c) * static_cast<size_t>(slices_) + static_cast<size_t>(j);
+  }
+  const RingPlan& plan_;
+  const SliceOps& ops_;
+  int slices_;
+  std::vector<size_t> offset_;
+  size_t total_ = 0;
+  PacketBuf mem_;
+};
+
 // The ring steps of one slice, named as NCCL's runRing names them. Step i (0 .. 2P-2) works on
 // chunk (rank - i) mod P: it receives that chunk's packet from the left neighbour (all but
 // kSend), does its codec work, and sends the chunk's packet to the right neighbour (all but kRecv).
@@ -128,22 +164,11 @@ class RingRun {
         plan_(std::move(plan)),
         scatter_(scatter),
         ops_(ops),
-        stats_(st) {
-    const int p = link_.nranks;
-    const int s = plan_.max_slices();
-    final_offset_.assign(static_cast<size_t>(p) * static_cast<size_t>(s) + 1, 0);
-    size_t total = 0;
-    for (int c = 0; c < p; ++c) {
-      for (int j = 0; j < s; ++j) {
-        final_offset_[idx(c, j)] = total;
-        total += packet_bytes(c, j);
-      }
-    }
-    final_bytes_ = total;
-  }
+        stats_(st),
+        final_(plan_, link.nranks, ops) {}
 
   Status run(int depth) {
-    SCCL_RETURN_IF_ERROR(final_.resize(ops_, final_bytes_));
+    SCCL_RETURN_IF_ERROR(final_.allocate(ops_));
     const int s = plan_.max_slices();
     if (link_.nranks == 1) {
       for (int j = 0; j < s; ++j)
@@ -168,9 +193,9 @@ class RingRun {
     auto codec_ended = [this](bool* done) {
       *done = false;
       for (Lane& lane : lanes_) {
-        bool ended = lane.ticket == 0;
-        if (!ended && (!ops_.test(lane.ticket, &ended).ok() || ended)) lane.ticket = 0;
-        if (lane.ticket != 0) return Status::Ok();
+        bool ended = false;
+        if (lane.ticket != 0 && (!ops_.test(lane.ticket, &ended).ok() || ended)) lane.ticket = 0;
+        if (lane.ticket != 0) return Status::Ok();  // still running
       }
       (void)ops_.flush(done);
       return Status::Ok();
@@ -243,17 +268,6 @@ class RingRun {
     return false;
   }
 
-  size_t idx(int c, int j) const {
-    return static_cast<size_t>(c) * static_cast<size_t>(plan_.max_slices()) +
-           static_cast<size_t>(j);
-  }
-  size_t packet_bytes(int c, int j) const {
-    size_t off = 0, n = 0;
-    plan_.slice(c, j, &off, &n);
-    return n == 0 ? 0 : ops_.packet_bytes(off, n);
-  }
-  uint8_t* final_packet(int c, int j) { return final_.data() + final_offset_[idx(c, j)]; }
-
   RingStep step_of(int i) const { return ring_step(i, link_.rank, link_.nranks, scatter_); }
   // The lane's place, for errors; its index comes back in its transfers' completions.
   TransferNote note_of(const Lane& lane) const {
@@ -268,9 +282,9 @@ class RingRun {
   Status round_trip(int j) {
     size_t off = 0, n = 0;
     plan_.slice(0, j, &off, &n);
-    uint8_t* pkt = final_packet(0, j);
-    SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, pkt, packet_bytes(0, j)));
-    return ops_.decode_start(off, n, pkt, packet_bytes(0, j));
+    uint8_t* pkt = final_.at(0, j);
+    SCCL_RETURN_IF_ERROR(ops_.encode(off, n, 0, pkt, final_.bytes(0, j)));
+    return ops_.decode_start(off, n, pkt, final_.bytes(0, j));
   }
 
   // kSend: encodes this rank's own chunk, then posts transfer 0.
@@ -280,7 +294,7 @@ class RingRun {
     const int c = step_of(0).chunk;
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
-    SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, packet_bytes(c, j)));
+    SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, final_.bytes(c, j)));
     if (n > 0) {
       SCCL_RETURN_IF_ERROR(
           ops_.encode_start(off, n, 0, lane.out.data(), lane.out.size(), &lane.ticket));
@@ -292,27 +306,26 @@ class RingRun {
   // reduce-scatter's kRecvReduceFinal sends nothing: its chunk is this rank's, decoded here.
   Status post(Lane& lane) {
     const int p = link_.nranks;
-    if (scatter_ && lane.step == p - 1) return decode_own(lane);
+    if (scatter_ && lane.step == p - 1) return finish(lane);
     const int left = mod(link_.rank - 1, p), right = mod(link_.rank + 1, p);
     const uint64_t tag = ring_tag(link_.op_seq, link_.phase, lane.step, lane.j);
     const TransferNote note = note_of(lane);
     const RingStep next = step_of(lane.step + 1), cur = step_of(lane.step);
-    const size_t rbytes = packet_bytes(next.chunk, lane.j);
+    const size_t rbytes = final_.bytes(next.chunk, lane.j);
     if (rbytes > 0) {
       uint8_t* dst;
       if (reduces(next.kind)) {
         SCCL_RETURN_IF_ERROR(lane.in.resize(ops_, rbytes));
         dst = lane.in.data();
       } else {
-        dst = final_packet(next.chunk, lane.j);
+        dst = final_.at(next.chunk, lane.j);
       }
       SCCL_RETURN_IF_ERROR(ex_.recv(left, tag, dst, rbytes, note));
       lane.recv_active = true;
     }
-    const size_t sbytes = packet_bytes(cur.chunk, lane.j);
+    const size_t sbytes = final_.bytes(cur.chunk, lane.j);
     if (sbytes > 0) {
-      const uint8_t* src =
-          sends_final(cur.kind) ? final_packet(cur.chunk, lane.j) : lane.out.data();
+      const uint8_t* src = sends_final(cur.kind) ? final_.at(cur.chunk, lane.j) : lane.out.data();
       SCCL_RETURN_IF_ERROR(ex_.send(right, tag, src, sbytes, note));
       lane.send_active = true;
       if (stats_ != nullptr) stats_->bytes_sent += sbytes;
@@ -333,7 +346,7 @@ class RingRun {
       case StepKind::kRecvCopySend:
         break;  // received into the final packets, sent on from there
       case StepKind::kRecv:
-        return decode_all(lane);
+        return finish(lane);
       case StepKind::kSend:
         return Status(Code::kInternalError, "ring: kSend after a transfer");
     }
@@ -347,10 +360,10 @@ class RingRun {
     size_t off = 0, n = 0;
     plan_.slice(s.chunk, lane.j, &off, &n);
     if (n == 0) return Status::Ok();
-    const size_t cap = packet_bytes(s.chunk, lane.j);
+    const size_t cap = final_.bytes(s.chunk, lane.j);
     uint8_t* dst;
     if (sends_final(s.kind)) {
-      dst = final_packet(s.chunk, lane.j);
+      dst = final_.at(s.chunk, lane.j);
     } else {
       SCCL_RETURN_IF_ERROR(lane.out.resize(ops_, cap));
       dst = lane.out.data();
@@ -360,27 +373,15 @@ class RingRun {
     return Status::Ok();
   }
 
-  // Every chunk's slice j is final: decodes it into the output and frees the lane.
-  Status decode_all(Lane& lane) {
+  // The lane's slice is final (of every chunk; of this rank's alone in the reduce-scatter):
+  // decodes it into the output and frees the lane.
+  Status finish(Lane& lane) {
     for (int c = 0; c < link_.nranks; ++c) {
       size_t off = 0, n = 0;
       plan_.slice(c, lane.j, &off, &n);
-      if (n == 0) continue;
-      Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
+      if (n == 0 || (scatter_ && c != link_.rank)) continue;
+      Status st = ops_.decode_start(off, n, final_.at(c, lane.j), final_.bytes(c, lane.j));
       if (!st.ok()) return ex_.annotate(st, "decode of a reduced packet", note_of(lane));
-    }
-    lane.j = -1;
-    return Status::Ok();
-  }
-
-  // The reduce-scatter's end: this rank's chunk, slice lane.j, is final.
-  Status decode_own(Lane& lane) {
-    const int c = link_.rank;
-    size_t off = 0, n = 0;
-    plan_.slice(c, lane.j, &off, &n);
-    if (n > 0) {
-      Status st = ops_.decode_start(off, n, final_packet(c, lane.j), packet_bytes(c, lane.j));
-      if (!st.ok()) return ex_.annotate(st, "decode of this rank's reduced chunk", note_of(lane));
     }
     lane.j = -1;
     return Status::Ok();
@@ -392,9 +393,7 @@ class RingRun {
   bool scatter_;  // the reduce-scatter half alone (ring_reduce_scatter)
   SliceOps& ops_;
   RingStats* stats_;
-  std::vector<size_t> final_offset_;
-  size_t final_bytes_ = 0;
-  PacketBuf final_;  // every chunk's reduced packets, decoded at the end
+  FinalPackets final_;
   std::vector<Lane> lanes_;
 };
 
