@@ -126,7 +126,7 @@ void Exchange::progressed() {
 Status Exchange::idle(bool local_work) {
   if (link_.abort != nullptr && link_.abort->load(std::memory_order_relaxed)) return aborted();
   if (std::chrono::duration<double>(Clock::now() - last_progress_).count() > link_.timeout_s) {
-    return timeout_error();
+    return timeout_error(local_work);
   }
   if (!local_work && !pending_.empty() && link_.transport->can_block()) {
     // Only a peer can move this rank on: sleep in the transport until its bytes come.
@@ -171,7 +171,7 @@ void Exchange::fail() {
   pending_.clear();
 }
 
-Status Exchange::timeout_error() const {
+Status Exchange::timeout_error(bool local_work) const {
   if (pending_.empty()) {
     return annotate(errorf(Code::kRemoteError,
                            "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
@@ -183,8 +183,9 @@ Status Exchange::timeout_error() const {
   const Pending& pd = pending_.front();
   return annotate(
       errorf(Code::kRemoteError,
-             "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s rank %d",
-             link_.rank, link_.timeout_s, pd.recv ? "a packet from" : "the send to", pd.peer),
+             "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s%s rank %d",
+             link_.rank, link_.timeout_s, local_work ? "its own work and " : "",
+             pd.recv ? "a packet from" : "the send to", pd.peer),
       pd.recv ? "a receive" : "a send", pd.note);
 }
 

@@ -88,7 +88,8 @@ class Exchange {
   // timeout's clock.
   Status poll(std::vector<Completion>* done);
   // The pass moved nothing: waits a little by the one rule (above). `local_work`: the shape has
-  // work of its own running (codec tickets) that a sleep in the transport would not notice.
+  // work of its own running (codec tickets) that a sleep in the transport would not notice; a
+  // timeout then names it beside the pending transfer (the rank's own work may be what is stuck).
   Status idle(bool local_work = false);
   // The shape moved on by itself (local work done): the timeout's clock starts again.
   void progressed();
@@ -118,7 +119,7 @@ class Exchange {
     TransferNote note;
   };
   Status check(const Status& st, const Pending& pd, size_t got) const;
-  Status timeout_error() const;
+  Status timeout_error(bool local_work) const;
   Status aborted() const;
 
   const CommLink& link_;

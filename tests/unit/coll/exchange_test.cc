@@ -133,6 +133,25 @@ TEST(Exchange, ReceiveWithNoSenderTimesOutNamingThePeer) {
   EXPECT_LT(s, timeout_s + 2.0);
 }
 
+// A shape with work of its own running (codec tickets) when the clock runs out: the error names
+// that work beside the peer, since either may be what is stuck.
+TEST(Exchange, TimeoutWithLocalWorkNamesItBesideThePeer) {
+  auto t = loopback_transports(2, kTransportTimeoutS);
+  const CommLink link = ring_link(t[0].get(), 0, 2, 0.3, 1);
+  Exchange ex(link, "a test");
+  uint8_t buf[16];
+  ASSERT_TRUE(ex.recv(1, kTag, buf, sizeof buf).ok());
+  const auto t0 = Clock::now();
+  Status st;
+  while (st.ok() && seconds_since(t0) < 5) {
+    st = ex.poll(nullptr);
+    if (st.ok()) st = ex.idle(/*local_work=*/true);
+  }
+  EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
+  EXPECT_TRUE(has(st, "SKETCHCCL_TIMEOUT")) << st.to_string();
+  EXPECT_TRUE(has(st, "its own work and a packet from rank 1")) << st.to_string();
+}
+
 TEST(Exchange, AbortFromAnotherThreadEndsTheWaitPromptly) {
   auto t = loopback_transports(2, kTransportTimeoutS);
   std::atomic<bool> abort{false};
