@@ -83,9 +83,9 @@ class Exchange {
               bool exact = true);
   size_t pending() const { return pending_.size(); }
 
-  // One pass without waiting: the abort flag, the transport's progress, every pending transfer
-  // tested; those complete are appended to *done (null: dropped). A completion resets the
-  // timeout's clock.
+  // One pass without waiting: the abort flag, the transport's progress (also with nothing
+  // pending), every pending transfer tested; those complete are appended to *done (null: dropped).
+  // A completion resets the timeout's clock.
   Status poll(std::vector<Completion>* done);
   // The pass moved nothing: waits a little by the one rule (above). `local_work`: the shape has
   // work of its own running (codec tickets) that a sleep in the transport would not notice; a
