@@ -17,11 +17,20 @@ using kernels::ElemType;
 // node's sub-transport. Whatever drives the transport meanwhile (the rail ring's progress calls)
 // moves them, so the node's exchanges of one segment overlap the rail ring of another. Empty
 // chunks travel as no message at all.
-Status post_node_send(Exchange* ex, int peer, uint64_t tag, const void* buf, size_t bytes) {
-  return bytes == 0 ? Status::Ok() : ex->send(peer, tag, buf, bytes);
+Status post_node_send(Exchange* ex, int peer, uint64_t tag, const void* buf, size_t bytes,
+                      const TransferNote& note) {
+  return bytes == 0 ? Status::Ok() : ex->send(peer, tag, buf, bytes, note);
 }
-Status post_node_recv(Exchange* ex, int peer, uint64_t tag, void* buf, size_t bytes) {
-  return bytes == 0 ? Status::Ok() : ex->recv(peer, tag, buf, bytes);
+Status post_node_recv(Exchange* ex, int peer, uint64_t tag, void* buf, size_t bytes,
+                      const TransferNote& note) {
+  return bytes == 0 ? Status::Ok() : ex->recv(peer, tag, buf, bytes, note);
+}
+// A node transfer's place in errors: its tag phase and segment (the tag's slice field).
+TransferNote node_note(uint8_t phase, int segment) {
+  TransferNote note;
+  note.phase = phase;
+  note.slice = segment;
+  return note;
 }
 // Every posted node transfer complete. The clock starts here: the rail phase that ran since the
 // posts is not a stalled transfer.
@@ -255,12 +264,13 @@ HierarchicalReduction::NodePhases::NodePhases(const CommLink& link, const Topolo
 Status HierarchicalReduction::NodePhases::post_scatter(size_t k) {
   const Segment& sg = segs_[k];
   const uint64_t tag = ring_tag(op_seq_, kPhaseHierScatter, 0, static_cast<int>(k));
+  const TransferNote note = node_note(kPhaseHierScatter, static_cast<int>(k));
   const size_t mine = sg.plan.chunk_len(me_) * esz_;
   for (int p = 0; p < L_; ++p) {
     if (p == me_) continue;
-    SCCL_RETURN_IF_ERROR(post_node_recv(&scatter_, p, tag, received(k, p), mine));
+    SCCL_RETURN_IF_ERROR(post_node_recv(&scatter_, p, tag, received(k, p), mine, note));
     SCCL_RETURN_IF_ERROR(
-        post_node_send(&scatter_, p, tag, input(sg, p), sg.plan.chunk_len(p) * esz_));
+        post_node_send(&scatter_, p, tag, input(sg, p), sg.plan.chunk_len(p) * esz_, note));
   }
   return Status::Ok();
 }
@@ -284,13 +294,15 @@ Status HierarchicalReduction::NodePhases::finish_scatter(size_t k) {
 Status HierarchicalReduction::NodePhases::post_gather(size_t k) {
   const Segment& sg = segs_[k];
   const uint64_t tag = ring_tag(op_seq_, kPhaseHierGather, 0, static_cast<int>(k));
+  const TransferNote note = node_note(kPhaseHierGather, static_cast<int>(k));
   uint8_t* mine = output(sg, me_);
   kernels::store_f32(shard(k), sg.plan.chunk_len(me_), scale_, args_.type, mine);
   for (int p = 0; p < L_; ++p) {
     if (p == me_) continue;
     SCCL_RETURN_IF_ERROR(
-        post_node_recv(&gathers_, p, tag, output(sg, p), sg.plan.chunk_len(p) * esz_));
-    SCCL_RETURN_IF_ERROR(post_node_send(&gathers_, p, tag, mine, sg.plan.chunk_len(me_) * esz_));
+        post_node_recv(&gathers_, p, tag, output(sg, p), sg.plan.chunk_len(p) * esz_, note));
+    SCCL_RETURN_IF_ERROR(
+        post_node_send(&gathers_, p, tag, mine, sg.plan.chunk_len(me_) * esz_, note));
   }
   return Status::Ok();
 }
@@ -376,9 +388,12 @@ Status HierarchicalReduction::run_reduce_scatter(const CommLink& link, const Red
     if (p == me) continue;
     for (int n = 0; st.ok() && n < N; ++n) {
       const uint64_t tag = ring_tag(link.op_seq, kPhaseHierScatter, 1, n);
+      const TransferNote note = node_note(kPhaseHierScatter, n);
       st = post_node_recv(&scatter, p, tag, received.data() + (slot(p) * rail_count + n * R) * esz,
-                          R * esz);
-      if (st.ok()) st = post_node_send(&scatter, p, tag, chunk(chunks_.chunk_of(p, n)), R * esz);
+                          R * esz, note);
+      if (st.ok()) {
+        st = post_node_send(&scatter, p, tag, chunk(chunks_.chunk_of(p, n)), R * esz, note);
+      }
     }
   }
   if (st.ok()) st = wait_node(&scatter);
