@@ -16,7 +16,7 @@
 #include "src/coll/ring_phase.h"
 #include "src/coll/s2_repair.h"
 #include "src/coll/schedule_choice.h"
-#include "src/coll/two_shot.h"
+#include "src/coll/agreement.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {

@@ -21,7 +21,7 @@
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
 #include "src/coll/topology.h"
-#include "src/coll/two_shot.h"
+#include "src/coll/agreement.h"
 
 namespace sketchccl::coll {
 
