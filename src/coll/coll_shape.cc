@@ -101,8 +101,8 @@ struct TwoShotAllReduce {
   static Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems,
                     RingStats* stats) {
     job.carried = job.sample != nullptr;
-    return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
-                              slice_elems, *job.ops, stats, job.sample, job.speculation);
+    return two_shot_allreduce(link, kScatterPhase, kPhaseTwoShotGather, job.count, slice_elems,
+                              *job.ops, stats, job.sample, job.speculation);
   }
 };
 struct TwoShotReduceScatter {
@@ -114,8 +114,8 @@ struct TwoShotReduceScatter {
     // The sample rides with the input's own cut; each owner keeps its chunk's exact sums.
     SampleCarry* sample = cut ? nullptr : job.sample;
     job.carried = sample != nullptr;
-    return two_shot_reduce_scatter(link, kPhaseTwoShotScatterRs, job.count, slice_elems, *job.ops,
-                                   stats, cut ? job.bounds : nullptr, job.speculation, sample);
+    return two_shot_reduce_scatter(link, kScatterPhase, job.count, slice_elems, *job.ops, stats,
+                                   cut ? job.bounds : nullptr, job.speculation, sample);
   }
 };
 
