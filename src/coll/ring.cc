@@ -475,12 +475,7 @@ namespace {
 // Both rings: checks, runs, and on failure closes the transport and lets codec work end.
 Status run_ring(const CommLink& link, RingPlan plan, bool scatter, int depth, SliceOps& ops,
                 RingStats* stats) {
-  if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
-    return errorf(Code::kInternalError, "ring: rank %d of %d", link.rank, link.nranks);
-  }
-  if (link.nranks > 1 && link.transport == nullptr) {
-    return Status(Code::kInternalError, "ring: no transport");
-  }
+  SCCL_RETURN_IF_ERROR(check_link(link, "ring"));
   if (link.nranks > kMaxRanks) {
     return errorf(Code::kInvalidUsage, "ring: %d ranks exceed the %d the tags can name",
                   link.nranks, kMaxRanks);
