@@ -6,24 +6,39 @@
 
 namespace sketchccl::api {
 
-Status compressed_type_and_op(const CollCall& call, kernels::ElemType* elem) {
-  switch (call.type) {
+bool compressed_type(ncclDataType_t type, kernels::ElemType* elem) {
+  switch (type) {
     case ncclFloat32:
       *elem = kernels::ElemType::kF32;
-      break;
+      return true;
     case ncclFloat16:
       *elem = kernels::ElemType::kF16;
-      break;
+      return true;
     case ncclBfloat16:
       *elem = kernels::ElemType::kBf16;
-      break;
+      return true;
     default:
-      return errorf(Code::kInvalidUsage,
-                    "datatype %d is not one SketchCCL's compressed ring runs (float32, float16, "
-                    "bfloat16 are)",
-                    static_cast<int>(call.type));
+      return false;
   }
-  if (call.op != ncclSum && call.op != ncclAvg) {
+}
+
+bool compressed_op(ncclRedOp_t op) {
+  return op == ncclSum || op == ncclAvg;
+}
+
+bool compressed_eligible(ncclDataType_t type, ncclRedOp_t op) {
+  kernels::ElemType elem;
+  return compressed_type(type, &elem) && compressed_op(op);
+}
+
+Status compressed_type_and_op(const CollCall& call, kernels::ElemType* elem) {
+  if (!compressed_type(call.type, elem)) {
+    return errorf(Code::kInvalidUsage,
+                  "datatype %d is not one SketchCCL's compressed ring runs (float32, float16, "
+                  "bfloat16 are)",
+                  static_cast<int>(call.type));
+  }
+  if (!compressed_op(call.op)) {
     return errorf(Code::kInvalidUsage,
                   "reduction op %d is not one SketchCCL's compressed ring runs (ncclSum and "
                   "ncclAvg are)",
@@ -105,9 +120,10 @@ Status validate_memory(const BufferMemory& mem) {
                   mem.why);
   }
   if (mem.mixed) {
-    return Status(Code::kInvalidArgument,
-                  "sendbuff and recvbuff must both be device memory or both host memory (page-locked "
-                  "host memory counts as device memory: it is stream-ordered)");
+    return Status(
+        Code::kInvalidArgument,
+        "sendbuff and recvbuff must both be device memory or both host memory (page-locked "
+        "host memory counts as device memory: it is stream-ordered)");
   }
   if (mem.type == backend::MemoryType::kDevice && !backend::has_cuda_backend()) {
     return Status(Code::kInvalidUsage,

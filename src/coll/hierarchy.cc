@@ -55,32 +55,6 @@ CommLink node_link(const CommLink& link, transport::Transport* node_transport,
 constexpr const char* kNodeScatterWhat = "the hierarchical reduce-scatter among the node's ranks";
 constexpr const char* kNodeGatherWhat = "the hierarchical all-gather among the node's ranks";
 
-void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
-  if (count_calls) to->calls += from.calls;
-  to->two_shot_calls += from.two_shot_calls;
-  to->bytes_sent += from.bytes_sent;
-  to->bytes_received += from.bytes_received;
-  to->s2_nonzeros += from.s2_nonzeros;
-  to->s2_peeled += from.s2_peeled;
-  to->s2_estimated += from.s2_estimated;
-  to->s2_repaired += from.s2_repaired;
-  to->s2_repair_bytes_sent += from.s2_repair_bytes_sent;
-  to->ef_input_sq += from.ef_input_sq;
-  to->ef_residual_sq += from.ef_residual_sq;
-  to->estimated_calls += from.estimated_calls;
-  to->estimated_nmse_sum += from.estimated_nmse_sum;
-  to->estimated_maxrel_sum += from.estimated_maxrel_sum;
-  to->estimated_nmse_worst = std::max(to->estimated_nmse_worst, from.estimated_nmse_worst);
-  to->estimated_maxrel_worst = std::max(to->estimated_maxrel_worst, from.estimated_maxrel_worst);
-  to->sample_bytes_sent += from.sample_bytes_sent;
-  to->guard_steps += from.guard_steps;
-  for (size_t e = 0; e < 3; ++e)
-    to->support_calls[e] += from.support_calls[e];
-  to->support_index_overflows += from.support_index_overflows;
-  to->support_bytes_sent += from.support_bytes_sent;
-  to->inter_node_bytes_sent += from.bytes_sent;
-}
-
 // A hierarchical call's time and verdict in the communicator's counts; returns its status.
 Status counted(CommStats* stats, CodecStats* cs, std::chrono::steady_clock::time_point t0,
                const Status& st) {

@@ -64,7 +64,8 @@ ncclResult_t StandaloneFront::collective(const api::CollCall& call_in) {
                            call.api);
       }
       // The other types and ops (every one NCCL accepts) run the exact engine.
-      if (compressed_eligible(call.type, call.op)) return run_compressed(*c, call, exact_asked);
+      if (api::compressed_eligible(call.type, call.op))
+        return run_compressed(*c, call, exact_asked);
       return exact_call(call);
     }
     case api::CollKind::kSend:
