@@ -56,6 +56,8 @@ struct TwoShotCall {
 // The two-shot shape: its layout, contributions, decisions, sums and decodes over an Exchange.
 class TwoShotRun {
  public:
+  // Closes the transport (Exchange::fail): after a failure nothing may write into the packets.
+  void fail() { ex_.fail(); }
   TwoShotRun(const CommLink& link, RingPlan plan, const TwoShotCall& call)
       : link_(link),
         plan_(std::move(plan)),
@@ -457,7 +459,11 @@ Status run_two_shot(const CommLink& link, RingPlan plan, const TwoShotCall& call
     return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
   }
   TwoShotRun run(link, std::move(plan), call);
-  return run.run();
+  Status st = run.run();
+  // The ranks are out of step after a failure, pending transfers or not: the communicator is
+  // finished, as after a failed ring.
+  if (!st.ok()) run.fail();
+  return st;
 }
 
 }  // namespace
