@@ -46,6 +46,9 @@ enum RingPhase : uint8_t {
   // its chunk to every rank (call_sample.h).
   kPhaseAccuracyTally = 20,
   kPhaseLinkProbe = 21,  // the link probe at join (link_probe.h)
+  // The compressed AllGather's packets, each rank's to every other (allgather.h): step field =
+  // the packet's owner, slice field = its slice.
+  kPhaseCompressedGather = 22,
 };
 
 namespace detail {
@@ -64,7 +67,8 @@ inline constexpr uint8_t kSharedPhases[] = {kPhaseAccuracySample,
                                             kPhaseTwoShotGather,
                                             kPhaseTwoShotScatterRs,
                                             kPhaseAccuracyTally,
-                                            kPhaseLinkProbe};
+                                            kPhaseLinkProbe,
+                                            kPhaseCompressedGather};
 constexpr bool phases_distinct() {
   uint32_t seen = 0;  // the tag's phase field has 5 bits
   auto take = [&seen](uint8_t p) {

@@ -128,7 +128,19 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
     out += "}";
     first = false;
   }
-  out += "}}";
+  out += "}";
+  if (allgather.calls > 0) {
+    const GatherStats& g = allgather;
+    std::snprintf(
+        buf, sizeof buf,
+        ", \"allgather\": {\"calls\": %llu, \"failed\": %llu, \"bytes_in\": %llu, "
+        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"seconds\": %.6f}",
+        static_cast<unsigned long long>(g.calls), static_cast<unsigned long long>(g.failed),
+        static_cast<unsigned long long>(g.bytes_in), static_cast<unsigned long long>(g.bytes_sent),
+        static_cast<unsigned long long>(g.bytes_received), g.seconds);
+    out += buf;
+  }
+  out += "}";
   return out;
 }
 

@@ -44,11 +44,23 @@ struct CodecStats {
   uint64_t support_bytes_sent = 0;
 };
 
+// The compressed AllGathers (allgather.h); the exact ones are not counted here.
+struct GatherStats {
+  uint64_t calls = 0;
+  uint64_t failed = 0;      // of those, failed
+  uint64_t bytes_in = 0;    // this rank's shards (count * element size): the exact ring sends
+                            // (P - 1) times as much
+  uint64_t bytes_sent = 0;  // bytes this rank put on the wire
+  uint64_t bytes_received = 0;
+  double seconds = 0;
+};
+
 struct CommStats {
   uint64_t calls_taken = 0;
   uint64_t calls_forwarded = 0;
   uint64_t calls_failed = 0;
   std::map<std::string, CodecStats> by_codec;
+  GatherStats allgather;  // compressed AllGathers (not in calls_taken, by_codec)
   // The topology found at join (coll/topology.h): nodes, ranks per node (0: unequal), and
   // whether AllReduces run hierarchically.
   int nodes = 1;

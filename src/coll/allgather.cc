@@ -1,0 +1,197 @@
+#include "src/coll/allgather.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/coll/ring.h"
+#include "src/coll/ring_phase.h"
+
+namespace sketchccl::coll {
+namespace {
+
+// The tag's step field carries the packet's owner and its slice field the slice (ring_tag).
+constexpr int kMaxGatherRanks = 1 << 12;
+constexpr size_t kMaxGatherSlices = (size_t(1) << 19) - 1;
+
+// Packet memory from the backend, given back however the call ends.
+class Packets {
+ public:
+  Packets(backend::Backend& be, size_t bytes)
+      : be_(be), p_(static_cast<uint8_t*>(be.alloc_packets(bytes == 0 ? 1 : bytes))) {}
+  ~Packets() {
+    if (p_ != nullptr) be_.free_packets(p_);
+  }
+  Packets(const Packets&) = delete;
+  Packets& operator=(const Packets&) = delete;
+  uint8_t* data() const { return p_; }
+
+ private:
+  backend::Backend& be_;
+  uint8_t* p_;
+};
+
+class GatherRun {
+ public:
+  GatherRun(const CommLink& link, backend::Backend& be, const GatherArgs& args,
+            const GatherSettings& settings)
+      : link_(link),
+        be_(be),
+        args_(args),
+        slice_(settings.slice_elems == 0 ? 1 : settings.slice_elems),
+        esz_(kernels::elem_size(args.type)),
+        ex_(link, "the compressed AllGather") {
+    base_.codec = args.codec;
+    base_.seed = settings.seed;
+    base_.call = link.op_seq;
+  }
+
+  // On failure the transport closes before the packet memory goes: nothing writes into it later.
+  Status run() {
+    Status st = run_inner();
+    if (!st.ok()) ex_.fail();
+    return st;
+  }
+
+  uint64_t bytes_sent() const { return ex_.bytes_sent(); }
+  uint64_t bytes_received() const { return ex_.bytes_received(); }
+
+ private:
+  Status run_inner() {
+    const size_t p = static_cast<size_t>(link_.nranks);
+    const size_t slices = (args_.count + slice_ - 1) / slice_;
+    if (link_.nranks > kMaxGatherRanks || slices > kMaxGatherSlices) {
+      return errorf(Code::kInvalidArgument,
+                    "a compressed AllGather of %zu elements per rank on %d ranks does not fit its "
+                    "tags (at most %zu slices of SKETCHCCL_SLICE_BYTES per rank, %d ranks)",
+                    args_.count, link_.nranks, kMaxGatherSlices, kMaxGatherRanks);
+    }
+    // Every rank's packets share one layout: a linear codec's packet size depends on n alone.
+    offsets_.resize(slices + 1, 0);
+    for (size_t j = 0; j < slices; ++j)
+      offsets_[j + 1] = offsets_[j] + be_.packet_bytes(params(0, j), elems(j));
+    const size_t per_rank = offsets_[slices];
+    packets_ = std::make_unique<Packets>(be_, per_rank * p);
+    if (packets_->data() == nullptr) {
+      return errorf(Code::kSystemError, "could not allocate %zu bytes of packet memory",
+                    per_rank * p);
+    }
+    pkt_ = packets_->data();
+    if (p > 1) SCCL_RETURN_IF_ERROR(ex_.annotate(connect_all(link_), "connecting its peers"));
+    // Every receive first, then each slice sent as soon as it is encoded.
+    for (int q = 0; q < link_.nranks; ++q) {
+      if (q == link_.rank) continue;
+      for (size_t j = 0; j < slices; ++j) {
+        SCCL_RETURN_IF_ERROR(ex_.recv(q, tag(q, j), packet(q, j), bytes(j), note(q, j)));
+      }
+    }
+    const int me = link_.rank;
+    for (size_t j = 0; j < slices; ++j) {
+      const size_t off = j * slice_;
+      SCCL_RETURN_IF_ERROR(ex_.annotate(
+          be_.encode(params(me, j), static_cast<const uint8_t*>(args_.send) + off * esz_,
+                     args_.type, elems(j), packet(me, j), bytes(j)),
+          "encoding its shard", note(me, j)));
+      for (int q = 0; q < link_.nranks; ++q) {
+        if (q != me)
+          SCCL_RETURN_IF_ERROR(ex_.send(q, tag(me, j), packet(me, j), bytes(j), note(me, j)));
+      }
+    }
+    // The owner decodes its own packets too: its output is the same bits as every other rank's.
+    // (In place, this overwrites the input, which the packets no longer need.)
+    for (size_t j = 0; j < slices; ++j)
+      SCCL_RETURN_IF_ERROR(decode(me, j));
+    std::vector<Completion> done;
+    while (ex_.pending() > 0) {
+      done.clear();
+      SCCL_RETURN_IF_ERROR(ex_.poll(&done));
+      for (const Completion& c : done) {
+        if (c.recv) SCCL_RETURN_IF_ERROR(decode(c.peer, static_cast<size_t>(c.note.slice)));
+      }
+      if (done.empty()) SCCL_RETURN_IF_ERROR(ex_.idle());
+    }
+    return Status::Ok();
+  }
+
+  size_t elems(size_t j) const {
+    const size_t off = j * slice_;
+    return args_.count - off < slice_ ? args_.count - off : slice_;
+  }
+  size_t bytes(size_t j) const { return offsets_[j + 1] - offsets_[j]; }
+  uint8_t* packet(int owner, size_t j) const {
+    return pkt_ + static_cast<size_t>(owner) * offsets_.back() + offsets_[j];
+  }
+  uint64_t tag(int owner, size_t j) const {
+    return ring_tag(link_.op_seq, kPhaseCompressedGather, owner, static_cast<int>(j));
+  }
+  static TransferNote note(int owner, size_t j) {
+    TransferNote n;
+    n.slice = static_cast<int>(j);
+    n.cookie = owner;
+    return n;
+  }
+  // The slice's parameters from where it lies in the gathered output: the same on every rank.
+  kernels::CodecParams params(int owner, size_t j) const {
+    kernels::CodecParams cp = base_;
+    const uint64_t at = static_cast<uint64_t>(owner) * args_.count + j * slice_;
+    cp.offset_key = static_cast<uint32_t>(at ^ (at >> 32));
+    return cp;
+  }
+  Status decode(int owner, size_t j) {
+    uint8_t* y = static_cast<uint8_t*>(args_.recv) +
+                 (static_cast<size_t>(owner) * args_.count + j * slice_) * esz_;
+    kernels::DecodeStats ds;
+    Status st = be_.decode(params(owner, j), packet(owner, j), bytes(j), y, args_.type, elems(j),
+                           1.0f, &ds);
+    if (!st.ok()) {
+      const std::string what = "decoding rank " + std::to_string(owner) + "'s packet";
+      return ex_.annotate(st, what.c_str(), note(owner, j));
+    }
+    ex_.progressed();
+    return st;
+  }
+
+  const CommLink& link_;
+  backend::Backend& be_;
+  const GatherArgs& args_;
+  const size_t slice_;
+  const size_t esz_;
+  std::unique_ptr<Packets> packets_;  // before ex_: the exchange closes before the memory goes
+  Exchange ex_;
+  kernels::CodecParams base_;
+  std::vector<size_t> offsets_;  // slice j's packet at [offsets_[j], offsets_[j + 1]) per rank
+  uint8_t* pkt_ = nullptr;       // rank r's packets at r * offsets_.back()
+};
+
+}  // namespace
+
+Status check_gather_codec(kernels::CodecId codec, const char* what) {
+  if (gather_codec_usable(codec)) return Status::Ok();
+  return errorf(Code::kInvalidArgument,
+                "%s: codec '%s' cannot run an AllGather (the linear codecs can: bf16, fp16, q8, "
+                "q4, q2, q8r, q4r, q2r; none runs it exact)",
+                what, kernels::codec_name(codec));
+}
+
+Status compressed_allgather(const CommLink& link, backend::Backend& be, const GatherArgs& args,
+                            const GatherSettings& settings, GatherStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  ++stats->calls;
+  Status st = check_gather_codec(args.codec, "the compressed AllGather");
+  uint64_t sent = 0, received = 0;
+  if (st.ok() && args.count > 0) {
+    GatherRun run(link, be, args, settings);
+    st = run.run();
+    sent = run.bytes_sent();
+    received = run.bytes_received();
+  }
+  if (!st.ok()) ++stats->failed;
+  stats->bytes_in += args.count * kernels::elem_size(args.type);
+  stats->bytes_sent += sent;
+  stats->bytes_received += received;
+  stats->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return st;
+}
+
+}  // namespace sketchccl::coll
