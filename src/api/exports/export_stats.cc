@@ -38,6 +38,12 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->process_packet_reuses = s.process_host_packets.reuses + s.process_pinned_packets.reuses;
   out->packet_misses = s.packet_misses;
   out->proxy_cuda_calls = s.proxy_cuda_calls;
+  out->allgather_calls = s.allgather.calls;
+  out->allgather_failed = s.allgather.failed;
+  out->allgather_bytes_in = s.allgather.bytes_in;
+  out->allgather_bytes_sent = s.allgather.bytes_sent;
+  out->allgather_bytes_received = s.allgather.bytes_received;
+  out->allgather_seconds = s.allgather.seconds;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;
