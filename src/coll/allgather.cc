@@ -1,6 +1,7 @@
 #include "src/coll/allgather.h"
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,16 @@ namespace {
 // The tag's step field carries the packet's owner and its slice field the slice (ring_tag).
 constexpr int kMaxGatherRanks = 1 << 12;
 constexpr size_t kMaxGatherSlices = (size_t(1) << 19) - 1;
+
+// What slice 0's message carries behind its packet: the call as its sender sees it. Packets of
+// equal slices match in size whatever the count, type or codec, so the receiver compares this.
+struct CallTrailer {
+  uint64_t count = 0;
+  uint8_t codec = 0;
+  uint8_t type = 0;
+  uint8_t pad[6] = {};
+};
+static_assert(sizeof(CallTrailer) == 16, "the trailer is on the wire");
 
 // Packet memory from the backend, given back however the call ends.
 class Packets {
@@ -32,6 +43,23 @@ class Packets {
   uint8_t* p_;
 };
 
+const char* type_name(uint8_t t) {
+  switch (static_cast<kernels::ElemType>(t)) {
+    case kernels::ElemType::kF32:
+      return "float32";
+    case kernels::ElemType::kF16:
+      return "float16";
+    case kernels::ElemType::kBf16:
+      return "bfloat16";
+  }
+  return "unknown-type";
+}
+
+const char* codec_label(uint8_t c) {
+  const kernels::CodecInfo* info = kernels::codec_info(static_cast<kernels::CodecId>(c));
+  return info != nullptr ? info->name : "an unknown codec";
+}
+
 class GatherRun {
  public:
   GatherRun(const CommLink& link, backend::Backend& be, const GatherArgs& args,
@@ -45,6 +73,9 @@ class GatherRun {
     base_.codec = args.codec;
     base_.seed = settings.seed;
     base_.call = link.op_seq;
+    mine_.count = args.count;
+    mine_.codec = static_cast<uint8_t>(args.codec);
+    mine_.type = static_cast<uint8_t>(args.type);
   }
 
   // On failure the transport closes before the packet memory goes: nothing writes into it later.
@@ -69,8 +100,10 @@ class GatherRun {
     }
     // Every rank's packets share one layout: a linear codec's packet size depends on n alone.
     offsets_.resize(slices + 1, 0);
-    for (size_t j = 0; j < slices; ++j)
-      offsets_[j + 1] = offsets_[j] + be_.packet_bytes(params(0, j), elems(j));
+    for (size_t j = 0; j < slices; ++j) {
+      offsets_[j + 1] = offsets_[j] + be_.packet_bytes(params(0, j), elems(j)) +
+                        (j == 0 ? sizeof(CallTrailer) : 0);
+    }
     const size_t per_rank = offsets_[slices];
     packets_ = std::make_unique<Packets>(be_, per_rank * p);
     if (packets_->data() == nullptr) {
@@ -87,11 +120,12 @@ class GatherRun {
       }
     }
     const int me = link_.rank;
+    std::memcpy(packet(me, 0) + packet_size(0), &mine_, sizeof mine_);
     for (size_t j = 0; j < slices; ++j) {
       const size_t off = j * slice_;
       SCCL_RETURN_IF_ERROR(ex_.annotate(
           be_.encode(params(me, j), static_cast<const uint8_t*>(args_.send) + off * esz_,
-                     args_.type, elems(j), packet(me, j), bytes(j)),
+                     args_.type, elems(j), packet(me, j), packet_size(j)),
           "encoding its shard", note(me, j)));
       for (int q = 0; q < link_.nranks; ++q) {
         if (q != me)
@@ -118,7 +152,9 @@ class GatherRun {
     const size_t off = j * slice_;
     return args_.count - off < slice_ ? args_.count - off : slice_;
   }
+  // Slice j's message, and the codec's packet at its start.
   size_t bytes(size_t j) const { return offsets_[j + 1] - offsets_[j]; }
+  size_t packet_size(size_t j) const { return bytes(j) - (j == 0 ? sizeof(CallTrailer) : 0); }
   uint8_t* packet(int owner, size_t j) const {
     return pkt_ + static_cast<size_t>(owner) * offsets_.back() + offsets_[j];
   }
@@ -129,6 +165,7 @@ class GatherRun {
     TransferNote n;
     n.slice = static_cast<int>(j);
     n.cookie = owner;
+    n.phase = kPhaseCompressedGather;
     return n;
   }
   // The slice's parameters from where it lies in the gathered output: the same on every rank.
@@ -139,11 +176,25 @@ class GatherRun {
     return cp;
   }
   Status decode(int owner, size_t j) {
+    if (j == 0 && owner != link_.rank) {
+      CallTrailer theirs;
+      std::memcpy(&theirs, packet(owner, 0) + packet_size(0), sizeof theirs);
+      if (std::memcmp(&theirs, &mine_, sizeof theirs) != 0) {
+        return ex_.annotate(
+            errorf(Code::kInvalidUsage,
+                   "rank %d gathers %zu %s elements with %s, rank %d %llu %s elements with %s: the "
+                   "ranks disagree on the count, type or codec of this call",
+                   link_.rank, args_.count, type_name(mine_.type), codec_label(mine_.codec), owner,
+                   static_cast<unsigned long long>(theirs.count), type_name(theirs.type),
+                   codec_label(theirs.codec)),
+            "checking a peer's call", note(owner, j));
+      }
+    }
     uint8_t* y = static_cast<uint8_t*>(args_.recv) +
                  (static_cast<size_t>(owner) * args_.count + j * slice_) * esz_;
     kernels::DecodeStats ds;
-    Status st = be_.decode(params(owner, j), packet(owner, j), bytes(j), y, args_.type, elems(j),
-                           1.0f, &ds);
+    Status st = be_.decode(params(owner, j), packet(owner, j), packet_size(j), y, args_.type,
+                           elems(j), 1.0f, &ds);
     if (!st.ok()) {
       const std::string what = "decoding rank " + std::to_string(owner) + "'s packet";
       return ex_.annotate(st, what.c_str(), note(owner, j));
@@ -160,6 +211,7 @@ class GatherRun {
   std::unique_ptr<Packets> packets_;  // before ex_: the exchange closes before the memory goes
   Exchange ex_;
   kernels::CodecParams base_;
+  CallTrailer mine_;
   std::vector<size_t> offsets_;  // slice j's packet at [offsets_[j], offsets_[j + 1]) per rank
   uint8_t* pkt_ = nullptr;       // rank r's packets at r * offsets_.back()
 };
