@@ -4,11 +4,11 @@
 //   allgather_worker compressed|exact|bad-codec RANK NRANKS ID_HEX
 //
 // compressed (SKETCHCCL_ALLGATHER_CODEC=q8): float32 and bfloat16, out of place and in place,
-// the per-call codec and exact options: every case's output hashed (the driver checks that
-// every rank got the same bits), its NMSE against the exact gather and its bytes on the wire
-// (the statistics) against the exact ring's (P - 1) · sendcount · element size.
-// exact (unset): the exact gather, bit for bit, with no compressed call counted.
-// bad-codec (SKETCHCCL_ALLGATHER_CODEC=s2): the communicator is refused, naming the variable.
+// the per-call codec and exact options, two in one group: every case's output hashed (the driver
+// checks that every rank got the same bits), its NMSE against the exact gather and its bytes on the
+// wire (the statistics) against the exact ring's (P - 1) · sendcount · element size. exact (unset):
+// the exact gather, bit for bit, with no compressed call counted. bad-codec
+// (SKETCHCCL_ALLGATHER_CODEC=s2): the communicator is refused, naming the variable.
 //
 // Prints "CASE <name> HASH <h> <OK|FAIL why>" lines (rank_report.h).
 #include <cstdio>
@@ -115,6 +115,42 @@ void compressed(ncclComm_t comm) {
   ncclCollConfig_t with_exact = config;
   with_exact.ext = &exact;
   gather("ext-exact", comm, ncclFloat32, false, &with_exact, 0, 0, 0);
+  // Two gathers in one group: launched at ncclGroupEnd, both compressed, both right.
+  {
+    std::vector<float> a(kCount), b(kCount / 2);
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = input_value("gauss", g_rank, i);
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = input_value("gauss", g_rank, i);
+    std::vector<float> ya(a.size() * g_nranks), yb(b.size() * g_nranks);
+    const Totals before = totals(comm);
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess)
+      r = ncclAllGather(a.data(), ya.data(), a.size(), ncclFloat32, comm, nullptr);
+    const ncclResult_t r2 =
+        ncclAllGather(b.data(), yb.data(), b.size(), ncclFloat32, comm, nullptr);
+    const ncclResult_t end = ncclGroupEnd();
+    const Totals after = totals(comm);
+    double err = 0, ref = 0;
+    for (int q = 0; q < g_nranks; ++q) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        for (const auto* y : {&ya, &yb}) {
+          const size_t n = y == &ya ? a.size() : b.size();
+          const double d = (*y)[q * n + i] - input_value("gauss", q, i);
+          err += d * d;
+          ref += double(input_value("gauss", q, i)) * input_value("gauss", q, i);
+        }
+      }
+    }
+    const bool ok = r == ncclSuccess && r2 == ncclSuccess && end == ncclSuccess &&
+                    after.calls == before.calls + 2 && err / ref <= 5e-4;
+    std::vector<float> both(ya);
+    both.insert(both.end(), yb.begin(), yb.end());
+    report_case("grouped", both.data(), both.size() * sizeof(float),
+                ok ? "OK"
+                   : "FAIL results " + std::to_string(r) + " " + std::to_string(r2) + " " +
+                         std::to_string(end) + " nmse " + std::to_string(err / ref));
+  }
   // A codec that cannot gather (its packets need the other ranks' to decode): refused.
   codec.val.s = "s2";
   std::vector<float> buf(kCount * static_cast<size_t>(g_nranks));
