@@ -116,6 +116,9 @@ typedef struct {
   uint64_t allgather_bytes_sent;
   uint64_t allgather_bytes_received;
   double allgather_seconds;
+  /* Of allgather_bytes_sent, the bytes sent to ranks of other nodes (on several nodes of
+   * several ranks only those of the compressed exchange along the rail: docs/allgather.md). */
+  uint64_t allgather_inter_node_bytes_sent;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work

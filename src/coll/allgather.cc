@@ -1,11 +1,13 @@
 #include "src/coll/allgather.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "src/coll/hierarchy.h"
 #include "src/coll/ring.h"
 #include "src/coll/ring_phase.h"
 
@@ -168,10 +170,14 @@ class GatherRun {
     n.phase = kPhaseCompressedGather;
     return n;
   }
+  // Where the owner's shard goes in recv, in shards.
+  int block(int owner) const {
+    return args_.place != nullptr ? (*args_.place)[static_cast<size_t>(owner)] : owner;
+  }
   // The slice's parameters from where it lies in the gathered output: the same on every rank.
   kernels::CodecParams params(int owner, size_t j) const {
     kernels::CodecParams cp = base_;
-    const uint64_t at = static_cast<uint64_t>(owner) * args_.count + j * slice_;
+    const uint64_t at = static_cast<uint64_t>(block(owner)) * args_.count + j * slice_;
     cp.offset_key = static_cast<uint32_t>(at ^ (at >> 32));
     return cp;
   }
@@ -191,7 +197,7 @@ class GatherRun {
       }
     }
     uint8_t* y = static_cast<uint8_t*>(args_.recv) +
-                 (static_cast<size_t>(owner) * args_.count + j * slice_) * esz_;
+                 (static_cast<size_t>(block(owner)) * args_.count + j * slice_) * esz_;
     kernels::DecodeStats ds;
     Status st = be_.decode(params(owner, j), packet(owner, j), packet_size(j), y, args_.type,
                            elems(j), 1.0f, &ds);
@@ -226,23 +232,153 @@ Status check_gather_codec(kernels::CodecId codec, const char* what) {
                 what, kernels::codec_name(codec));
 }
 
-Status compressed_allgather(const CommLink& link, backend::Backend& be, const GatherArgs& args,
-                            const GatherSettings& settings, GatherStats* stats) {
-  const auto start = std::chrono::steady_clock::now();
-  ++stats->calls;
-  Status st = check_gather_codec(args.codec, "the compressed AllGather");
+namespace {
+
+struct Moved {
   uint64_t sent = 0, received = 0;
-  if (st.ok() && args.count > 0) {
-    GatherRun run(link, be, args, settings);
-    st = run.run();
-    sent = run.bytes_sent();
-    received = run.bytes_received();
+};
+
+Status run_gather(const CommLink& link, backend::Backend& be, const GatherArgs& args,
+                  const GatherSettings& settings, Moved* moved) {
+  GatherRun run(link, be, args, settings);
+  Status st = run.run();
+  moved->sent += run.bytes_sent();
+  moved->received += run.bytes_received();
+  return st;
+}
+
+// The node's exact exchange: local rank l holds, at rank_at[n·L + l]'s place of recv, the decoded
+// shard of node n's local rank l for every node n; it sends those N shards to every other rank of
+// its node and receives theirs into their places (the bytes as they are, in slices).
+Status node_exchange(const CommLink& node, const GatherArgs& args, const std::vector<int>& rank_at,
+                     int nodes, size_t slice_bytes, Moved* moved) {
+  Exchange ex(node, "the node-aware AllGather's exchange in the node");
+  const size_t shard = args.count * kernels::elem_size(args.type);
+  const size_t per_shard = (shard + slice_bytes - 1) / slice_bytes;
+  const int L = node.nranks, me = node.rank;
+  if (per_shard * static_cast<size_t>(nodes) > kMaxGatherSlices) {
+    return errorf(Code::kInvalidArgument,
+                  "a node-aware AllGather of %zu elements per rank on %d nodes does not fit its "
+                  "tags (at most %zu slices of SKETCHCCL_SLICE_BYTES per rank)",
+                  args.count, nodes, kMaxGatherSlices);
   }
+  auto* out = static_cast<uint8_t*>(args.recv);
+  auto at = [&](int n, int l, size_t j) {
+    return out + static_cast<size_t>(rank_at[static_cast<size_t>(n * L + l)]) * shard +
+           j * slice_bytes;
+  };
+  auto len = [&](size_t j) { return std::min(slice_bytes, shard - j * slice_bytes); };
+  Status st = connect_all(node);
+  for (int l = 0; l < L && st.ok(); ++l) {
+    if (l == me) continue;
+    for (int n = 0; n < nodes && st.ok(); ++n) {
+      for (size_t j = 0; j < per_shard && st.ok(); ++j) {
+        TransferNote note;
+        note.slice = static_cast<int>(static_cast<size_t>(n) * per_shard + j);
+        note.phase = kPhaseGatherNode;
+        const int slice = note.slice;
+        st = ex.recv(l, ring_tag(node.op_seq, kPhaseGatherNode, l, slice), at(n, l, j), len(j),
+                     note);
+        if (st.ok()) {
+          st = ex.send(l, ring_tag(node.op_seq, kPhaseGatherNode, me, slice), at(n, me, j), len(j),
+                       note);
+        }
+      }
+    }
+  }
+  if (st.ok()) st = ex.wait_all();
+  if (!st.ok()) ex.fail();
+  moved->sent += ex.bytes_sent();
+  moved->received += ex.bytes_received();
+  return st;
+}
+
+// One call's statistics, however it ends.
+void count(const GatherArgs& args, const Status& st, const Moved& all, uint64_t inter_node_sent,
+           std::chrono::steady_clock::time_point start, GatherStats* stats) {
+  ++stats->calls;
   if (!st.ok()) ++stats->failed;
   stats->bytes_in += args.count * kernels::elem_size(args.type);
-  stats->bytes_sent += sent;
-  stats->bytes_received += received;
+  stats->bytes_sent += all.sent;
+  stats->bytes_received += all.received;
+  stats->inter_node_bytes_sent += inter_node_sent;
   stats->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status compressed_allgather(const CommLink& link, backend::Backend& be, const GatherArgs& args,
+                            const GatherSettings& settings, GatherStats* stats,
+                            int peers_on_other_nodes) {
+  const auto start = std::chrono::steady_clock::now();
+  Status st = check_gather_codec(args.codec, "the compressed AllGather");
+  Moved moved;
+  if (st.ok() && args.count > 0) st = run_gather(link, be, args, settings, &moved);
+  // Every peer gets the same bytes.
+  const uint64_t inter =
+      link.nranks > 1 ? moved.sent / static_cast<uint64_t>(link.nranks - 1) *
+                            static_cast<uint64_t>(peers_on_other_nodes < 0 ? link.nranks - 1
+                                                                           : peers_on_other_nodes)
+                      : 0;
+  count(args, st, moved, inter, start, stats);
+  return st;
+}
+
+Status node_aware_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
+                            const GatherArgs& args, const GatherSettings& settings,
+                            GatherStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  Status st = check_gather_codec(args.codec, "the compressed AllGather");
+  if (st.ok() && !topo.hierarchical()) {
+    st = Status(Code::kInternalError, "a node-aware AllGather on a flat topology");
+  }
+  Moved rail_moved, node_moved;
+  if (st.ok() && args.count > 0) {
+    const int N = topo.nodes, L = topo.local_ranks;
+    // rank_at[n·L + l]: node n's local rank l (local indices follow the ranks' order).
+    std::vector<int> rank_at(static_cast<size_t>(N * L), 0), seen(static_cast<size_t>(N), 0);
+    for (int r = 0; r < topo.nranks; ++r) {
+      const int n = topo.node_of[static_cast<size_t>(r)];
+      rank_at[static_cast<size_t>(n * L + seen[static_cast<size_t>(n)]++)] = r;
+    }
+    // 1: the compressed gather along the rail, each shard decoded into its owner's place.
+    std::vector<int> place(static_cast<size_t>(N));
+    for (int n = 0; n < N; ++n)
+      place[static_cast<size_t>(n)] = rank_at[static_cast<size_t>(n * L + topo.local)];
+    SubTransport rail(link.transport, topo.rail_ranks);
+    std::vector<transport::Blob> rail_addresses, node_addresses;
+    for (int r : topo.rail_ranks) {
+      if (link.addresses != nullptr)
+        rail_addresses.push_back((*link.addresses)[static_cast<size_t>(r)]);
+    }
+    for (int r : topo.node_ranks) {
+      if (link.addresses != nullptr)
+        node_addresses.push_back((*link.addresses)[static_cast<size_t>(r)]);
+    }
+    CommLink rl = link;
+    rl.transport = &rail;
+    rl.rank = topo.node;
+    rl.nranks = N;
+    rl.addresses = link.addresses != nullptr ? &rail_addresses : nullptr;
+    GatherArgs ra = args;
+    ra.place = &place;
+    st = run_gather(rl, be, ra, settings, &rail_moved);
+    // 2: the node's exact exchange of the rail's decoded shards.
+    if (st.ok()) {
+      SubTransport node(link.transport, topo.node_ranks);
+      CommLink nl = link;
+      nl.transport = &node;
+      nl.rank = topo.local;
+      nl.nranks = L;
+      nl.addresses = link.addresses != nullptr ? &node_addresses : nullptr;
+      st = node_exchange(nl, args, rank_at, N,
+                         std::max<size_t>(1, settings.slice_elems) * sizeof(float), &node_moved);
+    }
+  }
+  Moved all;
+  all.sent = rail_moved.sent + node_moved.sent;
+  all.received = rail_moved.received + node_moved.received;
+  count(args, st, all, rail_moved.sent, start, stats);
   return st;
 }
 

@@ -4,6 +4,9 @@
 // place of the output. Every rank decodes the same bytes with the same parameters, so every rank
 // holds the same bits, and the error is one encoding's, whatever the number of ranks.
 //
+// On several nodes of several ranks (SKETCHCCL_HIERARCHY=auto) it is node-aware: compressed
+// only between nodes, exact inside each (node_aware_allgather).
+//
 // Direct, not around the ring: each rank sends its P - 1 copies itself, so a rank's bytes are the
 // ring's ((P - 1) shards), with one hop of latency instead of P - 1 and no forwarding on the
 // proxy; the transport connects every peer on first use (CommLink::addresses), as two-shot does.
@@ -11,11 +14,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/codec.h"
 #include "src/backend/backend.h"
 #include "src/coll/exchange.h"
 #include "src/coll/stats.h"
+#include "src/coll/topology.h"
 #include "src/core/status.h"
 
 namespace sketchccl::coll {
@@ -29,6 +34,8 @@ struct GatherArgs {
   size_t count = 0;
   kernels::ElemType type = kernels::ElemType::kF32;
   kernels::CodecId codec = kernels::CodecId::kQ8;  // a linear codec (gather_codec_usable)
+  // Where owner q's shard goes in recv, in shards (null: at q); the node-aware gather's rail.
+  const std::vector<int>* place = nullptr;
 };
 
 // The codecs the AllGather runs: the linear family (casts and blockwise quantizers), whose packet
@@ -48,8 +55,19 @@ struct GatherSettings {
 };
 
 // Runs the AllGather among the link's ranks on phase kPhaseCompressedGather; its bytes and time
-// go to *stats (its call counted also when it fails). `be` runs the codec on host buffers.
+// go to *stats (its call counted also when it fails), those to `peers_on_other_nodes` of the
+// link's ranks (-1: every peer) as inter-node bytes. `be` runs the codec on host buffers.
 Status compressed_allgather(const CommLink& link, backend::Backend& be, const GatherArgs& args,
-                            const GatherSettings& settings, GatherStats* stats);
+                            const GatherSettings& settings, GatherStats* stats,
+                            int peers_on_other_nodes = -1);
+
+// The node-aware AllGather on several nodes of several ranks (topo.hierarchical()): 1, the
+// compressed gather among this rank's rail (one rank per node), each decoded shard written at
+// its owner's place; 2, the node's exact exchange (kPhaseGatherNode) of those N shards between
+// its L ranks. Every shard is decoded, identically, by the N ranks of its owner's rail and copied
+// as it is inside each node: every rank holds the same bits, and only phase 1 crosses nodes.
+Status node_aware_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
+                            const GatherArgs& args, const GatherSettings& settings,
+                            GatherStats* stats);
 
 }  // namespace sketchccl::coll

@@ -382,8 +382,16 @@ Status Communicator::allgather(const CommLink& l, const GatherArgs& args) {
   GatherSettings gs;
   gs.seed = settings_.seed;
   gs.slice_elems = settings_.slice_elems;
+  if (hierarchical()) {
+    return run_caught("a node-aware AllGather", [&] {
+      return node_aware_allgather(l, topology_, *gather_backend_, args, gs, &gather_stats_);
+    });
+  }
+  int other_nodes = 0;
+  for (int node : topology_.node_of)
+    other_nodes += node != topology_.node ? 1 : 0;
   return run_caught("a compressed AllGather", [&] {
-    return compressed_allgather(l, *gather_backend_, args, gs, &gather_stats_);
+    return compressed_allgather(l, *gather_backend_, args, gs, &gather_stats_, other_nodes);
   });
 }
 

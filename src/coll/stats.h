@@ -52,6 +52,7 @@ struct GatherStats {
                             // (P - 1) times as much
   uint64_t bytes_sent = 0;  // bytes this rank put on the wire
   uint64_t bytes_received = 0;
+  uint64_t inter_node_bytes_sent = 0;  // of bytes_sent, to ranks of other nodes
   double seconds = 0;
 };
 

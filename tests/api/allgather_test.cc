@@ -1,7 +1,8 @@
 // The compressed AllGather end to end in standalone mode: 4 processes over loopback, through the
 // exported API only (allgather_worker links libsketchccl.so). SKETCHCCL_ALLGATHER_CODEC=q8: the
 // same bits on every rank, the exact gather's NMSE bound and at most 0.35 of the exact ring's
-// bytes; unset: the exact gather; a codec that cannot gather refused at init.
+// bytes, flat and node-aware (2 nodes of 2, only the rail's bytes between nodes); unset: the
+// exact gather; a codec that cannot gather refused at init.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -32,6 +33,13 @@ TEST(AllGather, Q8SameBitsOnEveryRankWithinTheBoundAndBytes) {
   expect_cases(sketchccl::testing::run_scenario(g_worker, "compressed", 4, env, {}, 120),
                {"f32-q8", "f32-q8-in-place", "bf16-q8", "ext-codec-bf16", "ext-exact", "grouped",
                 "ext-codec-s2-refused"});
+}
+
+TEST(AllGather, Q8NodeAwareOnTwoInterleavedNodes) {
+  std::vector<std::string> env = kEnv;
+  env.push_back("SKETCHCCL_ALLGATHER_CODEC=q8");
+  expect_cases(sketchccl::testing::run_scenario(g_worker, "node-aware", 4, env, {}, 120),
+               {"f32-q8-node-aware", "f32-q8-node-aware-in-place"});
 }
 
 TEST(AllGather, UnsetStaysExact) {

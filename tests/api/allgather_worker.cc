@@ -1,17 +1,20 @@
 // One rank of the compressed AllGather in standalone mode (allgather_test.cc), through the
 // exported API only.
 //
-//   allgather_worker compressed|exact|bad-codec RANK NRANKS ID_HEX
+//   allgather_worker compressed|node-aware|exact|bad-codec RANK NRANKS ID_HEX
 //
 // compressed (SKETCHCCL_ALLGATHER_CODEC=q8): float32 and bfloat16, out of place and in place,
 // the per-call codec and exact options, two in one group: every case's output hashed (the driver
-// checks that every rank got the same bits), its NMSE against the exact gather and its bytes on the
-// wire (the statistics) against the exact ring's (P - 1) · sendcount · element size. exact (unset):
-// the exact gather, bit for bit, with no compressed call counted. bad-codec
-// (SKETCHCCL_ALLGATHER_CODEC=s2): the communicator is refused, naming the variable.
+// checks that every rank got the same bits), its NMSE against the exact gather and its bytes on
+// the wire (the statistics) against the exact ring's (P - 1) · sendcount · element size.
+// node-aware (q8, 2 interleaved nodes by NCCL_HOSTID): the same, its inter-node bytes against an
+// exact exchange's (N - 1) shards.
+// exact (unset): the exact gather, bit for bit, with no compressed call counted.
+// bad-codec (SKETCHCCL_ALLGATHER_CODEC=s2): the communicator is refused, naming the variable.
 //
 // Prints "CASE <name> HASH <h> <OK|FAIL why>" lines (rank_report.h).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -28,10 +31,11 @@ using sketchccl::testing::input_value;
 using sketchccl::testing::report_case;
 
 int g_rank = 0, g_nranks = 1;
+int g_nodes = 0;                      // node-aware: the nodes (NCCL_HOSTID); 0: one flat exchange
 constexpr size_t kCount = 40000 + 7;  // per rank: several 64 KiB slices, a short last one
 
 struct Totals {
-  uint64_t calls = 0, sent = 0, in = 0;
+  uint64_t calls = 0, sent = 0, in = 0, inter_node = 0;
 };
 
 Totals totals(ncclComm_t comm) {
@@ -42,6 +46,7 @@ Totals totals(ncclComm_t comm) {
   t.calls = s.allgather_calls;
   t.sent = s.allgather_bytes_sent;
   t.in = s.allgather_bytes_in;
+  t.inter_node = s.allgather_inter_node_bytes_sent;
   return t;
 }
 
@@ -80,8 +85,11 @@ void gather(const std::string& name, ncclComm_t comm, ncclDataType_t t, bool in_
     }
   }
   const double nmse = ref > 0 ? err / ref : err;
-  const double exact_ring = double(g_nranks - 1) * double(kCount * esz);
-  const double wire = double(after.sent - before.sent) / exact_ring;
+  // Node-aware: what crosses nodes, against an exact exchange's (N - 1) shards to other nodes.
+  const double exact_ring = double((g_nodes > 0 ? g_nodes : g_nranks) - 1) * double(kCount * esz);
+  const double wire =
+      double(g_nodes > 0 ? after.inter_node - before.inter_node : after.sent - before.sent) /
+      exact_ring;
   const bool ok = r == ncclSuccess && nmse <= max_nmse && after.calls == before.calls + calls &&
                   wire <= max_wire && (calls == 0 || after.in - before.in == kCount * esz);
   char why[256];
@@ -172,6 +180,10 @@ int main(int argc, char** argv) {
   g_nranks = wa.nranks;
   ncclComm_t comm = nullptr;
   const ncclResult_t init = ncclCommInitRank(&comm, g_nranks, wa.id, g_rank);
+  if (wa.scenario == "node-aware") {
+    g_nodes = 2;  // interleaved: rank r on node r % 2
+    setenv("NCCL_HOSTID", g_rank % 2 == 0 ? "even" : "odd", 1);
+  }
   if (wa.scenario == "bad-codec") {
     const std::string err = ncclGetLastError(nullptr);
     report_case("bad-codec-refused", nullptr, 0,
@@ -184,6 +196,9 @@ int main(int argc, char** argv) {
   if (init != ncclSuccess) return 3;
   if (wa.scenario == "compressed") {
     compressed(comm);
+  } else if (wa.scenario == "node-aware") {
+    gather("f32-q8-node-aware", comm, ncclFloat32, false, nullptr, 5e-4, 1, 0.35);
+    gather("f32-q8-node-aware-in-place", comm, ncclFloat32, true, nullptr, 5e-4, 1, 0.35);
   } else {
     gather("f32-exact", comm, ncclFloat32, false, nullptr, 0, 0, 0);
     gather("bf16-exact", comm, ncclBfloat16, true, nullptr, 0, 0, 0);

@@ -44,6 +44,7 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->allgather_bytes_sent = s.allgather.bytes_sent;
   out->allgather_bytes_received = s.allgather.bytes_received;
   out->allgather_seconds = s.allgather.seconds;
+  out->allgather_inter_node_bytes_sent = s.allgather.inter_node_bytes_sent;
   for (const auto& [name, c] : s.by_codec) {
     out->bytes_in += c.bytes_in;
     out->bytes_sent += c.bytes_sent;

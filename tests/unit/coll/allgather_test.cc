@@ -2,7 +2,8 @@
 // every linear codec gives the same bits on every rank, one encoding's error per shard whatever
 // P, and (P - 1) packets' bytes per rank; in place; counts below a slice and zero; one rank;
 // codecs that cannot gather refused; ranks that disagree on the count, or a rank that is gone,
-// fail with an error instead of hanging.
+// fail with an error instead of hanging. Node-aware: every shard in its owner's place, the same
+// bits, and only the rail's compressed bytes between nodes.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -90,6 +91,70 @@ double nmse(const std::vector<float>& y, size_t count, int p) {
     }
   }
   return err / ref;
+}
+
+// P ranks on nodes host_of(r) gather `count` elements each (float32) node-aware, in place or not.
+Gathered gather_node_aware(int p, const std::vector<uint64_t>& hosts, size_t count, bool in_place) {
+  const double timeout_s = 20;
+  auto t = testutil::loopback_transports(p, timeout_s);
+  Gathered g;
+  g.st.resize(p);
+  g.y.resize(p);
+  g.stats.resize(p);
+  std::vector<std::vector<float>> x(p);
+  for (int r = 0; r < p; ++r) {
+    g.y[r].assign(count * static_cast<size_t>(p), -7.0f);
+    x[r].resize(count);
+    for (size_t i = 0; i < count; ++i)
+      x[r][i] = value(r, i);
+    if (in_place) std::memcpy(g.y[r].data() + r * count, x[r].data(), count * 4);
+  }
+  GatherSettings gs;
+  gs.seed = 3;
+  gs.slice_elems = 1000;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([&, r] {
+      auto be = backend::make_host_backend();
+      const Topology topo = make_topology(r, hosts);
+      CommLink link = testutil::ring_link(t[r].get(), r, p, timeout_s, 9);
+      GatherArgs a;
+      a.send = in_place ? static_cast<const void*>(g.y[r].data() + r * count) : x[r].data();
+      a.recv = g.y[r].data();
+      a.count = count;
+      a.codec = CodecId::kQ8;
+      g.st[r] = node_aware_allgather(link, topo, *be, a, gs, &g.stats[r]);
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  return g;
+}
+
+TEST(NodeAwareAllGather, SameBitsEveryShardInItsPlaceOnlyTheRailCrossesNodes) {
+  const size_t count = 2345;
+  // 3 nodes of 2 ranks, interleaved (rank r on node r % 3), and 2 nodes of 3 placed node by node.
+  for (const auto& hosts :
+       {std::vector<uint64_t>{7, 8, 9, 7, 8, 9}, std::vector<uint64_t>{5, 5, 5, 6, 6, 6}}) {
+    const int p = static_cast<int>(hosts.size());
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(std::to_string(hosts[1]) + (in_place ? " in place" : " apart"));
+      Gathered g = gather_node_aware(p, hosts, count, in_place);
+      const Topology topo = make_topology(0, hosts);
+      for (int r = 0; r < p; ++r) {
+        ASSERT_TRUE(g.st[r].ok()) << g.st[r].to_string();
+        EXPECT_EQ(std::memcmp(g.y[r].data(), g.y[0].data(), g.y[0].size() * 4), 0) << "rank " << r;
+        // Along the rail: (N - 1) packets of its shard; in the node: (L - 1) · N exact shards.
+        const uint64_t exact_node = static_cast<uint64_t>(topo.local_ranks - 1) *
+                                    static_cast<uint64_t>(topo.nodes) * count * 4;
+        EXPECT_EQ(g.stats[r].bytes_sent - g.stats[r].inter_node_bytes_sent, exact_node);
+        EXPECT_LT(static_cast<double>(g.stats[r].inter_node_bytes_sent),
+                  0.3 * (topo.nodes - 1) * count * 4.0);
+      }
+      // A misplaced shard would be another rank's values: far above q8's error.
+      EXPECT_LT(nmse(g.y[0], count, p), 1e-3);
+    }
+  }
 }
 
 TEST(CompressedAllGather, EveryLinearCodecSameBitsOneEncodingsErrorAndItsBytes) {
