@@ -113,7 +113,10 @@ class GatherRun {
                     per_rank * p);
     }
     pkt_ = packets_->data();
-    if (p > 1) SCCL_RETURN_IF_ERROR(ex_.annotate(connect_all(link_), "connecting its peers"));
+    if (p > 1) {
+      const Status st = connect_all(link_);
+      if (!st.ok()) return ex_.annotate(st, "connecting its peers");
+    }
     // Every receive first, then each slice sent as soon as it is encoded.
     for (int q = 0; q < link_.nranks; ++q) {
       if (q == link_.rank) continue;
@@ -125,10 +128,10 @@ class GatherRun {
     std::memcpy(packet(me, 0) + packet_size(0), &mine_, sizeof mine_);
     for (size_t j = 0; j < slices; ++j) {
       const size_t off = j * slice_;
-      SCCL_RETURN_IF_ERROR(ex_.annotate(
+      const Status st =
           be_.encode(params(me, j), static_cast<const uint8_t*>(args_.send) + off * esz_,
-                     args_.type, elems(j), packet(me, j), packet_size(j)),
-          "encoding its shard", note(me, j)));
+                     args_.type, elems(j), packet(me, j), packet_size(j));
+      if (!st.ok()) return ex_.annotate(st, "encoding its shard", note(me, j));
       for (int q = 0; q < link_.nranks; ++q) {
         if (q != me)
           SCCL_RETURN_IF_ERROR(ex_.send(q, tag(me, j), packet(me, j), bytes(j), note(me, j)));
