@@ -22,14 +22,16 @@ SKETCHCCL_EXPORT const char* sketchcclGetVersionString(void);
 /* The most codecs one query reports (SketchCCL has 11). */
 #define SKETCHCCL_STATS_MAX_CODECS 16
 
-/* One codec's share of the AllReduces SketchCCL ran on a communicator. */
+/* One codec's share of the calls SketchCCL ran on a communicator: AllReduces and
+ * ReduceScatters alike (a ReduceScatter's bytes_in is its send buffer, recvcount * nranks
+ * elements). */
 typedef struct {
   char name[16];           /* as SKETCHCCL_CODEC spells it: "none", "q8", "s2", ... */
-  uint64_t calls;          /* AllReduces, failed ones included */
+  uint64_t calls;          /* AllReduces and ReduceScatters, failed ones included */
   uint64_t bytes_in;       /* user bytes reduced (count * element size) */
   uint64_t bytes_sent;     /* bytes this rank put on the wire */
   uint64_t bytes_received; /* bytes this rank took off the wire */
-  double seconds;          /* time the proxy spent in these AllReduces */
+  double seconds;          /* time the proxy spent in these calls */
   uint64_t s2_nonzeros;    /* s2: positions set in the merged bitmaps, */
   uint64_t s2_peeled;      /*     recovered exactly by peeling, */
   uint64_t s2_estimated;   /*     left to the median estimate */
@@ -55,9 +57,9 @@ typedef struct {
   size_t size; /* in: sizeof(sketchcclCommStats); out: the bytes filled in */
   int rank;
   int nranks;
-  uint64_t calls_taken;     /* AllReduces SketchCCL ran (and that succeeded) */
+  uint64_t calls_taken;     /* AllReduces and ReduceScatters SketchCCL ran and that succeeded */
   uint64_t calls_forwarded; /* calls passed to the real NCCL */
-  uint64_t calls_failed;    /* AllReduces SketchCCL ran that failed */
+  uint64_t calls_failed;    /* AllReduces and ReduceScatters SketchCCL ran that failed */
   uint64_t bytes_in;        /* totals over the codecs below */
   uint64_t bytes_sent;
   uint64_t bytes_received;
@@ -121,11 +123,11 @@ typedef struct {
   uint64_t allgather_inter_node_bytes_sent;
 } sketchcclCommStats;
 
-/* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces whose work
- * finished (for a stream-ordered one, synchronize the stream first). Returns 0 (ncclSuccess),
- * 4 (ncclInvalidArgument) when `comm` is not a communicator of SketchCCL's, `out` is NULL or
- * out->size is smaller than a size_t, 3 (ncclInternalError) on an internal failure. Thread-safe;
- * does not wait for the communicator. */
+/* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces and
+ * ReduceScatters whose work finished (for a stream-ordered one, synchronize the stream first).
+ * Returns 0 (ncclSuccess), 4 (ncclInvalidArgument) when `comm` is not a communicator of
+ * SketchCCL's, `out` is NULL or out->size is smaller than a size_t, 3 (ncclInternalError) on an
+ * internal failure. Thread-safe; does not wait for the communicator. */
 SKETCHCCL_EXPORT int sketchcclCommGetStats(struct ncclComm* comm, sketchcclCommStats* out);
 
 #ifdef __cplusplus

@@ -6,33 +6,39 @@
 
 namespace sketchccl::api {
 
-namespace {
-
-Status compressed_type(const CollCall& call, kernels::ElemType* elem) {
-  switch (call.type) {
+bool compressed_type(ncclDataType_t type, kernels::ElemType* elem) {
+  switch (type) {
     case ncclFloat32:
       *elem = kernels::ElemType::kF32;
-      break;
+      return true;
     case ncclFloat16:
       *elem = kernels::ElemType::kF16;
-      break;
+      return true;
     case ncclBfloat16:
       *elem = kernels::ElemType::kBf16;
-      break;
+      return true;
     default:
-      return errorf(Code::kInvalidUsage,
-                    "datatype %d is not one SketchCCL's compressed ring runs (float32, float16, "
-                    "bfloat16 are)",
-                    static_cast<int>(call.type));
+      return false;
   }
-  return Status::Ok();
 }
 
-}  // namespace
+bool compressed_op(ncclRedOp_t op) {
+  return op == ncclSum || op == ncclAvg;
+}
+
+bool compressed_eligible(ncclDataType_t type, ncclRedOp_t op) {
+  kernels::ElemType elem;
+  return compressed_type(type, &elem) && compressed_op(op);
+}
 
 Status compressed_type_and_op(const CollCall& call, kernels::ElemType* elem) {
-  SCCL_RETURN_IF_ERROR(compressed_type(call, elem));
-  if (call.op != ncclSum && call.op != ncclAvg) {
+  if (!compressed_type(call.type, elem)) {
+    return errorf(Code::kInvalidUsage,
+                  "datatype %d is not one SketchCCL's compressed ring runs (float32, float16, "
+                  "bfloat16 are)",
+                  static_cast<int>(call.type));
+  }
+  if (!compressed_op(call.op)) {
     return errorf(Code::kInvalidUsage,
                   "reduction op %d is not one SketchCCL's compressed ring runs (ncclSum and "
                   "ncclAvg are)",
@@ -95,7 +101,12 @@ Status validate_reduce_scatter(const CollCall& call, int rank, int nranks,
 }
 
 Status validate_all_gather(const CollCall& call, int rank, int nranks, kernels::ElemType* elem) {
-  SCCL_RETURN_IF_ERROR(compressed_type(call, elem));
+  if (!compressed_type(call.type, elem)) {
+    return errorf(Code::kInvalidUsage,
+                  "datatype %d is not one SketchCCL's compressed AllGather runs (float32, float16, "
+                  "bfloat16 are)",
+                  static_cast<int>(call.type));
+  }
   if (call.count == 0) return Status::Ok();
   if (call.send == nullptr || call.recv == nullptr) {
     return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");

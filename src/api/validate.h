@@ -14,7 +14,16 @@ namespace sketchccl::api {
 // *elem is the element type the ring computes in. A kind the ring does not run is refused.
 Status validate(const CollCall& call, int rank, int nranks, kernels::ElemType* elem);
 
-// Type and op the ring runs: float32, float16 or bfloat16 with ncclSum or ncclAvg.
+// The one rule of which types and ops the compressed path takes, for the policy, the validation
+// and standalone's choice of engine alike: float32, float16 and bfloat16 (*elem: the element type
+// the ring computes in; false for any other type) ...
+bool compressed_type(ncclDataType_t type, kernels::ElemType* elem);
+// ... with sum or average (PreMulSum and every other op keep NCCL's or the exact engine's
+// arithmetic) ...
+bool compressed_op(ncclRedOp_t op);
+// ... both.
+bool compressed_eligible(ncclDataType_t type, ncclRedOp_t op);
+// The rule as the validation's error: the type or op the ring does not run, named.
 Status compressed_type_and_op(const CollCall& call, kernels::ElemType* elem);
 // AllReduce: type, op, buffers (null, alignment, partial overlap, memory).
 Status validate_all_reduce(const CollCall& call, kernels::ElemType* elem);

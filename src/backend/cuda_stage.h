@@ -1,4 +1,4 @@
-// Host staging of device buffers for standalone mode's exact calls (interpose/standalone_stage):
+// Host staging of device buffers for standalone mode's exact calls (src/standalone/staging.{h,cc}):
 // the caller's stream is drained, device bytes are copied to host memory, the exact engine runs
 // there, and the results go back on the same stream. Without CUDA every call fails.
 #pragma once

@@ -5,9 +5,9 @@
 
 #include "kernels/sparse.h"
 #include "src/coll/accuracy.h"
+#include "src/coll/agreement.h"
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
-#include "src/coll/two_shot.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {

@@ -94,48 +94,49 @@ class ReduceScatterShape : public CollShape {
   size_t sample_stride() const override { return kScatterSampleStride; }
 };
 
-// The AllReduce with its data stage two-shot: the ring's cut, output and other stages.
-class TwoShotAllReduceShape : public AllReduceShape {
- public:
-  Schedule schedule() const override { return Schedule::kTwoShot; }
-  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
-             RingStats* stats) const override {
-    if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
-      SCCL_RETURN_IF_ERROR(not_speculative(job));
-      return AllReduceShape::run(link, job, slice_elems, depth, stats);
-    }
+// The two-shot data stage of each kind: its scatter phase, and its run of a ShapeJob.
+struct TwoShotAllReduce {
+  static constexpr uint8_t kScatterPhase = kPhaseTwoShotScatter;
+  static constexpr bool kAligned = true;  // ring_allreduce's cut
+  static Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems,
+                    RingStats* stats) {
     job.carried = job.sample != nullptr;
-    return two_shot_allreduce(link, kPhaseTwoShotScatter, kPhaseTwoShotGather, job.count,
-                              slice_elems, *job.ops, stats, job.sample, job.speculation);
-  }
-  Status drain_speculation(const CommLink& link, size_t count, size_t slice_elems,
-                           const std::vector<int>& peers) const override {
-    return two_shot_drain(on_phase(link, kPhaseTwoShotScatter), kPhaseTwoShotScatter,
-                          two_shot_plan(true, count, link.nranks, slice_elems), peers);
+    return two_shot_allreduce(link, kScatterPhase, kPhaseTwoShotGather, job.count, slice_elems,
+                              *job.ops, stats, job.sample, job.speculation);
   }
 };
-
-// The ReduceScatter with its data stage an all-to-all into fp32 sums.
-class TwoShotReduceScatterShape : public ReduceScatterShape {
- public:
-  Schedule schedule() const override { return Schedule::kTwoShot; }
-  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
-             RingStats* stats) const override {
-    if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
-      SCCL_RETURN_IF_ERROR(not_speculative(job));
-      return ReduceScatterShape::run(link, job, slice_elems, depth, stats);
-    }
+struct TwoShotReduceScatter {
+  static constexpr uint8_t kScatterPhase = kPhaseTwoShotScatterRs;
+  static constexpr bool kAligned = false;  // the even cut
+  static Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems,
+                    RingStats* stats) {
     const bool cut = job.bounds != nullptr && !job.bounds->empty();
     // The sample rides with the input's own cut; each owner keeps its chunk's exact sums.
     SampleCarry* sample = cut ? nullptr : job.sample;
     job.carried = sample != nullptr;
-    return two_shot_reduce_scatter(link, kPhaseTwoShotScatterRs, job.count, slice_elems, *job.ops,
-                                   stats, cut ? job.bounds : nullptr, job.speculation, sample);
+    return two_shot_reduce_scatter(link, kScatterPhase, job.count, slice_elems, *job.ops, stats,
+                                   cut ? job.bounds : nullptr, job.speculation, sample);
+  }
+};
+
+// `RingBase`'s shape with its data stage two-shot (`Data`): the ring's cut, output and other
+// stages, and the ring itself where the slice operations keep no sums or a rank is alone.
+template <typename RingBase, typename Data>
+class TwoShotShape : public RingBase {
+ public:
+  Schedule schedule() const override { return Schedule::kTwoShot; }
+  Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
+             RingStats* stats) const override {
+    if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
+      SCCL_RETURN_IF_ERROR(not_speculative(job));
+      return RingBase::run(link, job, slice_elems, depth, stats);
+    }
+    return Data::run(link, job, slice_elems, stats);
   }
   Status drain_speculation(const CommLink& link, size_t count, size_t slice_elems,
                            const std::vector<int>& peers) const override {
-    return two_shot_drain(on_phase(link, kPhaseTwoShotScatterRs), kPhaseTwoShotScatterRs,
-                          two_shot_plan(false, count, link.nranks, slice_elems), peers);
+    return two_shot_drain(on_phase(link, Data::kScatterPhase), Data::kScatterPhase,
+                          two_shot_plan(Data::kAligned, count, link.nranks, slice_elems), peers);
   }
 };
 
@@ -154,8 +155,8 @@ const char* schedule_name(Schedule s) {
 const CollShape* coll_shape(CallKind kind, Schedule schedule) {
   static const AllReduceShape all_reduce;
   static const ReduceScatterShape reduce_scatter;
-  static const TwoShotAllReduceShape two_shot_all_reduce;
-  static const TwoShotReduceScatterShape two_shot_reduce_scatter;
+  static const TwoShotShape<AllReduceShape, TwoShotAllReduce> two_shot_all_reduce;
+  static const TwoShotShape<ReduceScatterShape, TwoShotReduceScatter> two_shot_reduce_scatter;
   const bool two = schedule == Schedule::kTwoShot;
   switch (kind) {
     case CallKind::kAllReduce:

@@ -18,7 +18,7 @@
 
 namespace sketchccl::coll {
 
-struct Speculation;  // two_shot.h
+struct Speculation;  // agreement.h
 
 // One ring of a codec plan: `count` elements of the stage's element space through `ops`.
 struct ShapeJob {

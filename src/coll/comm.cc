@@ -319,12 +319,7 @@ Status Communicator::discover_topology(const std::vector<transport::Blob>& addre
 
 PeerLink Communicator::peer_link(uint32_t op_seq) {
   PeerLink l;
-  l.transport = transport_.get();
-  l.rank = rank_;
-  l.nranks = nranks_;
-  l.timeout_s = settings_.timeout_s;
-  l.abort = &abort_;
-  l.addresses = &addresses_;
+  static_cast<CommLink&>(l) = link();  // the counters are submit_exact's
   l.op_seq = op_seq;
   return l;
 }

@@ -34,6 +34,16 @@ Status connect_all(const CommLink& link) {
   return Status::Ok();
 }
 
+Status check_link(const CommLink& link, const char* what) {
+  if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
+    return errorf(Code::kInternalError, "%s: rank %d of %d", what, link.rank, link.nranks);
+  }
+  if (link.nranks > 1 && link.transport == nullptr) {
+    return errorf(Code::kInternalError, "%s: no transport", what);
+  }
+  return Status::Ok();
+}
+
 Exchange::Exchange(const CommLink& link, const char* what)
     : link_(link), what_(what), last_progress_(Clock::now()) {}
 
@@ -65,6 +75,10 @@ Status Exchange::recv(int peer, uint64_t tag, void* buf, size_t bytes, TransferN
   if (!st.ok()) return annotate(st, "a receive", note);
   pending_.push_back(pd);
   return Status::Ok();
+}
+
+Status Exchange::progress() {
+  return link_.transport->progress();
 }
 
 Status Exchange::aborted() const {

@@ -45,6 +45,9 @@ struct CommLink {
 Status connect_peer(const CommLink& link, int peer);
 // Connects to every other rank of the link.
 Status connect_all(const CommLink& link);
+// The link names this rank among nranks, and a transport where there are peers; `what` names the
+// schedule in the error.
+Status check_link(const CommLink& link, const char* what);
 
 // What a shape says of one of its transfers: where it is in the schedule (for its own
 // bookkeeping and for errors). -1: not applicable.
@@ -82,6 +85,9 @@ class Exchange {
   Status recv(int peer, uint64_t tag, void* buf, size_t bytes, TransferNote note = {},
               bool exact = true);
   size_t pending() const { return pending_.size(); }
+  // Moves the transport without testing any transfer: a send just posted leaves now, while the
+  // shape goes on encoding (a test of every pending transfer per send would cost their square).
+  Status progress();
 
   // One pass without waiting: the abort flag, the transport's progress, every pending transfer
   // tested; those complete are appended to *done (null: dropped). A completion resets the

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "src/coll/exchange.h"
 #include "src/coll/reduction_engine.h"
 #include "src/coll/ring.h"
 #include "src/coll/settings.h"
@@ -40,6 +42,13 @@ class SubTransport : public transport::Transport {
     return inner_->irecv(members_[static_cast<size_t>(peer)], tag, buf, bytes, id);
   }
   Status progress() override { return inner_->progress(); }
+  // The inner transport's waiting, so that a rail ring or a node phase over sockets sleeps in the
+  // transport as the flat ring does instead of polling.
+  bool can_block() const override { return inner_->can_block(); }
+  Status wait_for_events(double max_s) override { return inner_->wait_for_events(max_s); }
+  transport::LinkReport link_report(int peer) const override {
+    return inner_->link_report(members_[static_cast<size_t>(peer)]);
+  }
   Status test(transport::RequestId id, bool* done, size_t* bytes) override {
     return inner_->test(id, done, bytes);
   }
@@ -96,6 +105,13 @@ class HierarchicalReduction {
   ReductionEngine& rail() { return rail_; }
 
  private:
+  // The node phases of one AllReduce (hierarchy.cc): its segments, buffers and node link.
+  class NodePhases;
+  // The AllReduce's segments through the three phases, pipelined; *codec: the rail's codec.
+  Status run_segments(NodePhases* node, const CommLink& rail, CommStats* stats, std::string* codec);
+  // Phase 2 of segment k: its shard's compressed AllReduce along the rail.
+  Status reduce_shard(NodePhases* node, size_t k, const CommLink& rail, CommStats* stats,
+                      std::string* codec);
   // The ReduceScatter (args.kind kReduceScatter, host buffers).
   Status run_reduce_scatter(const CommLink& link, const ReductionArgs& args, CommStats* stats);
 

@@ -25,7 +25,7 @@ double seconds_since(Clock::time_point t0) {
 Status shift(const PeerLink& link, int send_to, int recv_from, int step, const uint8_t* out,
              uint8_t* in, size_t bytes, double* seconds) {
   const auto t0 = Clock::now();
-  Transfers t(link);
+  Transfers t(link, "the link probe");
   const uint64_t tag = op_tag(kPhaseLinkProbe, link.op_seq, step);
   SCCL_RETURN_IF_ERROR(t.recv(recv_from, tag, in, bytes));
   SCCL_RETURN_IF_ERROR(t.send(send_to, tag, out, bytes));

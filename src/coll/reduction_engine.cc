@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/coll/accuracy.h"
+#include "src/coll/agreement.h"
 #include "src/coll/call_sample.h"
 #include "src/coll/codec_plan.h"
 #include "src/coll/error_feedback.h"
@@ -16,7 +17,6 @@
 #include "src/coll/ring_phase.h"
 #include "src/coll/s2_repair.h"
 #include "src/coll/schedule_choice.h"
-#include "src/coll/two_shot.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {

@@ -12,16 +12,16 @@
 #include "kernels/codec.h"
 #include "src/backend/backend.h"
 #include "src/backend/memory_type.h"
+#include "src/coll/agreement.h"
 #include "src/coll/buffer_states.h"
 #include "src/coll/codec_choice.h"
+#include "src/coll/coll_shape.h"
 #include "src/coll/network_verdict.h"
 #include "src/coll/reduction.h"
 #include "src/coll/ring.h"
-#include "src/coll/coll_shape.h"
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
 #include "src/coll/topology.h"
-#include "src/coll/two_shot.h"
 
 namespace sketchccl::coll {
 

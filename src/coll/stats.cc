@@ -1,6 +1,8 @@
 #include "src/coll/stats.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 namespace sketchccl::coll {
 
@@ -37,7 +39,131 @@ void append_memory(std::string* out, const CommStats& s) {
   *out += "}}";
 }
 
+// codec_stats.def's columns.
+enum class Format { Int, Fixed, General };
+enum class Group { Always, TwoShot, S2, Support, ErrorFeedback, Estimate, kCount };
+enum class Fold { Sum, Max, Calls, Sent, Own };
+
+bool above_zero(uint64_t v) {
+  return v > 0;
+}
+bool above_zero(double v) {
+  return v > 0;
+}
+bool above_zero(const stat_types::U64x3& v) {
+  for (uint64_t x : v) {
+    if (x > 0) return true;
+  }
+  return false;
+}
+
+// One JSON object written item by item, in the table's order: ", " between items, and a key
+// "a.b" is key b of the nested object a (opened at its first item, closed after its last).
+class ObjectWriter {
+ public:
+  explicit ObjectWriter(std::string* out) : out_(out) {}
+  ~ObjectWriter() {
+    if (!nested_.empty()) *out_ += "}";
+  }
+
+  template <Format F>
+  void item(const char* key, uint64_t v) {
+    static_assert(F == Format::Int, "codec_stats.def: a count's format is Int");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+    write(key, buf);
+  }
+  template <Format F>
+  void item(const char* key, double v) {
+    static_assert(F != Format::Int, "codec_stats.def: a double's format is Fixed or General");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, F == Format::Fixed ? "%.6f" : "%.6g", v);
+    write(key, buf);
+  }
+  // Counters by encoding have no key of their own (json ""): their figures are derived rows.
+  template <Format F>
+  void item(const char*, const stat_types::U64x3&) {}
+
+ private:
+  void write(const char* key, const char* value) {
+    const char* dot = std::strchr(key, '.');
+    const std::string outer = dot != nullptr ? std::string(key, dot) : std::string();
+    if (outer != nested_) {
+      if (!nested_.empty()) *out_ += "}";
+      if (!outer.empty()) {
+        separate();
+        *out_ += "\"" + outer + "\": {";
+        first_ = true;
+      }
+      nested_ = outer;
+    }
+    separate();
+    *out_ += "\"";
+    *out_ += dot != nullptr ? dot + 1 : key;
+    *out_ += "\": ";
+    *out_ += value;
+  }
+  void separate() {
+    if (!first_) *out_ += ", ";
+    first_ = false;
+  }
+
+  std::string* out_;
+  std::string nested_;  // the nested object open now ("" for none)
+  bool first_ = true;
+};
+
+// One codec's object, `"name": {...}`, from codec_stats.def: the groups shown, then every
+// written row in table order.
+void append_codec(std::string* out, const std::string& name, const CodecStats& c) {
+  bool shown[static_cast<size_t>(Group::kCount)] = {};
+  shown[static_cast<size_t>(Group::Always)] = true;
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  if ((shows) && above_zero(c.field)) shown[static_cast<size_t>(Group::group)] = true;
+#include "src/coll/codec_stats.def"
+  *out += "\"" + name + "\": {";
+  {
+    ObjectWriter w(out);
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  if (shown[static_cast<size_t>(Group::group)] && (json)[0] != '\0') {           \
+    w.item<Format::format>(json, c.field);                                       \
+  }
+#define SCCL_CODEC_STAT_DERIVED(name, group, json, format, exported, value) \
+  if (shown[static_cast<size_t>(Group::group)]) w.item<Format::format>(json, value);
+#include "src/coll/codec_stats.def"
+  }
+  *out += "}";
+}
+
+template <typename T>
+void add(T* to, const T& from) {
+  *to += from;
+}
+void add(stat_types::U64x3* to, const stat_types::U64x3& from) {
+  for (size_t i = 0; i < to->size(); ++i)
+    (*to)[i] += from[i];
+}
+
+template <Fold F, typename T>
+void fold(const CodecStats& from, const T& value, T* to, bool count_calls) {
+  if constexpr (F == Fold::Sum) {
+    add(to, value);
+  } else if constexpr (F == Fold::Max) {
+    *to = std::max(*to, value);
+  } else if constexpr (F == Fold::Calls) {
+    if (count_calls) add(to, value);
+  } else if constexpr (F == Fold::Sent) {
+    *to += from.bytes_sent;
+  }
+}
+
 }  // namespace
+
+void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls) {
+#define SCCL_CODEC_STAT(field, type, format, fold_how, group, shows, json, exported) \
+  fold<Fold::fold_how>(from, from.field, &to->field, count_calls);
+#include "src/coll/codec_stats.def"
+}
 
 std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   std::string out;
@@ -65,67 +191,8 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   out += ", \"codecs\": {";
   bool first = true;
   for (const auto& [name, c] : by_codec) {
-    const double wire_ratio = c.bytes_in ? static_cast<double>(c.bytes_sent) / c.bytes_in : 0;
-    const uint64_t s2_total = c.s2_peeled + c.s2_estimated;
-    std::snprintf(buf, sizeof buf,
-                  "%s\"%s\": {\"calls\": %llu, \"bytes_in\": %llu, \"bytes_sent\": %llu, "
-                  "\"bytes_received\": %llu, \"intra_node_bytes_sent\": %llu, "
-                  "\"inter_node_bytes_sent\": %llu, \"wire_per_input_byte\": %.6g, "
-                  "\"seconds\": %.6f",
-                  first ? "" : ", ", name.c_str(), static_cast<unsigned long long>(c.calls),
-                  static_cast<unsigned long long>(c.bytes_in),
-                  static_cast<unsigned long long>(c.bytes_sent),
-                  static_cast<unsigned long long>(c.bytes_received),
-                  static_cast<unsigned long long>(c.intra_node_bytes_sent),
-                  static_cast<unsigned long long>(c.inter_node_bytes_sent), wire_ratio, c.seconds);
-    out += buf;
-    if (c.two_shot_calls > 0) {
-      std::snprintf(buf, sizeof buf, ", \"two_shot_calls\": %llu",
-                    static_cast<unsigned long long>(c.two_shot_calls));
-      out += buf;
-    }
-    if (s2_total > 0 || c.s2_nonzeros > 0) {
-      std::snprintf(buf, sizeof buf,
-                    ", \"s2_nonzeros\": %llu, \"s2_peeled\": %llu, \"s2_estimated\": %llu, "
-                    "\"s2_peel_rate\": %.6f, \"s2_repaired\": %llu, "
-                    "\"s2_repair_bytes_sent\": %llu",
-                    static_cast<unsigned long long>(c.s2_nonzeros),
-                    static_cast<unsigned long long>(c.s2_peeled),
-                    static_cast<unsigned long long>(c.s2_estimated),
-                    s2_total ? static_cast<double>(c.s2_peeled) / s2_total : 1.0,
-                    static_cast<unsigned long long>(c.s2_repaired),
-                    static_cast<unsigned long long>(c.s2_repair_bytes_sent));
-      out += buf;
-    }
-    if (c.support_calls[0] + c.support_calls[1] + c.support_calls[2] > 0) {
-      std::snprintf(buf, sizeof buf,
-                    ", \"support\": {\"element_bitmap\": %llu, \"row_bitmap\": %llu, "
-                    "\"index_list\": %llu, \"index_overflows\": %llu, \"bytes_sent\": %llu}",
-                    static_cast<unsigned long long>(c.support_calls[0]),
-                    static_cast<unsigned long long>(c.support_calls[1]),
-                    static_cast<unsigned long long>(c.support_calls[2]),
-                    static_cast<unsigned long long>(c.support_index_overflows),
-                    static_cast<unsigned long long>(c.support_bytes_sent));
-      out += buf;
-    }
-    if (c.ef_input_sq > 0) {
-      std::snprintf(buf, sizeof buf, ", \"local_nmse\": %.6g", c.ef_residual_sq / c.ef_input_sq);
-      out += buf;
-    }
-    if (c.estimated_calls > 0) {
-      const double n = static_cast<double>(c.estimated_calls);
-      std::snprintf(buf, sizeof buf,
-                    ", \"estimated_nmse\": {\"mean\": %.6g, \"worst\": %.6g}, "
-                    "\"estimated_maxrel\": {\"mean\": %.6g, \"worst\": %.6g}, "
-                    "\"estimated_calls\": %llu, \"sample_bytes_sent\": %llu, "
-                    "\"guard_steps\": %llu",
-                    c.estimated_nmse_sum / n, c.estimated_nmse_worst, c.estimated_maxrel_sum / n,
-                    c.estimated_maxrel_worst, static_cast<unsigned long long>(c.estimated_calls),
-                    static_cast<unsigned long long>(c.sample_bytes_sent),
-                    static_cast<unsigned long long>(c.guard_steps));
-      out += buf;
-    }
-    out += "}";
+    if (!first) out += ", ";
+    append_codec(&out, name, c);
     first = false;
   }
   out += "}";

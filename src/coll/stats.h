@@ -1,6 +1,7 @@
 // Per-communicator statistics, written as JSON to SKETCHCCL_STATS_FILE at destroy and exit.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -9,40 +10,23 @@
 
 namespace sketchccl::coll {
 
+// The types of codec_stats.def's `type` column.
+namespace stat_types {
+using U64 = uint64_t;
+using F64 = double;
+using U64x3 = std::array<uint64_t, 3>;
+}  // namespace stat_types
+
+// A codec's share of a communicator's calls: the fields of codec_stats.def, all 0 at first.
 struct CodecStats {
-  uint64_t calls = 0;
-  uint64_t two_shot_calls = 0;  // of those, scheduled two-shot (schedule_choice.h)
-  uint64_t bytes_in = 0;        // user bytes reduced (count * element size)
-  uint64_t bytes_sent = 0;      // bytes this rank put on the wire
-  uint64_t bytes_received = 0;
-  // bytes_sent split by where the bytes went: to a rank of this node or of another node.
-  uint64_t intra_node_bytes_sent = 0;
-  uint64_t inter_node_bytes_sent = 0;
-  double seconds = 0;
-  uint64_t s2_nonzeros = 0;   // positions set in the merged bitmaps
-  uint64_t s2_peeled = 0;     // recovered exactly by peeling
-  uint64_t s2_estimated = 0;  // left to the median estimate
-
-  // Of those, reduced exactly afterwards (SKETCHCCL_S2_REPAIR), and the bytes this rank sent
-  // for it (also in bytes_sent).
-  uint64_t s2_repaired = 0;
-  uint64_t s2_repair_bytes_sent = 0;
-
-  double ef_input_sq = 0;     // error feedback: sum of squares of what was compressed
-  double ef_residual_sq = 0;  //   and of the residual kept: their ratio is the codec's NMSE
-  // The accuracy guard's estimates (coll/accuracy.h), identical on every rank.
-  uint64_t estimated_calls = 0;
-  double estimated_nmse_sum = 0, estimated_nmse_worst = 0;
-  double estimated_maxrel_sum = 0, estimated_maxrel_worst = 0;
-  uint64_t sample_bytes_sent = 0;  // the sample: side ring or carried (not in bytes_sent)
-  uint64_t guard_steps = 0;        // buffers stepped up to a safer codec after a call here
-  // `sparse` phase 1 (coll/support_encoding.h): calls per encoding that agreed the support
-  // (element bitmap, row bitmap, index list), index lists that overflowed (the element bitmap
-  // ran after them), and phase 1's bytes (in bytes_sent too).
-  uint64_t support_calls[3] = {0, 0, 0};
-  uint64_t support_index_overflows = 0;
-  uint64_t support_bytes_sent = 0;
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  stat_types::type field{};
+#include "src/coll/codec_stats.def"
 };
+
+// Adds a rail's figures (`from`, hierarchy.cc) into the communicator's, each field as
+// codec_stats.def's `fold` column says; calls only where `count_calls`.
+void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls);
 
 // The compressed AllGathers (allgather.h); the exact ones are not counted here.
 struct GatherStats {

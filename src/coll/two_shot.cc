@@ -1,14 +1,9 @@
 #include "src/coll/two_shot.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
-#include <string>
 #include <utility>
 
 #include "kernels/sparse.h"
@@ -16,10 +11,6 @@
 namespace sketchccl::coll {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using transport::RequestId;
-// Longest single sleep in the transport while waiting (as the ring's).
-constexpr double kBlockingWaitS = 0.002;
 constexpr int kMaxSlices = (1 << 19) - 1;  // the tag's slice field
 
 // A receive for a speculative contribution of another codec than this rank's: any quantizing
@@ -52,27 +43,37 @@ class Packets {
   uint8_t* p_ = nullptr;
 };
 
+// What one two-shot call runs, set by name: the AllReduce's two phases or the ReduceScatter's one.
+struct TwoShotCall {
+  bool gather = true;  // AllReduce: each owner's sum goes to every rank (phase 2)
+  uint8_t scatter_phase = 0, gather_phase = 0;
+  SliceOps* ops = nullptr;
+  RingStats* stats = nullptr;    // optional
+  SampleCarry* carry = nullptr;  // optional: the accuracy sample rides in the messages
+  Speculation* spec = nullptr;   // optional: the decision goes ahead of the data
+};
+
+// The two-shot shape: its layout, contributions, decisions, sums and decodes over an Exchange.
 class TwoShotRun {
  public:
-  TwoShotRun(const CommLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-             uint8_t gather_phase, SliceOps& ops, RingStats* stats, SampleCarry* carry,
-             Speculation* spec)
+  TwoShotRun(const CommLink& link, RingPlan plan, const TwoShotCall& call)
       : link_(link),
         plan_(std::move(plan)),
-        gather_(gather),
-        scatter_phase_(scatter_phase),
-        gather_phase_(gather_phase),
-        ops_(ops),
-        stats_(stats),
-        carry_(carry),
-        spec_(spec),
-        pk_(ops),
+        gather_(call.gather),
+        scatter_phase_(call.scatter_phase),
+        gather_phase_(call.gather_phase),
+        ops_(*call.ops),
+        stats_(call.stats),
+        carry_(call.carry),
+        spec_(call.spec),
+        pk_(*call.ops),
         p_(link.nranks),
-        s_(plan_.max_slices()) {}
+        s_(plan_.max_slices()),
+        ex_(link, "the two-shot schedule") {}
 
   Status run() {
     SCCL_RETURN_IF_ERROR(layout());
-    SCCL_RETURN_IF_ERROR(connect());
+    SCCL_RETURN_IF_ERROR(connect_all(link_));
     const int r = link_.rank;
     if (spec_ != nullptr) {
       // The decision first; each peer's contributions are received once its decision is known.
@@ -112,28 +113,29 @@ class TwoShotRun {
         if (carry_ != nullptr && samples(c, j) > 0) {
           std::memcpy(pkt + bytes, carry_->own + sample_first(c, j), 4 * samples(c, j));
         }
-        SCCL_RETURN_IF_ERROR(post_send(c, scatter_phase_, j, pkt, bytes, msg_of(c, j)));
-        SCCL_RETURN_IF_ERROR(link_.transport->progress());
+        SCCL_RETURN_IF_ERROR(post_send(Kind::kContribution, c, j, pkt, bytes, msg_of(c, j)));
+        SCCL_RETURN_IF_ERROR(ex_.progress());
       }
       bool moved = false;
       SCCL_RETURN_IF_ERROR(advance(j + 1, &moved));
     }
     SCCL_RETURN_IF_ERROR(drive());
-    return flush();
+    return ex_.wait_local([this](bool* done) { return ops_.flush(done); }, "its own decodes");
   }
 
  private:
+  // What a transfer is, in its note's cookie with the chunk of its packet.
   enum class Kind { kContribution, kReduced, kDecision, kDrain };
-  struct Pending {
-    RequestId id = 0;
-    int peer = 0;
-    int slice = 0;
-    bool recv = false;
-    Kind kind = Kind::kContribution;
-    int chunk = 0;
-    size_t expect = 0;
-    uint8_t* pkt = nullptr;
-  };
+  static constexpr int kKinds = 4;
+  TransferNote note(Kind kind, int j, uint8_t phase, int chunk = 0) const {
+    TransferNote n;
+    n.slice = j;
+    n.phase = phase;
+    n.cookie = static_cast<int>(kind) + kKinds * chunk;
+    return n;
+  }
+  static Kind kind_of(const TransferNote& n) { return static_cast<Kind>(n.cookie % kKinds); }
+  static int chunk_of(const TransferNote& n) { return n.cookie / kKinds; }
 
   // The sampled positions in slice j of chunk c: how many, and the first's index in the sample.
   size_t samples(int c, int j) const { return carry_ == nullptr ? 0 : scount_[idx(c, j)]; }
@@ -183,7 +185,7 @@ class TwoShotRun {
           }
           next = n == 0 ? next : off + n;
           sfirst_[idx(c, j)] = seen;
-          scount_[idx(c, j)] = n == 0 ? 0 : bits_in(off, off + n);
+          scount_[idx(c, j)] = n == 0 ? 0 : kernels::bitmap_count_range(carry_->bits, off, off + n);
           seen += scount_[idx(c, j)];
         }
       }
@@ -231,24 +233,15 @@ class TwoShotRun {
   Status start_decision() {
     theirs_.assign(static_cast<size_t>(p_), DecisionMessage{});
     const uint64_t tag = ring_tag(link_.op_seq, spec_->phase, 0, 0);
+    const TransferNote n = note(Kind::kDecision, -1, spec_->phase);
     for (int q = 0; q < p_; ++q) {
       if (q == link_.rank) continue;
-      Pending pd;
-      pd.peer = q;
-      pd.recv = true;
-      pd.kind = Kind::kDecision;
-      pd.expect = sizeof(DecisionMessage);
-      SCCL_RETURN_IF_ERROR(link_.transport->irecv(q, tag, &theirs_[static_cast<size_t>(q)],
-                                                  sizeof(DecisionMessage), &pd.id));
-      pending_.push_back(pd);
+      SCCL_RETURN_IF_ERROR(
+          ex_.recv(q, tag, &theirs_[static_cast<size_t>(q)], sizeof(DecisionMessage), n));
     }
     for (int q = 0; q < p_; ++q) {
-      if (q == link_.rank) continue;
-      Pending pd;
-      pd.peer = q;
-      SCCL_RETURN_IF_ERROR(
-          link_.transport->isend(q, tag, &spec_->mine, sizeof(DecisionMessage), &pd.id));
-      pending_.push_back(pd);
+      if (q != link_.rank)
+        SCCL_RETURN_IF_ERROR(ex_.send(q, tag, &spec_->mine, sizeof(DecisionMessage), n));
     }
     decisions_left_ = p_ - 1;
     return Status::Ok();
@@ -269,70 +262,33 @@ class TwoShotRun {
     return Status::Ok();
   }
 
+  // Receives of any size up to a packet's bound, dropped: another codec's contributions.
   Status post_drains(int q) {
     for (int j = 0; j < s_; ++j) {
       size_t off = 0, n = 0;
       plan_.slice(link_.rank, j, &off, &n);
       if (n == 0) continue;
       drains_.emplace_back(new uint8_t[drain_bytes(n)]);
-      Pending pd;
-      pd.peer = q;
-      pd.slice = j;
-      pd.recv = true;
-      pd.kind = Kind::kDrain;
-      pd.expect = drain_bytes(n);
-      SCCL_RETURN_IF_ERROR(link_.transport->irecv(q, ring_tag(link_.op_seq, scatter_phase_, 0, j),
-                                                  drains_.back().get(), pd.expect, &pd.id));
-      pending_.push_back(pd);
+      SCCL_RETURN_IF_ERROR(ex_.recv(q, ring_tag(link_.op_seq, scatter_phase_, 0, j),
+                                    drains_.back().get(), drain_bytes(n),
+                                    note(Kind::kDrain, j, scatter_phase_), /*exact=*/false));
     }
     return Status::Ok();
-  }
-
-  // Every peer once; the ring connected only the neighbours.
-  Status connect() {
-    if (link_.addresses == nullptr) return Status::Ok();
-    for (int q = 0; q < p_; ++q) {
-      if (q == link_.rank) continue;
-      if (static_cast<size_t>(q) >= link_.addresses->size()) {
-        return errorf(Code::kInternalError, "two-shot: rank %d has no address for rank %d",
-                      link_.rank, q);
-      }
-      SCCL_RETURN_IF_ERROR(link_.transport->connect(q, (*link_.addresses)[static_cast<size_t>(q)]));
-    }
-    return Status::Ok();
-  }
-
-  // Set bits of the sample's bitmap among elements [begin, end).
-  size_t bits_in(size_t begin, size_t end) const {
-    return kernels::bitmap_count_range(carry_->bits, begin, end);
   }
 
   Status post_recv(Kind kind, int peer, int j, int chunk, uint8_t* pkt) {
     const size_t bytes = msg_of(chunk, j);
     if (bytes == 0) return Status::Ok();
     const uint8_t phase = kind == Kind::kContribution ? scatter_phase_ : gather_phase_;
-    Pending pd;
-    pd.peer = peer;
-    pd.slice = j;
-    pd.recv = true;
-    pd.kind = kind;
-    pd.chunk = chunk;
-    pd.expect = bytes;
-    pd.pkt = pkt;
-    SCCL_RETURN_IF_ERROR(
-        link_.transport->irecv(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes, &pd.id));
-    pending_.push_back(pd);
-    return Status::Ok();
+    return ex_.recv(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, bytes,
+                    note(kind, j, phase, chunk));
   }
 
   // `bytes` of the packet, `msg` with the carried sample.
-  Status post_send(int peer, uint8_t phase, int j, const uint8_t* pkt, size_t bytes, size_t msg) {
-    Pending pd;
-    pd.peer = peer;
-    pd.slice = j;
+  Status post_send(Kind kind, int peer, int j, const uint8_t* pkt, size_t bytes, size_t msg) {
+    const uint8_t phase = kind == Kind::kContribution ? scatter_phase_ : gather_phase_;
     SCCL_RETURN_IF_ERROR(
-        link_.transport->isend(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, msg, &pd.id));
-    pending_.push_back(pd);
+        ex_.send(peer, ring_tag(link_.op_seq, phase, 0, j), pkt, msg, note(kind, j, phase)));
     if (stats_ != nullptr) {
       stats_->bytes_sent += bytes;
       stats_->sample_bytes_sent += msg - bytes;
@@ -371,7 +327,7 @@ class TwoShotRun {
     if (!st.ok()) return annotate(st, j, "encode of this rank's reduced chunk");
     if (carry_ != nullptr) sum_sample(j, pkt + bytes);
     for (int d = 1; d < p_; ++d)
-      SCCL_RETURN_IF_ERROR(post_send((r + d) % p_, gather_phase_, j, pkt, bytes, msg_of(r, j)));
+      SCCL_RETURN_IF_ERROR(post_send(Kind::kReduced, (r + d) % p_, j, pkt, bytes, msg_of(r, j)));
     return decode(r, j);
   }
 
@@ -405,8 +361,8 @@ class TwoShotRun {
   }
 
   // One pass without waiting: reduces the slices of this rank's chunk below `limit` whose
-  // contributions are all in, moves the transport, and takes what completed (a reduced packet is
-  // decoded as it arrives). `moved`: anything happened.
+  // contributions are all in, and takes what the Exchange completed (a decision, a contribution;
+  // a reduced packet is decoded as it arrives). `moved`: anything happened.
   Status advance(int limit, bool* moved) {
     for (int j = 0; j < limit; ++j) {
       if (missing_[static_cast<size_t>(j)] == 0) {
@@ -415,86 +371,44 @@ class TwoShotRun {
         *moved = true;
       }
     }
-    if (pending_.empty()) return Status::Ok();
-    if (link_.abort != nullptr && link_.abort->load()) {
-      return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
-    }
-    SCCL_RETURN_IF_ERROR(link_.transport->progress());
-    for (size_t i = 0; i < pending_.size();) {
-      Pending& pd = pending_[i];
-      bool done = false;
-      size_t got = 0;
-      Status st = link_.transport->test(pd.id, &done, &got);
-      if (!st.ok()) {
-        // A receive the transport truncated: the peer sent more than this call's packet.
-        if (pd.recv && st.code() == Code::kInvalidArgument) {
-          return errorf(Code::kInvalidUsage,
-                        "rank %d received more than %zu bytes from rank %d for slice %d of the "
-                        "two-shot schedule: the ranks disagree on the count, type or codec of "
-                        "this call (%s)",
-                        link_.rank, pd.expect, pd.peer, pd.slice, st.message().c_str());
-        }
-        return annotate(
-            st, pd.slice,
-            pd.recv ? "receive in the two-shot schedule" : "send in the two-shot schedule");
-      }
-      if (!done) {
-        ++i;
-        continue;
-      }
+    done_.clear();
+    SCCL_RETURN_IF_ERROR(ex_.poll(&done_));
+    for (const Completion& d : done_) {
       *moved = true;
-      const Pending d = pd;
-      pending_[i] = pending_.back();
-      pending_.pop_back();
       if (!d.recv) continue;
-      if (d.kind == Kind::kDecision) {
-        if (got != d.expect) {
-          return errorf(Code::kInvalidUsage,
-                        "rank %d received a decision of %zu bytes from rank %d, expected %zu: "
-                        "the ranks run different versions or calls",
-                        link_.rank, got, d.peer, d.expect);
-        }
+      const Kind kind = kind_of(d.note);
+      if (kind == Kind::kDecision) {
         SCCL_RETURN_IF_ERROR(take_decision(d.peer));
         continue;
       }
-      if (stats_ != nullptr) stats_->bytes_received += got;
-      if (d.kind == Kind::kDrain) continue;
-      if (got != d.expect) {
-        return errorf(Code::kInvalidUsage,
-                      "rank %d received %zu bytes from rank %d for slice %d of the two-shot "
-                      "schedule, expected %zu: the ranks disagree on the count, type or codec "
-                      "of this call",
-                      link_.rank, got, d.peer, d.slice, d.expect);
-      }
-      if (d.kind == Kind::kContribution) {
-        missing_[static_cast<size_t>(d.slice)]--;
-      } else {
-        if (samples(d.chunk, d.slice) > 0) {
-          std::memcpy(carry_->exact + sample_first(d.chunk, d.slice),
-                      final_at(d.chunk, d.slice) + bytes_of(d.chunk, d.slice),
-                      4 * samples(d.chunk, d.slice));
+      if (stats_ != nullptr) stats_->bytes_received += d.bytes;
+      const int j = d.note.slice, c = chunk_of(d.note);
+      if (kind == Kind::kContribution) {
+        missing_[static_cast<size_t>(j)]--;
+      } else if (kind == Kind::kReduced) {
+        if (samples(c, j) > 0) {
+          std::memcpy(carry_->exact + sample_first(c, j), final_at(c, j) + bytes_of(c, j),
+                      4 * samples(c, j));
         }
-        SCCL_RETURN_IF_ERROR(decode(d.chunk, d.slice));
+        SCCL_RETURN_IF_ERROR(decode(c, j));
       }
     }
     return Status::Ok();
   }
 
   // Completes every transfer, reducing each slice of this rank's chunk once its contributions are
-  // in and decoding each reduced packet as it arrives.
+  // in and decoding each reduced packet as it arrives; waits by the Exchange's rule.
   Status drive() {
-    auto last = Clock::now();
-    int idle = 0;
     for (;;) {
       bool moved = false;
       SCCL_RETURN_IF_ERROR(advance(s_, &moved));
-      if (pending_.empty() && disagreed_) {
+      if (ex_.pending() == 0 && disagreed_) {
         // Every decision is in and every speculative message received: nothing was reduced (a
         // slice needs every rank's contribution, each received only under an equal decision).
         spec_->disagreed = true;
         return Status::Ok();
       }
-      if (pending_.empty()) {
+      if (ex_.pending() == 0) {
         // The last reduces may have been done in this pass, their sends then still pending.
         bool left = false;
         for (int m : missing_)
@@ -502,57 +416,17 @@ class TwoShotRun {
         if (!left) return Status::Ok();
       }
       if (moved) {
-        last = Clock::now();
-        idle = 0;
-        continue;
-      }
-      if (std::chrono::duration<double>(Clock::now() - last).count() > link_.timeout_s) {
-        return timeout_error();
-      }
-      if (link_.transport->can_block()) {
-        SCCL_RETURN_IF_ERROR(link_.transport->wait_for_events(kBlockingWaitS));
-      } else if (++idle > 4096) {
-        usleep(50);
-      } else if (idle > 256) {
-        sched_yield();
+        ex_.progressed();
+      } else {
+        SCCL_RETURN_IF_ERROR(ex_.idle());
       }
     }
-  }
-
-  Status flush() {
-    const auto t0 = Clock::now();
-    for (;;) {
-      bool done = false;
-      SCCL_RETURN_IF_ERROR(ops_.flush(&done));
-      if (done) return Status::Ok();
-      if (link_.abort != nullptr && link_.abort->load()) {
-        return Status(Code::kRemoteError, "operation aborted (ncclCommAbort)");
-      }
-      if (std::chrono::duration<double>(Clock::now() - t0).count() > link_.timeout_s) {
-        return errorf(Code::kRemoteError,
-                      "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for its own "
-                      "decodes",
-                      link_.rank, link_.timeout_s);
-      }
-      usleep(20);
-    }
-  }
-
-  Status timeout_error() const {
-    for (const Pending& pd : pending_) {
-      return errorf(Code::kRemoteError,
-                    "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) waiting for %s rank %d "
-                    "(slice %d of the two-shot schedule)",
-                    link_.rank, link_.timeout_s, pd.recv ? "a packet from" : "the send to", pd.peer,
-                    pd.slice);
-    }
-    return errorf(Code::kRemoteError, "rank %d timed out", link_.rank);
   }
 
   Status annotate(const Status& st, int j, const char* what) const {
-    return Status(st.code(), st.message() + " (rank " + std::to_string(link_.rank) + " of " +
-                                 std::to_string(link_.nranks) + ", " + what + ", slice " +
-                                 std::to_string(j) + ")");
+    TransferNote n;
+    n.slice = j;
+    return ex_.annotate(st, what, n);
   }
 
   const CommLink& link_;
@@ -571,149 +445,22 @@ class TwoShotRun {
   Packets pk_;
   int p_, s_;
   std::vector<size_t> own_off_, contrib_off_, final_off_;
-  std::vector<Pending> pending_;
   std::vector<int> missing_;  // per slice of this rank's chunk: contributions still due; -1 done
+  std::vector<Completion> done_;  // one pass's completions
+  // Last, so first to go: a failed call's pending receives are closed before their memory.
+  Exchange ex_;
 };
 
-Status check_link(const CommLink& link) {
-  if (link.nranks < 1 || link.rank < 0 || link.rank >= link.nranks) {
-    return errorf(Code::kInternalError, "two-shot: rank %d of %d", link.rank, link.nranks);
-  }
-  if (link.nranks > 1 && link.transport == nullptr) {
-    return Status(Code::kInternalError, "two-shot: no transport");
-  }
-  return Status::Ok();
-}
-
-Status run_two_shot(const CommLink& link, RingPlan plan, bool gather, uint8_t scatter_phase,
-                    uint8_t gather_phase, SliceOps& ops, RingStats* stats,
-                    SampleCarry* carry = nullptr, Speculation* spec = nullptr) {
-  SCCL_RETURN_IF_ERROR(check_link(link));
-  if (!ops.sums()) {
+Status run_two_shot(const CommLink& link, RingPlan plan, const TwoShotCall& call) {
+  SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
+  if (!call.ops->sums()) {
     return Status(Code::kInternalError, "two-shot: the slice operations keep no sums");
   }
-  Status st;
-  {
-    TwoShotRun run(link, std::move(plan), gather, scatter_phase, gather_phase, ops, stats, carry,
-                   spec);
-    st = run.run();
-    // A failure leaves receives posted into the packets about to go, and the ranks out of step:
-    // close the transport first (it cancels them), as the ring does.
-    if (!st.ok() && link.transport != nullptr) link.transport->close();
-  }
-  return st;
+  TwoShotRun run(link, std::move(plan), call);
+  return run.run();
 }
 
 }  // namespace
-
-bool same_decision(const DecisionMessage& a, const DecisionMessage& b) {
-  return a.speculative == b.speculative && a.reserved == b.reserved &&
-         std::memcmp(a.inputs, b.inputs, sizeof a.inputs) == 0;
-}
-
-namespace {
-
-struct Req {
-  RequestId id;
-  int peer;
-  bool recv;
-  size_t expect;  // a receive's size; 0: any size up to its buffer
-};
-
-// Completes `reqs` within the link's timeout and abort flag; `what` names the exchange in errors.
-Status complete_all(const CommLink& link, std::vector<Req>* reqs, const char* what) {
-  const int r = link.rank;
-  Status st;
-  auto last = Clock::now();
-  while (st.ok() && !reqs->empty()) {
-    if (link.abort != nullptr && link.abort->load()) {
-      st = Status(Code::kRemoteError, "communicator aborted");
-      break;
-    }
-    st = link.transport->progress();
-    bool moved = false;
-    for (size_t i = 0; st.ok() && i < reqs->size();) {
-      Req& rq = (*reqs)[i];
-      bool done = false;
-      size_t got = 0;
-      st = link.transport->test(rq.id, &done, &got);
-      if (!st.ok() && rq.recv && rq.expect != 0 && st.code() == Code::kInvalidArgument) {
-        // A receive the transport truncated: the peer sent more than this exchange's block.
-        st =
-            errorf(Code::kInvalidUsage,
-                   "rank %d received more than %zu bytes from rank %d in %s (phase %d): the "
-                   "ranks run different versions or calls (%s)",
-                   r, rq.expect, rq.peer, what, static_cast<int>(link.phase), st.message().c_str());
-        break;
-      }
-      if (!st.ok() || !done) {
-        ++i;
-        continue;
-      }
-      if (rq.recv && rq.expect != 0 && got != rq.expect) {
-        st = errorf(Code::kInvalidUsage,
-                    "rank %d received %zu bytes from rank %d in %s (phase %d), expected %zu", r,
-                    got, rq.peer, what, static_cast<int>(link.phase), rq.expect);
-        break;
-      }
-      rq = reqs->back();
-      reqs->pop_back();
-      moved = true;
-    }
-    if (!st.ok() || reqs->empty()) break;
-    if (moved) {
-      last = Clock::now();
-      continue;
-    }
-    if (std::chrono::duration<double>(Clock::now() - last).count() > link.timeout_s) {
-      st = errorf(Code::kRemoteError,
-                  "rank %d timed out after %.1f s (SKETCHCCL_TIMEOUT) in %s (phase %d) waiting "
-                  "for rank %d",
-                  r, link.timeout_s, what, static_cast<int>(link.phase), reqs->front().peer);
-      break;
-    }
-    if (link.transport->can_block()) {
-      st = link.transport->wait_for_events(kBlockingWaitS);
-    } else {
-      sched_yield();
-    }
-  }
-  // Receives still posted into the caller's memory: the transport must not write there later.
-  if (!st.ok()) link.transport->close();
-  return st;
-}
-
-}  // namespace
-
-Status allgather_direct(const CommLink& link, const void* mine, size_t bytes, void* all,
-                        const char* what) {
-  SCCL_RETURN_IF_ERROR(check_link(link));
-  auto* out = static_cast<uint8_t*>(all);
-  const int p = link.nranks, r = link.rank;
-  std::memcpy(out + static_cast<size_t>(r) * bytes, mine, bytes);
-  if (p == 1 || bytes == 0) return Status::Ok();
-  SCCL_RETURN_IF_ERROR(connect_all(link));
-  const uint64_t tag = ring_tag(link.op_seq, link.phase, 0, 0);
-  std::vector<Req> reqs;
-  Status st;
-  for (int d = 1; d < p && st.ok(); ++d) {
-    const int q = (r + p - d) % p;
-    Req rq{0, q, true, bytes};
-    st = link.transport->irecv(q, tag, out + static_cast<size_t>(q) * bytes, bytes, &rq.id);
-    if (st.ok()) reqs.push_back(rq);
-  }
-  for (int d = 1; d < p && st.ok(); ++d) {
-    const int q = (r + d) % p;
-    Req rq{0, q, false, 0};
-    st = link.transport->isend(q, tag, mine, bytes, &rq.id);
-    if (st.ok()) reqs.push_back(rq);
-  }
-  if (!st.ok()) {
-    link.transport->close();
-    return st;
-  }
-  return complete_all(link, &reqs, what);
-}
 
 RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_elems) {
   return all_reduce ? RingPlan(count, nranks, slice_elems, kRingChunkAlign)
@@ -722,39 +469,41 @@ RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_e
 
 Status two_shot_drain(const CommLink& link, uint8_t scatter_phase, const RingPlan& plan,
                       const std::vector<int>& peers) {
-  SCCL_RETURN_IF_ERROR(check_link(link));
+  SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
   if (peers.empty()) return Status::Ok();
   std::vector<std::unique_ptr<uint8_t[]>> bufs;
-  std::vector<Req> reqs;
-  Status st;
+  // After `bufs`, so first to go: a failure closes the pending receives before their memory.
+  Exchange ex(link, "the drop of speculative contributions");
   for (int q : peers) {
-    for (int j = 0; j < plan.slices(link.rank) && st.ok(); ++j) {
+    for (int j = 0; j < plan.slices(link.rank); ++j) {
       size_t off = 0, n = 0;
       plan.slice(link.rank, j, &off, &n);
       if (n == 0) continue;
       bufs.emplace_back(new uint8_t[drain_bytes(n)]);
-      Req rq{0, q, true, 0};
-      st = link.transport->irecv(q, ring_tag(link.op_seq, scatter_phase, 0, j), bufs.back().get(),
-                                 drain_bytes(n), &rq.id);
-      if (st.ok()) reqs.push_back(rq);
+      TransferNote note;
+      note.slice = j;
+      note.phase = scatter_phase;
+      SCCL_RETURN_IF_ERROR(ex.recv(q, ring_tag(link.op_seq, scatter_phase, 0, j), bufs.back().get(),
+                                   drain_bytes(n), note, /*exact=*/false));
     }
   }
-  if (!st.ok()) {
-    link.transport->close();
-    return st;
-  }
-  CommLink l = link;
-  l.phase = scatter_phase;
-  return complete_all(l, &reqs, "the drop of speculative contributions");
+  return ex.wait_all();
 }
 
 Status two_shot_allreduce(const CommLink& link, uint8_t scatter_phase, uint8_t gather_phase,
                           size_t count, size_t slice_elems, SliceOps& ops, RingStats* stats,
                           SampleCarry* sample, Speculation* spec) {
   if (count == 0) return Status::Ok();
-  SCCL_RETURN_IF_ERROR(check_link(link));
-  return run_two_shot(link, two_shot_plan(true, count, link.nranks, slice_elems), true,
-                      scatter_phase, gather_phase, ops, stats, sample, spec);
+  SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
+  TwoShotCall call;
+  call.gather = true;
+  call.scatter_phase = scatter_phase;
+  call.gather_phase = gather_phase;
+  call.ops = &ops;
+  call.stats = stats;
+  call.carry = sample;
+  call.spec = spec;
+  return run_two_shot(link, two_shot_plan(true, count, link.nranks, slice_elems), call);
 }
 
 Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size_t count,
@@ -762,10 +511,17 @@ Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size
                                const std::vector<size_t>* bounds, Speculation* spec,
                                SampleCarry* sample) {
   if (count == 0) return Status::Ok();
-  SCCL_RETURN_IF_ERROR(check_link(link));
+  SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
+  TwoShotCall call;
+  call.gather = false;
+  call.scatter_phase = scatter_phase;
+  call.gather_phase = scatter_phase;
+  call.ops = &ops;
+  call.stats = stats;
   if (bounds == nullptr || bounds->empty()) {
-    return run_two_shot(link, two_shot_plan(false, count, link.nranks, slice_elems), false,
-                        scatter_phase, scatter_phase, ops, stats, sample, spec);
+    call.carry = sample;
+    call.spec = spec;
+    return run_two_shot(link, two_shot_plan(false, count, link.nranks, slice_elems), call);
   }
   // A rank that did not speculate drains the even cut (two_shot_plan); the sample is the input's.
   if (spec != nullptr || sample != nullptr) {
@@ -776,8 +532,7 @@ Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size
       bounds->back() != count || !std::is_sorted(bounds->begin(), bounds->end())) {
     return Status(Code::kInternalError, "two-shot: chunk bounds do not cut the count");
   }
-  return run_two_shot(link, RingPlan(*bounds, slice_elems), false, scatter_phase, scatter_phase,
-                      ops, stats);
+  return run_two_shot(link, RingPlan(*bounds, slice_elems), call);
 }
 
 }  // namespace sketchccl::coll

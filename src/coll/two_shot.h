@@ -9,12 +9,17 @@
 //      the owner its own too, so every rank's result is the same bits). A ReduceScatter stops
 //      after 1 and writes the sum, never quantized again.
 // The same bytes on the wire as the ring; P - 1 messages per rank per phase, posted together.
+// A shape over the one transfer layer (exchange.h): this file says what goes where (the packets'
+// layout, the contributions, the decisions of a speculative call, the sums, the carried sample);
+// the Exchange owns the requests, their sizes, the waiting, the errors and the close on failure.
+// The agreement it may carry (`Speculation`) is agreement.h's.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "src/coll/agreement.h"
 #include "src/coll/ring.h"
 #include "src/core/status.h"
 
@@ -26,27 +31,6 @@ constexpr int two_shot_contribution_step(int rank) {
   return 1 + rank;
 }
 constexpr int kTwoShotSumStep = 0;
-
-// The decision inputs of a call (reduction_engine.cc), as they travel: under `auto`, the guard or error
-// feedback each rank decides from its own history and sends this to every other rank (tags of
-// the decision phase). A rank that runs two-shot (AllReduce or ReduceScatter) sends it right
-// ahead of its contributions instead of waiting for the others' (`speculative`), so the agreement
-// costs no message round of its own.
-struct DecisionMessage {
-  uint32_t speculative = 0;  // 1: this rank's two-shot contributions follow
-  uint32_t reserved = 0;
-  uint8_t inputs[40] = {};  // what every rank must hold equal
-};
-bool same_decision(const DecisionMessage& a, const DecisionMessage& b);
-
-// One speculative call: the decision to send ahead of the data and, set by the schedule, whether
-// the ranks' decisions differed. Then this rank has received and dropped what the others sent,
-// written nothing to its output and sent no reduced packet: the call is to be run again (exact).
-struct Speculation {
-  uint8_t phase = 0;  // the decision's tag phase
-  DecisionMessage mine;
-  bool disagreed = false;
-};
 
 // `ops` must keep sums (SliceOps::sums). An AllReduce cuts like ring_allreduce (kRingChunkAlign);
 // a ReduceScatter like ring_reduce_scatter (the even cut, or `bounds`), rank r's chunk r its
@@ -77,12 +61,5 @@ Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size
                                size_t slice_elems, SliceOps& ops, RingStats* stats,
                                const std::vector<size_t>* bounds = nullptr,
                                Speculation* spec = nullptr, SampleCarry* sample = nullptr);
-
-// All-gather of `bytes` per rank in one message round: every rank sends its block straight to
-// every other (tags of link.op_seq and link.phase); `all` gets rank r's block at r * bytes. For
-// the per-call agreement exchanges, whose latency a ring of P - 1 steps would multiply by P - 1.
-// `what` names the exchange in its errors.
-Status allgather_direct(const CommLink& link, const void* mine, size_t bytes, void* all,
-                        const char* what = "a small exchange");
 
 }  // namespace sketchccl::coll

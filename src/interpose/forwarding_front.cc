@@ -34,11 +34,10 @@ ncclResult_t ForwardingFront::collective(const api::CollCall& call) {
 ncclResult_t ForwardingFront::forward_logged(const api::CollCall& call,
                                              const std::string& outcome) {
   auto c = api::Runtime::get().find(call.comm);
-  if (c != nullptr) c->count_forwarded();
   if (api::call_log_enabled()) {
     api::log_call(call, c != nullptr ? c->nranks() : 0, outcome.c_str(), real_.ncclCommCount);
   }
-  return forward_call(call);
+  return forward_counted(c.get(), call);
 }
 
 bool ForwardingFront::has_real(const api::CollCall& c) const {
@@ -61,26 +60,32 @@ bool ForwardingFront::has_real(const api::CollCall& c) const {
   return false;
 }
 
-ncclResult_t ForwardingFront::forward_call(const api::CollCall& c) const {
+ncclResult_t forward_call(const RealApi& nccl, const api::CollCall& c) {
   if (c.with_config) {
     switch (c.kind) {
 #define SCCL_NCCL_COLL_CONFIG(name, kind, since, params, call, real) \
   case api::CollKind::k##kind:                                       \
-    if (real_.name == nullptr) return missing_real(#name, since);    \
-    return api::forwarded(real_.name real);
+    if (nccl.name == nullptr) return missing_real(#name, since);     \
+    return api::forwarded(nccl.name real);
 #include "src/api/nccl_api.def"
       default:
         return missing_real(c.api);
     }
   }
   switch (c.kind) {
-#define SCCL_NCCL_COLL(name, kind, since, params, call, real)     \
-  case api::CollKind::k##kind:                                    \
-    if (real_.name == nullptr) return missing_real(#name, since); \
-    return api::forwarded(real_.name real);
+#define SCCL_NCCL_COLL(name, kind, since, params, call, real)    \
+  case api::CollKind::k##kind:                                   \
+    if (nccl.name == nullptr) return missing_real(#name, since); \
+    return api::forwarded(nccl.name real);
 #include "src/api/nccl_api.def"
   }
   return missing_real(c.api);
+}
+
+ncclResult_t forward_counted(const RealApi& nccl, coll::Communicator* comm,
+                             const api::CollCall& call) {
+  if (comm != nullptr) comm->count_forwarded();
+  return forward_call(nccl, call);
 }
 
 std::string nccl_version_text(int code) {

@@ -9,7 +9,19 @@
 #include "src/api/front.h"
 #include "src/interpose/real_api.h"
 
+namespace sketchccl::coll {
+class Communicator;
+}  // namespace sketchccl::coll
+
 namespace sketchccl::interpose {
+
+// The call to the real twin named by call.kind (and with_config), with the arguments the export
+// received, its result unchanged.
+ncclResult_t forward_call(const RealApi& nccl, const api::CollCall& call);
+// forward_call, counted first as forwarded in `comm`'s statistics (null: SketchCCL has no side of
+// the communicator): the one way out to NCCL for a collective SketchCCL was asked to run.
+ncclResult_t forward_counted(const RealApi& nccl, coll::Communicator* comm,
+                             const api::CollCall& call);
 
 class ForwardingFront : public api::Front {
  public:
@@ -23,9 +35,13 @@ class ForwardingFront : public api::Front {
   ncclResult_t collective(const api::CollCall& call) override;
 
  protected:
-  // The call to the real twin named by call.kind (and with_config), with the arguments the
-  // export received.
-  ncclResult_t forward_call(const api::CollCall& call) const;
+  // The free functions above, on this front's real NCCL.
+  ncclResult_t forward_call(const api::CollCall& call) const {
+    return interpose::forward_call(real_, call);
+  }
+  ncclResult_t forward_counted(coll::Communicator* comm, const api::CollCall& call) const {
+    return interpose::forward_counted(real_, comm, call);
+  }
   // Whether the real NCCL has that twin.
   bool has_real(const api::CollCall& call) const;
   // forward_call, counted as forwarded in the communicator's statistics and logged with

@@ -274,9 +274,7 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
   if (!st.ok()) {
     // Nothing enqueued: NCCL runs this call and this communicator's later device calls.
     mark_device_path_failed(call.comm, st);
-    c.count_forwarded();
-    return forward(real.ncclReduceScatter, "ncclReduceScatter", call.send, call.recv, call.count,
-                   call.type, call.op, call.comm, call.stream);
+    return forward_counted(real, &c, call);
   }
   auto give_back = [&rt, device, scratch, stream = call.stream, rank = c.rank()] {
     backend::RelaxedCaptureScope relaxed;

@@ -1,5 +1,8 @@
 #include "src/interpose/policy.h"
 
+#include "kernels/codec.h"
+#include "src/api/validate.h"
+
 namespace sketchccl::interpose {
 namespace {
 
@@ -28,21 +31,14 @@ PolicyDecision decide(const PolicyInput& in) {
   if (in.one_node) {
     return forward_because(R::kOneNode, "one node: NCCL's intra-node paths beat any codec");
   }
-  // PreMulSum ops (>= ncclNumOps) and every op but sum and average keep NCCL's arithmetic.
-  if (in.op != ncclSum && in.op != ncclAvg) return forward_because(R::kOp, "op is not sum or avg");
-  size_t elem = 0;
-  switch (in.type) {
-    case ncclFloat32:
-      elem = 4;
-      break;
-    case ncclFloat16:
-    case ncclBfloat16:
-      elem = 2;
-      break;
-    default:
-      return forward_because(R::kType, "type is not float32, float16 or bfloat16");
+  // The compressed path's rule (api/validate.h): PreMulSum and every op but sum and average,
+  // and every type but the three floats, keep NCCL's arithmetic.
+  if (!api::compressed_op(in.op)) return forward_because(R::kOp, "op is not sum or avg");
+  kernels::ElemType elem;
+  if (!api::compressed_type(in.type, &elem)) {
+    return forward_because(R::kType, "type is not float32, float16 or bfloat16");
   }
-  if (in.count * elem < in.min_bytes) {
+  if (in.count * kernels::elem_size(elem) < in.min_bytes) {
     return forward_because(R::kSize, "smaller than SKETCHCCL_MIN_BYTES");
   }
   if (in.capturing) {

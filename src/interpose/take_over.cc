@@ -102,11 +102,14 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   auto log = [&](const std::string& outcome) {
     if (logging) api::log_call(call, nranks, outcome.c_str(), real_.ncclCommCount);
   };
+  // Every exit to NCCL from here: logged, counted, forwarded.
+  auto forward_now = [&](const std::string& outcome) {
+    log(outcome);
+    return forward_counted(c.get(), call);
+  };
   if (!d.take_over) {
-    log(forwarded_outcome(d, call.mem));
-    if (c != nullptr) c->count_forwarded();
     if (c != nullptr && d.why == ForwardReason::kNoGain) c->count_forwarded_no_gain();
-    return forward_call(call);
+    return forward_now(forwarded_outcome(d, call.mem));
   }
   Status st = api::validate(call, c->rank(), c->nranks(), &call.elem);
   if (!st.ok()) {
@@ -115,16 +118,16 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   }
   if (!c->device_path_usable(call.mem.type)) {
     // The device staging could not be prepared (WARNed once): NCCL runs the call.
-    log("forwarded: SketchCCL's device path could not be built");
-    c->count_forwarded();
-    return forward_call(call);
+    return forward_now("forwarded: SketchCCL's device path could not be built");
   }
   // An earlier device call's setup failed on this communicator (WARNed once): NCCL runs it.
   if (call.mem.type == backend::MemoryType::kDevice && device_path_failed(call.comm)) {
-    log("forwarded: the device path could not be set up on this communicator");
-    c->count_forwarded();
-    return forward_call(call);
+    return forward_now("forwarded: the device path could not be set up on this communicator");
   }
+  // A deferred call's fallback, where the group's end does not run it (a simulated group).
+  auto forward_deferred = [this, &c, &call] {
+    return [this, c, call] { return forward_counted(c.get(), call); };
+  };
   if (takes_nccl_phases(*c, call)) {
     const size_t tail = nccl_phases_tail(*c, call);
     const bool grouped = api::group::active();
@@ -137,10 +140,7 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
                               if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
                               return Status(static_cast<Code>(r), api::last_error_text());
                             },
-                            [this, c, call] {
-                              c->count_forwarded();
-                              return forward_call(call);
-                            }});
+                            forward_deferred()});
     return ncclSuccess;
   }
   if (api::group::active()) {
@@ -154,16 +154,12 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
            if (run.ok() || started || call.mem.type != backend::MemoryType::kDevice) return run;
            // As below: nothing was enqueued, NCCL runs it.
            mark_device_path_failed(call.comm, run);
-           c->count_forwarded();
-           const ncclResult_t r = forward_call(call);
+           const ncclResult_t r = forward_counted(c.get(), call);
            return r == ncclSuccess || r == ncclInProgress
                       ? Status::Ok()
                       : Status(Code::kInternalError, "the forwarded call failed");
          },
-         [this, c, call] {
-           c->count_forwarded();
-           return forward_call(call);
-         }});
+         forward_deferred()});
     return ncclSuccess;
   }
   log(taken_over_outcome());
@@ -175,8 +171,7 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
     // communicator's later device calls. A call that started runs with the other ranks: its
     // error is reported (the communicator has failed).
     mark_device_path_failed(call.comm, run);
-    c->count_forwarded();
-    return forward_call(call);
+    return forward_counted(c.get(), call);
   }
   return api::report(run, call.api);
 }

@@ -51,9 +51,7 @@ ncclResult_t run_allgather(coll::Communicator& c, api::CollCall call, bool exact
   Status st = coll::check_gather_codec(
       codec, call.has_codec ? "the call's codec option" : "SKETCHCCL_ALLGATHER_CODEC");
   if (!st.ok()) return api::report(st, call.api);
-  if (call.type != ncclFloat32 && call.type != ncclFloat16 && call.type != ncclBfloat16) {
-    return exact_call(call);
-  }
+  if (!api::compressed_type(call.type, &call.elem)) return exact_call(call);
   call.mem = api::classify(call, c.nranks());
   if (call.mem.known && !call.mem.mixed && call.mem.type == backend::MemoryType::kDevice) {
     return exact_call(call);
@@ -95,7 +93,8 @@ ncclResult_t StandaloneFront::collective(const api::CollCall& call_in) {
                            call.api);
       }
       // The other types and ops (every one NCCL accepts) run the exact engine.
-      if (compressed_eligible(call.type, call.op)) return run_compressed(*c, call, exact_asked);
+      if (api::compressed_eligible(call.type, call.op))
+        return run_compressed(*c, call, exact_asked);
       return exact_call(call);
     }
     case api::CollKind::kAllGather: {

@@ -116,11 +116,6 @@ Status check_one_buffer(const void* buf, size_t count, DType t, bool* device) {
   return Status::Ok();
 }
 
-bool compressed_eligible(ncclDataType_t t, ncclRedOp_t op) {
-  return (t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16) &&
-         (op == ncclSum || op == ncclAvg);
-}
-
 namespace {
 
 // The exact engine's kind of a collective (ncclBcast is a Broadcast in place).

@@ -17,8 +17,6 @@ namespace sketchccl::standalone {
 Status exact_type(ncclDataType_t t, DType* out);
 // A built-in op or one this communicator created (PreMulSum, its scalar read now).
 Status exact_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, RedOp* out);
-// Float32, float16 or bfloat16 with sum or avg: the calls the compressed ring runs.
-bool compressed_eligible(ncclDataType_t t, ncclRedOp_t op);
 
 // The buffer of a send or receive: not NULL unless count is 0; *device: in device memory.
 Status check_one_buffer(const void* buf, size_t count, DType t, bool* device);

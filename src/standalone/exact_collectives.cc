@@ -31,6 +31,9 @@ Status alloc(std::vector<uint8_t>* v, size_t bytes) {
   return Status::Ok();
 }
 
+// What an exact collective's transfers are called in errors.
+constexpr const char* kExactWhat = "the exact collective";
+
 // Tag steps of one collective: ring steps first, then the gathers and the broadcast.
 constexpr int kStepDirect = 0;
 
@@ -79,7 +82,7 @@ class Exact {
 
   // One ring step: `out` to the right neighbour and `in` from the left, both waited for.
   Status exchange(int step, const void* out, size_t out_bytes, void* in, size_t in_bytes) {
-    Transfers t(link_);
+    Transfers t(link_, kExactWhat);
     if (in_bytes > 0) SCCL_RETURN_IF_ERROR(t.recv(left(), tag(step), in, in_bytes));
     if (out_bytes > 0) SCCL_RETURN_IF_ERROR(t.send(right(), tag(step), out, out_bytes));
     return t.wait();
@@ -150,13 +153,13 @@ class Exact {
       acc_store(a_.type, a_.op, p_, acc_.data() + chunk_first(n, r_) * asz, mine, out.data());
       if (mine == 0) return Status::Ok();
       SCCL_RETURN_IF_ERROR(connect_peer(link_, a_.root));
-      Transfers t(link_);
+      Transfers t(link_, kExactWhat);
       SCCL_RETURN_IF_ERROR(t.send(a_.root, tag(p_), out.data(), out.size()));
       return t.wait();
     }
     acc_store(a_.type, a_.op, p_, acc_.data() + chunk_first(n, r_) * asz, mine,
               recv_at(chunk_first(n, r_)));
-    Transfers t(link_);
+    Transfers t(link_, kExactWhat);
     for (int q = 0; q < p_; ++q) {
       if (q == r_ || chunk_len(n, q) == 0) continue;
       SCCL_RETURN_IF_ERROR(connect_peer(link_, q));
@@ -173,12 +176,12 @@ class Exact {
     const int pos = mod(r_ - a_.root, p_);
     if (pos == 0 && a_.send != a_.recv) std::memmove(buf, a_.send, bytes);
     if (p_ == 1 || bytes == 0) return Status::Ok();
-    Transfers sends(link_);
+    Transfers sends(link_, kExactWhat);
     const bool forwards = pos < p_ - 1;
     for (size_t off = 0, piece = 0; off < bytes; off += kPieceBytes, ++piece) {
       const size_t len = std::min(kPieceBytes, bytes - off);
       if (pos > 0) {
-        Transfers in(link_);
+        Transfers in(link_, kExactWhat);
         SCCL_RETURN_IF_ERROR(in.recv(left(), tag(kStepDirect) + piece, buf + off, len));
         SCCL_RETURN_IF_ERROR(in.wait());
       }
@@ -198,7 +201,7 @@ class Exact {
   Status gather() {
     const size_t bytes = a_.count * esz_;
     if (bytes == 0) return Status::Ok();
-    Transfers t(link_);
+    Transfers t(link_, kExactWhat);
     if (r_ != a_.root) {
       SCCL_RETURN_IF_ERROR(connect_peer(link_, a_.root));
       SCCL_RETURN_IF_ERROR(t.send(a_.root, tag(kStepDirect), a_.send, bytes));
@@ -217,7 +220,7 @@ class Exact {
   Status scatter() {
     const size_t bytes = a_.count * esz_;
     if (bytes == 0) return Status::Ok();
-    Transfers t(link_);
+    Transfers t(link_, kExactWhat);
     if (r_ != a_.root) {
       SCCL_RETURN_IF_ERROR(connect_peer(link_, a_.root));
       SCCL_RETURN_IF_ERROR(t.recv(a_.root, tag(kStepDirect), a_.recv, bytes));
@@ -246,7 +249,7 @@ class Exact {
       std::memcpy(copy.data(), src, total);
       src = copy.data();
     }
-    Transfers t(link_);
+    Transfers t(link_, kExactWhat);
     for (int q = 0; q < p_; ++q) {
       if (q == r_) continue;
       SCCL_RETURN_IF_ERROR(connect_peer(link_, q));

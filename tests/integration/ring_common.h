@@ -1,4 +1,4 @@
-// Shared by the transport/bootstrap integration driver and worker.
+// Shared by the transport and bootstrap integration driver and worker.
 #pragma once
 
 #include <cstddef>

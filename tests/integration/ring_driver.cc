@@ -1,4 +1,4 @@
-// Drives one transport/bootstrap integration scenario with real processes: makes a unique id
+// Drives one transport and bootstrap integration scenario with real processes: makes a unique id
 // (the root listener runs here), starts N ring_worker processes with the environment of the
 // scenario, bounds their time, kills leftovers and checks every exit status and message.
 //   ring_driver <worker> <nranks> <transport> <ucx_tls|default> <scenario> <timeout_s>

@@ -1,4 +1,4 @@
-// One rank of the transport/bootstrap integration tests: joins the bootstrap of the id given
+// One rank of the transport and bootstrap integration tests: joins the bootstrap of the id given
 // on the command line, creates the transport named by SKETCHCCL_TRANSPORT, connects to its
 // ring neighbours and exchanges verified messages with both.
 //   ring_worker <id-hex> <rank> <nranks> <mode>     mode: ring | die | victim

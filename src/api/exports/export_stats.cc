@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <type_traits>
 
 #include <sketchccl/sketchccl.h>
 #include "src/api/runtime.h"
@@ -13,6 +15,97 @@
 
 namespace sketchccl::api {
 namespace {
+
+// codec_stats.def's `exported` column: where a row goes in the public structs.
+#define SCCL_EXPORT_TOTAL_No(field)
+#define SCCL_EXPORT_TOTAL_Codec(field)
+#define SCCL_EXPORT_TOTAL_CodecTotal(field) out->field += c.field;
+#define SCCL_EXPORT_TOTAL_Accuracy(field)
+#define SCCL_EXPORT_TOTAL_Appended(field)
+#define SCCL_EXPORT_No(field, value)
+#define SCCL_EXPORT_Codec(field, value) e.field = value;
+#define SCCL_EXPORT_CodecTotal(field, value) e.field = value;
+#define SCCL_EXPORT_Accuracy(field, value) a.field = value;
+#define SCCL_EXPORT_Appended(field, value) out->field[i] = value;
+
+// The public header cannot include the table: its structs are checked against it here. Every
+// exported row is a field of the same name and type (else this does not compile), the entry
+// holds nothing else (its size), and sketchcclCodecStats' fields are in the table's order
+// (sketchcclCodecAccuracy's are not: its estimated_calls comes first, the JSON's last).
+using coll::stat_types::F64;
+using coll::stat_types::U64;
+template <typename Public, typename Table>
+constexpr bool same_type() {
+  return std::is_same<Public, Table>::value;
+}
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  SCCL_CHECK_##exported(field, type)
+#define SCCL_CODEC_STAT_DERIVED(name, group, json, format, exported, value) \
+  SCCL_CHECK_##exported(name, F64)
+#define SCCL_CHECK_No(field, type)
+#define SCCL_CHECK_Codec(field, type)                                    \
+  static_assert(same_type<decltype(sketchcclCodecStats::field), type>(), \
+                "sketchccl.h: sketchcclCodecStats." #field               \
+                "'s type differs from codec_stats.def");
+#define SCCL_CHECK_CodecTotal(field, type)                    \
+  SCCL_CHECK_Codec(field, type) static_assert(                \
+      same_type<decltype(sketchcclCommStats::field), type>(), \
+      "sketchccl.h: sketchcclCommStats." #field "'s type differs from codec_stats.def");
+#define SCCL_CHECK_Accuracy(field, type)                                    \
+  static_assert(same_type<decltype(sketchcclCodecAccuracy::field), type>(), \
+                "sketchccl.h: sketchcclCodecAccuracy." #field               \
+                "'s type differs from codec_stats.def");
+#define SCCL_CHECK_Appended(field, type)                                                  \
+  static_assert(                                                                          \
+      same_type<decltype(sketchcclCommStats::field), type[SKETCHCCL_STATS_MAX_CODECS]>(), \
+      "sketchccl.h: sketchcclCommStats." #field " is not one per codec entry");
+#include "src/coll/codec_stats.def"
+
+// Bytes of the exported rows per struct, and the entry's offsets in table order.
+#define SCCL_BYTES_No(type)
+#define SCCL_BYTES_Codec(type) +sizeof(type)
+#define SCCL_BYTES_CodecTotal(type) +sizeof(type)
+#define SCCL_BYTES_Accuracy(type)
+#define SCCL_BYTES_Appended(type)
+constexpr size_t kCodecEntryBytes = sizeof(sketchcclCodecStats::name)
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  SCCL_BYTES_##exported(type)
+#include "src/coll/codec_stats.def"
+    ;
+static_assert(sizeof(sketchcclCodecStats) == kCodecEntryBytes,
+              "sketchccl.h: sketchcclCodecStats has fields codec_stats.def does not export");
+#define SCCL_ACCURACY_BYTES_Accuracy(type) +sizeof(type)
+#define SCCL_ACCURACY_BYTES_No(type)
+#define SCCL_ACCURACY_BYTES_Codec(type)
+#define SCCL_ACCURACY_BYTES_CodecTotal(type)
+#define SCCL_ACCURACY_BYTES_Appended(type)
+constexpr size_t kAccuracyBytes = 0
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  SCCL_ACCURACY_BYTES_##exported(type)
+#define SCCL_CODEC_STAT_DERIVED(name, group, json, format, exported, value) \
+  SCCL_ACCURACY_BYTES_##exported(F64)
+#include "src/coll/codec_stats.def"
+    ;
+static_assert(sizeof(sketchcclCodecAccuracy) == kAccuracyBytes,
+              "sketchccl.h: sketchcclCodecAccuracy has fields codec_stats.def does not export");
+#define SCCL_OFFSET_No(field)
+#define SCCL_OFFSET_Codec(field) offsetof(sketchcclCodecStats, field),
+#define SCCL_OFFSET_CodecTotal(field) offsetof(sketchcclCodecStats, field),
+#define SCCL_OFFSET_Accuracy(field)
+#define SCCL_OFFSET_Appended(field)
+constexpr size_t kCodecEntryOffsets[] = {
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  SCCL_OFFSET_##exported(field)
+#include "src/coll/codec_stats.def"
+};
+constexpr bool increasing(const size_t* v, size_t n) {
+  for (size_t i = 1; i < n; ++i) {
+    if (v[i] <= v[i - 1]) return false;
+  }
+  return true;
+}
+static_assert(increasing(kCodecEntryOffsets, std::size(kCodecEntryOffsets)),
+              "sketchccl.h: sketchcclCodecStats' fields are not in codec_stats.def's order");
 
 void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   const coll::CommStats s = comm.stats();
@@ -46,34 +139,20 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->allgather_seconds = s.allgather.seconds;
   out->allgather_inter_node_bytes_sent = s.allgather.inter_node_bytes_sent;
   for (const auto& [name, c] : s.by_codec) {
-    out->bytes_in += c.bytes_in;
-    out->bytes_sent += c.bytes_sent;
-    out->bytes_received += c.bytes_received;
-    out->seconds += c.seconds;
+    // The communicator's totals (every codec, those past the last entry too).
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  SCCL_EXPORT_TOTAL_##exported(field)
+#include "src/coll/codec_stats.def"
     if (out->num_codecs == SKETCHCCL_STATS_MAX_CODECS) continue;  // totals still count it
-    sketchcclCodecAccuracy& a = out->accuracy[out->num_codecs];
-    sketchcclCodecStats& e = out->codecs[out->num_codecs++];
+    const int i = out->num_codecs++;
+    sketchcclCodecStats& e = out->codecs[i];
+    sketchcclCodecAccuracy& a = out->accuracy[i];
     std::snprintf(e.name, sizeof e.name, "%s", name.c_str());
-    e.calls = c.calls;
-    e.bytes_in = c.bytes_in;
-    e.bytes_sent = c.bytes_sent;
-    e.bytes_received = c.bytes_received;
-    e.seconds = c.seconds;
-    e.s2_nonzeros = c.s2_nonzeros;
-    e.s2_peeled = c.s2_peeled;
-    e.s2_estimated = c.s2_estimated;
-    out->s2_repaired[out->num_codecs - 1] = c.s2_repaired;
-    e.ef_input_sq = c.ef_input_sq;
-    e.ef_residual_sq = c.ef_residual_sq;
-    a.estimated_calls = c.estimated_calls;
-    if (c.estimated_calls > 0) {
-      a.estimated_nmse_mean = c.estimated_nmse_sum / static_cast<double>(c.estimated_calls);
-      a.estimated_maxrel_mean = c.estimated_maxrel_sum / static_cast<double>(c.estimated_calls);
-    }
-    a.estimated_nmse_worst = c.estimated_nmse_worst;
-    a.estimated_maxrel_worst = c.estimated_maxrel_worst;
-    a.sample_bytes_sent = c.sample_bytes_sent;
-    a.guard_steps = c.guard_steps;
+#define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \
+  SCCL_EXPORT_##exported(field, c.field)
+#define SCCL_CODEC_STAT_DERIVED(name, group, json, format, exported, value) \
+  SCCL_EXPORT_##exported(name, value)
+#include "src/coll/codec_stats.def"
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "src/api/validate.h"
+
 namespace sketchccl::interpose {
 namespace {
 
@@ -106,6 +108,33 @@ TEST(Policy, DeviceMemoryIsTakenOverWithACudaBackend) {
   in.mem = backend::MemoryType::kDevice;
   in.cuda_backend = true;
   EXPECT_TRUE(decide(in).take_over);
+}
+
+// The type/op rule is one (api/validate.h): the policy forwards for type or op exactly the calls
+// the validation refuses for them, over every type and op NCCL has (and a PreMulSum op).
+TEST(Policy, TypesAndOpsFollowTheOneRule) {
+  const ncclRedOp_t premulsum = static_cast<ncclRedOp_t>(ncclNumOps);
+  int eligible_pairs = 0;
+  for (int t = 0; t < ncclNumTypes; ++t) {
+    for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, premulsum}) {
+      PolicyInput in = eligible();
+      in.type = static_cast<ncclDataType_t>(t);
+      in.op = op;
+      in.count = 1 << 20;  // at least 1 MiB of any type
+      const PolicyDecision d = decide(in);
+      const bool rule = api::compressed_eligible(in.type, op);
+      EXPECT_EQ(rule, d.why != ForwardReason::kType && d.why != ForwardReason::kOp)
+          << "type " << t << " op " << op << ": " << d.reason;
+      api::CollCall call;
+      call.type = in.type;
+      call.op = op;
+      kernels::ElemType elem;
+      EXPECT_EQ(rule, api::compressed_type_and_op(call, &elem).ok())
+          << "type " << t << " op " << op;
+      eligible_pairs += rule ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(eligible_pairs, 6);  // float32, float16, bfloat16 × sum, avg
 }
 
 }  // namespace
