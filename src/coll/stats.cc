@@ -197,17 +197,13 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
   }
   out += "}";
   if (allgather.calls > 0) {
-    const GatherStats& g = allgather;
-    std::snprintf(
-        buf, sizeof buf,
-        ", \"allgather\": {\"calls\": %llu, \"failed\": %llu, \"bytes_in\": %llu, "
-        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"inter_node_bytes_sent\": %llu, "
-        "\"seconds\": %.6f}",
-        static_cast<unsigned long long>(g.calls), static_cast<unsigned long long>(g.failed),
-        static_cast<unsigned long long>(g.bytes_in), static_cast<unsigned long long>(g.bytes_sent),
-        static_cast<unsigned long long>(g.bytes_received),
-        static_cast<unsigned long long>(g.inter_node_bytes_sent), g.seconds);
-    out += buf;
+    out += ", \"allgather\": {";
+    {
+      ObjectWriter w(&out);
+#define SCCL_GATHER_STAT(field, type, format, json) w.item<Format::format>(json, allgather.field);
+#include "src/coll/gather_stats.def"
+    }
+    out += "}";
   }
   out += "}";
   return out;

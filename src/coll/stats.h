@@ -28,16 +28,11 @@ struct CodecStats {
 // codec_stats.def's `fold` column says; calls only where `count_calls`.
 void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls);
 
-// The compressed AllGathers (allgather.h); the exact ones are not counted here.
+// The compressed AllGathers (allgather.h): the fields of gather_stats.def, all 0 at first; the
+// exact ones are not counted here.
 struct GatherStats {
-  uint64_t calls = 0;
-  uint64_t failed = 0;      // of those, failed
-  uint64_t bytes_in = 0;    // this rank's shards (count * element size): the exact ring sends
-                            // (P - 1) times as much
-  uint64_t bytes_sent = 0;  // bytes this rank put on the wire
-  uint64_t bytes_received = 0;
-  uint64_t inter_node_bytes_sent = 0;  // of bytes_sent, to ranks of other nodes
-  double seconds = 0;
+#define SCCL_GATHER_STAT(field, type, format, json) stat_types::type field{};
+#include "src/coll/gather_stats.def"
 };
 
 struct CommStats {

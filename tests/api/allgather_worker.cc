@@ -90,12 +90,21 @@ void gather(const std::string& name, ncclComm_t comm, ncclDataType_t t, bool in_
   const double wire =
       double(g_nodes > 0 ? after.inter_node - before.inter_node : after.sent - before.sent) /
       exact_ring;
+  // Node-aware: compressed bytes did cross nodes, and inside the node went (L - 1) · N shards.
+  const uint64_t intra = (after.sent - before.sent) - (after.inter_node - before.inter_node);
+  const uint64_t node_exact =
+      g_nodes > 0 ? uint64_t(g_nranks / g_nodes - 1) * g_nodes * kCount * esz : 0;
+  const bool node_aware_ok =
+      g_nodes == 0 || calls == 0 || (after.inter_node > before.inter_node && intra == node_exact);
   const bool ok = r == ncclSuccess && nmse <= max_nmse && after.calls == before.calls + calls &&
-                  wire <= max_wire && (calls == 0 || after.in - before.in == kCount * esz);
+                  wire <= max_wire && (calls == 0 || after.in - before.in == kCount * esz) &&
+                  node_aware_ok;
   char why[256];
-  std::snprintf(why, sizeof why, "FAIL result %d (%s) nmse %.3g wire/exact ring %.3f calls +%llu",
-                r, r == ncclSuccess ? "" : ncclGetLastError(comm), nmse, wire,
-                static_cast<unsigned long long>(after.calls - before.calls));
+  std::snprintf(why, sizeof why,
+                "FAIL result %d (%s) nmse %.3g wire/exact ring %.3f calls +%llu intra-node %llu", r,
+                r == ncclSuccess ? "" : ncclGetLastError(comm), nmse, wire,
+                static_cast<unsigned long long>(after.calls - before.calls),
+                static_cast<unsigned long long>(intra));
   std::printf("INFO %s nmse %.3g wire/exact ring %.3f\n", name.c_str(), nmse, wire);
   report_case(name, recv.data(), recv.size(), ok ? "OK" : why);
 }
@@ -178,12 +187,12 @@ int main(int argc, char** argv) {
   if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
   g_rank = wa.rank;
   g_nranks = wa.nranks;
-  ncclComm_t comm = nullptr;
-  const ncclResult_t init = ncclCommInitRank(&comm, g_nranks, wa.id, g_rank);
   if (wa.scenario == "node-aware") {
-    g_nodes = 2;  // interleaved: rank r on node r % 2
+    g_nodes = 2;  // interleaved: rank r on node r % 2 (read at the communicator's join)
     setenv("NCCL_HOSTID", g_rank % 2 == 0 ? "even" : "odd", 1);
   }
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRank(&comm, g_nranks, wa.id, g_rank);
   if (wa.scenario == "bad-codec") {
     const std::string err = ncclGetLastError(nullptr);
     report_case("bad-codec-refused", nullptr, 0,
