@@ -31,8 +31,8 @@ TEST(AllGather, Q8SameBitsOnEveryRankWithinTheBoundAndBytes) {
   std::vector<std::string> env = kEnv;
   env.push_back("SKETCHCCL_ALLGATHER_CODEC=q8");
   expect_cases(sketchccl::testing::run_scenario(g_worker, "compressed", 4, env, {}, 120),
-               {"f32-q8", "f32-q8-in-place", "bf16-q8", "ext-codec-bf16", "ext-exact", "grouped",
-                "ext-codec-s2-refused"});
+               {"f32-q8", "f32-q8-in-place", "bf16-q8", "f16-q8-in-place", "ext-codec-bf16",
+                "ext-exact", "grouped", "ext-codec-s2-refused"});
 }
 
 TEST(AllGather, Q8NodeAwareOnTwoInterleavedNodes) {

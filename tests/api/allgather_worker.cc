@@ -3,7 +3,7 @@
 //
 //   allgather_worker compressed|node-aware|exact|bad-codec RANK NRANKS ID_HEX
 //
-// compressed (SKETCHCCL_ALLGATHER_CODEC=q8): float32 and bfloat16, out of place and in place,
+// compressed (SKETCHCCL_ALLGATHER_CODEC=q8): float32, bfloat16 and float16, apart and in place,
 // the per-call codec and exact options, two in one group: every case's output hashed (the driver
 // checks that every rank got the same bits), its NMSE against the exact gather and its bytes on
 // the wire (the statistics) against the exact ring's (P - 1) · sendcount · element size.
@@ -121,6 +121,7 @@ void compressed(ncclComm_t comm) {
   gather("f32-q8-in-place", comm, ncclFloat32, true, nullptr, 5e-4, 1, 0.35);
   // bf16 input: q8's error against the bf16 values, half the exact ring's bytes at most.
   gather("bf16-q8", comm, ncclBfloat16, false, nullptr, 5e-4, 1, 0.7);
+  gather("f16-q8-in-place", comm, ncclFloat16, true, nullptr, 5e-4, 1, 0.7);
   ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
   ncclConfigExt_t codec = option(sketchccl::api::kOptionCodec);
   codec.val.s = "bf16";
