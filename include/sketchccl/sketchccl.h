@@ -108,6 +108,19 @@ typedef struct {
    * design, since the proxy and a caller's stream meet only through flags in pinned memory
    * (docs/cuda.md). */
   uint64_t proxy_cuda_calls;
+  /* Appended: the compressed AllGathers (SKETCHCCL_ALLGATHER_CODEC, docs/allgather.md), not in
+   * the totals above: calls (failed ones included), of those failed, this rank's shard bytes
+   * (sendcount * element size: an exact ring sends nranks - 1 times as much), the bytes this rank
+   * put on and took off the wire, of those sent the bytes to ranks of other nodes (on several
+   * nodes of several ranks only the compressed exchange along the rail's), and the proxy's time
+   * in them. Exact AllGathers count nowhere. */
+  uint64_t allgather_calls;
+  uint64_t allgather_failed;
+  uint64_t allgather_bytes_in;
+  uint64_t allgather_bytes_sent;
+  uint64_t allgather_bytes_received;
+  uint64_t allgather_inter_node_bytes_sent;
+  double allgather_seconds;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces and

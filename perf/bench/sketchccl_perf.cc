@@ -1,6 +1,8 @@
 // sketchccl-perf: an AllReduce sweep in the style of nccl-tests' all_reduce_perf (or, with
-// --coll reduce_scatter, a ReduceScatter sweep as reduce_scatter_perf), with the codec's error
-// against the exact sum in place of #wrong and the wire bytes per input byte.
+// --coll reduce_scatter / allgather, a sweep as reduce_scatter_perf / all_gather_perf), with the
+// codec's error against the exact result in place of #wrong and the wire bytes per input byte.
+// Each collective is one row of kCollectives (name, buffer sizes, call, bus factor, reference),
+// as nccl-tests' testColl.
 //
 // It resolves the NCCL API at run time, so the same binary runs
 //   - standalone (SKETCHCCL_NCCL_LIB=none, or no GPU here): libsketchccl.so on host memory;
@@ -63,9 +65,11 @@ const char* kUsage =
     "  -o, --op OP              sum | avg (default sum)\n"
     "  -J, --output_file FILE   also write the results as JSON\n"
     "sketchccl-perf flags:\n"
-    "  --coll C                 allreduce | reduce_scatter (default allreduce); reduce_scatter:\n"
-    "                           sizes are the input's, busbw = algbw (P-1)/P, the error is rank\n"
-    "                           0's chunk's, as nccl-tests' reduce_scatter_perf\n"
+    "  --coll C                 allreduce | reduce_scatter | allgather (default allreduce);\n"
+    "                           reduce_scatter: sizes are the input's, busbw = algbw (P-1)/P, the\n"
+    "                           error is rank 0's chunk's, as nccl-tests' reduce_scatter_perf;\n"
+    "                           allgather: sizes are the output's, busbw = algbw (P-1)/P, --codec\n"
+    "                           sets SKETCHCCL_ALLGATHER_CODEC, as all_gather_perf\n"
     "  --nranks N               start N local ranks (or: the world size with --rank)\n"
     "  --rank R                 this process is rank R (with --nranks and --id or --id-file)\n"
     "  --id HEX | --id-file F   the ncclUniqueId (256 hex digits), or a file rank 0 writes it to\n"
@@ -111,7 +115,7 @@ struct Options {
   std::string lib;
   std::string memory;
   bool wire = true;
-  bool reduce_scatter = false;  // --coll reduce_scatter
+  std::string coll = "allreduce";  // --coll: a row of kCollectives
 };
 
 Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough) {
@@ -184,9 +188,15 @@ Options parse_args(int argc, char** argv, std::vector<std::string>* passthrough)
     } else if (key == "-t" || key == "--nthreads" || key == "-g" || key == "--ngpus") {
       if (v != "1") bad("only 1: one rank per process (use --nranks or mpirun for more)");
     } else if (key == "--coll") {
-      if (v != "allreduce" && v != "all_reduce" && v != "reduce_scatter" && v != "reducescatter")
-        bad("allreduce or reduce_scatter");
-      o.reduce_scatter = v == "reduce_scatter" || v == "reducescatter";
+      if (v == "allreduce" || v == "all_reduce") {
+        o.coll = "allreduce";
+      } else if (v == "reduce_scatter" || v == "reducescatter") {
+        o.coll = "reduce_scatter";
+      } else if (v == "allgather" || v == "all_gather") {
+        o.coll = "allgather";
+      } else {
+        bad("allreduce | reduce_scatter | allgather");
+      }
     } else if (key == "--nranks") {
       if (!parse_int(v, 1, 4096, &o.nranks)) bad("an integer from 1 to 4096");
     } else if (key == "--rank") {
@@ -245,6 +255,7 @@ struct Nccl {
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
   decltype(&ncclAllReduce) AllReduce = nullptr;
   decltype(&ncclReduceScatter) ReduceScatter = nullptr;
+  decltype(&ncclAllGather) AllGather = nullptr;
   decltype(&ncclGetErrorString) GetErrorString = nullptr;
   decltype(&ncclGetLastError) GetLastError = nullptr;
   decltype(&ncclGetVersion) GetVersion = nullptr;
@@ -299,6 +310,7 @@ Nccl load_nccl(const Options& o, bool want_shim) {
   resolve(h, "ncclCommDestroy", &n.CommDestroy);
   resolve(h, "ncclAllReduce", &n.AllReduce);
   resolve(h, "ncclReduceScatter", &n.ReduceScatter);
+  resolve(h, "ncclAllGather", &n.AllGather);
   resolve(h, "ncclGetErrorString", &n.GetErrorString);
   resolve(h, "ncclGetLastError", &n.GetLastError);
   resolve(h, "ncclGetVersion", &n.GetVersion);
@@ -310,6 +322,75 @@ Nccl load_nccl(const Options& o, bool want_shim) {
 
 Nccl g_nccl;
 int g_rank = 0, g_nranks = 1;
+
+// ---------------------------------------------------------------------------------------------
+// The collectives, one row each (nccl-tests' testColl).
+
+// What rank 0's output is checked against: the exact sum of every rank's input, and (for the
+// gathers) every rank's input itself.
+struct Reference {
+  std::vector<double> sum;
+  std::vector<std::vector<float>> inputs;
+};
+
+struct Collective {
+  const char* name;   // --coll, the JSON's "collective"
+  const char* title;  // NCCL's name, in the header line
+  // busbw = algbw * bus_factor * (P-1)/P (nccl-tests': 2 for AllReduce, 1 for the others).
+  double bus_factor;
+  const char* ring_wire;  // an exact ring's wire bytes per input byte, as the footer says
+  bool reduces;           // the reference needs the sum (else the inputs)
+  // A size of `elems` elements (nccl-tests' size / type size): the call's count argument, its
+  // send and receive buffers' elements.
+  void (*counts)(size_t elems, size_t p, size_t* count, size_t* send, size_t* recv);
+  ncclResult_t (*call)(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
+                       ncclComm_t comm, cudaStream_t stream);
+  // Rank 0's exact output element i of a call of `count`.
+  double (*exact)(const Reference& ref, size_t i, size_t count, int p, ncclRedOp_t op);
+};
+
+double reduced(const Reference& ref, size_t i, size_t, int p, ncclRedOp_t op) {
+  return op == ncclAvg ? ref.sum[i] / p : ref.sum[i];
+}
+
+const Collective kCollectives[] = {
+    {"allreduce", "AllReduce", 2.0, "2(P-1)/P", true,
+     [](size_t elems, size_t, size_t* count, size_t* send, size_t* recv) {
+       *count = *send = *recv = elems;
+     },
+     [](const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+        cudaStream_t st) { return g_nccl.AllReduce(s, r, n, t, op, c, st); },
+     reduced},
+    // The input's size, a multiple of P elements; each rank receives count / P (rank 0: the
+    // first chunk of the sum).
+    {"reduce_scatter", "ReduceScatter", 1.0, "(P-1)/P", true,
+     [](size_t elems, size_t p, size_t* count, size_t* send, size_t* recv) {
+       *send = elems / p * p;
+       *count = *recv = elems / p;
+     },
+     [](const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+        cudaStream_t st) { return g_nccl.ReduceScatter(s, r, n, t, op, c, st); },
+     reduced},
+    // The output's size, a multiple of P elements; each rank sends count = size / P, and rank
+    // q's shard lands at q * count.
+    {"allgather", "AllGather", 1.0, "P-1", false,
+     [](size_t elems, size_t p, size_t* count, size_t* send, size_t* recv) {
+       *count = *send = elems / p;
+       *recv = elems / p * p;
+     },
+     [](const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t c,
+        cudaStream_t st) { return g_nccl.AllGather(s, r, n, t, c, st); },
+     [](const Reference& ref, size_t i, size_t count, int, ncclRedOp_t) {
+       return static_cast<double>(ref.inputs[i / count][i % count]);
+     }},
+};
+
+const Collective& collective(const std::string& name) {
+  for (const Collective& c : kCollectives) {
+    if (name == c.name) return c;
+  }
+  input_error("no collective '%s'", name.c_str());
+}
 
 // The id file rank 0 wrote (a temporary file): removed on every exit path -- return, exit(),
 // SIGINT/SIGTERM/SIGHUP -- so that a failed run leaves nothing behind in /tmp.
@@ -453,13 +534,21 @@ std::string codec_ran(const WireCounters& before, const WireCounters& after) {
   return best;
 }
 
-// False when the library has no query (a plain NCCL) or does not know the communicator.
-bool wire_counters(ncclComm_t comm, WireCounters* out) {
+// False when the library has no query (a plain NCCL) or does not know the communicator. An
+// AllGather's counters are its own (SKETCHCCL_ALLGATHER_CODEC's calls), the reductions' per codec.
+bool wire_counters(ncclComm_t comm, const Collective& coll, WireCounters* out) {
   if (g_nccl.CommGetStats == nullptr) return false;
   sketchcclCommStats s;
   std::memset(&s, 0, sizeof s);
   s.size = sizeof s;
   if (g_nccl.CommGetStats(comm, &s) != 0) return false;
+  if (std::strcmp(coll.name, "allgather") == 0) {
+    const char* codec = std::getenv("SKETCHCCL_ALLGATHER_CODEC");
+    out->in = s.allgather_bytes_in;
+    out->sent = s.allgather_bytes_sent;
+    out->calls[codec != nullptr && *codec ? codec : "none"] = s.allgather_calls;
+    return true;
+  }
   out->in = s.bytes_in;
   out->sent = s.bytes_sent;
   for (int i = 0; i < s.num_codecs; ++i) {
@@ -502,7 +591,13 @@ std::string json_num(double v) {
   return b;
 }
 
+// The variable that names the collective's codec.
+const char* codec_variable(const Collective& coll) {
+  return std::strcmp(coll.name, "allgather") == 0 ? "SKETCHCCL_ALLGATHER_CODEC" : "SKETCHCCL_CODEC";
+}
+
 int run_rank(const Options& o, const ncclUniqueId& id) {
+  const Collective& coll = collective(o.coll);
   const size_t tsize = o.type == ncclFloat32 ? 4 : 2;
   DataSpec spec = parse_data(o.data);
   bool device = o.memory == "device" || (o.memory.empty() && !o.standalone);
@@ -534,15 +629,20 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
   std::vector<char> sendhost;
   to_buffer(o.type, mine.data(), max_count, &sendhost);
 
-  // The exact reduction, on rank 0 (every rank's result is the same, bit for bit).
-  std::vector<double> exact;
+  // The exact result's ingredients, on rank 0 (every rank's result is the same, bit for bit):
+  // the sum of the inputs, or the inputs themselves.
+  Reference exact;
   if (o.check && g_rank == 0) {
-    exact.assign(max_count, 0.0);
+    if (coll.reduces) exact.sum.assign(max_count, 0.0);
     std::vector<float> other;
     for (int r = 0; r < g_nranks; ++r) {
       inputs.generate(r, max_count, &other);
+      if (!coll.reduces) {
+        exact.inputs.push_back(other);
+        continue;
+      }
       for (size_t i = 0; i < max_count; ++i)
-        exact[i] += other[i];
+        exact.sum[i] += other[i];
     }
   }
 
@@ -568,22 +668,17 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
   const auto p = static_cast<size_t>(g_nranks);
   for (size_t bytes : sizes) {
     Result res;
-    res.count = bytes / tsize;
-    // ReduceScatter: the input's size, a multiple of P elements; each rank receives count / P.
-    if (o.reduce_scatter) res.count = res.count / p * p;
+    size_t count = 0, send_count = 0, out_count = 0;
+    coll.counts(bytes / tsize, p, &count, &send_count, &out_count);
+    // nccl-tests' size: the input's (reductions) or the output's (AllGather).
+    res.count = std::max(send_count, out_count);
     res.bytes = res.count * tsize;
-    const size_t out_count = o.reduce_scatter ? res.count / p : res.count;
     ncclComm_t comm = world;
     auto call = [&] {
-      if (o.reduce_scatter) {
-        NCCLCHECK(
-            g_nccl.ReduceScatter(sendbuf, recvbuf, out_count, o.type, o.op, comm, mem->stream()));
-      } else {
-        NCCLCHECK(g_nccl.AllReduce(sendbuf, recvbuf, res.count, o.type, o.op, comm, mem->stream()));
-      }
+      NCCLCHECK(coll.call(sendbuf, recvbuf, count, o.type, o.op, comm, mem->stream()));
     };
     WireCounters before;
-    const bool measure_wire = o.wire && wire_counters(comm, &before);
+    const bool measure_wire = o.wire && wire_counters(comm, coll, &before);
     for (long w = 0; w < o.warmup; ++w)
       call();
     mem->sync();
@@ -594,15 +689,15 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     res.time_us = secs / static_cast<double>(o.iters) * 1e6;
     res.algbw = res.time_us > 0 ? static_cast<double>(res.bytes) / (res.time_us * 1e3) : 0;
-    // nccl-tests' bus factors: 2(P-1)/P for AllReduce, (P-1)/P for ReduceScatter.
-    res.busbw = res.algbw * (o.reduce_scatter ? 1.0 : 2.0) * (g_nranks - 1) / g_nranks;
-    // The error of the last timed call's result (ReduceScatter: rank 0's chunk, the first
-    // count / P elements of the sum).
+    // nccl-tests' bus factors: 2(P-1)/P for AllReduce, (P-1)/P for the others.
+    res.busbw = res.algbw * coll.bus_factor * (g_nranks - 1) / g_nranks;
+    // The error of the last timed call's result (rank 0's output: a ReduceScatter's first chunk
+    // of the sum, an AllGather's every shard).
     if (o.check && g_rank == 0) {
       mem->download(out.data(), recvbuf, out_count * tsize);
       double err = 0, ref = 0, maxerr = 0, maxref = 0;
       for (size_t i = 0; i < out_count; ++i) {
-        double e = o.op == ncclAvg ? exact[i] / g_nranks : exact[i];
+        double e = coll.exact(exact, i, count, g_nranks, o.op);
         e = round_to(o.type, static_cast<float>(e));  // what the buffer type can hold
         double y = from_buffer(o.type, out.data(), i);
         double d = std::isfinite(y) ? y - e : INFINITY;
@@ -617,7 +712,7 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
     // Every call of this size has finished (synchronized above), and only this size's calls
     // ran since `before`.
     WireCounters after;
-    if (measure_wire && wire_counters(comm, &after) && after.in > before.in) {
+    if (measure_wire && wire_counters(comm, coll, &after) && after.in > before.in) {
       res.wire =
           static_cast<double>(after.sent - before.sent) / static_cast<double>(after.in - before.in);
       if (after.est_calls > before.est_calls) {
@@ -634,8 +729,9 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
       char wire[32] = "N/A";
       if (res.wire >= 0) std::snprintf(wire, sizeof wire, "%.4f", res.wire);
       std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.1f  %7.3f  %7.3f  %8s  %8s  %8s  %7s  %6s\n",
-                  res.bytes, res.count, o.type_name.c_str(), o.op_name.c_str(), -1, res.time_us,
-                  res.algbw, res.busbw, fmt_err(res.nmse).c_str(), fmt_err(res.maxrel).c_str(),
+                  res.bytes, res.count, o.type_name.c_str(),
+                  coll.reduces ? o.op_name.c_str() : "none", -1, res.time_us, res.algbw, res.busbw,
+                  fmt_err(res.nmse).c_str(), fmt_err(res.maxrel).c_str(),
                   fmt_err(res.est_nmse).c_str(), wire, res.codec.c_str());
       std::fflush(stdout);
     }
@@ -648,25 +744,24 @@ int run_rank(const Options& o, const ncclUniqueId& id) {
 
   if (g_rank == 0) {
     std::printf(
-        "# Errors: nmse = |y-x|^2/|x|^2, maxrel = max|y-x|/max|x| against the exact sum x\n");
+        "# Errors: nmse = |y-x|^2/|x|^2, maxrel = max|y-x|/max|x| against the exact result x\n");
     std::printf(
         "# est_nmse = SketchCCL's own estimate from its sample (mean over the size's calls; N/A "
         "for exact codecs)\n");
-    std::printf("# wire/in = bytes this rank sent / bytes it reduced (fp32 ring: %s)\n",
-                o.reduce_scatter ? "(P-1)/P" : "2(P-1)/P");
+    std::printf("# wire/in = bytes this rank sent / bytes of its input (exact ring: %s)\n",
+                coll.ring_wire);
     std::printf("# codec = the codec that ran most of the size's calls (auto's choice)\n");
     std::printf("# Avg bus bandwidth    : %g \n", results.empty() ? 0.0 : bw_sum / results.size());
     std::printf("#\n");
     if (!o.json.empty()) {
       std::ofstream j(o.json);
-      const char* codec = std::getenv("SKETCHCCL_CODEC");
-      j << "{\"tool\": \"sketchccl-perf\", \"collective\": \""
-        << (o.reduce_scatter ? "reduce_scatter" : "allreduce") << "\", \"nranks\": " << g_nranks
-        << ", \"codec\": \"" << (g_nccl.shim ? (codec ? codec : "auto") : "nccl")
-        << "\", \"type\": \"" << o.type_name << "\", \"op\": \"" << o.op_name << "\", \"data\": \""
-        << o.data << "\", \"seed\": " << o.seed << ", \"iters\": " << o.iters
-        << ", \"warmup\": " << o.warmup << ", \"memory\": \"" << mem->name()
-        << "\", \"results\": [";
+      const char* codec = std::getenv(codec_variable(coll));
+      j << "{\"tool\": \"sketchccl-perf\", \"collective\": \"" << coll.name
+        << "\", \"nranks\": " << g_nranks << ", \"codec\": \""
+        << (g_nccl.shim ? (codec ? codec : "auto") : "nccl") << "\", \"type\": \"" << o.type_name
+        << "\", \"op\": \"" << o.op_name << "\", \"data\": \"" << o.data
+        << "\", \"seed\": " << o.seed << ", \"iters\": " << o.iters << ", \"warmup\": " << o.warmup
+        << ", \"memory\": \"" << mem->name() << "\", \"results\": [";
       for (size_t i = 0; i < results.size(); ++i) {
         const Result& r = results[i];
         char b[512];
@@ -706,7 +801,8 @@ int main(int argc, char** argv) {
   }
   nccl_lib = std::getenv("SKETCHCCL_NCCL_LIB");
   if (nccl_lib != nullptr && std::strcmp(nccl_lib, "none") == 0) o.standalone = true;
-  if (!o.codec.empty()) setenv("SKETCHCCL_CODEC", o.codec.c_str(), 1);
+  const Collective& coll = collective(o.coll);
+  if (!o.codec.empty()) setenv(codec_variable(coll), o.codec.c_str(), 1);
   if (!o.ef.empty()) setenv("SKETCHCCL_ERROR_FEEDBACK", o.ef.c_str(), 1);
   const char* mb = std::getenv("SKETCHCCL_MIN_BYTES");
   if (mb == nullptr || !*mb) setenv("SKETCHCCL_MIN_BYTES", "0", 1);
@@ -728,13 +824,13 @@ int main(int argc, char** argv) {
     ncclUniqueId id;
     NCCLCHECK(g_nccl.GetUniqueId(&id));
     std::string hex = perfutil::to_hex(&id, sizeof id);
-    const char* codec = std::getenv("SKETCHCCL_CODEC");
+    const char* codec = std::getenv(codec_variable(coll));
     int v = 0;
     g_nccl.GetVersion(&v);
     std::printf(
         "# sketchccl-perf: %s, nranks %ld, %s, codec %s, data %s (seed %ld), "
         "SKETCHCCL_MIN_BYTES=%s\n",
-        o.reduce_scatter ? "ReduceScatter" : "AllReduce", o.nranks,
+        coll.title, o.nranks,
         o.standalone  ? "standalone (host memory)"
         : g_nccl.shim ? "SketchCCL in front of NCCL"
                       : "NCCL without SketchCCL",
@@ -814,10 +910,11 @@ int main(int argc, char** argv) {
   }
   if (under_launcher && g_rank == 0) {
     std::printf(
-        "# sketchccl-perf: AllReduce, nranks %d (launcher), codec %s, data %s, memory %s\n",
+        "# sketchccl-perf: %s, nranks %d (launcher), codec %s, data %s, memory %s\n", coll.title,
         g_nranks,
-        g_nccl.shim ? (std::getenv("SKETCHCCL_CODEC") ? std::getenv("SKETCHCCL_CODEC") : "auto")
-                    : "n/a",
+        g_nccl.shim
+            ? (std::getenv(codec_variable(coll)) ? std::getenv(codec_variable(coll)) : "auto")
+            : "n/a",
         o.data.c_str(), o.memory.empty() ? (o.standalone ? "host" : "device") : o.memory.c_str());
   }
   int rc = 3;

@@ -81,6 +81,10 @@ bool reduces(CollKind kind);
 // The calls SketchCCL's compressed ring runs (AllReduce, ReduceScatter).
 bool compressible(CollKind kind);
 
+// Elements of an AllGather's output: nranks · sendcount (saturated as input_count); count for
+// the reductions.
+size_t output_count(const CollCall& call, int nranks);
+
 // Elements of a compressible call's input: count for AllReduce, nranks · recvcount for
 // ReduceScatter (saturated, so that its bytes in any type cannot overflow; the validation
 // refuses such a call). Its output is count elements either way.

@@ -30,7 +30,7 @@ BufferMemory classify_buffers(const void* send, size_t send_bytes, const void* r
 
 BufferMemory classify(const CollCall& call, int nranks) {
   return classify_buffers(call.send, nccl_bytes(call.type, input_count(call, nranks)), call.recv,
-                          nccl_bytes(call.type, call.count));
+                          nccl_bytes(call.type, output_count(call, nranks)));
 }
 
 size_t nccl_bytes(ncclDataType_t type, size_t count) {

@@ -24,7 +24,7 @@ struct BufferMemory {
 // memory must be readable at.
 BufferMemory classify_buffers(const void* send, size_t send_bytes, const void* recv,
                               size_t recv_bytes);
-// The same for a compressible call's input and output (coll_call.h's input_count) on `nranks`.
+// The same for a call's input and output (coll_call.h's input_count, output_count) on `nranks`.
 BufferMemory classify(const CollCall& call, int nranks);
 // The size of `count` elements of `type` (saturated; an unknown type counts one byte each).
 size_t nccl_bytes(ncclDataType_t type, size_t count);

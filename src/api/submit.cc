@@ -53,4 +53,19 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
   return work->wait();
 }
 
+Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec) {
+  coll::GatherArgs args;
+  args.send = call.send;
+  args.recv = call.recv;
+  args.count = call.count;
+  args.type = call.elem;
+  args.codec = codec;
+  auto work = comm.submit_allgather(args);
+  if (group::active()) {
+    group::defer(work, false);
+    return Status::Ok();
+  }
+  return work->wait();
+}
+
 }  // namespace sketchccl::api

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "src/api/coll_call.h"
-#include "src/coll/reduction_engine.h"
 #include "src/coll/comm.h"
+#include "src/coll/reduction_engine.h"
 #include "src/core/status.h"
 
 namespace sketchccl::api {
@@ -25,5 +25,9 @@ coll::ReductionArgs engine_args(const CollCall& call, int nranks, EngineRun run)
 // NCCL it may be forwarded.
 Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run,
               bool* started = nullptr);
+
+// Runs the AllGather `call` (validated, host memory) compressed with `codec` (a linear codec,
+// coll/allgather.h) on `comm`: deferred to ncclGroupEnd inside a group, else waited for.
+Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec);
 
 }  // namespace sketchccl::api

@@ -100,12 +100,48 @@ Status validate_reduce_scatter(const CollCall& call, int rank, int nranks,
   return validate_memory(call.mem);
 }
 
+Status validate_all_gather(const CollCall& call, int rank, int nranks, kernels::ElemType* elem) {
+  if (!compressed_type(call.type, elem)) {
+    return errorf(Code::kInvalidUsage,
+                  "datatype %d is not one SketchCCL's compressed AllGather runs (float32, float16, "
+                  "bfloat16 are)",
+                  static_cast<int>(call.type));
+  }
+  if (call.count == 0) return Status::Ok();
+  if (call.send == nullptr || call.recv == nullptr) {
+    return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");
+  }
+  const size_t esz = kernels::elem_size(*elem);
+  const auto p = static_cast<size_t>(nranks);
+  if (call.count > SIZE_MAX / esz / p) {
+    return errorf(Code::kInvalidArgument, "sendcount %zu times %d ranks overflows", call.count,
+                  nranks);
+  }
+  const auto s = reinterpret_cast<uintptr_t>(call.send);
+  const auto r = reinterpret_cast<uintptr_t>(call.recv);
+  if (s % esz != 0 || r % esz != 0) {
+    return errorf(Code::kInvalidArgument, "buffers must be aligned to %zu bytes", esz);
+  }
+  const size_t send_bytes = call.count * esz;
+  const size_t recv_bytes = send_bytes * p;
+  const uintptr_t in_place = r + static_cast<size_t>(rank) * send_bytes;
+  if (s != in_place && s < r + recv_bytes && r < s + send_bytes) {
+    return errorf(Code::kInvalidArgument,
+                  "sendbuff overlaps recvbuff without being its chunk of rank %d (in place is "
+                  "sendbuff == recvbuff + rank * sendcount)",
+                  rank);
+  }
+  return validate_memory(call.mem);
+}
+
 Status validate(const CollCall& call, int rank, int nranks, kernels::ElemType* elem) {
   switch (call.kind) {
     case CollKind::kAllReduce:
       return validate_all_reduce(call, elem);
     case CollKind::kReduceScatter:
       return validate_reduce_scatter(call, rank, nranks, elem);
+    case CollKind::kAllGather:
+      return validate_all_gather(call, rank, nranks, elem);
     default:
       return errorf(Code::kInternalError, "%s is not a call SketchCCL's compressed ring runs",
                     call.api);

@@ -372,6 +372,38 @@ std::shared_ptr<Work> Communicator::submit_reduce(const ReductionArgs& args) {
   });
 }
 
+Status Communicator::allgather(const CommLink& l, const GatherArgs& args) {
+  if (!gather_backend_) gather_backend_ = backend::make_host_backend();
+  GatherSettings gs;
+  gs.seed = settings_.seed;
+  gs.slice_elems = settings_.slice_elems;
+  if (hierarchical()) {
+    return run_caught("a node-aware AllGather", [&] {
+      return node_aware_allgather(l, topology_, *gather_backend_, args, gs, &gather_stats_);
+    });
+  }
+  int other_nodes = 0;
+  for (int node : topology_.node_of)
+    other_nodes += node != topology_.node ? 1 : 0;
+  return run_caught("a compressed AllGather", [&] {
+    return compressed_allgather(l, *gather_backend_, args, gs, &gather_stats_, other_nodes);
+  });
+}
+
+std::shared_ptr<Work> Communicator::submit_allgather(const GatherArgs& args) {
+  return submit([this, args] {
+    CommLink l = link(kPhaseCompressedGather);
+    ++op_seq_;
+    Status st = allgather(l, args);
+    publish_stats();
+    if (!st.ok()) {
+      SCCL_WARN(kLogColl, "AllGather failed: %s", st.to_string().c_str());
+      fail(st);
+    }
+    return st;
+  });
+}
+
 std::shared_ptr<Work> Communicator::submit_exact(std::function<Status(const PeerLink&)> fn,
                                                  bool collective) {
   return submit([this, fn = std::move(fn), collective] {
@@ -652,6 +684,7 @@ void Communicator::publish_stats() {
   if (hier_) hier_->rail().count_memory();
   std::lock_guard<std::mutex> lock(stats_mu_);
   published_stats_ = engine_.stats();
+  published_stats_.allgather = gather_stats_;
   if (hier_) {
     const CommStats& rail = hier_->rail().stats();
     published_stats_.packet_leased_bytes += rail.packet_leased_bytes;

@@ -14,10 +14,11 @@
 #include <thread>
 
 #include "src/backend/device_staging.h"
-#include "src/coll/reduction_engine.h"
+#include "src/coll/allgather.h"
 #include "src/coll/hierarchy.h"
 #include "src/coll/network_verdict.h"
 #include "src/coll/p2p.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/settings.h"
 #include "src/coll/topology.h"
 #include "src/coll/work.h"
@@ -112,6 +113,10 @@ class Communicator {
   // thread); a failure is kept, WARNed once, and answered on every later ask. In front of a real
   // NCCL the take-over forwards the call when false.
   bool device_path_usable(backend::MemoryType mem);
+  // SKETCHCCL_ALLGATHER_CODEC (kNone: AllGathers run exact), the same on every rank.
+  kernels::CodecId allgather_codec() const { return settings_.allgather_codec; }
+  // Queues a compressed AllGather of host buffers (allgather.h) on the proxy.
+  std::shared_ptr<Work> submit_allgather(const GatherArgs& args);
   // Queues an exact collective or a group's sends and receives (src/standalone/exact_collectives.h)
   // on the proxy. `collective`: every rank runs it, so it takes the next operation number.
   std::shared_ptr<Work> submit_exact(std::function<Status(const PeerLink&)> fn, bool collective);
@@ -175,6 +180,8 @@ class Communicator {
   // On the proxy: a taken-over reduction, by its kind.
   Status reduce(const CommLink& l, const ReductionArgs& args);
   std::shared_ptr<Work> submit_reduce(const ReductionArgs& args);
+  // On the proxy: a compressed AllGather, with the host backend made on its first call.
+  Status allgather(const CommLink& l, const GatherArgs& args);
   // Under device_mu_: the stager, once; the first failure is kept in device_path_error_.
   Status build_device_path_locked();
   // The elements a reduction of `args` writes on this rank.
@@ -202,6 +209,9 @@ class Communicator {
   ReductionEngine engine_;
   // Several nodes of several ranks, SKETCHCCL_HIERARCHY=auto: made by the join.
   std::unique_ptr<HierarchicalReduction> hier_;
+  // Proxy-only: the compressed AllGathers' codec backend (made by the first) and statistics.
+  std::unique_ptr<backend::Backend> gather_backend_;
+  GatherStats gather_stats_;
   uint32_t op_seq_ = 0;  // proxy-only: agreed across ranks because all ranks submit in order
   // Proxy-only: every rank's transport address (exact operations connect to any peer), and the
   // point-to-point messages so far per peer.

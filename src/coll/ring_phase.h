@@ -46,6 +46,12 @@ enum RingPhase : uint8_t {
   // its chunk to every rank (call_sample.h).
   kPhaseAccuracyTally = 20,
   kPhaseLinkProbe = 21,  // the link probe at join (link_probe.h)
+  // The compressed AllGather's packets, each rank's to every other (allgather.h): step field =
+  // the packet's owner, slice field = its slice.
+  kPhaseCompressedGather = 22,
+  // The node-aware AllGather's exact exchange inside a node (allgather.h): step field = the
+  // sender's local index, slice field = node · slices per shard + slice.
+  kPhaseGatherNode = 23,
 };
 
 namespace detail {
@@ -64,7 +70,9 @@ inline constexpr uint8_t kSharedPhases[] = {kPhaseAccuracySample,
                                             kPhaseTwoShotGather,
                                             kPhaseTwoShotScatterRs,
                                             kPhaseAccuracyTally,
-                                            kPhaseLinkProbe};
+                                            kPhaseLinkProbe,
+                                            kPhaseCompressedGather,
+                                            kPhaseGatherNode};
 constexpr bool phases_distinct() {
   uint32_t seen = 0;  // the tag's phase field has 5 bits
   auto take = [&seen](uint8_t p) {

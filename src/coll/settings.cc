@@ -54,6 +54,13 @@ static_assert(names_the_codecs(var_accepted(Var::kDenseCodec), "",
               "config_vars.def: SKETCHCCL_DENSE_CODEC must accept exactly the codecs that "
               "kernels/codecs.def marks dense");
 
+static_assert(names_the_codecs(var_accepted(Var::kAllGatherCodec), "",
+                               [](const kernels::CodecInfo& c) {
+                                 return c.family == kernels::CodecFamily::kLinear;
+                               }),
+              "config_vars.def: SKETCHCCL_ALLGATHER_CODEC must accept exactly the codecs that "
+              "kernels/codecs.def puts in the Linear family");
+
 }  // namespace
 
 Status codec_setting(const VarSpec& spec, const std::string& name, kernels::CodecId* out) {
@@ -106,6 +113,8 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
                                : Settings::Algo::kAuto;
   SCCL_RETURN_IF_ERROR(
       codec_setting(var_spec(Var::kDenseCodec), cfg.get_string(Var::kDenseCodec), &s.dense_codec));
+  SCCL_RETURN_IF_ERROR(codec_setting(var_spec(Var::kAllGatherCodec),
+                                     cfg.get_string(Var::kAllGatherCodec), &s.allgather_codec));
   const std::string& codec = cfg.get_string(Var::kCodec);
   s.auto_codec = codec == "auto";
   s.codec = s.dense_codec;

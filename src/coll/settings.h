@@ -17,6 +17,8 @@ struct Settings {
   bool auto_codec;                 // SKETCHCCL_CODEC=auto
   kernels::CodecId codec{};        // SKETCHCCL_CODEC when not auto (else dense_codec)
   kernels::CodecId dense_codec{};  // SKETCHCCL_DENSE_CODEC
+  // SKETCHCCL_ALLGATHER_CODEC: a linear codec, or kNone (AllGathers exact; allgather.h).
+  kernels::CodecId allgather_codec{};
   double sparse_density;
   SupportSetting sparse_support;  // SKETCHCCL_SPARSE_SUPPORT: `sparse` phase 1's encoding
   size_t slice_elems;             // SKETCHCCL_SLICE_BYTES / 4

@@ -195,7 +195,17 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
     append_codec(&out, name, c);
     first = false;
   }
-  out += "}}";
+  out += "}";
+  if (allgather.calls > 0) {
+    out += ", \"allgather\": {";
+    {
+      ObjectWriter w(&out);
+#define SCCL_GATHER_STAT(field, type, format, json) w.item<Format::format>(json, allgather.field);
+#include "src/coll/gather_stats.def"
+    }
+    out += "}";
+  }
+  out += "}";
   return out;
 }
 

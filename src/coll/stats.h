@@ -28,11 +28,19 @@ struct CodecStats {
 // codec_stats.def's `fold` column says; calls only where `count_calls`.
 void add_codec_stats(const CodecStats& from, CodecStats* to, bool count_calls);
 
+// The compressed AllGathers (allgather.h): the fields of gather_stats.def, all 0 at first; the
+// exact ones are not counted here.
+struct GatherStats {
+#define SCCL_GATHER_STAT(field, type, format, json) stat_types::type field{};
+#include "src/coll/gather_stats.def"
+};
+
 struct CommStats {
   uint64_t calls_taken = 0;
   uint64_t calls_forwarded = 0;
   uint64_t calls_failed = 0;
   std::map<std::string, CodecStats> by_codec;
+  GatherStats allgather;  // compressed AllGathers (not in calls_taken, by_codec)
   // The topology found at join (coll/topology.h): nodes, ranks per node (0: unequal), and
   // whether AllReduces run hierarchically.
   int nodes = 1;

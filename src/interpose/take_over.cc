@@ -26,6 +26,18 @@ std::set<ncclComm_t>& failed_device_paths() {
   return *s;
 }
 
+// The compressed AllGather runs standalone only (docs/allgather.md): said once, where asked.
+void say_allgather_is_forwarded() {
+  static std::once_flag once;
+  if (api::Runtime::get().settings().allgather_codec == kernels::CodecId::kNone) return;
+  std::call_once(once, [] {
+    SCCL_WARN(kLogColl,
+              "SKETCHCCL_ALLGATHER_CODEC=%s has no effect in front of NCCL: AllGathers go to "
+              "NCCL exact (the compressed AllGather runs standalone only, docs/allgather.md)",
+              kernels::codec_name(api::Runtime::get().settings().allgather_codec));
+  });
+}
+
 }  // namespace
 
 bool device_path_failed(ncclComm_t comm) {
@@ -50,6 +62,7 @@ void forget_device_path(ncclComm_t comm) {
 }
 
 ncclResult_t InterposedFront::collective(const api::CollCall& call) {
+  if (call.kind == api::CollKind::kAllGather) say_allgather_is_forwarded();
   if (call.with_config) return config_collective(call);
   if (api::compressible(call.kind)) return take_over(call);
   return ForwardingFront::collective(call);

@@ -2,7 +2,7 @@
 # sketchccl-perf smoke test: 2 local ranks (standalone, loopback), tiny sizes; the nccl-tests
 # columns are there, the exact ring `none` has error 0 and an fp32 ring's wire ratio, a lossy
 # codec shows a small non-zero error, JSON is written, bad flags fail clearly; the same for
-# --coll reduce_scatter. A few seconds.
+# --coll reduce_scatter and --coll allgather. A few seconds.
 set -u
 perf=$1
 fails=0
@@ -78,8 +78,25 @@ timeout 60 "$perf" --nranks 3 --coll reduce_scatter -b 96K -e 96K -n 1 -w 0 --co
   >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "reduce_scatter q8: small non-zero error, its estimate within 2x, fewer wire bytes" \
   awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-2 && $11 > $9 / 2 && $11 < $9 * 2 && $12 < 0.3)) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
-"$perf" --coll allgather >"$tmp/out" 2>"$tmp/err"; rc=$?
+"$perf" --coll broadcast >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad --coll: non-zero exit" test "$rc" -ne 0
+
+# AllGather as all_gather_perf: 3 ranks, the size is the output's (a multiple of 3 elements),
+# no op; unset codec: exact (no compressed bytes counted); q8 (SKETCHCCL_ALLGATHER_CODEC): a
+# small error and about a quarter of the exact ring's P-1 = 2 wire bytes per input byte.
+timeout 60 "$perf" --nranks 3 --coll allgather -b 12K -e 48K -f 4 -n 2 -w 1 -J "$tmp/ag.json" \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+cat "$tmp/out"
+check "allgather exact: exits 0, named in the header" \
+  bash -c "test $rc -eq 0 && grep -q 'sketchccl-perf: AllGather' '$tmp/out'"
+check "allgather exact: 2 rows, counts a multiple of 3, op none, error 0" \
+  awk '/^ +[0-9]/ { n++; if ($2 % 3 != 0 || $4 != "none" || $9 != "0" || $10 != "0") bad = 1 } END { exit bad || n != 2 }' "$tmp/out"
+check "allgather: JSON says the collective" grep -q '"collective": "allgather"' "$tmp/ag.json"
+timeout 60 "$perf" --nranks 3 --coll allgather -b 96K -e 96K -n 1 -w 0 --codec q8 \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+cat "$tmp/out"
+check "allgather q8: small non-zero error, about 1/4 of the exact ring's wire bytes, codec q8" \
+  awk '/^ +[0-9]/ { n++; if (!($9 > 0 && $9 < 1e-3 && $12 > 0.4 && $12 < 0.6 && $13 == "q8")) bad = 1 } END { exit bad || n != 1 }' "$tmp/out"
 
 "$perf" --codec nope >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad --codec: non-zero exit" test "$rc" -ne 0

@@ -107,6 +107,24 @@ constexpr bool increasing(const size_t* v, size_t n) {
 static_assert(increasing(kCodecEntryOffsets, std::size(kCodecEntryOffsets)),
               "sketchccl.h: sketchcclCodecStats' fields are not in codec_stats.def's order");
 
+// gather_stats.def's rows: sketchcclCommStats' allgather_<field>, of the same type, in the table's
+// order and together.
+#define SCCL_GATHER_STAT(field, type, format, json)                                 \
+  static_assert(same_type<decltype(sketchcclCommStats::allgather_##field), type>(), \
+                "sketchccl.h: sketchcclCommStats.allgather_" #field                 \
+                "'s type differs from gather_stats.def");
+#include "src/coll/gather_stats.def"
+constexpr size_t gather_fields_size() {
+  size_t n = 0;
+#define SCCL_GATHER_STAT(field, type, format, json) n += sizeof(type);
+#include "src/coll/gather_stats.def"
+  return n;
+}
+static_assert(offsetof(sketchcclCommStats, allgather_seconds) + sizeof(double) -
+                      offsetof(sketchcclCommStats, allgather_calls) ==
+                  gather_fields_size(),
+              "sketchccl.h: the allgather_ fields are gather_stats.def's, together, seconds last");
+
 void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   const coll::CommStats s = comm.stats();
   out->rank = comm.rank();
@@ -131,6 +149,8 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->process_packet_reuses = s.process_host_packets.reuses + s.process_pinned_packets.reuses;
   out->packet_misses = s.packet_misses;
   out->proxy_cuda_calls = s.proxy_cuda_calls;
+#define SCCL_GATHER_STAT(field, type, format, json) out->allgather_##field = s.allgather.field;
+#include "src/coll/gather_stats.def"
   for (const auto& [name, c] : s.by_codec) {
     // The communicator's totals (every codec, those past the last entry too).
 #define SCCL_CODEC_STAT(field, type, format, fold, group, shows, json, exported) \

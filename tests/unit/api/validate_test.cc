@@ -26,6 +26,12 @@ CollCall reduce_scatter(const void* send, void* recv, size_t recvcount) {
                    ncclFloat32, ncclSum, 0, nullptr, nullptr);
 }
 
+// sendcount elements per rank.
+CollCall all_gather(const void* send, void* recv, size_t sendcount) {
+  return make_call(CollKind::kAllGather, "ncclAllGather", send, recv, sendcount, ncclFloat32,
+                   ncclSum, 0, nullptr, nullptr);
+}
+
 Status check(const CollCall& call, int rank = 0, int nranks = 4) {
   kernels::ElemType et{};
   return validate(call, rank, nranks, &et);
@@ -193,6 +199,39 @@ TEST(ValidateReduceScatter, RefusesWhatNcclForbids) {
   mixed.mem.mixed = true;
   EXPECT_EQ(code(mixed, 0), Code::kInvalidArgument);
   CollCall huge = reduce_scatter(in.data(), out.data(), SIZE_MAX / 8);
+  EXPECT_EQ(code(huge, 0), Code::kInvalidArgument);
+}
+
+TEST(ValidateAllGather, AcceptsFloatsApartAndNcclsInPlaceWithAnyOp) {
+  std::vector<float> in(16), out(4 * 16);
+  kernels::ElemType et{};
+  EXPECT_TRUE(validate(all_gather(in.data(), out.data(), 16), 2, 4, &et).ok());
+  EXPECT_EQ(et, kernels::ElemType::kF32);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(check(all_gather(out.data() + 16 * r, out.data(), 16), r, 4).ok()) << "rank " << r;
+  }
+  CollCall bf = all_gather(in.data(), out.data(), 16);
+  bf.type = ncclBfloat16;
+  bf.op = ncclMax;  // an AllGather has no op: whatever the export passed is not looked at
+  EXPECT_TRUE(validate(bf, 0, 4, &et).ok());
+  EXPECT_EQ(et, kernels::ElemType::kBf16);
+  EXPECT_TRUE(check(all_gather(nullptr, nullptr, 0)).ok());
+  EXPECT_EQ(output_count(all_gather(in.data(), out.data(), 16), 4), 64u);
+  EXPECT_EQ(output_count(all_gather(in.data(), out.data(), SIZE_MAX / 2), 4), SIZE_MAX / 4);
+}
+
+TEST(ValidateAllGather, RefusesWhatNcclForbids) {
+  std::vector<float> in(16), out(4 * 16 + 1);
+  auto code = [&](const CollCall& c, int rank) { return check(c, rank, 4).code(); };
+  // Another rank's place, a place shifted by one element.
+  EXPECT_EQ(code(all_gather(out.data() + 16, out.data(), 16), 2), Code::kInvalidArgument);
+  EXPECT_EQ(code(all_gather(out.data() + 33, out.data(), 16), 2), Code::kInvalidArgument);
+  EXPECT_EQ(code(all_gather(nullptr, out.data(), 16), 0), Code::kInvalidArgument);
+  EXPECT_EQ(code(all_gather(in.data(), nullptr, 16), 0), Code::kInvalidArgument);
+  CollCall ints = all_gather(in.data(), out.data(), 16);
+  ints.type = ncclInt32;
+  EXPECT_EQ(code(ints, 0), Code::kInvalidUsage);
+  CollCall huge = all_gather(in.data(), out.data(), SIZE_MAX / 8);
   EXPECT_EQ(code(huge, 0), Code::kInvalidArgument);
 }
 
