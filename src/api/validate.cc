@@ -70,17 +70,23 @@ Status validate_all_reduce(const CollCall& call, kernels::ElemType* elem) {
   return validate_memory(call.mem);
 }
 
-Status validate_reduce_scatter(const CollCall& call, int rank, int nranks,
-                               kernels::ElemType* elem) {
-  SCCL_RETURN_IF_ERROR(compressed_type_and_op(call, elem));
+namespace {
+
+// A collective between this rank's part (count elements) and a whole of P parts: a
+// ReduceScatter's recvbuff and sendbuff, an AllGather's sendbuff and recvbuff. In place only where
+// the part is the whole's chunk of this rank, as NCCL defines it.
+Status validate_part_and_whole(const CollCall& call, int rank, int nranks, size_t esz,
+                               bool part_is_recv) {
   if (call.count == 0) return Status::Ok();  // a call of no elements checks nothing else
   if (call.send == nullptr || call.recv == nullptr) {
     return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");
   }
-  const size_t esz = kernels::elem_size(*elem);
+  const char* part_name = part_is_recv ? "recvbuff" : "sendbuff";
+  const char* whole_name = part_is_recv ? "sendbuff" : "recvbuff";
+  const char* count_name = part_is_recv ? "recvcount" : "sendcount";
   const auto p = static_cast<size_t>(nranks);
   if (call.count > SIZE_MAX / esz / p) {
-    return errorf(Code::kInvalidArgument, "recvcount %zu times %d ranks overflows", call.count,
+    return errorf(Code::kInvalidArgument, "%s %zu times %d ranks overflows", count_name, call.count,
                   nranks);
   }
   const auto s = reinterpret_cast<uintptr_t>(call.send);
@@ -88,16 +94,26 @@ Status validate_reduce_scatter(const CollCall& call, int rank, int nranks,
   if (s % esz != 0 || r % esz != 0) {
     return errorf(Code::kInvalidArgument, "buffers must be aligned to %zu bytes", esz);
   }
-  const size_t recv_bytes = call.count * esz;
-  const size_t send_bytes = recv_bytes * p;
-  const uintptr_t in_place = s + static_cast<size_t>(rank) * recv_bytes;
-  if (r != in_place && s < r + recv_bytes && r < s + send_bytes) {
+  const uintptr_t part = part_is_recv ? r : s;
+  const uintptr_t whole = part_is_recv ? s : r;
+  const size_t part_bytes = call.count * esz;
+  const size_t whole_bytes = part_bytes * p;
+  const uintptr_t in_place = whole + static_cast<size_t>(rank) * part_bytes;
+  if (part != in_place && whole < part + part_bytes && part < whole + whole_bytes) {
     return errorf(Code::kInvalidArgument,
-                  "recvbuff overlaps sendbuff without being its chunk of rank %d (in place is "
-                  "recvbuff == sendbuff + rank * recvcount)",
-                  rank);
+                  "%s overlaps %s without being its chunk of rank %d (in place is %s == %s + "
+                  "rank * %s)",
+                  part_name, whole_name, rank, part_name, whole_name, count_name);
   }
   return validate_memory(call.mem);
+}
+
+}  // namespace
+
+Status validate_reduce_scatter(const CollCall& call, int rank, int nranks,
+                               kernels::ElemType* elem) {
+  SCCL_RETURN_IF_ERROR(compressed_type_and_op(call, elem));
+  return validate_part_and_whole(call, rank, nranks, kernels::elem_size(*elem), true);
 }
 
 Status validate_all_gather(const CollCall& call, int rank, int nranks, kernels::ElemType* elem) {
@@ -107,31 +123,7 @@ Status validate_all_gather(const CollCall& call, int rank, int nranks, kernels::
                   "bfloat16 are)",
                   static_cast<int>(call.type));
   }
-  if (call.count == 0) return Status::Ok();
-  if (call.send == nullptr || call.recv == nullptr) {
-    return Status(Code::kInvalidArgument, "sendbuff or recvbuff is NULL");
-  }
-  const size_t esz = kernels::elem_size(*elem);
-  const auto p = static_cast<size_t>(nranks);
-  if (call.count > SIZE_MAX / esz / p) {
-    return errorf(Code::kInvalidArgument, "sendcount %zu times %d ranks overflows", call.count,
-                  nranks);
-  }
-  const auto s = reinterpret_cast<uintptr_t>(call.send);
-  const auto r = reinterpret_cast<uintptr_t>(call.recv);
-  if (s % esz != 0 || r % esz != 0) {
-    return errorf(Code::kInvalidArgument, "buffers must be aligned to %zu bytes", esz);
-  }
-  const size_t send_bytes = call.count * esz;
-  const size_t recv_bytes = send_bytes * p;
-  const uintptr_t in_place = r + static_cast<size_t>(rank) * send_bytes;
-  if (s != in_place && s < r + recv_bytes && r < s + send_bytes) {
-    return errorf(Code::kInvalidArgument,
-                  "sendbuff overlaps recvbuff without being its chunk of rank %d (in place is "
-                  "sendbuff == recvbuff + rank * sendcount)",
-                  rank);
-  }
-  return validate_memory(call.mem);
+  return validate_part_and_whole(call, rank, nranks, kernels::elem_size(*elem), false);
 }
 
 Status validate(const CollCall& call, int rank, int nranks, kernels::ElemType* elem) {
