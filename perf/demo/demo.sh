@@ -2,7 +2,7 @@
 # ./run demo: the 4-rank AllReduce sweep (1-64 MiB) per codec on an emulated 1 Gbit/s network
 # (network namespaces + tc tbf, as root; loopback otherwise), next to Open MPI's MPI_Allreduce,
 # then a table, one verdict line per codec, a PNG plot; the same sweep of ReduceScatter (its own
-# table and plot, in OUT/reduce_scatter); the topology section (2 namespaces as 2 nodes of 2
+# table and plot, in OUT/reduce_scatter) and of AllGather (its codecs, OUT/allgather); the topology section (2 namespaces as 2 nodes of 2
 # ranks: hierarchical q8 and q4 next to the flat q8 ring, the exact ring and Open MPI, with the
 # bytes each node's link carried; OUT/topology); the clustered-sparse sweep (embedding-style rows,
 # s2, sparse and auto; OUT/clustered); the convergence summary lines (digits, digits sharded,
@@ -31,13 +31,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 CODECS=none,bf16,q8,q4,casq2,s2,sparse
+GATHER_CODECS=none,bf16,q8,q4
 SWEEP=(-b 1M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 # Embedding-style gradients (perf/bench/perf_inputs.h `clustered`): rows of 64 non-zeros, 1% of
 # the rows per rank, half of them from a pool shared across ranks; 4, 16 and 64 MiB.
 CLUSTER_CODECS=s2,sparse,auto CLUSTER_DATA=clustered:0.01
 CLUSTER_SWEEP=(-b 4M -e "$MAXB" -f 4 -n "$ITERS" -w 1)
 mkdir -p "$OUT"
-rm -rf "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/torch-tta-* "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/topology/*.txt* \
+rm -rf "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.md "$OUT"/torch-tta-* "$OUT"/*.txt.err* "$OUT"/reduce_scatter/*.txt* "$OUT"/allgather/*.txt* "$OUT"/topology/*.txt* \
   "$OUT"/clustered/*.txt* "$OUT"/docs-ready 2>/dev/null || true
 start=$(date +%s)
 
@@ -76,6 +77,14 @@ mkdir -p "$OUT/reduce_scatter"
   >"$OUT/reduce_scatter/raw.log" 2>"$OUT/reduce_scatter/raw.err"
 rc_rs=$?
 [ $rc -eq 0 ] && rc=$rc_rs
+# AllGather (docs/allgather.md), the codecs it takes (SKETCHCCL_ALLGATHER_CODEC, linear ones) beside
+# the exact gather; sizes are the output's.
+mkdir -p "$OUT/allgather"
+"${NETEM[@]}" --build "$BUILD" --codecs "$GATHER_CODECS" --transports ucx --mpi none \
+  --out "$OUT/allgather" -- "${SWEEP[@]}" --coll allgather \
+  >"$OUT/allgather/raw.log" 2>"$OUT/allgather/raw.err"
+rc_ag=$?
+[ $rc -eq 0 ] && rc=$rc_ag
 # Clustered-sparse input (embedding rows: the support whose per-slice counts vary most): every
 # codec of the list on it; the exact ring of the first sweep is the reference (its busbw does not
 # depend on the data).
@@ -122,6 +131,10 @@ echo
 python3 "$PERF/report/demo_report.py" --dir "$OUT/reduce_scatter" --mode "$MODE" --codecs "$CODECS" \
   --collective reduce_scatter --plot "$OUT/reduce_scatter/busbw.png" \
   --markdown "$OUT/reduce_scatter/table.md" --json "$OUT/reduce_scatter.json" || echo "demo: no ReduceScatter results" >&2
+echo
+python3 "$PERF/report/demo_report.py" --dir "$OUT/allgather" --mode "$MODE" --codecs "$GATHER_CODECS" \
+  --collective allgather --plot "$OUT/allgather/busbw.png" \
+  --markdown "$OUT/allgather/table.md" --json "$OUT/allgather.json" || echo "demo: no AllGather results" >&2
 if [ "$MODE" = netem ]; then
   echo
   python3 "$PERF/report/topology_report.py" --dir "$OUT/topology" --series "$TOPO_SERIES" \
@@ -225,7 +238,7 @@ python3 "$PERF/report/results_table.py" --allreduce "$OUT/allreduce.json" \
   --out "$OUT/results.md" || echo "demo: no results table" >&2
 {
   head -1 "$OUT/results.md" 2>/dev/null
-  for part in "AllReduce|table.md" "ReduceScatter|reduce_scatter/table.md" \
+  for part in "AllReduce|table.md" "ReduceScatter|reduce_scatter/table.md" "AllGather|allgather/table.md" \
               "Topology: 2 nodes x 2 ranks|topology/table.md"; do
     if [ -f "$OUT/${part#*|}" ]; then printf '\n#### %s\n\n' "${part%%|*}"; cat "$OUT/${part#*|}"; fi
   done

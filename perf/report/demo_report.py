@@ -120,6 +120,20 @@ def clustered_lines(clustered, base, fp32_wire, cdata, where):
     return out
 
 
+# Each collective of the sweeps, as nccl-tests names them: its bus factor, what the exact fp32 ring
+# sends per input byte at P = 4, what its sizes mean, whether Open MPI's baseline ran beside it.
+COLLECTIVES = {
+    "allreduce": {"name": "AllReduce", "factor": "2(P-1)/P", "fp32_wire": 1.5, "sizes": None,
+                  "mpi": True},
+    "reduce_scatter": {"name": "ReduceScatter", "factor": "(P-1)/P", "fp32_wire": 0.75,
+                       "sizes": "sizes are the input's (P chunks); nmse and maxrel are rank 0's "
+                                "chunk's.", "mpi": False},
+    "allgather": {"name": "AllGather", "factor": "(P-1)/P", "fp32_wire": 3.0,
+                  "sizes": "sizes are the output's (P shards); wire/in per byte of this rank's "
+                           "shard; the exact gather (none) counts no wire bytes.", "mpi": False},
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -129,24 +143,21 @@ def main():
     ap.add_argument("--plot")
     ap.add_argument("--markdown")
     ap.add_argument("--json", help="the per-codec summary for perf/report/results_table.py")
-    ap.add_argument("--collective", default="allreduce", choices=["allreduce", "reduce_scatter"])
+    ap.add_argument("--collective", default="allreduce", choices=sorted(COLLECTIVES))
     ap.add_argument("--clustered", help="the clustered-sparse sweep's DIR (same transport)")
     ap.add_argument("--clustered-codecs", default="s2,sparse,auto")
     ap.add_argument("--clustered-data", default="clustered:0.01")
     a = ap.parse_args()
-    rs = a.collective == "reduce_scatter"
-    # nccl-tests' bus factor, and the name in the text
-    factor = "(P-1)/P" if rs else "2(P-1)/P"
-    coll = "ReduceScatter" if rs else "AllReduce"
-    lead = "ReduceScatter: " if rs else ""  # the AllReduce table reads as before
+    spec = COLLECTIVES[a.collective]
+    factor, coll, fp32_wire = spec["factor"], spec["name"], spec["fp32_wire"]
+    lead = "" if a.collective == "allreduce" else coll + ": "  # the AllReduce table reads as before
     codecs = a.codecs.split(",")
     series = {}
     for c in codecs:
         series[c] = parse(os.path.join(a.dir, f"{a.transport}-{c}.txt"))
-    for algo in () if rs else ("ring", "default"):  # no Open MPI ReduceScatter baseline
+    for algo in ("ring", "default") if spec["mpi"] else ():  # Open MPI's baseline: AllReduce only
         series[f"mpi-{algo}"] = parse(os.path.join(a.dir, f"mpi-{algo}.txt"))
-    fp32_wire = 0.75 if rs else 1.5  # what the exact fp32 ring sends per input byte, P = 4
-    iw = 10 if rs else 9  # the width of its column
+    iw = max(9, len(f"{fp32_wire:g}/wire") + 1)  # the width of its column
     names = [n for n in series if series[n]]
     missing = [n for n in series if not series[n]]
     sizes = sorted({s for n in names for s in series[n]})
@@ -163,8 +174,8 @@ def main():
     else:
         out.append(f"{lead}busbw (GB/s) = algbw * {factor}, P = 4, on LOOPBACK (not a slow "
                    "network).")
-    if rs:
-        out.append("sizes are the input's (P chunks); nmse and maxrel are rank 0's chunk's.")
+    if spec["sizes"]:
+        out.append(spec["sizes"])
     out.append("dense codecs and MPI on gauss data; s2 and sparse on 1%-dense data (per rank).")
     head = f"{'size':>8} |" + "".join(f"{label[n]:>{max(8, len(label[n]) + 1)}}" for n in names)
     out.append(head)
