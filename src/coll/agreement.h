@@ -2,7 +2,8 @@
 // every decision that shapes a call comes from numbers every rank holds alike, and where a rank's
 // own history matters the ranks compare their decisions first (an all-gather of
 // `DecisionMessage`s on the decision phase) or, on two-shot, in the same round as the data
-// (`Speculation`). Every schedule of a reduction (the ring, two-shot, the hierarchy) shares these.
+// (`Speculation`, its messages handled by `DecisionHeader` and `Drops`). Every schedule of a
+// reduction (the ring, two-shot, the hierarchy) shares these.
 #pragma once
 
 #include <cstddef>

@@ -18,6 +18,23 @@ size_t drain_bytes(size_t n) {
   return 4 * n + 4096 + SampleTrailer::max_bytes(n);
 }
 
+// Receives, to drop, what peer q sent speculatively to this rank's chunk of `plan` (each slice's
+// contribution, of any codec): in a speculative call whose decisions differ, or after a round.
+Status post_drops(Drops& drops, Exchange& ex, const RingPlan& plan, uint8_t scatter_phase, int q,
+                  TransferNote note) {
+  const CommLink& link = ex.link();
+  for (int j = 0; j < plan.slices(link.rank); ++j) {
+    size_t off = 0, n = 0;
+    plan.slice(link.rank, j, &off, &n);
+    if (n == 0) continue;
+    note.slice = j;
+    note.phase = scatter_phase;
+    SCCL_RETURN_IF_ERROR(
+        drops.post(ex, q, ring_tag(link.op_seq, scatter_phase, 0, j), drain_bytes(n), note));
+  }
+  return Status::Ok();
+}
+
 // Packet memory from the SliceOps, one block for the whole call.
 class Packets {
  public:
@@ -210,25 +227,14 @@ class TwoShotRun {
         SCCL_RETURN_IF_ERROR(post_contributions(q));
         break;
       case DecisionHeader::Peer::kDrop:
-        SCCL_RETURN_IF_ERROR(post_drains(q));
+        SCCL_RETURN_IF_ERROR(
+            post_drops(drops_, ex_, plan_, scatter_phase_, q, note(Kind::kDrain, -1, 0)));
         break;
       case DecisionHeader::Peer::kNone:
         break;
     }
     // Every rank's decision is this rank's: the owners will send their reduced packets.
     if (header_->all_equal()) SCCL_RETURN_IF_ERROR(post_reduced());
-    return Status::Ok();
-  }
-
-  // Receives of any size up to a packet's bound, dropped: another codec's contributions.
-  Status post_drains(int q) {
-    for (int j = 0; j < s_; ++j) {
-      size_t off = 0, n = 0;
-      plan_.slice(link_.rank, j, &off, &n);
-      if (n == 0) continue;
-      SCCL_RETURN_IF_ERROR(drops_.post(ex_, q, ring_tag(link_.op_seq, scatter_phase_, 0, j),
-                                       drain_bytes(n), note(Kind::kDrain, j, scatter_phase_)));
-    }
     return Status::Ok();
   }
 
@@ -430,18 +436,8 @@ Status two_shot_drain(const CommLink& link, uint8_t scatter_phase, const RingPla
   Drops drops;
   // After `drops`, so first to go: a failure closes the pending receives before their memory.
   Exchange ex(link, "the drop of speculative contributions");
-  for (int q : peers) {
-    for (int j = 0; j < plan.slices(link.rank); ++j) {
-      size_t off = 0, n = 0;
-      plan.slice(link.rank, j, &off, &n);
-      if (n == 0) continue;
-      TransferNote note;
-      note.slice = j;
-      note.phase = scatter_phase;
-      SCCL_RETURN_IF_ERROR(
-          drops.post(ex, q, ring_tag(link.op_seq, scatter_phase, 0, j), drain_bytes(n), note));
-    }
-  }
+  for (int q : peers)
+    SCCL_RETURN_IF_ERROR(post_drops(drops, ex, plan, scatter_phase, q, {}));
   return ex.wait_all();
 }
 
