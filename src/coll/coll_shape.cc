@@ -17,10 +17,16 @@ CommLink on_phase(const CommLink& link, uint8_t phase) {
   return l;
 }
 
-// The peers wait for a decision ahead of two-shot's contributions: a ring cannot serve them.
-Status not_speculative(const ShapeJob& job) {
-  if (job.speculation == nullptr) return Status::Ok();
-  return Status(Code::kInternalError, "two-shot: a speculative call that runs the ring");
+// The ring carries no header or trailer (CollShape::carries): a job that asks for one was not
+// asked of the shape first.
+Status carries_nothing(const ShapeJob& job) {
+  if (job.speculation != nullptr) {
+    return Status(Code::kInternalError, "two-shot: a speculative call that runs the ring");
+  }
+  if (job.sample != nullptr) {
+    return Status(Code::kInternalError, "a ring job that carries the accuracy sample");
+  }
+  return Status::Ok();
 }
 
 // Every rank gets every chunk: the ring of ring_allreduce, its chunks aligned for the codecs'
@@ -34,6 +40,7 @@ class AllReduceShape : public CollShape {
   uint8_t phase(Stage stage) const override { return kAllReducePhases[static_cast<size_t>(stage)]; }
   Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
+    SCCL_RETURN_IF_ERROR(carries_nothing(job));
     // Every rank decodes every chunk, so any cut of a subset serves.
     return ring_allreduce(on_phase(link, phase(job.stage)), job.count, slice_elems, depth, *job.ops,
                           stats);
@@ -63,6 +70,7 @@ class ReduceScatterShape : public CollShape {
   }
   Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
+    SCCL_RETURN_IF_ERROR(carries_nothing(job));
     const bool cut = job.bounds != nullptr && !job.bounds->empty();
     return ring_reduce_scatter(on_phase(link, phase(job.stage)), job.count, slice_elems, depth,
                                *job.ops, stats, cut ? job.bounds : nullptr);
@@ -100,7 +108,6 @@ struct TwoShotAllReduce {
   static constexpr bool kAligned = true;  // ring_allreduce's cut
   static Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems,
                     RingStats* stats) {
-    job.carried = job.sample != nullptr;
     return two_shot_allreduce(link, kScatterPhase, kPhaseTwoShotGather, job.count, slice_elems,
                               *job.ops, stats, job.sample, job.speculation);
   }
@@ -111,11 +118,8 @@ struct TwoShotReduceScatter {
   static Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems,
                     RingStats* stats) {
     const bool cut = job.bounds != nullptr && !job.bounds->empty();
-    // The sample rides with the input's own cut; each owner keeps its chunk's exact sums.
-    SampleCarry* sample = cut ? nullptr : job.sample;
-    job.carried = sample != nullptr;
     return two_shot_reduce_scatter(link, kScatterPhase, job.count, slice_elems, *job.ops, stats,
-                                   cut ? job.bounds : nullptr, job.speculation, sample);
+                                   cut ? job.bounds : nullptr, job.speculation, job.sample);
   }
 };
 
@@ -127,20 +131,39 @@ class TwoShotShape : public RingBase {
   Schedule schedule() const override { return Schedule::kTwoShot; }
   Status run(const CommLink& link, const ShapeJob& job, size_t slice_elems, int depth,
              RingStats* stats) const override {
-    if (job.stage != Stage::kData || !job.ops->sums() || link.nranks == 1) {
-      SCCL_RETURN_IF_ERROR(not_speculative(job));
-      return RingBase::run(link, job, slice_elems, depth, stats);
-    }
+    if (!two_shot(job, link)) return RingBase::run(link, job, slice_elems, depth, stats);
     return Data::run(link, job, slice_elems, stats);
+  }
+  // Two-shot's messages reach every rank: the decision rides ahead of the data over the call's
+  // own cut of all its elements; the sample behind it too, where each chunk is its owner's output
+  // (an AllReduce's, or a ReduceScatter's even cut), for the exact sums or each owner's tally.
+  Carries carries(const ShapeJob& job, size_t call_count, const CommLink& link) const override {
+    Carries can;
+    const bool own_cut = job.bounds == nullptr || job.bounds->empty();
+    can.decision = two_shot(job, link) && job.count == call_count && own_cut;
+    can.sample = can.decision &&
+                 (this->whole_result() || call_count % static_cast<size_t>(link.nranks) == 0);
+    return can;
   }
   Status drain_speculation(const CommLink& link, size_t count, size_t slice_elems,
                            const std::vector<int>& peers) const override {
     return two_shot_drain(on_phase(link, Data::kScatterPhase), Data::kScatterPhase,
                           two_shot_plan(Data::kAligned, count, link.nranks, slice_elems), peers);
   }
+
+ private:
+  // The data stage runs two-shot where the slice operations keep sums and a peer exists; else
+  // the ring.
+  static bool two_shot(const ShapeJob& job, const CommLink& link) {
+    return job.stage == Stage::kData && job.ops->sums() && link.nranks > 1;
+  }
 };
 
 }  // namespace
+
+Carries CollShape::carries(const ShapeJob&, size_t, const CommLink&) const {
+  return Carries{};
+}
 
 Status CollShape::drain_speculation(const CommLink&, size_t, size_t,
                                     const std::vector<int>& peers) const {

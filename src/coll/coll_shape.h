@@ -28,13 +28,19 @@ struct ShapeJob {
   // shape's own cut of `count` elements.
   const std::vector<size_t>* bounds = nullptr;
   SliceOps* ops = nullptr;
-  // Where the schedule can carry the accuracy sample in its messages (two-shot over the input's
-  // elements): set by the engine, and `carried` set by the shape when it did.
+  // The accuracy sample, carried as a trailer of the data's messages (carry.h): set by the engine
+  // only where the shape says it carries it (CollShape::carries); null: the side ring after it.
   SampleCarry* sample = nullptr;
-  mutable bool carried = false;
-  // The call's decision, sent ahead of the data where the schedule runs speculatively (two-shot:
-  // two_shot.h); null: agreed before the call.
+  // The call's decision, sent as a header ahead of the data (agreement.h: DecisionHeader): set
+  // by the engine only where the shape says it carries it; null: agreed before the call.
   Speculation* speculation = nullptr;
+};
+
+// What a job's data messages can carry besides the packets, as the shape answers for it: the
+// call's decision ahead of them (a speculative call) and the accuracy sample behind them.
+struct Carries {
+  bool decision = false;
+  bool sample = false;
 };
 
 // A ring over the set positions of a bitmap of the input (the `sparse` values): how to cut it so
@@ -81,6 +87,10 @@ class CollShape {
   // The plan of a ring over the set positions of `bits` (count bits).
   virtual SubsetPlan subset_plan(const uint64_t* bits, size_t count,
                                  const CommLink& link) const = 0;
+
+  // What `job` (a ring of a call of `call_count` elements) can carry in its data messages: the one
+  // place that says so. The ring carries neither (none of its messages reaches every rank).
+  virtual Carries carries(const ShapeJob& job, size_t call_count, const CommLink& link) const;
 
   // For a rank that agreed on the decision first and found it different: receives and drops
   // what `peers` sent speculatively to this rank on this shape's two-shot schedule of `count`

@@ -83,22 +83,15 @@ DecisionMessage ReductionEngine::decision_of(const BufferState& state, CodecId c
 
 Status ReductionEngine::agree_on_decision(const CommLink& link, const DecisionMessage& mine,
                                           CallKind kind, size_t count, bool* agreed) {
-  std::vector<DecisionMessage> all(static_cast<size_t>(link.nranks));
   CommLink l = link;
   l.phase = kPhaseDecision;
-  // One message round (each rank's inputs straight to every other), not P - 1 ring steps.
-  SCCL_RETURN_IF_ERROR(allgather_direct(l, &mine, sizeof mine, all.data()));
-  *agreed = true;
-  std::vector<int> speculated;
-  for (int q = 0; q < link.nranks; ++q) {
-    const DecisionMessage& d = all[static_cast<size_t>(q)];
-    if (!same_decision(d, all.front())) *agreed = false;
-    if (q != link.rank && d.speculative != 0) speculated.push_back(q);
-  }
+  Agreement a;
+  SCCL_RETURN_IF_ERROR(decision_round(l, mine, &a));
+  *agreed = a.agreed;
   // A rank that decided otherwise ran two-shot speculatively: what it sent here is dropped.
-  if (*agreed || speculated.empty()) return Status::Ok();
+  if (a.agreed || a.speculated.empty()) return Status::Ok();
   return coll_shape(kind, Schedule::kTwoShot)
-      ->drain_speculation(link, count, settings_.slice_elems, speculated);
+      ->drain_speculation(link, count, settings_.slice_elems, a.speculated);
 }
 
 namespace {
@@ -159,8 +152,15 @@ Status ReductionEngine::run(const CommLink& link, const ReductionArgs& args) {
                                settings_.error_feedback ||
                                plan_reads_history(kernels::codec_info(codec)->family, settings_);
   const bool decide = !args.exact && link.nranks > 1 && history_matters;
-  // Two-shot sends the decision right ahead of its contributions and checks it as they arrive
-  // (two_shot.h): no round of its own. The ring agrees on it first.
+  // Where the ranks' decisions differ, the call runs exact from a fresh state on every rank.
+  auto exact_afresh = [&] {
+    start_afresh(ring, link, args);
+    state = &buffers_.get(key);
+    codec = CodecId::kNone;
+    schedule = schedule_of(codec);
+  };
+  // The decision: on two-shot a header ahead of the data, checked as the data arrives
+  // (agreement.h: DecisionHeader), no round of its own; on the ring agreed first.
   Speculation spec;
   spec.phase = kPhaseDecision;
   const bool speculate = decide && schedule == Schedule::kTwoShot;
@@ -168,22 +168,14 @@ Status ReductionEngine::run(const CommLink& link, const ReductionArgs& args) {
   if (decide && !speculate) {
     bool agreed = true;
     SCCL_RETURN_IF_ERROR(agree_on_decision(link, spec.mine, args.kind, args.count, &agreed));
-    if (!agreed) {
-      start_afresh(ring, link, args);
-      state = &buffers_.get(key);
-      codec = CodecId::kNone;
-      schedule = schedule_of(codec);
-    }
+    if (!agreed) exact_afresh();
   }
   if (st.ok()) {
     st = run_schedule(link, args, schedule, codec, *state, *be, speculate ? &spec : nullptr);
   }
+  // Nothing of a speculative call whose decisions differed was kept: it runs again, exact.
   if (st.ok() && spec.disagreed) {
-    // Nothing of the speculative call was kept: it runs again, exact, on every rank.
-    start_afresh(ring, link, args);
-    state = &buffers_.get(key);
-    codec = CodecId::kNone;
-    schedule = schedule_of(codec);
+    exact_afresh();
     st = run_schedule(link, args, schedule, codec, *state, *be, nullptr);
   }
   CodecStats& cs = stats_.by_codec[kernels::codec_name(codec)];
@@ -299,25 +291,15 @@ Status ReductionEngine::run_plan(const CommLink& link, const ReductionArgs& args
     compensated.emplace(*plan->feedback_target(), c.residual, feedback, &cs);
     job.ops = &*compensated;
   }
-  // Where the schedule can carry the sample in its messages (two-shot over the input's elements),
-  // no side ring after it: an AllReduce's exact sums reach every rank with the reduced packets, a
-  // ReduceScatter's owners send their chunk's tally in one round (a ReduceScatter's chunks cut
-  // the count evenly, as its outputs do).
-  const bool even_chunks =
-      shape.whole_result() || args.count % static_cast<size_t>(link.nranks) == 0;
-  if (sample.taken() && shape.schedule() == Schedule::kTwoShot && even_chunks &&
-      job.stage == Stage::kData && job.count == args.count &&
-      (job.bounds == nullptr || job.bounds->empty())) {
-    SCCL_RETURN_IF_ERROR(sample.carry(&job.sample));
+  // What the data's messages carry, as the shape answers: the decision ahead (the peers expect
+  // it there), and the sample behind, so no side ring after it (an AllReduce's exact sums reach
+  // every rank with the reduced packets, a ReduceScatter's owners send their tallies in one round).
+  const Carries can = shape.carries(job, args.count, link);
+  if (spec != nullptr && !can.decision) {
+    return Status(Code::kInternalError, "a speculative call whose plan is not two-shot's data");
   }
-  if (spec != nullptr) {
-    // The peers expect this rank's decision and contributions in two-shot's messages.
-    if (shape.schedule() != Schedule::kTwoShot || job.stage != Stage::kData ||
-        job.count != args.count) {
-      return Status(Code::kInternalError, "a speculative call whose plan is not two-shot's data");
-    }
-    job.speculation = spec;
-  }
+  job.speculation = spec;
+  if (sample.taken() && can.sample) SCCL_RETURN_IF_ERROR(sample.carry(&job.sample));
   RingStats rs;
   const Status st = shape.run(link, job, settings_.slice_elems, settings_.depth, &rs);
   cs.bytes_sent += rs.bytes_sent;
@@ -327,7 +309,7 @@ Status ReductionEngine::run_plan(const CommLink& link, const ReductionArgs& args
   // The ranks' decisions differed: nothing of this call is kept (it runs again, exact).
   if (spec != nullptr && spec->disagreed) return Status::Ok();
   SCCL_RETURN_IF_ERROR(plan->after(c));
-  if (sample.taken()) SCCL_RETURN_IF_ERROR(sample.estimate(c, job.carried));
+  if (sample.taken()) SCCL_RETURN_IF_ERROR(sample.estimate(c, job.sample != nullptr));
   plan->record(c);
   return Status::Ok();
 }

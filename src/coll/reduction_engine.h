@@ -73,7 +73,7 @@ class ReductionEngine {
   // The ranks' decisions differed: the buffer starts afresh (the call runs exact), said once.
   void start_afresh(const CollShape& ring, const CommLink& link, const ReductionArgs& args);
   // One run of the call with `codec` on `schedule`, its bytes in the codec's statistics; `spec`:
-  // speculative (two_shot.h), spec->disagreed when the ranks' decisions differed.
+  // speculative (agreement.h), spec->disagreed when the ranks' decisions differed.
   Status run_schedule(const CommLink& link, const ReductionArgs& args, Schedule schedule,
                       kernels::CodecId codec, BufferState& state, backend::Backend& be,
                       Speculation* spec);

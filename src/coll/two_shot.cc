@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
-#include <memory>
+#include <optional>
 #include <utility>
 
-#include "kernels/sparse.h"
+#include "src/coll/carry.h"
 
 namespace sketchccl::coll {
 namespace {
@@ -16,7 +15,24 @@ constexpr int kMaxSlices = (1 << 19) - 1;  // the tag's slice field
 // A receive for a speculative contribution of another codec than this rank's: any quantizing
 // codec's packet of n elements (at most its fp32 bytes plus headers) and the carried sample.
 size_t drain_bytes(size_t n) {
-  return 8 * n + 4096;
+  return 4 * n + 4096 + SampleTrailer::max_bytes(n);
+}
+
+// Receives, to drop, what peer q sent speculatively to this rank's chunk of `plan` (each slice's
+// contribution, of any codec): in a speculative call whose decisions differ, or after a round.
+Status post_drops(Drops& drops, Exchange& ex, const RingPlan& plan, uint8_t scatter_phase, int q,
+                  TransferNote note) {
+  const CommLink& link = ex.link();
+  for (int j = 0; j < plan.slices(link.rank); ++j) {
+    size_t off = 0, n = 0;
+    plan.slice(link.rank, j, &off, &n);
+    if (n == 0) continue;
+    note.slice = j;
+    note.phase = scatter_phase;
+    SCCL_RETURN_IF_ERROR(
+        drops.post(ex, q, ring_tag(link.op_seq, scatter_phase, 0, j), drain_bytes(n), note));
+  }
+  return Status::Ok();
 }
 
 // Packet memory from the SliceOps, one block for the whole call.
@@ -67,19 +83,20 @@ class TwoShotRun {
         ops_(*call.ops),
         stats_(call.stats),
         carry_(call.carry),
-        spec_(call.spec),
         pk_(*call.ops),
         p_(link.nranks),
         s_(plan_.max_slices()),
-        ex_(link, "the two-shot schedule") {}
+        ex_(link, "the two-shot schedule") {
+    if (call.spec != nullptr) header_.emplace(*call.spec);
+  }
 
   Status run() {
     SCCL_RETURN_IF_ERROR(layout());
     SCCL_RETURN_IF_ERROR(connect_all(link_));
     const int r = link_.rank;
-    if (spec_ != nullptr) {
+    if (header_) {
       // The decision first; each peer's contributions are received once its decision is known.
-      SCCL_RETURN_IF_ERROR(start_decision());
+      SCCL_RETURN_IF_ERROR(header_->start(ex_, note(Kind::kDecision, -1, 0)));
     } else {
       // Every receive first: the others' contributions to this rank's chunk, then (AllReduce)
       // every other chunk's reduced packet.
@@ -112,9 +129,7 @@ class TwoShotRun {
         Status st = ops_.encode(off, n, two_shot_contribution_step(r), pkt, bytes);
         if (!st.ok()) return annotate(st, j, "encode of this rank's contribution");
         if (c == r) continue;
-        if (carry_ != nullptr && samples(c, j) > 0) {
-          std::memcpy(pkt + bytes, carry_->own + sample_first(c, j), 4 * samples(c, j));
-        }
+        if (carry_ != nullptr) trailer_.put(c, j, carry_->own + trailer_.first(c, j), pkt, bytes);
         SCCL_RETURN_IF_ERROR(post_send(Kind::kContribution, c, j, pkt, bytes, msg_of(c, j)));
         SCCL_RETURN_IF_ERROR(ex_.progress());
       }
@@ -139,14 +154,8 @@ class TwoShotRun {
   static Kind kind_of(const TransferNote& n) { return static_cast<Kind>(n.cookie % kKinds); }
   static int chunk_of(const TransferNote& n) { return n.cookie / kKinds; }
 
-  // The sampled positions in slice j of chunk c: how many, and the first's index in the sample.
-  size_t samples(int c, int j) const { return carry_ == nullptr ? 0 : scount_[idx(c, j)]; }
-  size_t sample_first(int c, int j) const { return carry_ == nullptr ? 0 : sfirst_[idx(c, j)]; }
-  // A message: the packet, then (carried sample) the slice's sampled values.
-  size_t msg_of(int c, int j) const {
-    const size_t b = bytes_of(c, j);
-    return b == 0 ? 0 : b + 4 * samples(c, j);
-  }
+  // A message: the packet, then (carried sample) the slice's trailer.
+  size_t msg_of(int c, int j) const { return trailer_.message_bytes(bytes_of(c, j), c, j); }
   size_t bytes_of(int c, int j) const {
     size_t off = 0, n = 0;
     plan_.slice(c, j, &off, &n);
@@ -173,28 +182,7 @@ class TwoShotRun {
                     kRingTagBits, link_.transport->name(), link_.transport->properties().tag_bits);
     }
     const size_t cells = static_cast<size_t>(p_) * static_cast<size_t>(s_);
-    if (carry_ != nullptr) {
-      sfirst_.assign(cells, 0);
-      scount_.assign(cells, 0);
-      // Chunks and their slices follow each other in element order: one pass over the bitmap.
-      size_t seen = 0, next = 0;
-      for (int c = 0; c < p_; ++c) {
-        for (int j = 0; j < s_; ++j) {
-          size_t off = 0, n = 0;
-          plan_.slice(c, j, &off, &n);
-          if (n != 0 && off != next) {
-            return Status(Code::kInternalError, "two-shot: slices out of element order");
-          }
-          next = n == 0 ? next : off + n;
-          sfirst_[idx(c, j)] = seen;
-          scount_[idx(c, j)] = n == 0 ? 0 : kernels::bitmap_count_range(carry_->bits, off, off + n);
-          seen += scount_[idx(c, j)];
-        }
-      }
-      if (seen != carry_->m) {
-        return Status(Code::kInternalError, "two-shot: the carried sample's size does not match");
-      }
-    }
+    if (carry_ != nullptr) SCCL_RETURN_IF_ERROR(trailer_.place(*carry_, plan_, p_));
     own_off_.assign(cells, 0);
     contrib_off_.assign(cells, 0);
     final_off_.assign(cells, 0);
@@ -231,50 +219,22 @@ class TwoShotRun {
     return Status::Ok();
   }
 
-  // Every peer's decision is received and this rank's sent, ahead of its contributions.
-  Status start_decision() {
-    theirs_.assign(static_cast<size_t>(p_), DecisionMessage{});
-    const uint64_t tag = ring_tag(link_.op_seq, spec_->phase, 0, 0);
-    const TransferNote n = note(Kind::kDecision, -1, spec_->phase);
-    for (int q = 0; q < p_; ++q) {
-      if (q == link_.rank) continue;
-      SCCL_RETURN_IF_ERROR(
-          ex_.recv(q, tag, &theirs_[static_cast<size_t>(q)], sizeof(DecisionMessage), n));
-    }
-    for (int q = 0; q < p_; ++q) {
-      if (q != link_.rank)
-        SCCL_RETURN_IF_ERROR(ex_.send(q, tag, &spec_->mine, sizeof(DecisionMessage), n));
-    }
-    decisions_left_ = p_ - 1;
-    return Status::Ok();
-  }
-
   // Peer q's decision arrived: the same as this rank's, its contributions are this call's data;
   // another, the ranks disagree, and what q sent speculatively is received and dropped.
   Status take_decision(int q) {
-    const DecisionMessage& d = theirs_[static_cast<size_t>(q)];
-    if (same_decision(d, spec_->mine)) {
-      SCCL_RETURN_IF_ERROR(post_contributions(q));
-    } else {
-      disagreed_ = true;
-      if (d.speculative != 0) SCCL_RETURN_IF_ERROR(post_drains(q));
+    switch (header_->take(q)) {
+      case DecisionHeader::Peer::kTake:
+        SCCL_RETURN_IF_ERROR(post_contributions(q));
+        break;
+      case DecisionHeader::Peer::kDrop:
+        SCCL_RETURN_IF_ERROR(
+            post_drops(drops_, ex_, plan_, scatter_phase_, q, note(Kind::kDrain, -1, 0)));
+        break;
+      case DecisionHeader::Peer::kNone:
+        break;
     }
     // Every rank's decision is this rank's: the owners will send their reduced packets.
-    if (--decisions_left_ == 0 && !disagreed_) SCCL_RETURN_IF_ERROR(post_reduced());
-    return Status::Ok();
-  }
-
-  // Receives of any size up to a packet's bound, dropped: another codec's contributions.
-  Status post_drains(int q) {
-    for (int j = 0; j < s_; ++j) {
-      size_t off = 0, n = 0;
-      plan_.slice(link_.rank, j, &off, &n);
-      if (n == 0) continue;
-      drains_.emplace_back(new uint8_t[drain_bytes(n)]);
-      SCCL_RETURN_IF_ERROR(ex_.recv(q, ring_tag(link_.op_seq, scatter_phase_, 0, j),
-                                    drains_.back().get(), drain_bytes(n),
-                                    note(Kind::kDrain, j, scatter_phase_), /*exact=*/false));
-    }
+    if (header_->all_equal()) SCCL_RETURN_IF_ERROR(post_reduced());
     return Status::Ok();
   }
 
@@ -338,7 +298,7 @@ class TwoShotRun {
   // the carry and (an AllReduce's) after the reduced packet at `out`.
   void sum_sample(int j, uint8_t* out) {
     const int r = link_.rank;
-    const size_t k = samples(r, j), first = sample_first(r, j);
+    const size_t k = trailer_.count(r, j), first = trailer_.first(r, j);
     if (k == 0) return;
     float* exact = carry_->exact + first;
     std::fill(exact, exact + k, 0.0f);
@@ -346,13 +306,13 @@ class TwoShotRun {
     for (int q = 0; q < p_; ++q) {
       const float* in = carry_->own + first;
       if (q != r) {
-        std::memcpy(v.data(), contrib_at(q, j) + bytes_of(r, j), 4 * k);
+        trailer_.get(r, j, contrib_at(q, j), bytes_of(r, j), v.data());
         in = v.data();
       }
       for (size_t i = 0; i < k; ++i)
         exact[i] += in[i];
     }
-    if (out != nullptr) std::memcpy(out, exact, 4 * k);
+    if (out != nullptr) trailer_.put(r, j, exact, out, 0);
   }
 
   Status decode(int c, int j) {
@@ -388,9 +348,8 @@ class TwoShotRun {
       if (kind == Kind::kContribution) {
         missing_[static_cast<size_t>(j)]--;
       } else if (kind == Kind::kReduced) {
-        if (samples(c, j) > 0) {
-          std::memcpy(carry_->exact + sample_first(c, j), final_at(c, j) + bytes_of(c, j),
-                      4 * samples(c, j));
+        if (carry_ != nullptr) {
+          trailer_.get(c, j, final_at(c, j), bytes_of(c, j), carry_->exact + trailer_.first(c, j));
         }
         SCCL_RETURN_IF_ERROR(decode(c, j));
       }
@@ -404,10 +363,10 @@ class TwoShotRun {
     for (;;) {
       bool moved = false;
       SCCL_RETURN_IF_ERROR(advance(s_, &moved));
-      if (ex_.pending() == 0 && disagreed_) {
+      if (ex_.pending() == 0 && header_ && header_->disagreed()) {
         // Every decision is in and every speculative message received: nothing was reduced (a
         // slice needs every rank's contribution, each received only under an equal decision).
-        spec_->disagreed = true;
+        header_->settle();
         return Status::Ok();
       }
       if (ex_.pending() == 0) {
@@ -438,12 +397,9 @@ class TwoShotRun {
   SliceOps& ops_;
   RingStats* stats_;
   SampleCarry* carry_;
-  Speculation* spec_;
-  std::vector<DecisionMessage> theirs_;  // every rank's decision (speculation)
-  int decisions_left_ = 0;
-  bool disagreed_ = false;
-  std::vector<std::unique_ptr<uint8_t[]>> drains_;  // receives of messages to drop
-  std::vector<size_t> sfirst_, scount_;  // per (chunk, slice): the carried sample's range
+  std::optional<DecisionHeader> header_;  // the decision ahead of the data (speculative calls)
+  Drops drops_;            // receives of another decision's speculative contributions
+  SampleTrailer trailer_;  // the carried sample's place in the messages
   Packets pk_;
   int p_, s_;
   std::vector<size_t> own_off_, contrib_off_, final_off_;
@@ -477,22 +433,11 @@ Status two_shot_drain(const CommLink& link, uint8_t scatter_phase, const RingPla
                       const std::vector<int>& peers) {
   SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
   if (peers.empty()) return Status::Ok();
-  std::vector<std::unique_ptr<uint8_t[]>> bufs;
-  // After `bufs`, so first to go: a failure closes the pending receives before their memory.
+  Drops drops;
+  // After `drops`, so first to go: a failure closes the pending receives before their memory.
   Exchange ex(link, "the drop of speculative contributions");
-  for (int q : peers) {
-    for (int j = 0; j < plan.slices(link.rank); ++j) {
-      size_t off = 0, n = 0;
-      plan.slice(link.rank, j, &off, &n);
-      if (n == 0) continue;
-      bufs.emplace_back(new uint8_t[drain_bytes(n)]);
-      TransferNote note;
-      note.slice = j;
-      note.phase = scatter_phase;
-      SCCL_RETURN_IF_ERROR(ex.recv(q, ring_tag(link.op_seq, scatter_phase, 0, j), bufs.back().get(),
-                                   drain_bytes(n), note, /*exact=*/false));
-    }
-  }
+  for (int q : peers)
+    SCCL_RETURN_IF_ERROR(post_drops(drops, ex, plan, scatter_phase, q, {}));
   return ex.wait_all();
 }
 

@@ -10,9 +10,11 @@
 //      after 1 and writes the sum, never quantized again.
 // The same bytes on the wire as the ring; P - 1 messages per rank per phase, posted together.
 // A shape over the one transfer layer (exchange.h): this file says what goes where (the packets'
-// layout, the contributions, the decisions of a speculative call, the sums, the carried sample);
-// the Exchange owns the requests, their sizes, the waiting, the errors and the close on failure.
-// The agreement it may carry (`Speculation`) is agreement.h's.
+// layout, the contributions, the sums); the Exchange owns the requests, their sizes, the waiting,
+// the errors and the close on failure. What its messages carry besides the packets is the
+// layer's too: the decision of a speculative call as a header ahead of them (DecisionHeader,
+// Drops: agreement.h) and the accuracy sample as a trailer behind them (SampleTrailer: carry.h).
+// Whether a call carries either, the shape says (CollShape::carries).
 #pragma once
 
 #include <cstddef>
