@@ -29,10 +29,11 @@ struct UcxRequest {
   int peer = 0;
   size_t cap = 0;
   double posted = 0;
-  void* ucx = nullptr;    // the UCX request while in flight
-  bool ucx_done = false;  // UCX finished with it (buffers free)
-  bool done = false;      // as seen by test()
-  bool released = false;  // test() returned it; only UCX still refers to it
+  double* peer_activity = nullptr;  // its peer's Peer::last_activity, stamped on completion
+  void* ucx = nullptr;              // the UCX request while in flight
+  bool ucx_done = false;            // UCX finished with it (buffers free)
+  bool done = false;                // as seen by test()
+  bool released = false;            // test() returned it; only UCX still refers to it
   Status status;
   size_t bytes = 0;
 };
@@ -68,6 +69,7 @@ class UcxTransport final : public Transport {
     ucp_ep_h ep = nullptr;
     bool failed = false;
     bool error_reported = false;  // by UCX's error callback, ep must be force-closed
+    double last_activity = 0;     // when a transfer to or from this peer last completed
     std::string fail_message;
   };
 
@@ -144,9 +146,15 @@ void ep_error_cb(void* arg, ucp_ep_h, ucs_status_t status) {
   c->t->on_peer_error(c->peer, status);
 }
 
+// A transfer that completed proves its peer was reachable then: the timeout counts from here.
+void note_activity(UcxRequest* r) {
+  if (r->peer_activity != nullptr) *r->peer_activity = net::now_s();
+}
+
 void send_cb(void*, ucs_status_t status, void* user) {
   auto* r = static_cast<UcxRequest*>(user);
   r->ucx_done = true;
+  if (status == UCS_OK) note_activity(r);
   if (!r->done) {
     r->done = true;
     if (status != UCS_OK) {
@@ -159,6 +167,7 @@ void send_cb(void*, ucs_status_t status, void* user) {
 void recv_cb(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
   auto* r = static_cast<UcxRequest*>(user);
   r->ucx_done = true;
+  if (status == UCS_OK) note_activity(r);
   if (r->done) return;
   r->done = true;
   if (status == UCS_OK) {
@@ -326,6 +335,7 @@ Status UcxTransport::isend(int peer, uint64_t tag, const void* buf, size_t bytes
   r->send = true;
   r->peer = peer;
   r->posted = net::now_s();
+  r->peer_activity = &peers_[peer].last_activity;
   UcxRequest* raw = r.get();
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -339,6 +349,7 @@ Status UcxTransport::isend(int peer, uint64_t tag, const void* buf, size_t bytes
   }
   if (sp == nullptr) {
     raw->done = raw->ucx_done = true;
+    note_activity(raw);
   } else {
     raw->ucx = sp;
   }
@@ -362,6 +373,7 @@ Status UcxTransport::irecv(int peer, uint64_t tag, void* buf, size_t bytes, Requ
   r->peer = peer;
   r->cap = bytes;
   r->posted = net::now_s();
+  r->peer_activity = &peers_[peer].last_activity;
   UcxRequest* raw = r.get();
   ucp_request_param_t p{};
   // Always a request and a callback (UCX 1.13 leaves recv_info's length at 0 on immediate
@@ -469,16 +481,24 @@ Status UcxTransport::progress() {
   return Status::Ok();
 }
 
+// A request times out when nothing to or from its peer has completed for the timeout, as in the
+// socket transport: not by its own age, since a receive posted early (two-shot posts a call's
+// receives at its start) can wait out a link outage plus TCP's retransmission back-off while
+// its peer's other transfers move.
 void UcxTransport::check_timeouts() {
   double now = net::now_s();
   if (now < next_timeout_check_) return;
   next_timeout_check_ = now + 0.05;
   for (auto& kv : reqs_) {
     UcxRequest& r = *kv.second;
-    if (r.done || now - r.posted <= opts_.timeout_s) continue;
+    if (r.done) continue;
+    const double last = peers_[r.peer].last_activity;
+    const double since = r.posted > last ? r.posted : last;
+    if (now - since <= opts_.timeout_s) continue;
     char buf[160];
     std::snprintf(buf, sizeof buf,
-                  "timeout: no %s rank %d completed within %.1f s (SKETCHCCL_TIMEOUT)",
+                  "timeout: no %s rank %d completed within %.1f s, nothing to or from it "
+                  "either (SKETCHCCL_TIMEOUT)",
                   r.send ? "send to" : "receive from", r.peer, opts_.timeout_s);
     fail_peer(r.peer, buf);
   }

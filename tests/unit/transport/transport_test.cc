@@ -276,6 +276,37 @@ TEST_P(TransportTest, SilentPeerTimesOut) {
   EXPECT_NE(st.message().find("timeout"), std::string::npos) << st.message();
 }
 
+// The timeout counts from the peer's last transfer, not from the request's posting: a receive
+// posted early (two-shot posts a call's receives at its start) waits out more than the timeout
+// while other messages from the same peer keep arriving, and must not fail.
+TEST_P(TransportTest, EarlyReceiveOutlivesTheTimeoutWhileItsPeerTalks) {
+  make(2, 0.5);
+  uint64_t late = 0;
+  RequestId early;
+  ASSERT_TRUE(t_[1]->irecv(0, 1, &late, 8, &early).ok());
+  size_t n = 0;
+  for (uint64_t k = 0; k < 12; ++k) {  // 12 x 0.1 s: more than twice the timeout
+    usleep(100000);
+    uint64_t out = k, in = 0;
+    RequestId s, r;
+    ASSERT_TRUE(t_[0]->isend(1, 2, &out, 8, &s).ok());
+    ASSERT_TRUE(t_[1]->irecv(0, 2, &in, 8, &r).ok());
+    Status got = wait(1, r, &n, 5);
+    ASSERT_TRUE(got.ok()) << "message " << k << ": " << got.to_string();
+    EXPECT_EQ(in, k);
+    ASSERT_TRUE(wait(0, s, &n, 5).ok());
+  }
+  bool done = false;
+  Status early_st = t_[1]->test(early, &done, &n);
+  ASSERT_FALSE(done) << early_st.to_string();
+  uint64_t value = 77;
+  RequestId s;
+  ASSERT_TRUE(t_[0]->isend(1, 1, &value, 8, &s).ok());
+  Status st = wait(1, early, &n, 5);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(late, 77u);
+}
+
 TEST_P(TransportTest, BadArguments) {
   make(2);
   RequestId id;
