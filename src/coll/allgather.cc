@@ -296,6 +296,30 @@ Status node_exchange(const CommLink& node, const GatherArgs& args, const std::ve
   return st;
 }
 
+// The rail's view of a link: this rank's rail (one rank per node), rank = node.
+class RailLink {
+ public:
+  RailLink(const CommLink& link, const Topology& topo) : sub_(link.transport, topo.rail_ranks) {
+    for (int r : topo.rail_ranks) {
+      if (link.addresses != nullptr)
+        addresses_.push_back((*link.addresses)[static_cast<size_t>(r)]);
+    }
+    link_ = link;
+    link_.transport = &sub_;
+    link_.rank = topo.node;
+    link_.nranks = topo.nodes;
+    link_.addresses = link.addresses != nullptr ? &addresses_ : nullptr;
+  }
+  RailLink(const RailLink&) = delete;
+  RailLink& operator=(const RailLink&) = delete;
+  const CommLink& link() const { return link_; }
+
+ private:
+  SubTransport sub_;
+  std::vector<transport::Blob> addresses_;
+  CommLink link_;
+};
+
 // One call's statistics, however it ends.
 void count(const GatherArgs& args, const Status& st, const Moved& all, uint64_t inter_node_sent,
            std::chrono::steady_clock::time_point start, GatherStats* stats) {
@@ -348,24 +372,15 @@ Status node_aware_allgather(const CommLink& link, const Topology& topo, backend:
     std::vector<int> place(static_cast<size_t>(N));
     for (int n = 0; n < N; ++n)
       place[static_cast<size_t>(n)] = rank_at[static_cast<size_t>(n * L + topo.local)];
-    SubTransport rail(link.transport, topo.rail_ranks);
-    std::vector<transport::Blob> rail_addresses, node_addresses;
-    for (int r : topo.rail_ranks) {
-      if (link.addresses != nullptr)
-        rail_addresses.push_back((*link.addresses)[static_cast<size_t>(r)]);
-    }
+    std::vector<transport::Blob> node_addresses;
     for (int r : topo.node_ranks) {
       if (link.addresses != nullptr)
         node_addresses.push_back((*link.addresses)[static_cast<size_t>(r)]);
     }
-    CommLink rl = link;
-    rl.transport = &rail;
-    rl.rank = topo.node;
-    rl.nranks = N;
-    rl.addresses = link.addresses != nullptr ? &rail_addresses : nullptr;
+    RailLink rail(link, topo);
     GatherArgs ra = args;
     ra.place = &place;
-    st = run_gather(rl, be, ra, settings, &rail_moved);
+    st = run_gather(rail.link(), be, ra, settings, &rail_moved);
     // 2: the node's exact exchange of the rail's decoded shards.
     if (st.ok()) {
       SubTransport node(link.transport, topo.node_ranks);
@@ -382,6 +397,24 @@ Status node_aware_allgather(const CommLink& link, const Topology& topo, backend:
   all.sent = rail_moved.sent + node_moved.sent;
   all.received = rail_moved.received + node_moved.received;
   count(args, st, all, rail_moved.sent, start, stats);
+  return st;
+}
+
+Status rail_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
+                      const GatherArgs& args, const GatherSettings& settings, GatherStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  Status st = check_gather_codec(args.codec, "the compressed AllGather");
+  if (st.ok() && !topo.hierarchical()) {
+    st = Status(Code::kInternalError, "a rail AllGather on a flat topology");
+  }
+  Moved moved;
+  if (st.ok() && args.count > 0) {
+    RailLink rail(link, topo);
+    GatherArgs ra = args;
+    ra.place = nullptr;  // node n's shard at n
+    st = run_gather(rail.link(), be, ra, settings, &moved);
+  }
+  count(args, st, moved, moved.sent, start, stats);  // every byte crosses nodes
   return st;
 }
 

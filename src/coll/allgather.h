@@ -70,4 +70,11 @@ Status node_aware_allgather(const CommLink& link, const Topology& topo, backend:
                             const GatherArgs& args, const GatherSettings& settings,
                             GatherStats* stats);
 
+// The rail's compressed gather alone, in front of NCCL (whose AllGather on the node's communicator
+// runs the node's part): among this rank's rail (one rank per node), recv gets the shard of the
+// rail's rank on node n at n * count (N shards, the same bits on every rank of the rail); every
+// byte it sends crosses nodes.
+Status rail_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
+                      const GatherArgs& args, const GatherSettings& settings, GatherStats* stats);
+
 }  // namespace sketchccl::coll
