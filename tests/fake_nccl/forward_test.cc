@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -152,6 +154,36 @@ TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
                  {"NCCL_COMM_BLOCKING=0"});
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_EQ(r.checks, 4 * 14) << r.text;
+}
+
+// The GATHERHASH lines of every rank: one value (the same bits on every rank), `ranks` of them.
+void expect_same_gather_bits(const Result& r, int ranks) {
+  std::set<std::string> hashes;
+  int lines = 0;
+  for (size_t pos = 0; (pos = r.text.find("GATHERHASH ", pos)) != std::string::npos; ++lines) {
+    const size_t eol = r.text.find('\n', pos);
+    hashes.insert(r.text.substr(pos + 11, eol - pos - 11));
+    pos = eol;
+  }
+  EXPECT_EQ(lines, ranks) << r.text;
+  EXPECT_EQ(hashes.size(), 1u) << r.text;
+}
+
+// SKETCHCCL_ALLGATHER_CODEC unset: a float AllGather of host buffers goes to NCCL unchanged.
+TEST(Forwarding, AnAllGatherWithoutItsCodecArrivesUnchanged) {
+  Result r = run("gather", 3, [](int) { return "q8"; });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 3 * 5) << r.text;
+}
+
+// Set, 2 nodes of 2 ranks: taken over (SketchCCL's node-aware gather of host buffers), the same
+// bits on every rank, counted; an int32 AllGather still arrives.
+TEST(Forwarding, AnAllGatherWithItsCodecIsTakenOverWithTheSameBitsEverywhere) {
+  Result r = run("gather", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
+                 {"SKETCHCCL_ALLGATHER_CODEC=q8"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 5) << r.text;
+  expect_same_gather_bits(r, 4);
 }
 
 }  // namespace
