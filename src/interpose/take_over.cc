@@ -1,6 +1,7 @@
-// AllReduce and ReduceScatter in front of a real NCCL, one path for both: the policy decides,
-// per call, whether SketchCCL takes it over (hierarchically on several nodes of several ranks,
-// at ncclGroupEnd inside a group) or forwards it to the real NCCL unchanged.
+// AllReduce, ReduceScatter and (with SKETCHCCL_ALLGATHER_CODEC) AllGather in front of a real
+// NCCL, one path for all: the policy decides, per call, whether SketchCCL takes it over
+// (hierarchically on several nodes of several ranks, at ncclGroupEnd inside a group) or forwards
+// it to the real NCCL unchanged.
 #include <mutex>
 #include <set>
 
