@@ -7,7 +7,8 @@
 // queues, or fails to ($MODEL_FAIL: prepare, staging, copy; alloc for the ReduceScatter's
 // scratch). The real NCCL is the fake, opened through SKETCHCCL_NCCL_LIB; SKETCHCCL_NCCL_LIB=none
 // runs standalone. Usage: device_client RANK NRANKS IDFILE MODE (MODE: group, nonblocking, fail,
-// hierrs, hierrsflat, hierrsfail, gather, gatherunset, hiergather, hiergatherflat, suspend: in
+// hierrs, hierrsflat, hierrsfail, gather, gatherunset, hiergather, hiergatherflat,
+// hiergatherfail, suspend: in
 // front of a personality of NCCL 2.29.7 or newer;
 // shared: standalone).
 #include <nccl.h>
@@ -506,10 +507,12 @@ int run_hier_rs(int rank, int nranks, const ncclUniqueId& id, const std::string&
 // into output block n; the fake's AllGather copies at once (before the stream wrote the scratch),
 // so the rail's decoded shards are checked in the scratch as its stream gave it back, and their
 // hash compared across the rail's ranks.
-// gatherunset: forwarded to the fake unchanged.
+// gatherunset: forwarded to the fake unchanged. hiergatherfail ($MODEL_FAIL=alloc, ranks 0,1 |
+// 2,3): no scratch, the call forwarded with one WARN, the later one too.
 int run_gather(int rank, int nranks, const ncclUniqueId& id, const std::string& mode) {
   constexpr int L = 2;
   const bool hier = mode == "hiergather", unset = mode == "gatherunset";
+  const bool fail = mode == "hiergatherfail";  // $MODEL_FAIL=alloc: no scratch
   const int N = nranks / L, local = rank % L;
   ncclComm_t comm = nullptr;
   const ncclResult_t init = ncclCommInitRank(&comm, nranks, id, rank);
@@ -520,7 +523,7 @@ int run_gather(int rank, int nranks, const ncclUniqueId& id, const std::string& 
     return std::sin(0.001f * static_cast<float>(i) + static_cast<float>(r)) *
            static_cast<float>(1 + r);
   };
-  const int variants = unset ? 1 : 3;
+  const int variants = unset ? 1 : fail ? 2 : 3;
   for (int variant = 0; variant < variants; ++variant) {
     const bool inplace = variant == 1, grouped = variant == 2;
     const std::string name = mode + (inplace ? "/in-place" : grouped ? "/grouped" : "/apart");
@@ -560,6 +563,23 @@ int run_gather(int rank, int nranks, const ncclUniqueId& id, const std::string& 
       check(name + "/forwarded",
             returned && got.find(forwarded) != std::string::npos &&
                 count_of("ncclAllGather") == 1 && after.allgather_calls == 0,
+            fmt("r=%d; log: ", r) + got);
+      g_model->unmark(x.data());
+      g_model->unmark(y.data());
+      continue;
+    }
+    if (fail) {
+      // No scratch: forwarded unchanged (the fake copies sendbuff into recvbuff's first shard),
+      // and so is the later call, which asks for no scratch (the device path is NCCL's now).
+      const std::string forwarded =
+          fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%p stream=%p\n",
+              static_cast<void*>(send), static_cast<void*>(y.data()), R, cp,
+              static_cast<void*>(stream));
+      check(name + "/forwarded-without-scratch",
+            returned && got.find(forwarded) != std::string::npos &&
+                count_of("ncclAllGather") == 1 && after.allgather_calls == 0 &&
+                g_model->counts().alloc_on_stream == allocs_before + (variant == 0 ? 1 : 0) &&
+                std::equal(send, send + R, y.data()),
             fmt("r=%d; log: ", r) + got);
       g_model->unmark(x.data());
       g_model->unmark(y.data());
@@ -654,7 +674,7 @@ int main(int argc, char** argv) {
         stderr,
         "usage: %s RANK NRANKS IDFILE "
         "group|nonblocking|fail|hierrs|hierrsflat|hierrsfail|gather|gatherunset|hiergather|"
-        "hiergatherflat|suspend|shared\n",
+        "hiergatherflat|hiergatherfail|suspend|shared\n",
         argv[0]);
     return 2;
   }

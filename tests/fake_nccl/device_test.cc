@@ -248,6 +248,16 @@ TEST(DevicePath, AnAllGatherOnInterleavedNodesRunsSketchcclsNodeAwareGather) {
   expect_same_bits(r, 3);
 }
 
+// No scratch for the node phase: the AllGather and the later ones forwarded, one WARN per rank.
+TEST(DevicePath, AHierarchicalAllGatherWithoutScratchForwardsWithOneWarn) {
+  Result r =
+      run("hiergatherfail", {"MODEL_DEVICE=0", "MODEL_FAIL=alloc", "SKETCHCCL_ALLGATHER_CODEC=q8"},
+          false, 4, by_node);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 2 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({1, 1, 1, 1})) << r.text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
