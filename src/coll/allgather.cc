@@ -180,7 +180,9 @@ class GatherRun {
   // The slice's parameters from where it lies in the gathered output: the same on every rank.
   kernels::CodecParams params(int owner, size_t j) const {
     kernels::CodecParams cp = base_;
-    const uint64_t at = static_cast<uint64_t>(block(owner)) * args_.count + j * slice_;
+    const int key =
+        args_.key_place != nullptr ? (*args_.key_place)[static_cast<size_t>(owner)] : block(owner);
+    const uint64_t at = static_cast<uint64_t>(key) * args_.count + j * slice_;
     cp.offset_key = static_cast<uint32_t>(at ^ (at >> 32));
     return cp;
   }
@@ -296,6 +298,25 @@ Status node_exchange(const CommLink& node, const GatherArgs& args, const std::ve
   return st;
 }
 
+// rank_at[n·L + l]: node n's local rank l (local indices follow the ranks' order).
+std::vector<int> ranks_by_node(const Topology& topo) {
+  const int N = topo.nodes, L = topo.local_ranks;
+  std::vector<int> rank_at(static_cast<size_t>(N * L), 0), seen(static_cast<size_t>(N), 0);
+  for (int r = 0; r < topo.nranks; ++r) {
+    const int n = topo.node_of[static_cast<size_t>(r)];
+    rank_at[static_cast<size_t>(n * L + seen[static_cast<size_t>(n)]++)] = r;
+  }
+  return rank_at;
+}
+
+// The owners' places of this rank's rail: node n's rank of its local index.
+std::vector<int> rail_places(const Topology& topo, const std::vector<int>& rank_at) {
+  std::vector<int> place(static_cast<size_t>(topo.nodes));
+  for (int n = 0; n < topo.nodes; ++n)
+    place[static_cast<size_t>(n)] = rank_at[static_cast<size_t>(n * topo.local_ranks + topo.local)];
+  return place;
+}
+
 // The rail's view of a link: this rank's rail (one rank per node), rank = node.
 class RailLink {
  public:
@@ -362,16 +383,9 @@ Status node_aware_allgather(const CommLink& link, const Topology& topo, backend:
   Moved rail_moved, node_moved;
   if (st.ok() && args.count > 0) {
     const int N = topo.nodes, L = topo.local_ranks;
-    // rank_at[n·L + l]: node n's local rank l (local indices follow the ranks' order).
-    std::vector<int> rank_at(static_cast<size_t>(N * L), 0), seen(static_cast<size_t>(N), 0);
-    for (int r = 0; r < topo.nranks; ++r) {
-      const int n = topo.node_of[static_cast<size_t>(r)];
-      rank_at[static_cast<size_t>(n * L + seen[static_cast<size_t>(n)]++)] = r;
-    }
+    const std::vector<int> rank_at = ranks_by_node(topo);
     // 1: the compressed gather along the rail, each shard decoded into its owner's place.
-    std::vector<int> place(static_cast<size_t>(N));
-    for (int n = 0; n < N; ++n)
-      place[static_cast<size_t>(n)] = rank_at[static_cast<size_t>(n * L + topo.local)];
+    const std::vector<int> place = rail_places(topo, rank_at);
     std::vector<transport::Blob> node_addresses;
     for (int r : topo.node_ranks) {
       if (link.addresses != nullptr)
@@ -410,8 +424,11 @@ Status rail_allgather(const CommLink& link, const Topology& topo, backend::Backe
   Moved moved;
   if (st.ok() && args.count > 0) {
     RailLink rail(link, topo);
+    // Node n's shard at n, its packets keyed by its owner's place, as the node-aware gather's.
+    const std::vector<int> owners = rail_places(topo, ranks_by_node(topo));
     GatherArgs ra = args;
-    ra.place = nullptr;  // node n's shard at n
+    ra.place = nullptr;
+    ra.key_place = &owners;
     st = run_gather(rail.link(), be, ra, settings, &moved);
   }
   count(args, st, moved, moved.sent, start, stats);  // every byte crosses nodes
