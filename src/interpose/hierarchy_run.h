@@ -1,12 +1,12 @@
 // A taken-over AllReduce on a communicator of several nodes of several ranks, in front of a real
 // NCCL (docs/hierarchy.md): ncclReduceScatter on the node's communicator, the compressed rail
-// phase staged behind it, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter of host
-// buffers: the input regrouped by rail, ncclReduceScatter of it on the node's communicator, the
-// compressed rail ReduceScatter into recvbuff; of device buffers (each node's ranks consecutive):
-// one ncclReduceScatter per node in one real group into a stream-ordered device scratch, then
-// the rail ReduceScatter staged from it. A compressed AllGather of device buffers (each node's
-// ranks consecutive): the rail's compressed gather staged into a device scratch, then one
-// ncclAllGather per node in one real group from it into recvbuff (docs/allgather.md).
+// phase staged behind it, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter of
+// host buffers: the input regrouped by rail, ncclReduceScatter of it on the node's communicator,
+// the compressed rail ReduceScatter into recvbuff; of device buffers (each node's ranks
+// consecutive): one ncclReduceScatter per node in one real group into a stream-ordered device
+// scratch, then the rail ReduceScatter staged from it. A compressed AllGather of device buffers
+// (each node's ranks consecutive): the rail's compressed gather staged into a device scratch, then
+// one ncclAllGather per node in one real group from it into recvbuff (docs/allgather.md).
 #pragma once
 
 #include <nccl.h>
