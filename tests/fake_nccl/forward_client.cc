@@ -662,8 +662,8 @@ void reduce_scatter_policy(ncclComm_t comm, int rank, int nranks, bool expect_an
 // ncclAllGather of host buffers, mode gather (SKETCHCCL_ALLGATHER_CODEC from the test, or unset):
 // unset, a float32 AllGather over SKETCHCCL_MIN_BYTES arrives at the fake unchanged; set, it is
 // taken over (never arrives), close to the exact gather, counted in the statistics, and every
-// rank prints a hash of its output (the test compares them: the same bits on every rank); an
-// int32 AllGather arrives either way.
+// rank prints a hash of its output (the test compares them: the same bits on every rank), and so
+// is a bfloat16 one; an int32 AllGather arrives either way.
 void gather_front(ncclComm_t comm, int rank, int nranks) {
   const bool set = std::getenv("SKETCHCCL_ALLGATHER_CODEC") != nullptr;
   void* cp = static_cast<void*>(comm);
@@ -710,7 +710,49 @@ void gather_front(ncclComm_t comm, int rank, int nranks) {
           fmt("r=%d nmse=%g calls=%llu; log: ", r, err / ref,
               static_cast<unsigned long long>(st.allgather_calls)) +
               got);
-    std::printf("GATHERHASH %016llx\n", static_cast<unsigned long long>(hash));
+    std::printf("GATHERHASH f32 %016llx\n", static_cast<unsigned long long>(hash));
+  }
+  if (set) {
+    // bfloat16 (over SKETCHCCL_MIN_BYTES gathered): taken over too, close, the same bits.
+    constexpr size_t B = 2 * R;
+    auto to_bf16 = [](float f) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      return static_cast<uint16_t>(u >> 16);
+    };
+    auto from_bf16 = [](uint16_t h) {
+      const uint32_t u = static_cast<uint32_t>(h) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    };
+    std::vector<uint16_t> xb(B), yb(B * static_cast<size_t>(nranks), 0);
+    for (size_t i = 0; i < B; ++i)
+      xb[i] = to_bf16(value(rank, i));
+    at = log_size();
+    r = ncclAllGather(xb.data(), yb.data(), B, ncclBfloat16, comm, fake_stream(0x5a));
+    got = log_since(at);
+    double err = 0, ref = 0;
+    uint64_t hash = 1469598103934665603ull;
+    for (int q = 0; q < nranks; ++q) {
+      for (size_t i = 0; i < B; ++i) {
+        const uint16_t h = yb[static_cast<size_t>(q) * B + i];
+        const float v = from_bf16(h), want = from_bf16(to_bf16(value(q, i)));
+        err += (v - want) * (v - want);
+        ref += want * want;
+        hash = (hash ^ h) * 1099511628211ull;
+      }
+    }
+    std::memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    const int rc2 = get != nullptr ? get(comm, &st) : -1;
+    check("gather/bf16-taken-over",
+          r == ncclSuccess && got.find("ncclAllGather") == std::string::npos && err / ref < 1e-3 &&
+              rc2 == 0 && st.allgather_calls == 2 && st.allgather_failed == 0,
+          fmt("r=%d nmse=%g calls=%llu; log: ", r, err / ref,
+              static_cast<unsigned long long>(st.allgather_calls)) +
+              got);
+    std::printf("GATHERHASH bf16 %016llx\n", static_cast<unsigned long long>(hash));
   }
   std::vector<int32_t> xi(99, rank), yi(99 * static_cast<size_t>(nranks), -1);
   at = log_size();
