@@ -48,6 +48,8 @@ ROW = re.compile(r"^SCCL_NCCL_(FN|VOID|VOID_NO_TWIN)\((\w+), (\d+),|"
                  r"^SCCL_NCCL_VALUE\([^,]+, (\w+), (\d+),|"
                  r"^#if (SKETCHCCL_NCCL_DEVICE_API)|^#endif")
 COMPRESSIBLE = {"AllReduce", "ReduceScatter"}
+# Compressed only where a variable asks (the per-call codec option too).
+OPT_IN = {"AllGather"}
 
 
 def rows(root):
@@ -92,6 +94,14 @@ def table(root):
             if kind == "COLL_CONFIG":
                 front = "take over with the config's options (forced algorithms, CTAs: forward)"
                 alone = "implement (compressed, the config's options)"
+        elif kind in ("COLL", "COLL_CONFIG") and coll in OPT_IN:
+            # The compressed AllGather: only with SKETCHCCL_ALLGATHER_CODEC (docs/allgather.md).
+            front = "take over with `SKETCHCCL_ALLGATHER_CODEC` set (policy; else forward)"
+            alone = "implement (exact; compressed with `SKETCHCCL_ALLGATHER_CODEC`)"
+            if kind == "COLL_CONFIG":
+                front = ("take over with a codec (the option, else `SKETCHCCL_ALLGATHER_CODEC`) "
+                         "as the plain call; else forward")
+                alone = "as the plain call"
         elif kind == "COLL_CONFIG":
             front, alone = "forward", "as the plain call"
         elif kind == "COLL":

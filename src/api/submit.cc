@@ -53,14 +53,30 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
   return work->wait();
 }
 
-Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec) {
+Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec,
+                     bool* started) {
+  if (started != nullptr) *started = false;
   coll::GatherArgs args;
   args.send = call.send;
   args.recv = call.recv;
   args.count = call.count;
   args.type = call.elem;
   args.codec = codec;
+  if (call.mem.type == backend::MemoryType::kDevice) {
+    // As submit's device reductions (docs/cuda.md): staged on the stream, never blocks.
+    if (call.count == 0) return Status::Ok();
+    auto sc = std::make_shared<coll::Communicator::StreamCall>();
+    SCCL_RETURN_IF_ERROR(comm.stage_allgather_stream(args, coll::Communicator::GatherSpan::kWhole,
+                                                     sc.get(), !group::active()));
+    void* stream = call.stream;
+    Status st =
+        group::stream_ops([&comm, sc, stream] { return comm.enqueue_stream_head(*sc, stream); },
+                          [&comm, sc, stream] { return comm.enqueue_stream_tail(*sc, stream); });
+    if (started != nullptr) *started = !sc->staged->cancelled();
+    return st;
+  }
   auto work = comm.submit_allgather(args);
+  if (started != nullptr) *started = true;
   if (group::active()) {
     group::defer(work, false);
     return Status::Ok();

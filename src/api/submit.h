@@ -26,8 +26,11 @@ coll::ReductionArgs engine_args(const CollCall& call, int nranks, EngineRun run)
 Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run,
               bool* started = nullptr);
 
-// Runs the AllGather `call` (validated, host memory) compressed with `codec` (a linear codec,
-// coll/allgather.h) on `comm`: deferred to ncclGroupEnd inside a group, else waited for.
-Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec);
+// Runs the AllGather `call` (validated, its memory classified) compressed with `codec` (a linear
+// codec, coll/allgather.h) on `comm`. Device memory (in front of NCCL): staged on the call's
+// stream as submit stages a reduction, never blocks. Host memory: deferred to ncclGroupEnd inside
+// a group, else waited for. *started: as submit's.
+Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec,
+                     bool* started = nullptr);
 
 }  // namespace sketchccl::api

@@ -180,7 +180,9 @@ class GatherRun {
   // The slice's parameters from where it lies in the gathered output: the same on every rank.
   kernels::CodecParams params(int owner, size_t j) const {
     kernels::CodecParams cp = base_;
-    const uint64_t at = static_cast<uint64_t>(block(owner)) * args_.count + j * slice_;
+    const int key =
+        args_.key_place != nullptr ? (*args_.key_place)[static_cast<size_t>(owner)] : block(owner);
+    const uint64_t at = static_cast<uint64_t>(key) * args_.count + j * slice_;
     cp.offset_key = static_cast<uint32_t>(at ^ (at >> 32));
     return cp;
   }
@@ -296,6 +298,49 @@ Status node_exchange(const CommLink& node, const GatherArgs& args, const std::ve
   return st;
 }
 
+// rank_at[n·L + l]: node n's local rank l (local indices follow the ranks' order).
+std::vector<int> ranks_by_node(const Topology& topo) {
+  const int N = topo.nodes, L = topo.local_ranks;
+  std::vector<int> rank_at(static_cast<size_t>(N * L), 0), seen(static_cast<size_t>(N), 0);
+  for (int r = 0; r < topo.nranks; ++r) {
+    const int n = topo.node_of[static_cast<size_t>(r)];
+    rank_at[static_cast<size_t>(n * L + seen[static_cast<size_t>(n)]++)] = r;
+  }
+  return rank_at;
+}
+
+// The owners' places of this rank's rail: node n's rank of its local index.
+std::vector<int> rail_places(const Topology& topo, const std::vector<int>& rank_at) {
+  std::vector<int> place(static_cast<size_t>(topo.nodes));
+  for (int n = 0; n < topo.nodes; ++n)
+    place[static_cast<size_t>(n)] = rank_at[static_cast<size_t>(n * topo.local_ranks + topo.local)];
+  return place;
+}
+
+// The rail's view of a link: this rank's rail (one rank per node), rank = node.
+class RailLink {
+ public:
+  RailLink(const CommLink& link, const Topology& topo) : sub_(link.transport, topo.rail_ranks) {
+    for (int r : topo.rail_ranks) {
+      if (link.addresses != nullptr)
+        addresses_.push_back((*link.addresses)[static_cast<size_t>(r)]);
+    }
+    link_ = link;
+    link_.transport = &sub_;
+    link_.rank = topo.node;
+    link_.nranks = topo.nodes;
+    link_.addresses = link.addresses != nullptr ? &addresses_ : nullptr;
+  }
+  RailLink(const RailLink&) = delete;
+  RailLink& operator=(const RailLink&) = delete;
+  const CommLink& link() const { return link_; }
+
+ private:
+  SubTransport sub_;
+  std::vector<transport::Blob> addresses_;
+  CommLink link_;
+};
+
 // One call's statistics, however it ends.
 void count(const GatherArgs& args, const Status& st, const Moved& all, uint64_t inter_node_sent,
            std::chrono::steady_clock::time_point start, GatherStats* stats) {
@@ -338,34 +383,18 @@ Status node_aware_allgather(const CommLink& link, const Topology& topo, backend:
   Moved rail_moved, node_moved;
   if (st.ok() && args.count > 0) {
     const int N = topo.nodes, L = topo.local_ranks;
-    // rank_at[n·L + l]: node n's local rank l (local indices follow the ranks' order).
-    std::vector<int> rank_at(static_cast<size_t>(N * L), 0), seen(static_cast<size_t>(N), 0);
-    for (int r = 0; r < topo.nranks; ++r) {
-      const int n = topo.node_of[static_cast<size_t>(r)];
-      rank_at[static_cast<size_t>(n * L + seen[static_cast<size_t>(n)]++)] = r;
-    }
+    const std::vector<int> rank_at = ranks_by_node(topo);
     // 1: the compressed gather along the rail, each shard decoded into its owner's place.
-    std::vector<int> place(static_cast<size_t>(N));
-    for (int n = 0; n < N; ++n)
-      place[static_cast<size_t>(n)] = rank_at[static_cast<size_t>(n * L + topo.local)];
-    SubTransport rail(link.transport, topo.rail_ranks);
-    std::vector<transport::Blob> rail_addresses, node_addresses;
-    for (int r : topo.rail_ranks) {
-      if (link.addresses != nullptr)
-        rail_addresses.push_back((*link.addresses)[static_cast<size_t>(r)]);
-    }
+    const std::vector<int> place = rail_places(topo, rank_at);
+    std::vector<transport::Blob> node_addresses;
     for (int r : topo.node_ranks) {
       if (link.addresses != nullptr)
         node_addresses.push_back((*link.addresses)[static_cast<size_t>(r)]);
     }
-    CommLink rl = link;
-    rl.transport = &rail;
-    rl.rank = topo.node;
-    rl.nranks = N;
-    rl.addresses = link.addresses != nullptr ? &rail_addresses : nullptr;
+    RailLink rail(link, topo);
     GatherArgs ra = args;
     ra.place = &place;
-    st = run_gather(rl, be, ra, settings, &rail_moved);
+    st = run_gather(rail.link(), be, ra, settings, &rail_moved);
     // 2: the node's exact exchange of the rail's decoded shards.
     if (st.ok()) {
       SubTransport node(link.transport, topo.node_ranks);
@@ -382,6 +411,27 @@ Status node_aware_allgather(const CommLink& link, const Topology& topo, backend:
   all.sent = rail_moved.sent + node_moved.sent;
   all.received = rail_moved.received + node_moved.received;
   count(args, st, all, rail_moved.sent, start, stats);
+  return st;
+}
+
+Status rail_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
+                      const GatherArgs& args, const GatherSettings& settings, GatherStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  Status st = check_gather_codec(args.codec, "the compressed AllGather");
+  if (st.ok() && !topo.hierarchical()) {
+    st = Status(Code::kInternalError, "a rail AllGather on a flat topology");
+  }
+  Moved moved;
+  if (st.ok() && args.count > 0) {
+    RailLink rail(link, topo);
+    // Node n's shard at n, its packets keyed by its owner's place, as the node-aware gather's.
+    const std::vector<int> owners = rail_places(topo, ranks_by_node(topo));
+    GatherArgs ra = args;
+    ra.place = nullptr;
+    ra.key_place = &owners;
+    st = run_gather(rail.link(), be, ra, settings, &moved);
+  }
+  count(args, st, moved, moved.sent, start, stats);  // every byte crosses nodes
   return st;
 }
 

@@ -36,6 +36,10 @@ struct GatherArgs {
   kernels::CodecId codec = kernels::CodecId::kQ8;  // a linear codec (gather_codec_usable)
   // Where owner q's shard goes in recv, in shards (null: at q); the node-aware gather's rail.
   const std::vector<int>* place = nullptr;
+  // Where owner q's shard lies in the whole gathered output, in shards, which keys the codec's
+  // parameters (null: as place); the rail's gather alone, whose packets are then the node-aware
+  // gather's.
+  const std::vector<int>* key_place = nullptr;
 };
 
 // The codecs the AllGather runs: the linear family (casts and blockwise quantizers), whose packet
@@ -69,5 +73,13 @@ Status compressed_allgather(const CommLink& link, backend::Backend& be, const Ga
 Status node_aware_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
                             const GatherArgs& args, const GatherSettings& settings,
                             GatherStats* stats);
+
+// The rail's compressed gather alone, in front of NCCL (whose AllGather on the node's communicator
+// runs the node's part): among this rank's rail (one rank per node), recv gets the shard of the
+// rail's rank on node n at n * count (N shards, the same bits on every rank of the rail: the
+// node-aware gather's, its packets keyed by the owners' places alike); every byte it sends
+// crosses nodes.
+Status rail_allgather(const CommLink& link, const Topology& topo, backend::Backend& be,
+                      const GatherArgs& args, const GatherSettings& settings, GatherStats* stats);
 
 }  // namespace sketchccl::coll

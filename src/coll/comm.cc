@@ -372,11 +372,16 @@ std::shared_ptr<Work> Communicator::submit_reduce(const ReductionArgs& args) {
   });
 }
 
-Status Communicator::allgather(const CommLink& l, const GatherArgs& args) {
+Status Communicator::allgather(const CommLink& l, const GatherArgs& args, GatherSpan span) {
   if (!gather_backend_) gather_backend_ = backend::make_host_backend();
   GatherSettings gs;
   gs.seed = settings_.seed;
   gs.slice_elems = settings_.slice_elems;
+  if (span == GatherSpan::kRail) {
+    return run_caught("the rail's compressed AllGather", [&] {
+      return rail_allgather(l, topology_, *gather_backend_, args, gs, &gather_stats_);
+    });
+  }
   if (hierarchical()) {
     return run_caught("a node-aware AllGather", [&] {
       return node_aware_allgather(l, topology_, *gather_backend_, args, gs, &gather_stats_);
@@ -394,7 +399,7 @@ std::shared_ptr<Work> Communicator::submit_allgather(const GatherArgs& args) {
   return submit([this, args] {
     CommLink l = link(kPhaseCompressedGather);
     ++op_seq_;
-    Status st = allgather(l, args);
+    Status st = allgather(l, args, GatherSpan::kWhole);
     publish_stats();
     if (!st.ok()) {
       SCCL_WARN(kLogColl, "AllGather failed: %s", st.to_string().c_str());
@@ -476,6 +481,46 @@ Status Communicator::submit_reduction_stream(const ReductionArgs& args, void* st
 
 Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCall* call,
                                             bool may_wait) {
+  const size_t esz = kernels::elem_size(args.type);
+  return stage_on_stream(
+      args.count * esz, output_count(args) * esz, args.send, args.recv, 0,
+      call_kind_name(args.kind),
+      [this, args](const CommLink& l, uint8_t* in, uint8_t* out) {
+        // The engine runs on the staged copies as on host buffers: the same code, the same
+        // packets.
+        ReductionArgs host = args;
+        host.send = in;
+        host.recv = out;
+        host.mem = backend::MemoryType::kHost;
+        host.staged = true;
+        if (host.state_key == nullptr) host.state_key = args.send;  // the user's buffer
+        return reduce(l, host);
+      },
+      call, may_wait);
+}
+
+Status Communicator::stage_allgather_stream(const GatherArgs& args, GatherSpan span,
+                                            StreamCall* call, bool may_wait) {
+  const size_t esz = kernels::elem_size(args.type);
+  const size_t shards = span == GatherSpan::kRail ? static_cast<size_t>(topology_.nodes)
+                                                  : static_cast<size_t>(nranks_);
+  return stage_on_stream(
+      args.count * esz, shards * args.count * esz, args.send, args.recv, kPhaseCompressedGather,
+      "AllGather",
+      [this, args, span](const CommLink& l, uint8_t* in, uint8_t* out) {
+        // In place on the device is two staged copies here.
+        GatherArgs host = args;
+        host.send = in;
+        host.recv = out;
+        return allgather(l, host, span);
+      },
+      call, may_wait);
+}
+
+Status Communicator::stage_on_stream(size_t in_bytes, size_t out_bytes, const void* send,
+                                     void* recv, uint8_t phase, const char* what,
+                                     std::function<Status(const CommLink&, uint8_t*, uint8_t*)> run,
+                                     StreamCall* call, bool may_wait) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
@@ -486,25 +531,16 @@ Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCal
   // device_mu_ keeps the stager and the order of the proxy's work with it.
   std::lock_guard<std::mutex> dlock(device_mu_);
   SCCL_RETURN_IF_ERROR(build_device_path_locked());
-  const size_t esz = kernels::elem_size(args.type);
   std::shared_ptr<backend::StagedCall> staged;
-  SCCL_RETURN_IF_ERROR(
-      stager_->stage(args.count * esz, output_count(args) * esz, &staged, may_wait));
-  // The engine runs on the staged copies as on host buffers: the same code, the same packets.
-  ReductionArgs host = args;
-  host.send = staged->in();
-  host.recv = staged->out();
-  host.mem = backend::MemoryType::kHost;
-  host.staged = true;
-  if (host.state_key == nullptr) host.state_key = args.send;  // the user's buffer, not the copy
-  auto w = std::make_shared<Work>([this, host, staged] {
-    CommLink l = link();  // each ring of the call takes its phase from its shape
+  SCCL_RETURN_IF_ERROR(stager_->stage(in_bytes, out_bytes, &staged, may_wait));
+  auto w = std::make_shared<Work>([this, phase, what, run = std::move(run), staged] {
+    CommLink l = link(phase);
     ++op_seq_;
     Status st = staged->wait_input(settings_.timeout_s, &abort_);
     // The stream operations could not be enqueued: the caller forwards the call (or reports it);
     // no rank's ring waits for this work and the communicator has not failed.
     if (!st.ok() && staged->cancelled()) return st;
-    if (st.ok()) st = reduce(l, host);
+    if (st.ok()) st = run(l, staged->in(), staged->out());
     // It ran with the other ranks, but a stream operation after its input could not be enqueued:
     // its result cannot reach the caller's buffer, so the communicator fails, as after any error
     // found later (the other ranks' calls completed).
@@ -515,8 +551,7 @@ Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCal
     }
     publish_stats();
     if (!st.ok()) {
-      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", call_kind_name(host.kind),
-                st.to_string().c_str());
+      SCCL_WARN(kLogColl, "%s on device buffers failed: %s", what, st.to_string().c_str());
       fail(st);
     }
     return st;
@@ -527,8 +562,8 @@ Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCal
   // (CUDA_LAUNCH_BLOCKING), and only this work releases the wait.
   enqueue_work(w);
   call->staged = std::move(staged);
-  call->send = args.send;
-  call->recv = args.recv;
+  call->send = send;
+  call->recv = recv;
   return Status::Ok();
 }
 

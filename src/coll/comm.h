@@ -117,6 +117,15 @@ class Communicator {
   kernels::CodecId allgather_codec() const { return settings_.allgather_codec; }
   // Queues a compressed AllGather of host buffers (allgather.h) on the proxy.
   std::shared_ptr<Work> submit_allgather(const GatherArgs& args);
+  // Which ranks a compressed AllGather gathers: all of them (node-aware where hierarchical()),
+  // or only this rank's rail, into N shards (in front of NCCL, whose AllGather runs the node's
+  // part: rail_allgather).
+  enum class GatherSpan { kWhole, kRail };
+  // A compressed AllGather of device buffers, staged as stage_reduction_stream stages a
+  // reduction (its head and tail alike): the shard copied in, the proxy's gather on the staged
+  // copies, the gathered shards (nranks, or N for kRail) copied back to args.recv.
+  Status stage_allgather_stream(const GatherArgs& args, GatherSpan span, StreamCall* call,
+                                bool may_wait = true);
   // Queues an exact collective or a group's sends and receives (src/standalone/exact_collectives.h)
   // on the proxy. `collective`: every rank runs it, so it takes the next operation number.
   std::shared_ptr<Work> submit_exact(std::function<Status(const PeerLink&)> fn, bool collective);
@@ -181,7 +190,14 @@ class Communicator {
   Status reduce(const CommLink& l, const ReductionArgs& args);
   std::shared_ptr<Work> submit_reduce(const ReductionArgs& args);
   // On the proxy: a compressed AllGather, with the host backend made on its first call.
-  Status allgather(const CommLink& l, const GatherArgs& args);
+  Status allgather(const CommLink& l, const GatherArgs& args, GatherSpan span);
+  // Stages a device call of in_bytes in, out_bytes out on the stager and queues its proxy work,
+  // which waits for the input, runs `run` on the staged copies (in, out) over link(phase) and
+  // releases the stream; `what` names it in the failure's WARN.
+  Status stage_on_stream(size_t in_bytes, size_t out_bytes, const void* send, void* recv,
+                         uint8_t phase, const char* what,
+                         std::function<Status(const CommLink&, uint8_t*, uint8_t*)> run,
+                         StreamCall* call, bool may_wait);
   // Under device_mu_: the stager, once; the first failure is kept in device_path_error_.
   Status build_device_path_locked();
   // The elements a reduction of `args` writes on this rank.

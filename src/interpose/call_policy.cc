@@ -33,13 +33,17 @@ PolicyInput policy_input(const coll::Communicator* c, CommState state, const api
   in.one_node = in.comm == CommState::kReady && c->forwards_one_node();
   in.op = call.op;
   in.type = call.type;
-  in.count = api::input_count(call, c != nullptr ? c->nranks() : 1);
+  // An AllGather's size is what it gathers (docs/allgather.md).
+  const int nranks = c != nullptr ? c->nranks() : 1;
+  in.count = call.kind == api::CollKind::kAllGather ? api::output_count(call, nranks)
+                                                    : api::input_count(call, nranks);
   in.min_bytes = s.min_bytes;
   in.mem_pending = true;  // asked only if the rest says "take over"
   if (in.comm == CommState::kReady && in.enabled) {
     in.capturing = backend::stream_is_capturing(call.stream);
     in.cuda_backend = backend::has_cuda_backend();
-    if (c->network().known) {
+    // auto's verdicts are the reductions' (an AllGather runs its own codec).
+    if (c->network().known && call.kind != api::CollKind::kAllGather) {
       const coll::CallKind kind = call.kind == api::CollKind::kReduceScatter
                                       ? coll::CallKind::kReduceScatter
                                       : coll::CallKind::kAllReduce;
@@ -72,8 +76,12 @@ PolicyDecision decide_with_memory(PolicyInput& in, const api::BufferMemory& mem)
   return d;
 }
 
-std::string taken_over_outcome() {
+std::string taken_over_outcome(const api::CollCall& call) {
   const coll::Settings& s = api::Runtime::get().settings();
+  if (call.kind == api::CollKind::kAllGather) {
+    return std::string("taken over, compressed AllGather, codec ") +
+           kernels::codec_name(call.has_codec ? call.codec : s.allgather_codec);
+  }
   if (s.auto_codec) return "taken over, codec auto (the engine picks per buffer)";
   return std::string("taken over, codec ") + kernels::codec_name(s.codec);
 }

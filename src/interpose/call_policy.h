@@ -23,8 +23,8 @@ CommState wait_for_join(coll::Communicator* c, double timeout_s);
 PolicyInput policy_input(const coll::Communicator* c, CommState state, const api::CollCall& call);
 // Decides again with the buffers' memory; unclassifiable memory is WARNed once per process.
 PolicyDecision decide_with_memory(PolicyInput& in, const api::BufferMemory& mem);
-// "taken over, codec X".
-std::string taken_over_outcome();
+// "taken over, codec X" (an AllGather's: its codec).
+std::string taken_over_outcome(const api::CollCall& call);
 // "forwarded: why".
 std::string forwarded_outcome(const PolicyDecision& d, const api::BufferMemory& mem);
 

@@ -144,7 +144,14 @@ std::shared_ptr<coll::Communicator> needs_node_comm(ncclComm_t comm) {
 bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
   if (!c.hierarchical() || call.count == 0) return false;
   const bool rs = call.kind == api::CollKind::kReduceScatter;
-  if (!rs && call.kind != api::CollKind::kAllReduce) return false;
+  const bool gather = call.kind == api::CollKind::kAllGather;
+  if (!rs && !gather && call.kind != api::CollKind::kAllReduce) return false;
+  // An AllGather of device buffers whose nodes' ranks are consecutive: NCCL's AllGathers put the
+  // rail's shards in rank order with no copy. Host buffers, or another placement, run SketchCCL's
+  // own node-aware gather (staged, for device buffers).
+  if (gather && (call.mem.type != backend::MemoryType::kDevice ||
+                 !coll::RailChunks(c.topology()).blocks_by_node()))
+    return false;
   // A ReduceScatter of device buffers needs each node's chunks together in its input (no regroup
   // copy, docs/interposition.md): any other placement keeps the flat ring.
   if (rs && call.mem.type == backend::MemoryType::kDevice &&
@@ -158,11 +165,11 @@ bool takes_nccl_phases(const coll::Communicator& c, const api::CollCall& call) {
   if (!known && api::group::active()) return false;
   // The L equal shards NCCL's ReduceScatter needs: the divisible part (the tail, fewer than L
   // elements, is NCCL's AllReduce on the parent). A ReduceScatter's chunks are equal already.
-  return rs || call.count >= static_cast<size_t>(c.topology().local_ranks);
+  return rs || gather || call.count >= static_cast<size_t>(c.topology().local_ranks);
 }
 
 size_t nccl_phases_tail(const coll::Communicator& c, const api::CollCall& call) {
-  if (call.kind == api::CollKind::kReduceScatter) return 0;
+  if (call.kind != api::CollKind::kAllReduce) return 0;
   return call.count % static_cast<size_t>(c.topology().local_ranks);
 }
 
@@ -320,12 +327,96 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
   return api::forwarded(r);
 }
 
+// An AllGather of device buffers, node n's ranks numbered n·L .. n·L + L - 1 (blocks_by_node):
+// 1: the rail's compressed gather (staged on the stream: this rank's shard in, node n's shard of
+// its rail at n of a device scratch from SketchCCL's pool); 2: N ncclAllGathers in one real group
+// on the node communicator, node n's of scratch shard n into recvbuff's node-n block, so that
+// local rank l's shard lands at rank n·L + l: rank order, no copy. The scratch goes back to the
+// pool on the stream behind phase 2. Once the rail's input flag is enqueued, phase 2 is enqueued
+// whatever follows (the node's peers wait for it inside NCCL).
+ncclResult_t run_nccl_allgather_device(const RealApi& real, coll::Communicator& c,
+                                       const api::CollCall& call, ncclComm_t node) {
+  if (real.ncclGroupStart == nullptr) return missing_real("ncclGroupStart");
+  if (real.ncclGroupEnd == nullptr) return missing_real("ncclGroupEnd");
+  const coll::Topology& topo = c.topology();
+  const size_t shard_bytes = call.count * kernels::elem_size(call.elem);
+  const int device = c.cuda_device() < 0 ? 0 : c.cuda_device();
+  backend::DeviceRuntime& rt = backend::device_runtime();
+  void* scratch = nullptr;
+  Status st;
+  {
+    // This thread's CUDA calls must not invalidate another thread's global-mode capture.
+    backend::RelaxedCaptureScope relaxed;
+    st = rt.alloc_on_stream(device, static_cast<size_t>(topo.nodes) * shard_bytes, call.stream,
+                            &scratch);
+  }
+  if (!st.ok()) {
+    // Nothing enqueued: NCCL runs this call and this communicator's later device calls.
+    mark_device_path_failed(call.comm, st);
+    return forward_counted(real, &c, call);
+  }
+  auto give_back = [&rt, device, scratch, stream = call.stream, rank = c.rank()] {
+    backend::RelaxedCaptureScope relaxed;
+    const Status freed = rt.free_on_stream(device, scratch, stream);
+    if (!freed.ok()) {
+      SCCL_WARN(kLogColl, "rank %d: the AllGather's device scratch stays allocated: %s", rank,
+                freed.to_string().c_str());
+    }
+  };
+  // 1: the rail's compressed gather into the scratch, staged on the stream.
+  coll::GatherArgs args;
+  args.send = call.send;
+  args.recv = scratch;
+  args.count = call.count;
+  args.type = call.elem;
+  args.codec = call.has_codec ? call.codec : api::Runtime::get().settings().allgather_codec;
+  coll::Communicator::StreamCall sc;
+  // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
+  st = c.stage_allgather_stream(args, coll::Communicator::GatherSpan::kRail, &sc,
+                                !api::group::active());
+  if (st.ok()) st = c.enqueue_stream_head(sc, call.stream);
+  const bool started = sc.staged != nullptr && !sc.staged->cancelled();
+  if (!started) {
+    // Nothing of the rail runs, on any rank alike only if the failure is everyone's: this rank's
+    // part goes to NCCL, as a device call whose setup failed does.
+    give_back();
+    mark_device_path_failed(call.comm, st);
+    return forward_counted(real, &c, call);
+  }
+  if (st.ok()) st = c.enqueue_stream_tail(sc, call.stream);
+  // 2: every node's AllGather is issued whatever an earlier one said (the group's end answers
+  // for all of them, on every rank alike).
+  (void)settle(real, node);
+  ncclResult_t r = real.ncclGroupStart();
+  if (r == ncclSuccess) {
+    const size_t block = static_cast<size_t>(topo.local_ranks) * shard_bytes;
+    for (int n = 0; n < topo.nodes; ++n) {
+      const ncclResult_t one = real.ncclAllGather(
+          static_cast<const uint8_t*>(scratch) + static_cast<size_t>(n) * shard_bytes,
+          static_cast<uint8_t*>(call.recv) + static_cast<size_t>(n) * block, call.count, call.type,
+          node, call.stream);
+      if (r == ncclSuccess && one != ncclSuccess && one != ncclInProgress) r = one;
+    }
+    const ncclResult_t end = real.ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+  }
+  give_back();  // on the stream behind phase 2 (or the rail's copy back, if phase 2 failed)
+  if (!st.ok()) {
+    // This rank's result is wrong: reported; its later device calls are forwarded.
+    mark_device_path_failed(call.comm, st);
+    return api::report(st, call.api);
+  }
+  return api::forwarded(r);
+}
+
 }  // namespace
 
 ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
                              const api::CollCall& call) {
   ncclComm_t comm = call.comm;
-  if (real.ncclReduceScatter == nullptr) return missing_real("ncclReduceScatter");
+  const bool gather = call.kind == api::CollKind::kAllGather;
+  if (real.ncclReduceScatter == nullptr && !gather) return missing_real("ncclReduceScatter");
+  if (real.ncclAllGather == nullptr && gather) return missing_real("ncclAllGather");
   if (real.ncclAllGather == nullptr && call.kind == api::CollKind::kAllReduce)
     return missing_real("ncclAllGather");
   const coll::Topology& topo = c.topology();
@@ -334,8 +425,14 @@ ncclResult_t run_nccl_phases(const RealApi& real, coll::Communicator& c,
   ncclComm_t node = node_comm_of(real, comm, c);
   if (node == nullptr) {
     // Every rank's split failed alike (it is collective): SketchCCL's own path.
+    if (gather) {
+      const kernels::CodecId codec =
+          call.has_codec ? call.codec : api::Runtime::get().settings().allgather_codec;
+      return api::report(api::submit_gather(c, call, codec), call.api);
+    }
     return api::report(api::submit(c, call, api::EngineRun::kCodec), call.api);
   }
+  if (gather) return run_nccl_allgather_device(real, c, call, node);
   if (call.kind == api::CollKind::kReduceScatter) {
     if (call.mem.type == backend::MemoryType::kDevice)
       return run_nccl_reduce_scatter_device(real, c, call, node);

@@ -1,10 +1,12 @@
 // A taken-over AllReduce on a communicator of several nodes of several ranks, in front of a real
 // NCCL (docs/hierarchy.md): ncclReduceScatter on the node's communicator, the compressed rail
-// phase staged behind it, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter of host
-// buffers: the input regrouped by rail, ncclReduceScatter of it on the node's communicator, the
-// compressed rail ReduceScatter into recvbuff; of device buffers (each node's ranks consecutive):
-// one ncclReduceScatter per node in one real group into a stream-ordered device scratch, then
-// the rail ReduceScatter staged from it.
+// phase staged behind it, ncclAllGather, all on the caller's stream. A taken-over ReduceScatter of
+// host buffers: the input regrouped by rail, ncclReduceScatter of it on the node's communicator,
+// the compressed rail ReduceScatter into recvbuff; of device buffers (each node's ranks
+// consecutive): one ncclReduceScatter per node in one real group into a stream-ordered device
+// scratch, then the rail ReduceScatter staged from it. A compressed AllGather of device buffers
+// (each node's ranks consecutive): the rail's compressed gather staged into a device scratch, then
+// one ncclAllGather per node in one real group from it into recvbuff (docs/allgather.md).
 #pragma once
 
 #include <nccl.h>
@@ -15,8 +17,9 @@
 
 namespace sketchccl::interpose {
 
-// Whether this call takes the NCCL-phase hierarchy: an AllReduce, or a ReduceScatter (of device
-// buffers only where each node's ranks are consecutive), the communicator is hierarchical (and
+// Whether this call takes the NCCL-phase hierarchy: an AllReduce, a ReduceScatter (of device
+// buffers only where each node's ranks are consecutive) or a compressed AllGather (of device
+// buffers where each node's ranks are consecutive), the communicator is hierarchical (and
 // its node split did not fail). Inside a group the
 // phases run at its outermost end, after the real group (src/api/group.h): NCCL launches a
 // group's calls only there, and the rail's staging copy must follow phase 1's real kernel. Agreed

@@ -1,6 +1,7 @@
-// AllReduce and ReduceScatter in front of a real NCCL, one path for both: the policy decides,
-// per call, whether SketchCCL takes it over (hierarchically on several nodes of several ranks,
-// at ncclGroupEnd inside a group) or forwards it to the real NCCL unchanged.
+// AllReduce, ReduceScatter and (with SKETCHCCL_ALLGATHER_CODEC) AllGather in front of a real
+// NCCL, one path for all: the policy decides, per call, whether SketchCCL takes it over
+// (hierarchically on several nodes of several ranks, at ncclGroupEnd inside a group) or forwards
+// it to the real NCCL unchanged.
 #include <mutex>
 #include <set>
 
@@ -26,16 +27,17 @@ std::set<ncclComm_t>& failed_device_paths() {
   return *s;
 }
 
-// The compressed AllGather runs standalone only (docs/allgather.md): said once, where asked.
-void say_allgather_is_forwarded() {
-  static std::once_flag once;
-  if (api::Runtime::get().settings().allgather_codec == kernels::CodecId::kNone) return;
-  std::call_once(once, [] {
-    SCCL_WARN(kLogColl,
-              "SKETCHCCL_ALLGATHER_CODEC=%s has no effect in front of NCCL: AllGathers go to "
-              "NCCL exact (the compressed AllGather runs standalone only, docs/allgather.md)",
-              kernels::codec_name(api::Runtime::get().settings().allgather_codec));
-  });
+// The codec a taken-over AllGather runs: the call's option, else SKETCHCCL_ALLGATHER_CODEC.
+kernels::CodecId gather_codec(const api::CollCall& call) {
+  return call.has_codec ? call.codec : api::Runtime::get().settings().allgather_codec;
+}
+
+// Runs a taken-over call on SketchCCL's own path: the compressed AllGather, or the reduction.
+Status run_own(coll::Communicator& c, const api::CollCall& call, bool* started) {
+  if (call.kind == api::CollKind::kAllGather) {
+    return api::submit_gather(c, call, gather_codec(call), started);
+  }
+  return api::submit(c, call, api::EngineRun::kCodec, started);
 }
 
 }  // namespace
@@ -62,16 +64,20 @@ void forget_device_path(ncclComm_t comm) {
 }
 
 ncclResult_t InterposedFront::collective(const api::CollCall& call) {
-  if (call.kind == api::CollKind::kAllGather) say_allgather_is_forwarded();
   if (call.with_config) return config_collective(call);
   if (api::compressible(call.kind)) return take_over(call);
+  // The AllGather is compressed only where SKETCHCCL_ALLGATHER_CODEC asks (docs/allgather.md).
+  if (call.kind == api::CollKind::kAllGather &&
+      api::Runtime::get().settings().allgather_codec != kernels::CodecId::kNone)
+    return take_over(call);
   return ForwardingFront::collective(call);
 }
 
 ncclResult_t InterposedFront::config_collective(api::CollCall call) {
   // A real NCCL older than 2.31 has no such call: refused alike whatever the policy would say.
   if (!has_real(call)) return forward_call(call);
-  if (!api::compressible(call.kind)) return ForwardingFront::collective(call);
+  const bool gather = call.kind == api::CollKind::kAllGather;
+  if (!api::compressible(call.kind) && !gather) return ForwardingFront::collective(call);
   const api::CollOptions opts = api::read_coll_config(call.config);
   // NCCL judges a config it cannot use itself, and runs what the caller pinned to its algorithms.
   if (!opts.invalid.empty()) return forward_logged(call, "forwarded: " + opts.invalid);
@@ -79,6 +85,10 @@ ncclResult_t InterposedFront::config_collective(api::CollCall call) {
   if (opts.exact) return forward_logged(call, "forwarded: the call's config asks for exact");
   call.has_codec = opts.has_codec;
   call.codec = opts.codec;
+  // An AllGather without a codec of its own or from SKETCHCCL_ALLGATHER_CODEC: NCCL's, as asked.
+  if (gather && gather_codec(call) == kernels::CodecId::kNone) {
+    return ForwardingFront::collective(call);
+  }
   return take_over(call);
 }
 
@@ -88,6 +98,12 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   // Suspended (ncclCommSuspend): NCCL answers for it until the resume.
   if (c != nullptr && c->suspended()) {
     return forward_logged(call, "forwarded: the communicator is suspended");
+  }
+  // An AllGather's codec the compressed AllGather cannot run (a config's option): NCCL's.
+  if (call.kind == api::CollKind::kAllGather && !coll::gather_codec_usable(gather_codec(call))) {
+    return forward_logged(call, std::string("forwarded: codec ") +
+                                    kernels::codec_name(gather_codec(call)) +
+                                    " cannot run an AllGather");
   }
   // The first call after init may wait here, bounded, for the communicator's join.
   const CommState state = wait_for_join(c.get(), rt.settings().timeout_s);
@@ -131,7 +147,7 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   if (takes_nccl_phases(*c, call)) {
     const size_t tail = nccl_phases_tail(*c, call);
     const bool grouped = api::group::active();
-    log(taken_over_outcome() + ", hierarchical (NCCL's intra-node phases)" +
+    log(taken_over_outcome(call) + ", hierarchical (NCCL's intra-node phases)" +
         (tail > 0 ? ", the last " + std::to_string(tail) + " elements by NCCL's AllReduce" : "") +
         (grouped ? ", launched at ncclGroupEnd" : ""));
     if (!grouped) return run_nccl_phases(real_, *c, call);
@@ -146,11 +162,11 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
   if (api::group::active()) {
     // Launched at the outermost ncclGroupEnd, as NCCL launches its own; a simulated group hands
     // it to the real NCCL instead, whose simulation counts it (and nothing runs).
-    log(taken_over_outcome() + ", launched at ncclGroupEnd");
+    log(taken_over_outcome(call) + ", launched at ncclGroupEnd");
     api::group::defer_call(
         {[this, c, call] {
            bool started = false;
-           Status run = api::submit(*c, call, api::EngineRun::kCodec, &started);
+           Status run = run_own(*c, call, &started);
            if (run.ok() || started || call.mem.type != backend::MemoryType::kDevice) return run;
            // As below: nothing was enqueued, NCCL runs it.
            mark_device_path_failed(call.comm, run);
@@ -162,9 +178,9 @@ ncclResult_t InterposedFront::take_over(api::CollCall call) {
          forward_deferred()});
     return ncclSuccess;
   }
-  log(taken_over_outcome());
+  log(taken_over_outcome(call));
   bool started = false;
-  Status run = api::submit(*c, call, api::EngineRun::kCodec, &started);
+  Status run = run_own(*c, call, &started);
   if (!run.ok() && !started && call.mem.type == backend::MemoryType::kDevice) {
     // Device buffers: a failure here is one of setting the call up (the staging memory, the
     // stream operations), before the proxy could run it: the call goes to NCCL, and so do this

@@ -7,12 +7,15 @@
 // queues, or fails to ($MODEL_FAIL: prepare, staging, copy; alloc for the ReduceScatter's
 // scratch). The real NCCL is the fake, opened through SKETCHCCL_NCCL_LIB; SKETCHCCL_NCCL_LIB=none
 // runs standalone. Usage: device_client RANK NRANKS IDFILE MODE (MODE: group, nonblocking, fail,
-// hierrs, hierrsflat, hierrsfail, suspend: in front of a personality of NCCL 2.29.7 or newer;
+// hierrs, hierrsflat, hierrsfail, gather, gatherunset, hiergather, hiergatherflat,
+// hiergatherfail, suspend: in
+// front of a personality of NCCL 2.29.7 or newer;
 // shared: standalone).
 #include <nccl.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -494,14 +497,185 @@ int run_hier_rs(int rank, int nranks, const ncclUniqueId& id, const std::string&
   return 0;
 }
 
+// ncclAllGather of device buffers with SKETCHCCL_ALLGATHER_CODEC (set by the test, or not: mode
+// gatherunset). gather (2 ranks, one per node) and hiergatherflat (2 nodes x 2 ranks, ranks
+// 0,2 | 1,3): SketchCCL's staged compressed gather (node-aware on the second: exact over its own
+// transport inside the node), no NCCL call; apart, in place and inside a user group; every rank
+// prints a hash of its whole output, which the test compares across ranks. hiergather (ranks
+// 0,1 | 2,3): the rail's compressed gather staged into a scratch the model gave on the stream,
+// then N ncclAllGathers in one real group on the node communicator, node n's of scratch shard n
+// into output block n; the fake's AllGather copies at once (before the stream wrote the scratch),
+// so the rail's decoded shards are checked in the scratch as its stream gave it back, and their
+// hash compared across the rail's ranks.
+// gatherunset: forwarded to the fake unchanged. hiergatherfail ($MODEL_FAIL=alloc, ranks 0,1 |
+// 2,3): no scratch, the call forwarded with one WARN, the later one too.
+int run_gather(int rank, int nranks, const ncclUniqueId& id, const std::string& mode) {
+  constexpr int L = 2;
+  const bool hier = mode == "hiergather", unset = mode == "gatherunset";
+  const bool fail = mode == "hiergatherfail";  // $MODEL_FAIL=alloc: no scratch
+  const int N = nranks / L, local = rank % L;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRank(&comm, nranks, id, rank);
+  check("init", init == ncclSuccess, fmt("%d", init));
+  void* cp = static_cast<void*>(comm);
+  constexpr size_t R = 4099;  // sendcount: odd
+  auto value = [](int r, size_t i) {
+    return std::sin(0.001f * static_cast<float>(i) + static_cast<float>(r)) *
+           static_cast<float>(1 + r);
+  };
+  const int variants = unset ? 1 : fail ? 2 : 3;
+  for (int variant = 0; variant < variants; ++variant) {
+    const bool inplace = variant == 1, grouped = variant == 2;
+    const std::string name = mode + (inplace ? "/in-place" : grouped ? "/grouped" : "/apart");
+    std::vector<float> x(R), y(R * static_cast<size_t>(nranks), -1.f);
+    float* send = inplace ? y.data() + static_cast<size_t>(rank) * R : x.data();
+    for (size_t i = 0; i < R; ++i)
+      send[i] = value(rank, i);
+    g_model->mark_device(x.data(), x.size() * sizeof(float));
+    g_model->mark_device(y.data(), y.size() * sizeof(float));
+    cudaStream_t stream = fake_client::fake_stream(static_cast<uintptr_t>(0x90 + variant));
+    const size_t at = fake_client::log_size();
+    sketchcclCommStats before{};
+    before.size = sizeof before;
+    sketchcclCommGetStats(comm, &before);
+    const int allocs_before = g_model->counts().alloc_on_stream;
+    ncclResult_t g1 = ncclSuccess, g2 = ncclSuccess;
+    if (grouped) g1 = ncclGroupStart();
+    const ncclResult_t r = ncclAllGather(send, y.data(), R, ncclFloat32, comm, stream);
+    if (grouped) g2 = ncclGroupEnd();
+    const bool returned = r == ncclSuccess && g1 == ncclSuccess && g2 == ncclSuccess;
+    const bool done = device_work_done(comm, stream);
+    const std::string got = fake_client::log_since(at);
+    sketchcclCommStats after{};
+    after.size = sizeof after;
+    sketchcclCommGetStats(comm, &after);
+    auto count_of = [&got](const std::string& what) {
+      size_t k = 0;
+      for (size_t pos = 0; (pos = got.find(what, pos)) != std::string::npos; pos += what.size())
+        ++k;
+      return k;
+    };
+    if (unset) {
+      const std::string forwarded =
+          fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%p stream=%p\n",
+              static_cast<void*>(send), static_cast<void*>(y.data()), R, cp,
+              static_cast<void*>(stream));
+      check(name + "/forwarded",
+            returned && got.find(forwarded) != std::string::npos &&
+                count_of("ncclAllGather") == 1 && after.allgather_calls == 0,
+            fmt("r=%d; log: ", r) + got);
+      g_model->unmark(x.data());
+      g_model->unmark(y.data());
+      continue;
+    }
+    if (fail) {
+      // No scratch: forwarded unchanged (the fake copies sendbuff into recvbuff's first shard),
+      // and so is the later call, which asks for no scratch (the device path is NCCL's now).
+      const std::string forwarded =
+          fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=%p stream=%p\n",
+              static_cast<void*>(send), static_cast<void*>(y.data()), R, cp,
+              static_cast<void*>(stream));
+      check(name + "/forwarded-without-scratch",
+            returned && got.find(forwarded) != std::string::npos &&
+                count_of("ncclAllGather") == 1 && after.allgather_calls == 0 &&
+                g_model->counts().alloc_on_stream == allocs_before + (variant == 0 ? 1 : 0) &&
+                std::equal(send, send + R, y.data()),
+            fmt("r=%d; log: ", r) + got);
+      g_model->unmark(x.data());
+      g_model->unmark(y.data());
+      continue;
+    }
+    // The shards this rank checks: every rank's (owner q at q), or hiergather's N of its rail.
+    std::vector<int> owners;
+    for (int q = 0; q < nranks; ++q) {
+      if (!hier || q % L == local) owners.push_back(q);
+    }
+    std::vector<uint8_t> freed = g_model->last_freed_scratch();
+    if (hier && freed.size() != static_cast<size_t>(N) * R * 4) freed.assign(N * R * 4, 0);
+    double err = 0, ref = 0;
+    uint64_t hash = 1469598103934665603ull;
+    for (int q : owners) {
+      for (size_t i = 0; i < R; ++i) {
+        // hiergather: the rail's shards as the scratch held them for NCCL (node n's at n; the
+        // fake's AllGather copied the scratch before the stream had written it).
+        float got_v;
+        if (hier) {
+          std::memcpy(&got_v, freed.data() + (static_cast<size_t>(q / L) * R + i) * 4, 4);
+        } else {
+          got_v = y[static_cast<size_t>(q) * R + i];
+        }
+        const float want = value(q, i);
+        err += (got_v - want) * (got_v - want);
+        ref += want * want;
+        uint32_t bits;
+        std::memcpy(&bits, &got_v, sizeof bits);
+        hash = (hash ^ bits) * 1099511628211ull;
+      }
+    }
+    const double nmse = err / ref;
+    const bool counted =
+        after.allgather_calls == before.allgather_calls + 1 &&
+        after.allgather_failed == before.allgather_failed &&
+        after.allgather_bytes_in == before.allgather_bytes_in + R * 4 &&
+        after.allgather_inter_node_bytes_sent > before.allgather_inter_node_bytes_sent;
+    // hiergather in place: the fake's AllGather wrote the node's first shards at once, the
+    // caller's input of local rank 0 among them, before the stream copied it in (a GPU runs the
+    // copy first, in stream order): its data is not checked.
+    const bool data = !(hier && inplace);
+    check(name + "/compressed", returned && done && (!data || (nmse < 1e-3 && nmse > 0)) && counted,
+          fmt("r=%d done=%d nmse=%g calls %llu -> %llu", r, done, nmse,
+              static_cast<unsigned long long>(before.allgather_calls),
+              static_cast<unsigned long long>(after.allgather_calls)));
+    if (data)
+      std::printf("GATHERHASH %s %d %016llx\n", name.c_str(), hier ? local : 0,
+                  static_cast<unsigned long long>(hash));
+    if (!hier) {
+      check(name + "/no-nccl-call",
+            got.find("ncclAllGather") == std::string::npos &&
+                g_model->counts().alloc_on_stream == allocs_before,
+            "log: " + got);
+    } else {
+      // The phase-2 lines: the real group, node n's AllGather from scratch shard n into block n.
+      const uint8_t* scratch = g_model->last_scratch().first;
+      const size_t p0 = got.find("ncclGroupStart\n");
+      bool lines = p0 != std::string::npos;
+      for (int n = 0; n < N && lines; ++n) {
+        const std::string line =
+            fmt("ncclAllGather send=%p recv=%p count=%zu type=7 comm=",
+                static_cast<const void*>(scratch + static_cast<size_t>(n) * R * 4),
+                static_cast<void*>(y.data() + static_cast<size_t>(n * L) * R), R);
+        const size_t pos = got.find(line);
+        lines = pos != std::string::npos && pos > p0;
+        if (lines) {  // on the node communicator, not the caller's
+          const size_t from = pos + line.size();
+          lines = got.substr(from, got.find(' ', from) - from) != fmt("%p", cp);
+        }
+      }
+      check(name + "/nccl-node-phase",
+            returned && lines && count_of("ncclAllGather") == static_cast<size_t>(N) &&
+                got.find("ncclGroupEnd\n", p0) != std::string::npos &&
+                g_model->last_scratch().second == static_cast<size_t>(N) * R * 4 &&
+                g_model->counts().alloc_on_stream == allocs_before + 1 &&
+                g_model->live_scratch() == 0,
+            fmt("r=%d g=%d,%d; log: ", r, g1, g2) + got);
+    }
+    g_model->unmark(x.data());
+    g_model->unmark(y.data());
+  }
+  check_no_proxy_calls(mode + "/no_device_call_on_the_proxy", comm);
+  ncclCommDestroy(comm);
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr,
-                 "usage: %s RANK NRANKS IDFILE "
-                 "group|nonblocking|fail|hierrs|hierrsflat|hierrsfail|suspend|shared\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s RANK NRANKS IDFILE "
+        "group|nonblocking|fail|hierrs|hierrsflat|hierrsfail|gather|gatherunset|hiergather|"
+        "hiergatherflat|hiergatherfail|suspend|shared\n",
+        argv[0]);
     return 2;
   }
   const int rank = std::atoi(argv[1]);
@@ -542,6 +716,8 @@ int main(int argc, char** argv) {
     run_shared(rank, nranks, id);
   } else if (mode.rfind("hierrs", 0) == 0) {
     run_hier_rs(rank, nranks, id, mode);
+  } else if (mode.find("gather") != std::string::npos) {
+    run_gather(rank, nranks, id, mode);
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -180,6 +183,79 @@ TEST(DevicePath, AHierarchicalReduceScatterWhoseRailFailsStillEnqueuedPhaseOne) 
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_EQ(r.checks, 4 * (1 + 2 + 1 + 1)) << r.text;
   EXPECT_EQ(r.warns, std::vector<int>({2, 2, 2, 2})) << r.text;
+}
+
+// The GATHERHASH lines' hashes per key (a variant and the ranks that must agree).
+std::map<std::string, std::set<std::string>> gather_hashes(const std::string& text) {
+  std::map<std::string, std::set<std::string>> by_key;
+  size_t pos = 0;
+  while ((pos = text.find("GATHERHASH ", pos)) != std::string::npos) {
+    const size_t eol = text.find('\n', pos);
+    std::istringstream line(text.substr(pos + 11, eol - pos - 11));
+    std::string name, key, hash;
+    line >> name >> key >> hash;
+    by_key[name + " " + key].insert(hash);
+    pos = eol;
+  }
+  return by_key;
+}
+
+// Every key's ranks printed one hash (the same bits), `keys` keys.
+void expect_same_bits(const Result& r, size_t keys) {
+  const auto by_key = gather_hashes(r.text);
+  EXPECT_EQ(by_key.size(), keys) << r.text;
+  for (const auto& [key, hashes] : by_key)
+    EXPECT_EQ(hashes.size(), 1u) << key << "\n" << r.text;
+}
+
+// SKETCHCCL_ALLGATHER_CODEC unset: an AllGather of device buffers goes to NCCL unchanged.
+TEST(DevicePath, AnAllGatherWithoutItsCodecIsForwarded) {
+  Result r = run("gatherunset", {"MODEL_DEVICE=0"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * (1 + 1 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
+}
+
+// Set, one rank per node: SketchCCL's compressed gather staged on the stream (apart, in place,
+// in a group), no NCCL call, the same bits on both ranks, counted in the statistics.
+TEST(DevicePath, AnAllGatherWithItsCodecIsStagedAndCompressed) {
+  Result r = run("gather", {"MODEL_DEVICE=0", "SKETCHCCL_ALLGATHER_CODEC=q8"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 2 * (1 + 3 * 2 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0})) << r.text;
+  expect_same_bits(r, 3);
+}
+
+// 2 nodes x 2 ranks, each node's ranks consecutive: the rail's compressed gather, then NCCL's
+// AllGathers on the node communicator in one real group; the rail's ranks decode the same bits.
+TEST(DevicePath, AHierarchicalAllGatherRunsTheRailThenNcclInTheNode) {
+  Result r =
+      run("hiergather", {"MODEL_DEVICE=0", "SKETCHCCL_ALLGATHER_CODEC=q8"}, false, 4, by_node);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 3 * 2 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0, 0, 0})) << r.text;
+  expect_same_bits(r, 2 * 2);  // apart and grouped (in place: the fake's order, see the client)
+}
+
+// Interleaved nodes (ranks 0,2 | 1,3): SketchCCL's own node-aware gather, staged; every rank
+// holds the same bits.
+TEST(DevicePath, AnAllGatherOnInterleavedNodesRunsSketchcclsNodeAwareGather) {
+  Result r = run("hiergatherflat", {"MODEL_DEVICE=0", "SKETCHCCL_ALLGATHER_CODEC=q8"}, false, 4,
+                 [](int rank) { return "rsnode" + std::to_string(rank % 2); });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 3 * 2 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({0, 0, 0, 0})) << r.text;
+  expect_same_bits(r, 3);
+}
+
+// No scratch for the node phase: the AllGather and the later ones forwarded, one WARN per rank.
+TEST(DevicePath, AHierarchicalAllGatherWithoutScratchForwardsWithOneWarn) {
+  Result r =
+      run("hiergatherfail", {"MODEL_DEVICE=0", "MODEL_FAIL=alloc", "SKETCHCCL_ALLGATHER_CODEC=q8"},
+          false, 4, by_node);
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * (1 + 2 + 1)) << r.text;
+  EXPECT_EQ(r.warns, std::vector<int>({1, 1, 1, 1})) << r.text;
 }
 
 }  // namespace

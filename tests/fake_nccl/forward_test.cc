@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -152,6 +155,43 @@ TEST(Forwarding, NonblockingNodeCommunicatorsPhasesInProgressAreEnqueued) {
                  {"NCCL_COMM_BLOCKING=0"});
   EXPECT_EQ(r.fails, 0) << r.text;
   EXPECT_EQ(r.checks, 4 * 14) << r.text;
+}
+
+// The GATHERHASH lines ("GATHERHASH type hash") of every rank: per type one value (the same bits
+// on every rank), `ranks` lines each, for `types` types.
+void expect_same_gather_bits(const Result& r, int ranks, size_t types) {
+  std::map<std::string, std::set<std::string>> hashes;
+  std::map<std::string, int> lines;
+  for (size_t pos = 0; (pos = r.text.find("GATHERHASH ", pos)) != std::string::npos;) {
+    const size_t eol = r.text.find('\n', pos);
+    const std::string rest = r.text.substr(pos + 11, eol - pos - 11);
+    const std::string type = rest.substr(0, rest.find(' '));
+    hashes[type].insert(rest.substr(rest.find(' ') + 1));
+    ++lines[type];
+    pos = eol;
+  }
+  EXPECT_EQ(hashes.size(), types) << r.text;
+  for (const auto& [type, h] : hashes) {
+    EXPECT_EQ(lines[type], ranks) << type << "\n" << r.text;
+    EXPECT_EQ(h.size(), 1u) << type << "\n" << r.text;
+  }
+}
+
+// SKETCHCCL_ALLGATHER_CODEC unset: a float AllGather of host buffers goes to NCCL unchanged.
+TEST(Forwarding, AnAllGatherWithoutItsCodecArrivesUnchanged) {
+  Result r = run("gather", 3, [](int) { return "q8"; });
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 3 * 5) << r.text;
+}
+
+// Set, 2 nodes of 2 ranks: taken over (SketchCCL's node-aware gather of host buffers), float32
+// and bfloat16, the same bits on every rank, counted; an int32 AllGather still arrives.
+TEST(Forwarding, AnAllGatherWithItsCodecIsTakenOverWithTheSameBitsEverywhere) {
+  Result r = run("gather", 4, [](int) { return "q8"; }, /*one_node=*/false, /*ranks_per_node=*/2,
+                 {"SKETCHCCL_ALLGATHER_CODEC=q8"});
+  EXPECT_EQ(r.fails, 0) << r.text;
+  EXPECT_EQ(r.checks, 4 * 6) << r.text;
+  expect_same_gather_bits(r, 4, 2);
 }
 
 }  // namespace

@@ -235,6 +235,10 @@ std::pair<const uint8_t*, size_t> ModelDevice::last_scratch() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_scratch_;
 }
+std::vector<uint8_t> ModelDevice::last_freed_scratch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_freed_scratch_;
+}
 std::vector<void*> ModelDevice::scratch_alloc_streams() const {
   std::lock_guard<std::mutex> lock(mu_);
   return scratch_alloc_streams_;
@@ -409,6 +413,11 @@ Status ModelDevice::free_on_stream(int device, void* p, void* stream) {
     if (bytes == 0) {
       violation("free_on_stream of scratch that is not live");
       return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto* b = static_cast<const uint8_t*>(p);
+      last_freed_scratch_.assign(b, b + bytes);
     }
     std::memset(p, 0xff, bytes);
     unmark(p);

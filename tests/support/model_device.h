@@ -91,6 +91,8 @@ class ModelDevice final : public backend::DeviceRuntime {
   // Stream-ordered scratch (alloc_on_stream) not yet given back by its stream.
   size_t live_scratch() const;
   std::pair<const uint8_t*, size_t> last_scratch() const;
+  // The bytes the last scratch given back held when its stream gave it back (before the poison).
+  std::vector<uint8_t> last_freed_scratch() const;
   std::vector<void*> scratch_alloc_streams() const;
   std::vector<void*> scratch_free_streams() const;
 
@@ -146,6 +148,7 @@ class ModelDevice final : public backend::DeviceRuntime {
   };
   std::vector<Scratch> scratch_;
   std::pair<const uint8_t*, size_t> last_scratch_{nullptr, 0};
+  std::vector<uint8_t> last_freed_scratch_;
   std::vector<void*> scratch_alloc_streams_, scratch_free_streams_;
 };
 

@@ -3,7 +3,7 @@
 // P, and (P - 1) packets' bytes per rank; in place; counts below a slice and zero; one rank;
 // codecs that cannot gather refused; ranks that disagree on the count, or a rank that is gone,
 // fail with an error instead of hanging. Node-aware: every shard in its owner's place, the same
-// bits, and only the rail's compressed bytes between nodes.
+// bits, and only the rail's compressed bytes between nodes; the rail's gather alone.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -155,6 +155,69 @@ TEST(NodeAwareAllGather, SameBitsEveryShardInItsPlaceOnlyTheRailCrossesNodes) {
       EXPECT_LT(nmse(g.y[0], count, p), 1e-3);
     }
   }
+}
+
+// The rail's gather alone (in front of NCCL, whose AllGather runs the node's part): each rank gets
+// its rail's N shards, node n's at n, with the bits the node-aware gather puts at their owners'
+// places (the same packets), and every byte it sends crosses nodes.
+TEST(RailAllGather, TheRailsShardsInNodeOrderWithTheNodeAwareGathersBits) {
+  const size_t count = 2345;
+  const std::vector<uint64_t> hosts{5, 5, 6, 6};  // 2 nodes of 2, node by node
+  const int p = 4, L = 2, N = 2;
+  const Gathered whole = gather_node_aware(p, hosts, count, false);
+  const double timeout_s = 20;
+  auto t = testutil::loopback_transports(p, timeout_s);
+  std::vector<std::vector<float>> x(p), y(p, std::vector<float>(N * count, -7.0f));
+  std::vector<Status> st(p);
+  std::vector<GatherStats> stats(p);
+  GatherSettings gs;
+  gs.seed = 3;
+  gs.slice_elems = 1000;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    x[r].resize(count);
+    for (size_t i = 0; i < count; ++i)
+      x[r][i] = value(r, i);
+  }
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([&, r] {
+      auto be = backend::make_host_backend();
+      const Topology topo = make_topology(r, hosts);
+      CommLink link = testutil::ring_link(t[r].get(), r, p, timeout_s, 9);  // whole's op_seq
+      GatherArgs a;
+      a.send = x[r].data();
+      a.recv = y[r].data();
+      a.count = count;
+      a.codec = CodecId::kQ8;
+      st[r] = rail_allgather(link, topo, *be, a, gs, &stats[r]);
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  for (int r = 0; r < p; ++r) {
+    ASSERT_TRUE(st[r].ok()) << st[r].to_string();
+    ASSERT_TRUE(whole.st[r].ok()) << whole.st[r].to_string();
+    for (int n = 0; n < N; ++n) {
+      const int owner = n * L + r % L;
+      EXPECT_EQ(std::memcmp(y[r].data() + n * count, whole.y[0].data() + owner * count, count * 4),
+                0)
+          << "rank " << r << ", node " << n;
+    }
+    EXPECT_EQ(stats[r].calls, 1u);
+    EXPECT_EQ(stats[r].bytes_in, count * 4);
+    EXPECT_GT(stats[r].bytes_sent, 0u);
+    EXPECT_EQ(stats[r].inter_node_bytes_sent, stats[r].bytes_sent);
+  }
+  // A flat topology has no rail to gather along.
+  auto be = backend::make_host_backend();
+  GatherStats flat_stats;
+  GatherArgs a;
+  a.send = x[0].data();
+  a.recv = y[0].data();
+  a.count = count;
+  const Status flat = rail_allgather(testutil::ring_link(t[0].get(), 0, p, timeout_s, 10),
+                                     make_topology(0, {1, 2, 3, 4}), *be, a, gs, &flat_stats);
+  EXPECT_FALSE(flat.ok());
 }
 
 TEST(CompressedAllGather, EveryLinearCodecSameBitsOneEncodingsErrorAndItsBytes) {
