@@ -201,8 +201,8 @@ Status ReductionEngine::run_schedule(const CommLink& link, const ReductionArgs& 
   char what[96];
   std::snprintf(what, sizeof what, "the %s %s of %zu bytes", kernels::codec_name(codec),
                 shape.name(), args.count * kernels::elem_size(args.type));
-  const Status st =
-      run_caught(what, [&] { return run_on(link, args, shape, codec, state, cs, be, spec); });
+  const ScheduleRun run{link, args, shape, codec, state, cs, be, spec};
+  const Status st = run_caught(what, [&] { return run_on(run); });
   // The flat ring sends to its right neighbour only: on this node or on another. Two-shot sends
   // to every rank alike, so its bytes split by the share of the other ranks on this node.
   const uint64_t sent = cs.bytes_sent - sent_before;
@@ -244,12 +244,12 @@ void ReductionEngine::count_memory() {
   stats_.packet_peak_bytes = h.packet_peak_bytes;
 }
 
-// On the backend of the buffers' memory type, made current on this (the proxy) thread. Every
-// backend call returns with its results in place, so when this returns the output is written
-// (for device buffers: the stream gate may be released, docs/cuda.md).
-Status ReductionEngine::run_on(const CommLink& link, const ReductionArgs& args,
-                               const CollShape& shape, CodecId codec, BufferState& state,
-                               CodecStats& cs, backend::Backend& be, Speculation* spec) {
+// Every backend call returns with its results in place, so when this returns the output is
+// written.
+Status ReductionEngine::run_on(const ScheduleRun& run) {
+  const CommLink& link = run.link;
+  const ReductionArgs& args = run.args;
+  backend::Backend& be = run.be;
   SCCL_RETURN_IF_ERROR(be.activate());
   be.bound_waits(link.abort, link.timeout_s);
   Status st;
@@ -257,7 +257,7 @@ Status ReductionEngine::run_on(const CommLink& link, const ReductionArgs& args,
     // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
     st = be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
   } else {
-    st = run_plan(link, args, shape, codec, state, cs, be, spec);
+    st = run_plan(run);
   }
   // A failure releases the caller's stream: first no device work may still write its buffers.
   if (!st.ok()) {
@@ -267,9 +267,15 @@ Status ReductionEngine::run_on(const CommLink& link, const ReductionArgs& args,
   return st;
 }
 
-Status ReductionEngine::run_plan(const CommLink& link, const ReductionArgs& args,
-                                 const CollShape& shape, CodecId codec, BufferState& state,
-                                 CodecStats& cs, backend::Backend& be, Speculation* spec) {
+Status ReductionEngine::run_plan(const ScheduleRun& run) {
+  const CommLink& link = run.link;
+  const ReductionArgs& args = run.args;
+  const CollShape& shape = run.shape;
+  const CodecId codec = run.codec;
+  BufferState& state = run.state;
+  CodecStats& cs = run.cs;
+  backend::Backend& be = run.be;
+  Speculation* spec = run.spec;
   std::unique_ptr<CodecPlan> plan = make_plan(kernels::codec_info(codec)->family);
   const BufferState history = state;  // the decisions use the previous call only
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;

@@ -79,14 +79,21 @@ class ReductionEngine {
                       Speculation* spec);
   // The backend of `mem` buffers: the host's (device buffers arrive staged).
   Status backend_for(backend::MemoryType mem, backend::Backend** out);
-  // `be` runs the codecs on the user's buffers (the backend of args.mem).
-  Status run_on(const CommLink& link, const ReductionArgs& args, const CollShape& shape,
-                kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be,
-                Speculation* spec);
+  // One run of a call on one schedule, as run_schedule sets it up: the one descriptor passed down.
+  struct ScheduleRun {
+    const CommLink& link;
+    const ReductionArgs& args;
+    const CollShape& shape;
+    kernels::CodecId codec;
+    BufferState& state;
+    CodecStats& cs;        // the codec's statistics
+    backend::Backend& be;  // runs the codecs on the user's buffers (the backend of args.mem)
+    Speculation* spec;     // null: the decision was agreed first (or there was none)
+  };
+  // On `run.be`, made current on this (the proxy) thread.
+  Status run_on(const ScheduleRun& run);
   // The codec's plan on the call's shape, wrapped in error feedback and the accuracy estimate.
-  Status run_plan(const CommLink& link, const ReductionArgs& args, const CollShape& shape,
-                  kernels::CodecId codec, BufferState& state, CodecStats& cs, backend::Backend& be,
-                  Speculation* spec);
+  Status run_plan(const ScheduleRun& run);
 
   Settings settings_;
   int nranks_;

@@ -31,7 +31,7 @@ EXTERNAL = {
     "nvcc.profile", "stdatomic.h", "nvToolsExt.h", "cub.cuh", "cuda_fp16.h", "cuda_bf16.h",
     "cuda_fp8.h", "x.cu.cc",
 }
-# Other projects' names (NCCL, UCX, CUDA, PyTorch, glibc, the ELF loader) and math, cited in
+# Other projects' names (NCCL, UCX, CUDA, PyTorch, glibc, the ELF loader, Linux) and math, cited in
 # backticks: not in this tree.
 EXTERNAL_NAMES = {
     "sm_80", "empty_cache", "uct_tcp_ep_handle_send_err", "uct_tcp_ep_purge", "ExecDestroy",
@@ -40,6 +40,7 @@ EXTERNAL_NAMES = {
     "ncclEnqueueCheck", "ncclInfo", "testColl", "cuMemExportToShareableHandle",
     "cudaFuncSetAttribute", "ncclCommEnsureReady", "ncclAsyncLaunch", "envConfigOverride",
     "waitReady", "split_comm", "uct_tcp_ep_sendv", "ncclNet_t", "getProperties", "main_arena",
+    "tcp_retries2",
 }
 # Other projects' files cited by their own paths (NCCL, UCX, XLA).
 EXTERNAL_PATHS = {
