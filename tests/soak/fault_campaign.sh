@@ -48,7 +48,14 @@ while [ "$SECONDS" -lt "$end" ]; do
   case "$sc" in
     linkdown | stop)
       # Half the outages end well within the timeout (the calls must complete), half outlast it.
-      if [ $((RANDOM % 2)) -eq 0 ]; then timeout=$((down + 8)); else timeout=$((down > 3 ? down - 1 : 2)); down=$((timeout + 2)); fi
+      # A link's "within" reaches past TCP's next doubled retransmission (fault.sh's expectation).
+      if [ $((RANDOM % 2)) -eq 0 ]; then
+        timeout=$((down + 8))
+        [ "$sc" = linkdown ] && timeout=$((2 * down + 8))
+      else
+        timeout=$((down > 3 ? down - 1 : 2))
+        down=$((timeout + 2))
+      fi
       args+=(down="$down" timeout="$timeout") ;;
     partition | kill) args+=(timeout=$((2 + RANDOM % 4))) ;;
     badinput) args+=(bad="$(pick bads)" timeout=$((2 + RANDOM % 3))) ;;

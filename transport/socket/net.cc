@@ -229,9 +229,12 @@ Status set_nonblocking(int fd) {
   return Status::Ok();
 }
 
-void set_nodelay(int fd) {
+bool tune_stream(int fd) {
   int one = 1;
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  constexpr int kTcpRtoMaxMs = 44;  // TCP_RTO_MAX_MS (Linux 6.15), absent from older headers
+  int cap = kRetransmitCapMs;
+  return setsockopt(fd, IPPROTO_TCP, kTcpRtoMaxMs, &cap, sizeof cap) == 0;
 }
 
 Status listen_on(const SockAddr& addr, int backlog, Fd* fd, SockAddr* bound) {
@@ -292,7 +295,7 @@ Status connect_to(const SockAddr& addr, double deadline, bool retry_refused, Fd*
       }
     }
     if (err == 0) {
-      set_nodelay(s.get());
+      tune_stream(s.get());
       *fd = std::move(s);
       return Status::Ok();
     }

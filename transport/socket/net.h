@@ -68,12 +68,17 @@ Status choose_local_address(const std::string& ifname_spec, int family, SockAddr
 Status listen_on(const SockAddr& addr, int backlog, Fd* fd, SockAddr* bound);
 
 // Connects (TCP, non-blocking underneath) before `deadline` (now_s() clock). Retries refused
-// connections until the deadline when retry_refused. The returned socket is non-blocking with
-// TCP_NODELAY.
+// connections until the deadline when retry_refused. The returned socket is non-blocking and
+// tuned by tune_stream.
 Status connect_to(const SockAddr& addr, double deadline, bool retry_refused, Fd* fd);
 
 Status set_nonblocking(int fd);
-void set_nodelay(int fd);
+// TCP_NODELAY, and TCP's retransmission back-off capped at kRetransmitCapMs where the kernel
+// can (Linux 6.15+): a stream stalled by a link outage then resumes within about a second of the
+// link's return, not at the next doubling of its timer (3, 6, 12 ... s, up to 2 min), which could
+// outlast SKETCHCCL_TIMEOUT. Returns whether the cap is in place (older kernels refuse it).
+bool tune_stream(int fd);
+constexpr int kRetransmitCapMs = 1000;
 
 // Blocking-with-deadline full reads and writes on a non-blocking socket (poll()).
 // recv_all: kRemoteError on EOF ("closed the connection") or timeout.

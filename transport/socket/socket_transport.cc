@@ -588,7 +588,7 @@ class SocketTransport final : public Transport {
     while (true) {
       int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;
-      net::set_nodelay(fd);
+      net::tune_stream(fd);
       Pending pd;
       pd.fd.reset(fd);
       pd.since = net::now_s();

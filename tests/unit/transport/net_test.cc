@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <string>
@@ -82,6 +83,30 @@ TEST(Net, ConnectToClosedPortFailsAndTimesOut) {
   EXPECT_EQ(st.code(), Code::kRemoteError);
   EXPECT_NE(st.message().find("timeout"), std::string::npos) << st.message();
   EXPECT_LT(now_s() - t0, 1.0);
+}
+
+// A connected stream caps TCP's retransmission back-off where the kernel has TCP_RTO_MAX_MS, so
+// that a stream stalled by a link outage resumes soon after the link returns.
+TEST(Net, ConnectedStreamsCapTheRetransmissionBackoff) {
+  SockAddr a;
+  ASSERT_TRUE(choose_local_address("lo", AF_INET, &a, nullptr).ok());
+  a.set_port(0);
+  Fd listener;
+  SockAddr bound;
+  ASSERT_TRUE(listen_on(a, 4, &listener, &bound).ok());
+  Fd fd;
+  ASSERT_TRUE(connect_to(bound, now_s() + 5, false, &fd).ok());
+  Fd probe(::socket(AF_INET, SOCK_STREAM, 0));
+  bool kernel_can = tune_stream(probe.get());
+  int cap = -1;
+  socklen_t len = sizeof cap;
+  int rc = ::getsockopt(fd.get(), IPPROTO_TCP, 44 /* TCP_RTO_MAX_MS */, &cap, &len);
+  if (!kernel_can) {
+    EXPECT_NE(rc, 0) << "the kernel refused the cap on one socket and took it on another";
+    GTEST_SKIP() << "this kernel has no TCP_RTO_MAX_MS (Linux 6.15+)";
+  }
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(cap, kRetransmitCapMs);
 }
 
 }  // namespace
