@@ -60,7 +60,7 @@ inline int run_worker(int argc, char** argv, const std::vector<Scenario>& scenar
     return 2;
   }
   if (wa.args.size() < row->min_args) {
-    std::fprintf(stderr, "%s %s: %zu arguments needed\n", argv[0], row->name, row->min_args);
+    std::fprintf(stderr, "%s %s: needs %zu ARGS\n", argv[0], row->name, row->min_args);
     return 2;
   }
   *rank = wa.rank;
