@@ -24,18 +24,21 @@ coll::ReductionArgs engine_args(const CollCall& call, int nranks, EngineRun run)
   return args;
 }
 
-Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, bool* started) {
+namespace {
+
+// The one path of a call on `comm`'s proxy. Device buffers (docs/cuda.md): `stage` stages it on
+// the call's stream; never blocks, inside a group or not; failures found later are the
+// communicator's async error (ncclCommGetAsyncError), as NCCL. Host buffers: `submit_work`'s
+// work, deferred to ncclGroupEnd inside a group, else waited for.
+template <typename Stage, typename SubmitWork>
+Status run_on_proxy(coll::Communicator& comm, const CollCall& call, bool* started,
+                    const Stage& stage, const SubmitWork& submit_work) {
   if (started != nullptr) *started = false;
-  // A rail phase runs among the rail's ranks, one per node (a ReduceScatter's input is theirs).
-  const int nranks = run == EngineRun::kRail ? comm.topology().nodes : comm.nranks();
-  const coll::ReductionArgs args = engine_args(call, nranks, run);
-  if (args.mem == backend::MemoryType::kDevice) {
-    // Device buffers (docs/cuda.md): staged on the stream; never blocks, inside a group or not.
-    // Failures found later are the communicator's async error (ncclCommGetAsyncError), as NCCL.
+  if (call.mem.type == backend::MemoryType::kDevice) {
     if (call.count == 0) return Status::Ok();
     auto sc = std::make_shared<coll::Communicator::StreamCall>();
     // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
-    SCCL_RETURN_IF_ERROR(comm.stage_reduction_stream(args, sc.get(), !group::active()));
+    SCCL_RETURN_IF_ERROR(stage(sc.get(), !group::active()));
     void* stream = call.stream;
     // In a group launch the heads and tails wait for the group's other calls (group.h).
     Status st =
@@ -44,7 +47,7 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
     if (started != nullptr) *started = !sc->staged->cancelled();
     return st;
   }
-  auto work = comm.submit_reduction(args);
+  auto work = submit_work();
   if (started != nullptr) *started = true;
   if (group::active()) {
     group::defer(work, false);
@@ -53,35 +56,35 @@ Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, boo
   return work->wait();
 }
 
+}  // namespace
+
+Status submit(coll::Communicator& comm, const CollCall& call, EngineRun run, bool* started) {
+  // A rail phase runs among the rail's ranks, one per node (a ReduceScatter's input is theirs).
+  const int nranks = run == EngineRun::kRail ? comm.topology().nodes : comm.nranks();
+  const coll::ReductionArgs args = engine_args(call, nranks, run);
+  return run_on_proxy(
+      comm, call, started,
+      [&](coll::Communicator::StreamCall* sc, bool may_wait) {
+        return comm.stage_reduction_stream(args, sc, may_wait);
+      },
+      [&] { return comm.submit_reduction(args); });
+}
+
 Status submit_gather(coll::Communicator& comm, const CollCall& call, kernels::CodecId codec,
                      bool* started) {
-  if (started != nullptr) *started = false;
   coll::GatherArgs args;
   args.send = call.send;
   args.recv = call.recv;
   args.count = call.count;
   args.type = call.elem;
   args.codec = codec;
-  if (call.mem.type == backend::MemoryType::kDevice) {
-    // As submit's device reductions (docs/cuda.md): staged on the stream, never blocks.
-    if (call.count == 0) return Status::Ok();
-    auto sc = std::make_shared<coll::Communicator::StreamCall>();
-    SCCL_RETURN_IF_ERROR(comm.stage_allgather_stream(args, coll::Communicator::GatherSpan::kWhole,
-                                                     sc.get(), !group::active()));
-    void* stream = call.stream;
-    Status st =
-        group::stream_ops([&comm, sc, stream] { return comm.enqueue_stream_head(*sc, stream); },
-                          [&comm, sc, stream] { return comm.enqueue_stream_tail(*sc, stream); });
-    if (started != nullptr) *started = !sc->staged->cancelled();
-    return st;
-  }
-  auto work = comm.submit_allgather(args);
-  if (started != nullptr) *started = true;
-  if (group::active()) {
-    group::defer(work, false);
-    return Status::Ok();
-  }
-  return work->wait();
+  return run_on_proxy(
+      comm, call, started,
+      [&](coll::Communicator::StreamCall* sc, bool may_wait) {
+        return comm.stage_allgather_stream(args, coll::Communicator::GatherSpan::kWhole, sc,
+                                           may_wait);
+      },
+      [&] { return comm.submit_allgather(args); });
 }
 
 }  // namespace sketchccl::api

@@ -422,6 +422,20 @@ Status run_two_shot(const CommLink& link, RingPlan plan, const TwoShotCall& call
   return st;
 }
 
+// The call each entry point describes (`gather`: an AllReduce, else a ReduceScatter).
+TwoShotCall two_shot_call(bool gather, uint8_t scatter_phase, uint8_t gather_phase, SliceOps& ops,
+                          RingStats* stats, SampleCarry* sample, Speculation* spec) {
+  TwoShotCall call;
+  call.gather = gather;
+  call.scatter_phase = scatter_phase;
+  call.gather_phase = gather_phase;
+  call.ops = &ops;
+  call.stats = stats;
+  call.carry = sample;
+  call.spec = spec;
+  return call;
+}
+
 }  // namespace
 
 RingPlan two_shot_plan(bool all_reduce, size_t count, int nranks, size_t slice_elems) {
@@ -446,15 +460,8 @@ Status two_shot_allreduce(const CommLink& link, uint8_t scatter_phase, uint8_t g
                           SampleCarry* sample, Speculation* spec) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
-  TwoShotCall call;
-  call.gather = true;
-  call.scatter_phase = scatter_phase;
-  call.gather_phase = gather_phase;
-  call.ops = &ops;
-  call.stats = stats;
-  call.carry = sample;
-  call.spec = spec;
-  return run_two_shot(link, two_shot_plan(true, count, link.nranks, slice_elems), call);
+  return run_two_shot(link, two_shot_plan(true, count, link.nranks, slice_elems),
+                      two_shot_call(true, scatter_phase, gather_phase, ops, stats, sample, spec));
 }
 
 Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size_t count,
@@ -463,15 +470,10 @@ Status two_shot_reduce_scatter(const CommLink& link, uint8_t scatter_phase, size
                                SampleCarry* sample) {
   if (count == 0) return Status::Ok();
   SCCL_RETURN_IF_ERROR(check_link(link, "two-shot"));
-  TwoShotCall call;
-  call.gather = false;
-  call.scatter_phase = scatter_phase;
-  call.gather_phase = scatter_phase;
-  call.ops = &ops;
-  call.stats = stats;
+  // One phase: the reduced chunk stays with its owner.
+  const TwoShotCall call =
+      two_shot_call(false, scatter_phase, scatter_phase, ops, stats, sample, spec);
   if (bounds == nullptr || bounds->empty()) {
-    call.carry = sample;
-    call.spec = spec;
     return run_two_shot(link, two_shot_plan(false, count, link.nranks, slice_elems), call);
   }
   // A rank that did not speculate drains the even cut (two_shot_plan); the sample is the input's.

@@ -254,6 +254,71 @@ ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
   return api::forwarded(r);
 }
 
+// A node-phase run's device scratch, from SketchCCL's pool on the call's stream; give_back()
+// returns it there, behind what the stream holds by then (once; the destructor if not before).
+class NodeScratch {
+ public:
+  NodeScratch(const coll::Communicator& c, cudaStream_t stream, const char* coll_name)
+      : rt_(backend::device_runtime()),
+        device_(c.cuda_device() < 0 ? 0 : c.cuda_device()),
+        rank_(c.rank()),
+        stream_(stream),
+        coll_name_(coll_name) {}
+  NodeScratch(const NodeScratch&) = delete;
+  NodeScratch& operator=(const NodeScratch&) = delete;
+  ~NodeScratch() { give_back(); }
+
+  Status allocate(size_t bytes) {
+    // This thread's CUDA calls must not invalidate another thread's global-mode capture.
+    backend::RelaxedCaptureScope relaxed;
+    const Status st = rt_.alloc_on_stream(device_, bytes, stream_, &ptr_);
+    held_ = st.ok();
+    return st;
+  }
+  void* get() const { return ptr_; }
+  void give_back() {
+    if (!held_) return;
+    held_ = false;
+    backend::RelaxedCaptureScope relaxed;
+    const Status freed = rt_.free_on_stream(device_, ptr_, stream_);
+    if (!freed.ok()) {
+      SCCL_WARN(kLogColl, "rank %d: the %s's device scratch stays allocated: %s", rank_, coll_name_,
+                freed.to_string().c_str());
+    }
+  }
+
+ private:
+  backend::DeviceRuntime& rt_;
+  const int device_, rank_;
+  const cudaStream_t stream_;
+  const char* const coll_name_;
+  void* ptr_ = nullptr;
+  bool held_ = false;
+};
+
+// What both node-phase runs set up first: the real group calls and the scratch, N blocks of the
+// call's count (node n's). False: the call is answered with *answer: a missing NCCL function, or
+// no scratch (nothing enqueued: NCCL runs this call and this communicator's later device calls).
+bool set_up_node_phases(const RealApi& real, coll::Communicator& c, const api::CollCall& call,
+                        NodeScratch* scratch, ncclResult_t* answer) {
+  if (real.ncclGroupStart == nullptr) {
+    *answer = missing_real("ncclGroupStart");
+    return false;
+  }
+  if (real.ncclGroupEnd == nullptr) {
+    *answer = missing_real("ncclGroupEnd");
+    return false;
+  }
+  const Status st = scratch->allocate(static_cast<size_t>(c.topology().nodes) * call.count *
+                                      kernels::elem_size(call.elem));
+  if (!st.ok()) {
+    mark_device_path_failed(call.comm, st);
+    *answer = forward_counted(real, &c, call);
+    return false;
+  }
+  return true;
+}
+
 // A ReduceScatter of device buffers, node n's ranks numbered n·L .. n·L + L - 1 (blocks_by_node):
 // 1: N ncclReduceScatters in one real group, node n's over its L consecutive input chunks into
 // chunk n of a device scratch from SketchCCL's pool, so that local rank l gets the node's sums of
@@ -263,34 +328,11 @@ ncclResult_t run_nccl_reduce_scatter(const RealApi& real, coll::Communicator& c,
 // peers wait for nothing more of this rank.
 ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communicator& c,
                                             const api::CollCall& call, ncclComm_t node) {
-  if (real.ncclGroupStart == nullptr) return missing_real("ncclGroupStart");
-  if (real.ncclGroupEnd == nullptr) return missing_real("ncclGroupEnd");
   const coll::Topology& topo = c.topology();
-  const size_t esz = kernels::elem_size(call.elem);
-  const size_t chunk_bytes = call.count * esz;
-  const int device = c.cuda_device() < 0 ? 0 : c.cuda_device();
-  backend::DeviceRuntime& rt = backend::device_runtime();
-  void* scratch = nullptr;
-  Status st;
-  {
-    // This thread's CUDA calls must not invalidate another thread's global-mode capture.
-    backend::RelaxedCaptureScope relaxed;
-    st = rt.alloc_on_stream(device, static_cast<size_t>(topo.nodes) * chunk_bytes, call.stream,
-                            &scratch);
-  }
-  if (!st.ok()) {
-    // Nothing enqueued: NCCL runs this call and this communicator's later device calls.
-    mark_device_path_failed(call.comm, st);
-    return forward_counted(real, &c, call);
-  }
-  auto give_back = [&rt, device, scratch, stream = call.stream, rank = c.rank()] {
-    backend::RelaxedCaptureScope relaxed;
-    const Status freed = rt.free_on_stream(device, scratch, stream);
-    if (!freed.ok()) {
-      SCCL_WARN(kLogColl, "rank %d: the ReduceScatter's device scratch stays allocated: %s", rank,
-                freed.to_string().c_str());
-    }
-  };
+  const size_t chunk_bytes = call.count * kernels::elem_size(call.elem);
+  NodeScratch scratch(c, call.stream, "ReduceScatter");
+  ncclResult_t answer = ncclSuccess;
+  if (!set_up_node_phases(real, c, call, &scratch, &answer)) return answer;
   // 1: every node's ReduceScatter is issued whatever an earlier one said (the group's end
   // answers for all of them, on every rank alike); ncclAvg divides by L.
   (void)settle(real, node);
@@ -300,7 +342,7 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
     for (int n = 0; n < topo.nodes; ++n) {
       const ncclResult_t one = real.ncclReduceScatter(
           in + static_cast<size_t>(n) * static_cast<size_t>(topo.local_ranks) * chunk_bytes,
-          static_cast<uint8_t*>(scratch) + static_cast<size_t>(n) * chunk_bytes, call.count,
+          static_cast<uint8_t*>(scratch.get()) + static_cast<size_t>(n) * chunk_bytes, call.count,
           call.type, call.op, node, call.stream);
       if (r == ncclSuccess && one != ncclSuccess && one != ncclInProgress) r = one;
     }
@@ -308,17 +350,17 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
     if (r == ncclSuccess) r = end;
   }
   if (r != ncclSuccess && r != ncclInProgress) {
-    give_back();
+    scratch.give_back();
     return api::forwarded(r);  // NCCL dropped the group: nothing enqueued
   }
   // 2: the rail's ReduceScatter of the N node sums (ncclAvg divides by N).
   api::CollCall rail = call;
-  rail.send = scratch;
+  rail.send = scratch.get();
   coll::ReductionArgs args = api::engine_args(rail, topo.nodes, api::EngineRun::kRail);
   args.state_key = call.send;  // the scratch's address says nothing of the user's buffer
   // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
-  st = c.submit_reduction_stream(args, call.stream, nullptr, !api::group::active());
-  give_back();  // on the stream behind the rail's staging copy of the scratch
+  const Status st = c.submit_reduction_stream(args, call.stream, nullptr, !api::group::active());
+  scratch.give_back();  // on the stream behind the rail's staging copy of the scratch
   if (!st.ok()) {
     // This rank's chunk is wrong: reported; its later device calls are forwarded.
     mark_device_path_failed(call.comm, st);
@@ -336,50 +378,28 @@ ncclResult_t run_nccl_reduce_scatter_device(const RealApi& real, coll::Communica
 // whatever follows (the node's peers wait for it inside NCCL).
 ncclResult_t run_nccl_allgather_device(const RealApi& real, coll::Communicator& c,
                                        const api::CollCall& call, ncclComm_t node) {
-  if (real.ncclGroupStart == nullptr) return missing_real("ncclGroupStart");
-  if (real.ncclGroupEnd == nullptr) return missing_real("ncclGroupEnd");
   const coll::Topology& topo = c.topology();
   const size_t shard_bytes = call.count * kernels::elem_size(call.elem);
-  const int device = c.cuda_device() < 0 ? 0 : c.cuda_device();
-  backend::DeviceRuntime& rt = backend::device_runtime();
-  void* scratch = nullptr;
-  Status st;
-  {
-    // This thread's CUDA calls must not invalidate another thread's global-mode capture.
-    backend::RelaxedCaptureScope relaxed;
-    st = rt.alloc_on_stream(device, static_cast<size_t>(topo.nodes) * shard_bytes, call.stream,
-                            &scratch);
-  }
-  if (!st.ok()) {
-    // Nothing enqueued: NCCL runs this call and this communicator's later device calls.
-    mark_device_path_failed(call.comm, st);
-    return forward_counted(real, &c, call);
-  }
-  auto give_back = [&rt, device, scratch, stream = call.stream, rank = c.rank()] {
-    backend::RelaxedCaptureScope relaxed;
-    const Status freed = rt.free_on_stream(device, scratch, stream);
-    if (!freed.ok()) {
-      SCCL_WARN(kLogColl, "rank %d: the AllGather's device scratch stays allocated: %s", rank,
-                freed.to_string().c_str());
-    }
-  };
+  NodeScratch scratch(c, call.stream, "AllGather");
+  ncclResult_t answer = ncclSuccess;
+  if (!set_up_node_phases(real, c, call, &scratch, &answer)) return answer;
   // 1: the rail's compressed gather into the scratch, staged on the stream.
   coll::GatherArgs args;
   args.send = call.send;
-  args.recv = scratch;
+  args.recv = scratch.get();
   args.count = call.count;
   args.type = call.elem;
   args.codec = call.has_codec ? call.codec : api::Runtime::get().settings().allgather_codec;
   coll::Communicator::StreamCall sc;
   // Inside a group's launch the group's earlier calls finish only after this one is enqueued.
-  st = c.stage_allgather_stream(args, coll::Communicator::GatherSpan::kRail, &sc,
-                                !api::group::active());
+  Status st = c.stage_allgather_stream(args, coll::Communicator::GatherSpan::kRail, &sc,
+                                       !api::group::active());
   if (st.ok()) st = c.enqueue_stream_head(sc, call.stream);
   const bool started = sc.staged != nullptr && !sc.staged->cancelled();
   if (!started) {
     // Nothing of the rail runs, on any rank alike only if the failure is everyone's: this rank's
     // part goes to NCCL, as a device call whose setup failed does.
-    give_back();
+    scratch.give_back();
     mark_device_path_failed(call.comm, st);
     return forward_counted(real, &c, call);
   }
@@ -392,7 +412,7 @@ ncclResult_t run_nccl_allgather_device(const RealApi& real, coll::Communicator& 
     const size_t block = static_cast<size_t>(topo.local_ranks) * shard_bytes;
     for (int n = 0; n < topo.nodes; ++n) {
       const ncclResult_t one = real.ncclAllGather(
-          static_cast<const uint8_t*>(scratch) + static_cast<size_t>(n) * shard_bytes,
+          static_cast<const uint8_t*>(scratch.get()) + static_cast<size_t>(n) * shard_bytes,
           static_cast<uint8_t*>(call.recv) + static_cast<size_t>(n) * block, call.count, call.type,
           node, call.stream);
       if (r == ncclSuccess && one != ncclSuccess && one != ncclInProgress) r = one;
@@ -400,7 +420,7 @@ ncclResult_t run_nccl_allgather_device(const RealApi& real, coll::Communicator& 
     const ncclResult_t end = real.ncclGroupEnd();
     if (r == ncclSuccess) r = end;
   }
-  give_back();  // on the stream behind phase 2 (or the rail's copy back, if phase 2 failed)
+  scratch.give_back();  // on the stream behind phase 2 (or the rail's copy back, if phase 2 failed)
   if (!st.ok()) {
     // This rank's result is wrong: reported; its later device calls are forwarded.
     mark_device_path_failed(call.comm, st);

@@ -22,13 +22,16 @@
 #include "include/sketchccl/sketchccl.h"
 #include "src/api/coll_config.h"
 #include "src/api/nccl_api.h"
+#include "tests/api/config_option.h"
 #include "tests/api/elem_convert.h"
 #include "tests/api/rank_report.h"
+#include "tests/api/worker_main.h"
 
 namespace {
 
 using sketchccl::testing::input_value;
 using sketchccl::testing::report_case;
+using sketchccl::testing::sketchccl_option;
 
 int g_rank = 0, g_nranks = 1;
 int g_nodes = 0;                      // node-aware: the nodes (NCCL_HOSTID); 0: one flat exchange
@@ -109,13 +112,6 @@ void gather(const std::string& name, ncclComm_t comm, ncclDataType_t t, bool in_
   report_case(name, recv.data(), recv.size(), ok ? "OK" : why);
 }
 
-ncclConfigExt_t option(int id) {
-  ncclConfigExt_t e{};
-  e.key.vendorId = sketchccl::api::kSketchcclVendorId;
-  e.key.optionId = id;
-  return e;
-}
-
 void compressed(ncclComm_t comm) {
   gather("f32-q8", comm, ncclFloat32, false, nullptr, 5e-4, 1, 0.35);
   gather("f32-q8-in-place", comm, ncclFloat32, true, nullptr, 5e-4, 1, 0.35);
@@ -123,12 +119,12 @@ void compressed(ncclComm_t comm) {
   gather("bf16-q8", comm, ncclBfloat16, false, nullptr, 5e-4, 1, 0.7);
   gather("f16-q8-in-place", comm, ncclFloat16, true, nullptr, 5e-4, 1, 0.7);
   ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
-  ncclConfigExt_t codec = option(sketchccl::api::kOptionCodec);
+  ncclConfigExt_t codec = sketchccl_option(sketchccl::api::kOptionCodec);
   codec.val.s = "bf16";
   ncclCollConfig_t with_codec = config;
   with_codec.ext = &codec;
   gather("ext-codec-bf16", comm, ncclFloat32, false, &with_codec, 1e-5, 1, 0.51);
-  ncclConfigExt_t exact = option(sketchccl::api::kOptionExact);
+  ncclConfigExt_t exact = sketchccl_option(sketchccl::api::kOptionExact);
   exact.val.i = 1;
   ncclCollConfig_t with_exact = config;
   with_exact.ext = &exact;
@@ -181,38 +177,52 @@ void compressed(ncclComm_t comm) {
                   : "FAIL result " + std::to_string(r) + " '" + err + "'");
 }
 
+// node-aware: 2 nodes, interleaved (rank r on node r % 2), read at the communicator's join.
+int node_aware(const sketchccl::testing::WorkerArgs& wa) {
+  g_nodes = 2;
+  setenv("NCCL_HOSTID", g_rank % 2 == 0 ? "even" : "odd", 1);
+  ncclComm_t comm = nullptr;
+  NCCL_OK(ncclCommInitRank(&comm, g_nranks, wa.id, g_rank));
+  gather("f32-q8-node-aware", comm, ncclFloat32, false, nullptr, 5e-4, 1, 0.35);
+  gather("f32-q8-node-aware-in-place", comm, ncclFloat32, true, nullptr, 5e-4, 1, 0.35);
+  ncclCommDestroy(comm);
+  return 0;
+}
+
+// bad-codec: the communicator is refused, naming the variable.
+int bad_codec(const sketchccl::testing::WorkerArgs& wa) {
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRank(&comm, g_nranks, wa.id, g_rank);
+  const std::string err = ncclGetLastError(nullptr);
+  report_case("bad-codec-refused", nullptr, 0,
+              init != ncclSuccess && err.find("SKETCHCCL_ALLGATHER_CODEC") != std::string::npos
+                  ? "OK"
+                  : "FAIL result " + std::to_string(init) + " '" + err + "'");
+  if (init == ncclSuccess) ncclCommDestroy(comm);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  sketchccl::testing::WorkerArgs wa;
-  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
-  g_rank = wa.rank;
-  g_nranks = wa.nranks;
-  if (wa.scenario == "node-aware") {
-    g_nodes = 2;  // interleaved: rank r on node r % 2 (read at the communicator's join)
-    setenv("NCCL_HOSTID", g_rank % 2 == 0 ? "even" : "odd", 1);
-  }
-  ncclComm_t comm = nullptr;
-  const ncclResult_t init = ncclCommInitRank(&comm, g_nranks, wa.id, g_rank);
-  if (wa.scenario == "bad-codec") {
-    const std::string err = ncclGetLastError(nullptr);
-    report_case("bad-codec-refused", nullptr, 0,
-                init != ncclSuccess && err.find("SKETCHCCL_ALLGATHER_CODEC") != std::string::npos
-                    ? "OK"
-                    : "FAIL result " + std::to_string(init) + " '" + err + "'");
-    if (init == ncclSuccess) ncclCommDestroy(comm);
-    return sketchccl::testing::g_case_failures == 0 ? 0 : 1;
-  }
-  if (init != ncclSuccess) return 3;
-  if (wa.scenario == "compressed") {
-    compressed(comm);
-  } else if (wa.scenario == "node-aware") {
-    gather("f32-q8-node-aware", comm, ncclFloat32, false, nullptr, 5e-4, 1, 0.35);
-    gather("f32-q8-node-aware-in-place", comm, ncclFloat32, true, nullptr, 5e-4, 1, 0.35);
-  } else {
-    gather("f32-exact", comm, ncclFloat32, false, nullptr, 0, 0, 0);
-    gather("bf16-exact", comm, ncclBfloat16, true, nullptr, 0, 0, 0);
-  }
-  ncclCommDestroy(comm);
-  return sketchccl::testing::g_case_failures == 0 ? 0 : 1;
+  using sketchccl::testing::Ranks;
+  using sketchccl::testing::WorkerArgs;
+  const std::vector<sketchccl::testing::Scenario> scenarios = {
+      {"compressed", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) {
+         compressed(comm);
+         return 0;
+       }},
+      {"node-aware", 0, Ranks::kOwnInit,
+       [](ncclComm_t, const WorkerArgs& wa) { return node_aware(wa); }},
+      {"exact", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) {
+         gather("f32-exact", comm, ncclFloat32, false, nullptr, 0, 0, 0);
+         gather("bf16-exact", comm, ncclBfloat16, true, nullptr, 0, 0, 0);
+         return 0;
+       }},
+      {"bad-codec", 0, Ranks::kOwnInit,
+       [](ncclComm_t, const WorkerArgs& wa) { return bad_codec(wa); }},
+  };
+  return sketchccl::testing::run_worker(argc, argv, scenarios, &g_rank, &g_nranks);
 }

@@ -14,12 +14,15 @@
 #include "include/sketchccl/sketchccl.h"
 #include "src/api/coll_config.h"
 #include "src/api/nccl_api.h"
+#include "tests/api/config_option.h"
 #include "tests/api/rank_report.h"
+#include "tests/api/worker_main.h"
 
 namespace {
 
 using sketchccl::testing::input_value;
 using sketchccl::testing::report_case;
+using sketchccl::testing::sketchccl_option;
 
 int g_rank = 0, g_nranks = 1;
 constexpr size_t kCount = (size_t(1) << 18) + 3;  // just above SKETCHCCL_MIN_BYTES (1 MiB)
@@ -85,13 +88,6 @@ void allreduce(const std::string& name, ncclComm_t comm, const ncclCollConfig_t*
   report_case(name, y.data(), y.size() * sizeof(float), ok ? "OK" : why);
 }
 
-ncclConfigExt_t option(int id) {
-  ncclConfigExt_t e{};
-  e.key.vendorId = sketchccl::api::kSketchcclVendorId;
-  e.key.optionId = id;
-  return e;
-}
-
 int run(ncclComm_t comm) {
   allreduce("plain-config-null", comm, nullptr, 1e-3, true, "q8");
   ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
@@ -99,12 +95,12 @@ int run(ncclComm_t comm) {
   ncclCollConfig_t forced = config;
   forced.algSelection = "RING_SIMPLE";  // NCCL's own: nothing to pin without NCCL
   allreduce("nccl-settings-ignored", comm, &forced, 1e-3, true, "q8");
-  ncclConfigExt_t codec = option(sketchccl::api::kOptionCodec);
+  ncclConfigExt_t codec = sketchccl_option(sketchccl::api::kOptionCodec);
   codec.val.s = "bf16";
   ncclCollConfig_t with_codec = config;
   with_codec.ext = &codec;
   allreduce("ext-codec-bf16", comm, &with_codec, 1e-4, true, "bf16");
-  ncclConfigExt_t exact = option(sketchccl::api::kOptionExact);
+  ncclConfigExt_t exact = sketchccl_option(sketchccl::api::kOptionExact);
   exact.val.i = 1;
   ncclCollConfig_t with_exact = config;
   with_exact.ext = &exact;
@@ -167,13 +163,9 @@ int run(ncclComm_t comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sketchccl::testing::WorkerArgs wa;
-  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
-  g_rank = wa.rank;
-  g_nranks = wa.nranks;
-  ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, g_nranks, wa.id, g_rank) != ncclSuccess) return 3;
-  run(comm);
-  ncclCommDestroy(comm);
-  return sketchccl::testing::g_case_failures == 0 ? 0 : 1;
+  const std::vector<sketchccl::testing::Scenario> scenarios = {
+      {"config", 0, sketchccl::testing::Ranks::kCommunicator,
+       [](ncclComm_t comm, const sketchccl::testing::WorkerArgs&) { return run(comm); }},
+  };
+  return sketchccl::testing::run_worker(argc, argv, scenarios, &g_rank, &g_nranks);
 }

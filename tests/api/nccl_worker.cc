@@ -1,7 +1,8 @@
 // One rank of a multi-process test, using only nccl.h (linked against libsketchccl.so,
 // standalone). The driver (allreduce_test.cc) starts P of these and compares what they print.
 //
-//   nccl_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]
+//   nccl_worker SCENARIO RANK NRANKS ID_HEX [ARGS...]   (the scenarios: main's table)
+//   nccl_worker group NRANKS                          (one thread drives every rank)
 //
 // Every check prints one line "CASE <name> HASH <fnv1a of the output bytes> <OK|FAIL why>";
 // the driver requires OK everywhere and the same HASH on every rank for a case.
@@ -25,6 +26,8 @@
 
 #include "tests/api/elem_convert.h"
 #include "tests/api/rank_report.h"
+#include "tests/api/worker_main.h"
+#include "tests/api/worker_reductions.h"
 
 namespace {
 
@@ -254,45 +257,6 @@ int scenario_bad_input(ncclComm_t comm) {
   return 0;
 }
 
-// Ranks pass different counts: every rank gets an error, nobody hangs or overruns.
-int scenario_count_mismatch(ncclComm_t comm) {
-  size_t count = 4096 + static_cast<size_t>(g_rank) * 64;
-  std::vector<float> buf(count + 1024, 1.0f);
-  ncclResult_t r =
-      ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(comm, &async);
-  std::string v = r != ncclSuccess && async != ncclSuccess ? "OK" : "FAIL no error";
-  report_case("count-mismatch-fails", &r, 0, v);
-  std::printf("INFO rank %d: %s / %s: %s\n", g_rank, ncclGetErrorString(r),
-              ncclGetErrorString(async), ncclGetLastError(comm));
-  return 0;
-}
-
-// The last rank dies in the middle of a large call; the others must return an error in time.
-int scenario_kill(ncclComm_t comm, size_t count) {
-  std::vector<float> buf(count, 1.0f);
-  if (g_rank == g_nranks - 1) {
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      raise(SIGKILL);
-    }).detach();
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  ncclResult_t r = ncclSuccess;
-  for (int i = 0; i < 1000 && r == ncclSuccess; ++i) {
-    r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("INFO rank %d: error after %.2f s: %s\n", g_rank, secs, ncclGetLastError(comm));
-  report_case("peer-killed-gives-error", &g_nranks, 0, r != ncclSuccess ? "OK" : "FAIL no error");
-  auto a0 = std::chrono::steady_clock::now();
-  ncclCommAbort(comm);
-  double abort_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
-  report_case("abort-is-prompt", &g_nranks, 0, abort_secs < 2.0 ? "OK" : "FAIL abort took long");
-  return 1;  // the communicator is gone: do not destroy
-}
-
 // One large call (64 Mi elements and up), exact data.
 int scenario_big(ncclComm_t comm, const std::string& codec, size_t count) {
   std::vector<float> buf(count);
@@ -338,7 +302,10 @@ int scenario_network(ncclComm_t comm, size_t count) {
 // A second communicator on another id, used alternately with the first.
 int scenario_two_comms(ncclComm_t comm, const char* id2_hex) {
   ncclUniqueId id2;
-  if (!parse_id_hex(id2_hex, &id2)) return 2;
+  if (!parse_id_hex(id2_hex, &id2)) {
+    report_case("two-comms/second-id", nullptr, 0, "FAIL bad second id");
+    return 0;
+  }
   ncclComm_t comm2 = nullptr;
   NCCL_OK(ncclCommInitRank(&comm2, g_nranks, id2, g_rank));
   const size_t n = 300000;
@@ -472,54 +439,68 @@ int scenario_nonblocking(const ncclUniqueId& id) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[1]) == "group") {
-    alarm(300);
-    return scenario_group_single_thread(std::atoi(argv[2])) || g_case_failures ? 1 : 0;
-  }
-  sketchccl::testing::WorkerArgs wa;
-  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
-  const std::string& scenario = wa.scenario;
-  g_rank = wa.rank;
-  g_nranks = wa.nranks;
-  const ncclUniqueId& id = wa.id;
+  using sketchccl::testing::count_arg;
+  using sketchccl::testing::kAllReduce;
+  using sketchccl::testing::Ranks;
+  using sketchccl::testing::WorkerArgs;
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "auto";
-  if (scenario == "nonblocking") return scenario_nonblocking(id) || g_case_failures ? 1 : 0;
-  ncclComm_t comm = nullptr;
-  NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
-  int rc = 0;
-  if (scenario == "matrix") {
-    std::vector<size_t> counts;
-    for (int i = 6; i < argc; ++i)
-      counts.push_back(std::strtoull(argv[i], nullptr, 10));
-    rc = scenario_matrix(comm, codec, argv[5], counts, 2);
-  } else if (scenario == "s2") {
-    rc = scenario_s2(comm, std::strtoull(argv[5], nullptr, 10), 3);
-  } else if (scenario == "s2clustered") {
-    rc = scenario_s2_clustered(comm, std::strtoull(argv[5], nullptr, 10));
-  } else if (scenario == "bad") {
-    rc = scenario_bad_input(comm);
-  } else if (scenario == "mismatch") {
-    rc = scenario_count_mismatch(comm);
-  } else if (scenario == "network") {
-    rc = scenario_network(comm, std::strtoull(argv[5], nullptr, 10));
-  } else if (scenario == "big") {
-    rc = scenario_big(comm, codec, std::strtoull(argv[5], nullptr, 10));
-  } else if (scenario == "twocomms") {
-    rc = scenario_two_comms(comm, argv[5]);
-  } else if (scenario == "ef") {
-    rc = scenario_error_feedback(comm, std::strtoull(argv[5], nullptr, 10), std::atoi(argv[6]));
-  } else if (scenario == "s2auto") {
-    // auto's first call has no history and runs the dense codec: only later calls are exact.
-    rc = scenario_s2(comm, std::strtoull(argv[5], nullptr, 10), 3, false);
-  } else if (scenario == "split") {
-    rc = scenario_split(comm);
-  } else if (scenario == "kill") {
-    rc = scenario_kill(comm, std::strtoull(argv[5], nullptr, 10));
-  } else {
-    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
-    return 2;
-  }
-  if (rc == 0) ncclCommDestroy(comm);
-  return g_case_failures > 0 ? 1 : 0;
+  const std::vector<sketchccl::testing::Scenario> scenarios = {
+      {"group", 0, Ranks::kOneProcess,
+       [](ncclComm_t, const WorkerArgs& wa) { return scenario_group_single_thread(wa.nranks); }},
+      {"nonblocking", 0, Ranks::kOwnInit,
+       [](ncclComm_t, const WorkerArgs& wa) { return scenario_nonblocking(wa.id); }},
+      // matrix DATA COUNT...
+      {"matrix", 1, Ranks::kCommunicator,
+       [&codec](ncclComm_t comm, const WorkerArgs& wa) {
+         std::vector<size_t> counts;
+         for (size_t i = 1; i < wa.args.size(); ++i)
+           counts.push_back(count_arg(wa, i));
+         return scenario_matrix(comm, codec, wa.args[0], counts, 2);
+       }},
+      {"s2", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_s2(comm, count_arg(wa, 0), 3);
+       }},
+      {"s2clustered", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_s2_clustered(comm, count_arg(wa, 0));
+       }},
+      {"bad", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) { return scenario_bad_input(comm); }},
+      {"mismatch", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) {
+         return scenario_count_mismatch(kAllReduce, comm, g_rank, g_nranks);
+       }},
+      {"network", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_network(comm, count_arg(wa, 0));
+       }},
+      {"big", 1, Ranks::kCommunicator,
+       [&codec](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_big(comm, codec, count_arg(wa, 0));
+       }},
+      // twocomms ID2_HEX
+      {"twocomms", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_two_comms(comm, wa.args[0].c_str());
+       }},
+      // ef COUNT K
+      {"ef", 2, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_error_feedback(comm, count_arg(wa, 0), std::atoi(wa.args[1].c_str()));
+       }},
+      // auto's first call has no history and runs the dense codec: only later calls are exact.
+      {"s2auto", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_s2(comm, count_arg(wa, 0), 3, false);
+       }},
+      {"split", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) { return scenario_split(comm); }},
+      {"kill", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_kill(kAllReduce, comm, count_arg(wa, 0), g_rank, g_nranks);
+       }},
+  };
+  return sketchccl::testing::run_worker(argc, argv, scenarios, &g_rank, &g_nranks);
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace sketchccl::testing {
 
@@ -43,6 +44,7 @@ struct WorkerArgs {
   int rank = 0;
   int nranks = 1;
   ncclUniqueId id{};
+  std::vector<std::string> args;  // ARGS
 };
 inline bool parse_worker_args(int argc, char** argv, WorkerArgs* out) {
   if (argc < 5) {
@@ -57,6 +59,7 @@ inline bool parse_worker_args(int argc, char** argv, WorkerArgs* out) {
     std::fprintf(stderr, "bad id\n");
     return false;
   }
+  out->args.assign(argv + 5, argv + argc);
   return true;
 }
 

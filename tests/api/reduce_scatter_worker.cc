@@ -22,6 +22,8 @@
 
 #include "tests/api/elem_convert.h"
 #include "tests/api/rank_report.h"
+#include "tests/api/worker_main.h"
+#include "tests/api/worker_reductions.h"
 
 namespace {
 
@@ -177,43 +179,6 @@ int scenario_bad_input(ncclComm_t comm) {
   return 0;
 }
 
-// Ranks pass different counts: every rank gets an error, nobody hangs or overruns.
-int scenario_count_mismatch(ncclComm_t comm) {
-  const size_t recvcount = 4096 + static_cast<size_t>(g_rank) * 64;
-  std::vector<float> send(recvcount * static_cast<size_t>(g_nranks), 1.0f), recv(recvcount);
-  ncclResult_t r =
-      ncclReduceScatter(send.data(), recv.data(), recvcount, ncclFloat32, ncclSum, comm, nullptr);
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(comm, &async);
-  report("rs-count-mismatch-fails",
-         r != ncclSuccess && async != ncclSuccess ? "OK" : "FAIL no error");
-  std::printf("INFO rank %d: %s / %s: %s\n", g_rank, ncclGetErrorString(r),
-              ncclGetErrorString(async), ncclGetLastError(comm));
-  return 0;
-}
-
-// The last rank dies in the middle of a large call; the others must return an error in time.
-int scenario_kill(ncclComm_t comm, size_t recvcount) {
-  std::vector<float> send(recvcount * static_cast<size_t>(g_nranks), 1.0f), recv(recvcount);
-  if (g_rank == g_nranks - 1) {
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      raise(SIGKILL);
-    }).detach();
-  }
-  ncclResult_t r = ncclSuccess;
-  for (int i = 0; i < 1000 && r == ncclSuccess; ++i) {
-    r = ncclReduceScatter(send.data(), recv.data(), recvcount, ncclFloat32, ncclSum, comm, nullptr);
-  }
-  std::printf("INFO rank %d: %s\n", g_rank, ncclGetLastError(comm));
-  report("rs-peer-killed-gives-error", r != ncclSuccess ? "OK" : "FAIL no error");
-  const auto a0 = std::chrono::steady_clock::now();
-  ncclCommAbort(comm);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
-  report("rs-abort-is-prompt", secs < 2.0 ? "OK" : "FAIL abort took long");
-  return 1;  // the communicator is gone: do not destroy
-}
-
 // The mean of k calls on one buffer against the exact sum (error feedback cancels the error of
 // the mean); prints it for the driver.
 int scenario_error_feedback(ncclComm_t comm, size_t recvcount, int k) {
@@ -301,40 +266,43 @@ int scenario_group_single_thread(int nranks, const std::string& codec) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using sketchccl::testing::count_arg;
+  using sketchccl::testing::kReduceScatter;
+  using sketchccl::testing::Ranks;
+  using sketchccl::testing::WorkerArgs;
   const char* codec_env = std::getenv("SKETCHCCL_CODEC");
   const std::string codec = codec_env ? codec_env : "auto";
-  if (argc >= 3 && std::string(argv[1]) == "group") {
-    alarm(300);
-    return scenario_group_single_thread(std::atoi(argv[2]), codec) || g_case_failures ? 1 : 0;
-  }
-  sketchccl::testing::WorkerArgs wa;
-  if (!sketchccl::testing::parse_worker_args(argc, argv, &wa)) return 2;
-  const std::string& scenario = wa.scenario;
-  g_rank = wa.rank;
-  g_nranks = wa.nranks;
-  const ncclUniqueId& id = wa.id;
-  ncclComm_t comm = nullptr;
-  NCCL_OK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
-  int rc = 0;
-  if (scenario == "matrix" && argc >= 6) {
-    std::vector<size_t> counts;
-    for (int i = 6; i < argc; ++i)
-      counts.push_back(std::strtoull(argv[i], nullptr, 10));
-    rc = scenario_matrix(comm, codec, argv[5], counts);
-  } else if (scenario == "bad") {
-    rc = scenario_bad_input(comm);
-  } else if (scenario == "mismatch") {
-    rc = scenario_count_mismatch(comm);
-  } else if (scenario == "kill" && argc >= 6) {
-    rc = scenario_kill(comm, std::strtoull(argv[5], nullptr, 10));
-  } else if (scenario == "once" && argc >= 6) {
-    rc = scenario_once(comm, std::strtoull(argv[5], nullptr, 10));
-  } else if (scenario == "ef" && argc >= 7) {
-    rc = scenario_error_feedback(comm, std::strtoull(argv[5], nullptr, 10), std::atoi(argv[6]));
-  } else {
-    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
-    return 2;
-  }
-  if (rc == 0) ncclCommDestroy(comm);  // after a failed call it reports that failure
-  return g_case_failures ? 1 : 0;
+  const std::vector<sketchccl::testing::Scenario> scenarios = {
+      {"group", 0, Ranks::kOneProcess,
+       [&codec](ncclComm_t, const WorkerArgs& wa) {
+         return scenario_group_single_thread(wa.nranks, codec);
+       }},
+      // matrix DATA RECVCOUNT...
+      {"matrix", 1, Ranks::kCommunicator,
+       [&codec](ncclComm_t comm, const WorkerArgs& wa) {
+         std::vector<size_t> counts;
+         for (size_t i = 1; i < wa.args.size(); ++i)
+           counts.push_back(count_arg(wa, i));
+         return scenario_matrix(comm, codec, wa.args[0], counts);
+       }},
+      {"bad", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) { return scenario_bad_input(comm); }},
+      {"mismatch", 0, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs&) {
+         return scenario_count_mismatch(kReduceScatter, comm, g_rank, g_nranks);
+       }},
+      {"kill", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_kill(kReduceScatter, comm, count_arg(wa, 0), g_rank, g_nranks);
+       }},
+      {"once", 1, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) { return scenario_once(comm, count_arg(wa, 0)); }},
+      // ef RECVCOUNT K
+      {"ef", 2, Ranks::kCommunicator,
+       [](ncclComm_t comm, const WorkerArgs& wa) {
+         return scenario_error_feedback(comm, count_arg(wa, 0), std::atoi(wa.args[1].c_str()));
+       }},
+  };
+  // After a failed call the communicator reports that failure: it is destroyed all the same.
+  return sketchccl::testing::run_worker(argc, argv, scenarios, &g_rank, &g_nranks);
 }
