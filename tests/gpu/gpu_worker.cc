@@ -21,6 +21,7 @@
 
 #include "tests/api/rank_report.h"
 #include "tests/gpu/cuda_ok.h"
+#include "tests/gpu/rung_report.h"
 #include "tests/gpu/test_kernels.h"
 
 namespace {
@@ -271,6 +272,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
+  sketchccl::testing::report_rung(comm);
   NCCL_OK(ncclCommDestroy(comm));
   return g_case_failures ? 1 : 0;
 }
