@@ -24,11 +24,16 @@ namespace {
 using sketchccl::gpu_test::have_device;
 using sketchccl::testing::RankOutput;
 
-std::string g_ar_worker, g_rs_worker;
+std::string g_ar_worker, g_rs_worker, g_fake_nccl;
 
-std::vector<std::string> env_for(const std::string& codec, const std::string& rung) {
-  return {"SKETCHCCL_NCCL_LIB=none", "SKETCHCCL_TRANSPORT=socket", "SKETCHCCL_MIN_BYTES=0",
-          "SKETCHCCL_TIMEOUT=60", "SKETCHCCL_CODEC=" + codec,
+// `front`: in front of the fake NCCL (tests/fake_nccl), one flat ring over the ranks of this host
+// (else one node in front of NCCL forwards), else standalone.
+std::vector<std::string> env_for(const std::string& codec, const std::string& rung,
+                                 bool front = false) {
+  return {front ? "SKETCHCCL_NCCL_LIB=" + g_fake_nccl : "SKETCHCCL_NCCL_LIB=none",
+          front ? "SKETCHCCL_HIERARCHY=flat" : "SKETCHCCL_HIERARCHY=auto",
+          "SKETCHCCL_TRANSPORT=socket", "SKETCHCCL_MIN_BYTES=0", "SKETCHCCL_TIMEOUT=60",
+          "SKETCHCCL_CODEC=" + codec,
           // The ring (two-shot calls take the first rung).
           "SKETCHCCL_ALGO=ring",
           // Several slices per chunk: many flags per step.
@@ -41,7 +46,7 @@ std::vector<std::string> env_for(const std::string& codec, const std::string& ru
 constexpr const char* kCounts = "1,3,100003";
 
 std::vector<RankOutput> run(bool scatter, int nranks, const std::string& codec,
-                            const std::string& rung) {
+                            const std::string& rung, bool front) {
   const std::string id = sketchccl::testing::new_id_hex();
   const std::string data = codec == "none" ? "int" : "gauss";
   return sketchccl::testing::run_ranks(
@@ -53,7 +58,7 @@ std::vector<RankOutput> run(bool scatter, int nranks, const std::string& codec,
         }
         return {g_ar_worker, "ring", std::to_string(r), std::to_string(nranks), id, kCounts, data};
       },
-      env_for(codec, rung), 280);
+      env_for(codec, rung, front), 280);
 }
 
 // A rank's "CASE <name> HASH <h> <verdict>" lines: name -> "h verdict".
@@ -75,6 +80,7 @@ struct Case {
   bool scatter;
   int nranks;
   std::string codec;
+  bool front = false;
 };
 
 class DeviceCodecs : public ::testing::TestWithParam<Case> {
@@ -86,8 +92,9 @@ class DeviceCodecs : public ::testing::TestWithParam<Case> {
 
 TEST_P(DeviceCodecs, TheKernelsOnTheStreamGiveTheHostCodecsBits) {
   const Case c = GetParam();
-  const std::vector<RankOutput> host = run(c.scatter, c.nranks, c.codec, "1");
-  const std::vector<RankOutput> dev = run(c.scatter, c.nranks, c.codec, "2");
+  if (c.front && g_fake_nccl.empty()) GTEST_SKIP() << "no fake NCCL named";
+  const std::vector<RankOutput> host = run(c.scatter, c.nranks, c.codec, "1", c.front);
+  const std::vector<RankOutput> dev = run(c.scatter, c.nranks, c.codec, "2", c.front);
   if (!c.scatter) {
     // Every rank's whole result: the same bytes on every rank.
     sketchccl::testing::expect_agreement(host);
@@ -120,13 +127,16 @@ std::vector<Case> cases() {
       v.push_back({scatter, 2, codec});
     for (const char* codec : {"bf16", "q8", "q4r"})
       v.push_back({scatter, 4, codec});
+    v.push_back({scatter, 2, "q8", true});
+    v.push_back({scatter, 4, "q4", true});
   }
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Rung2, DeviceCodecs, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.scatter ? "ReduceScatter_" : "AllReduce_") +
+                           return std::string(i.param.front ? "InFront_" : "") +
+                                  (i.param.scatter ? "ReduceScatter_" : "AllReduce_") +
                                   std::to_string(i.param.nranks) + "ranks_" + i.param.codec;
                          });
 
@@ -151,11 +161,14 @@ TEST(DeviceCodecsOrder, EarlierWorkBeforeTheInputLaterWorkAfterTheResult) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s PATH_TO_gpu_worker PATH_TO_reduce_scatter_gpu_worker\n",
+    std::fprintf(stderr,
+                 "usage: %s PATH_TO_gpu_worker PATH_TO_reduce_scatter_gpu_worker "
+                 "[PATH_TO_fake_libnccl]\n",
                  argv[0]);
     return 2;
   }
   g_ar_worker = argv[1];
   g_rs_worker = argv[2];
+  if (argc > 3) g_fake_nccl = argv[3];
   return sketchccl::gpu_test::run_all_tests_or_skip();
 }
