@@ -700,7 +700,11 @@ Status Communicator::enqueue_stream_head(const StreamCall& call, void* stream) {
 Status Communicator::enqueue_stream_tail(const StreamCall& call, void* stream) {
   backend::RelaxedCaptureScope relaxed;
   std::lock_guard<std::mutex> dlock(device_mu_);
-  if (!stager_) return Status(Code::kInvalidUsage, "the communicator's device memory was released");
+  if (!stager_) {
+    // The second rung's proxy waits for the stream's decodes: they never come.
+    if (call.program) backend::DeviceStager::lose(call.staged);
+    return Status(Code::kInvalidUsage, "the communicator's device memory was released");
+  }
   if (call.program) {
     const Status st = call.program->enqueue(stream);
     if (!st.ok()) {
