@@ -123,10 +123,11 @@ TEST_P(DeviceCodecs, TheKernelsOnTheStreamGiveTheHostCodecsBits) {
 std::vector<Case> cases() {
   std::vector<Case> v;
   for (bool scatter : {false, true}) {
-    for (const char* codec : {"none", "bf16", "fp16", "q8", "q4", "q2", "q8r", "q4r", "q2r"})
+    // Every linear codec's kernels at 2 ranks but q2r (q8r's and q4r's with other bits); at 4
+    // the partial sums of steps 1 .. P-2 and the all-gather's forwards.
+    for (const char* codec : {"none", "bf16", "fp16", "q8", "q4", "q2", "q8r", "q4r"})
       v.push_back({scatter, 2, codec});
-    for (const char* codec : {"bf16", "q8", "q4r"})
-      v.push_back({scatter, 4, codec});
+    v.push_back({scatter, 4, "q8"});
     v.push_back({scatter, 2, "q8", true});
     v.push_back({scatter, 4, "q4", true});
   }
