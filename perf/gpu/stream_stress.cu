@@ -21,7 +21,8 @@
 // statistics (SKETCHCCL_STATS_FILE, one JSON line at ncclCommDestroy, redirected per rank here):
 // proxy_cuda_calls 0, the float calls taken over (calls_taken), in front the int32 calls
 // forwarded (calls_forwarded), under SKETCHCCL_DEVICE_CODECS=device every float call on the
-// second rung (device_codec_calls). The parent kills every rank still running after --timeout seconds.
+// second rung (device_codec_calls). The parent kills every rank still running after --timeout
+// seconds.
 //
 // Prints per rank "rank R: RESULT: ok ..." or "rank R: RESULT: <wrong|hang|stuck|stats|error> ...",
 // and last "RESULT: ok|FAILED|timeout (...)". Exit 0 every rank passed; 1 a rank failed (wrong
