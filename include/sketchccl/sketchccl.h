@@ -121,6 +121,9 @@ typedef struct {
   uint64_t allgather_bytes_received;
   uint64_t allgather_inter_node_bytes_sent;
   double allgather_seconds;
+  /* Appended: device calls whose codecs ran as kernels on the caller's stream
+   * (SKETCHCCL_DEVICE_CODECS, docs/cuda.md); the others ran them on the host. */
+  uint64_t device_codec_calls;
 } sketchcclCommStats;
 
 /* Fills *out with the statistics of `comm` (an ncclComm_t) so far: the AllReduces and

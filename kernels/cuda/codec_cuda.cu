@@ -119,17 +119,37 @@ Status check_buf(const CodecParams& p, size_t n, const void* pkt, size_t bytes, 
 
 // Launches of the linear codecs' one kernel: encode (in null) or step (in == out). The
 // quantizer of the codec's bits, or the cast to its wire type (kernels/codecs.def).
+// The keys of (p), from p.call or from *call_dev on the device (QKeys).
+QKeys keys_of(const CodecParams& p, const uint64_t* call_dev) {
+  QKeys k;
+  k.key = stream_key(p.seed, p.call, p.offset_key, p.step);
+  k.rkey = rot_key(p.seed, p.call, p.offset_key);
+  k.call = call_dev;
+  k.seed = p.seed;
+  k.offset_key = p.offset_key;
+  k.step = p.step;
+  return k;
+}
+
+// A call number read on the device reaches the linear codecs' kernels only.
+Status check_call_dev(const CodecParams& p, const uint64_t* call_dev) {
+  if (call_dev != nullptr && codec_family(p.codec) != CodecFamily::kLinear) {
+    return errorf(Code::kInvalidArgument,
+                  "codec %s: a call number read on the device (linear codecs only)",
+                  codec_name(p.codec));
+  }
+  return Status::Ok();
+}
+
 template <int ET>
 void launch_linear(const CodecParams& p, const PacketHeader& e, const uint8_t* in, const void* x,
-                   size_t n, uint8_t* out, int* err, cudaStream_t s) {
+                   size_t n, uint8_t* out, int* err, cudaStream_t s, const uint64_t* call_dev) {
   with_codec(p.codec, [&](auto codec) {
     constexpr CodecInfo c = decltype(codec)::info;
     if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
-      const uint64_t key = stream_key(p.seed, p.call, p.offset_key, p.step);
-      const uint64_t rkey = rot_key(p.seed, p.call, p.offset_key);
       const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
       SCCL_LAUNCH(g, kThreads, 0, s, k_quant<c.bits, ET, c.rotated>)
-      (key, rkey, in, e, x, n, out, err);
+      (keys_of(p, call_dev), in, e, x, n, out, err);
     } else if constexpr (c.family == CodecFamily::kLinear) {
       const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
       SCCL_LAUNCH(g, kThreads, 0, s, k_cast<int(c.wire), ET>)(in, e, x, n, out, err);
@@ -191,8 +211,9 @@ size_t workspace_bytes(const CodecParams& p, size_t n) {
 }
 
 Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt, size_t cap,
-              void* ws, size_t ws_bytes, cudaStream_t s) {
+              void* ws, size_t ws_bytes, cudaStream_t s, const uint64_t* call_dev) {
   SCCL_RETURN_IF_ERROR(check_params(p, n));
+  SCCL_RETURN_IF_ERROR(check_call_dev(p, call_dev));
   SCCL_RETURN_IF_ERROR(check_buf(p, n, pkt, cap, x, "output"));
   SCCL_RETURN_IF_ERROR(check_ws(p, n, ws, ws_bytes));
   const size_t need = bytes_unchecked(p, n);
@@ -212,14 +233,16 @@ Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* p
       SCCL_LAUNCH(blocks_for(div_up(n, kBlock), 1), kBlock, 0, s, k_s2_accumulate<ET>)
       (nullptr, e, x, n, out, w.err);
     } else {
-      launch_linear<ET>(p, e, nullptr, x, n, out, w.err, s);
+      launch_linear<ET>(p, e, nullptr, x, n, out, w.err, s, call_dev);
     }
   });
 }
 
 Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
-            size_t n, void* outp, size_t cap, void* ws, size_t ws_bytes, cudaStream_t s) {
+            size_t n, void* outp, size_t cap, void* ws, size_t ws_bytes, cudaStream_t s,
+            const uint64_t* call_dev) {
   SCCL_RETURN_IF_ERROR(check_params(p, n));
+  SCCL_RETURN_IF_ERROR(check_call_dev(p, call_dev));
   SCCL_RETURN_IF_ERROR(check_buf(p, n, in, in_bytes, x, "input"));
   SCCL_RETURN_IF_ERROR(check_buf(p, n, outp, cap, x, "output"));
   SCCL_RETURN_IF_ERROR(check_ws(p, n, ws, ws_bytes));
@@ -244,15 +267,16 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
       SCCL_LAUNCH(blocks_for(div_up(n, kBlock), 1), kBlock, 0, s, k_s2_accumulate<ET>)
       (out, e, x, n, out, w.err);
     } else {
-      launch_linear<ET>(p, e, out, x, n, out, w.err, s);
+      launch_linear<ET>(p, e, out, x, n, out, w.err, s, call_dev);
     }
   });
 }
 
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats_dev, void* ws, size_t ws_bytes,
-              cudaStream_t s, uint64_t* unresolved_dev) {
+              cudaStream_t s, uint64_t* unresolved_dev, const uint64_t* call_dev) {
   SCCL_RETURN_IF_ERROR(check_params(p, n));
+  SCCL_RETURN_IF_ERROR(check_call_dev(p, call_dev));
   SCCL_RETURN_IF_ERROR(check_buf(p, n, pkt, pkt_bytes, y, "input"));
   SCCL_RETURN_IF_ERROR(check_ws(p, n, ws, ws_bytes));
   const uint8_t* ib = static_cast<const uint8_t*>(pkt);
@@ -269,10 +293,9 @@ Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, 
       with_codec(p.codec, [&](auto codec) {
         constexpr CodecInfo c = decltype(codec)::info;
         if constexpr (c.family == CodecFamily::kLinear && c.bits > 0) {
-          const uint64_t rkey = rot_key(p.seed, p.call, p.offset_key);
           const unsigned g = blocks_for(div_up(n, kBlock), kWarpsPerBlock);
           SCCL_LAUNCH(g, kThreads, 0, s, k_quant_decode<c.bits, ET, c.rotated>)
-          (rkey, ib, e, n, y, scale, w.err, nz);
+          (keys_of(p, call_dev), ib, e, n, y, scale, w.err, nz);
         } else if constexpr (c.family == CodecFamily::kLinear) {
           const unsigned g = blocks_for(div_up(n, kGroup), kThreads);
           SCCL_LAUNCH(g, kThreads, 0, s, k_cast_decode<int(c.wire), ET>)

@@ -1,6 +1,7 @@
 // CUDA launch wrappers of the codecs (the same SCCL_HD routines as the CPU build, see
-// kernels/codec_impl.h). The device path does not launch them yet (docs/cuda.md: it runs the CPU
-// build on a staged host copy); unit_kernels_codec_gpu checks them against the CPU build. All
+// kernels/codec_impl.h). The device path's second rung launches the linear codecs' on the
+// caller's stream (docs/cuda.md, src/coll/device_ring.h); unit_kernels_codec_gpu checks them
+// against the CPU build. All
 // pointers are device pointers and every call is stream-ordered and asynchronous: nothing here
 // synchronizes except read_device_error.
 //
@@ -28,11 +29,16 @@ namespace sketchccl::kernels::cuda {
 // Device workspace (bytes, 256-aligned start) that encode/step/decode need for (p, n).
 size_t workspace_bytes(const CodecParams& p, size_t n);
 
+// call_dev (linear codecs only; else kInvalidArgument): the call number is not p.call but the
+// word there, mapped host memory the host writes after the launch is enqueued and before the
+// stream reaches it; the kernels derive the stochastic-rounding and rotation keys from it as the
+// host derives them from p.call (the device path's ring program, src/coll/device_ring.h).
 Status encode(const CodecParams& p, const void* x, ElemType t, size_t n, void* pkt, size_t cap,
-              void* ws, size_t ws_bytes, cudaStream_t stream);
+              void* ws, size_t ws_bytes, cudaStream_t stream, const uint64_t* call_dev = nullptr);
 
 Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x, ElemType t,
-            size_t n, void* out, size_t cap, void* ws, size_t ws_bytes, cudaStream_t stream);
+            size_t n, void* out, size_t cap, void* ws, size_t ws_bytes, cudaStream_t stream,
+            const uint64_t* call_dev = nullptr);
 
 // stats_dev: optional device DecodeStats, written by the kernels (its `unresolved` is not
 // read). s2 decoding enqueues all of its peeling rounds (kernels/s2_peel.h) and never
@@ -40,7 +46,8 @@ Status step(const CodecParams& p, const void* in, size_t in_bytes, const void* x
 // an s2 decode with the positions left to the median estimate (DecodeStats::unresolved).
 Status decode(const CodecParams& p, const void* pkt, size_t pkt_bytes, void* y, ElemType t,
               size_t n, float scale, DecodeStats* stats_dev, void* ws, size_t ws_bytes,
-              cudaStream_t stream, uint64_t* unresolved_dev = nullptr);
+              cudaStream_t stream, uint64_t* unresolved_dev = nullptr,
+              const uint64_t* call_dev = nullptr);
 
 // Synchronizes `stream` and returns the device-side verdict of the last step/decode on ws.
 Status read_device_error(const void* ws, cudaStream_t stream);

@@ -14,6 +14,27 @@ namespace {
 using detail::kGroup;
 using detail::PacketHeader;
 
+// A launch's stochastic-rounding and rotation keys: computed on the host (`call` null), or, where
+// the call number is a word of mapped host memory written only after the launch was enqueued (the
+// device path's ring program, src/coll/device_ring.h), derived from that word on the device the
+// same way (so the packets are the same bits).
+struct QKeys {
+  uint64_t key = 0, rkey = 0;
+  const uint64_t* call = nullptr;
+  uint64_t seed = 0;
+  uint32_t offset_key = 0, step = 0;
+  __device__ __forceinline__ void resolve(uint64_t* k, uint64_t* rk) const {
+    if (call == nullptr) {
+      *k = key;
+      *rk = rkey;
+      return;
+    }
+    const uint64_t c = *reinterpret_cast<const volatile uint64_t*>(call);
+    *k = detail::stream_key(seed, c, offset_key, step);
+    *rk = detail::rot_key(seed, c, offset_key);
+  }
+};
+
 // ---- casts: one group of 8 per thread; PET is the packet's element type ----------------------
 // pkt_in: the incoming packet (step, may be `out`), or null (encode: the header is written).
 template <int PET, int ET>
@@ -99,8 +120,10 @@ __device__ __forceinline__ void warp_unrotate(float v[kGroup], uint64_t bkey, ui
 // and writes after it). ROT (q8r/q4r/q2r): the block of x, zeros past n, is rotated first (rkey:
 // rot_key), and every record is whole.
 template <uint32_t BITS, int ET, bool ROT>
-__global__ void k_quant(uint64_t key, uint64_t rkey, const uint8_t* pkt_in, PacketHeader e,
-                        const void* x, size_t n, uint8_t* out, int* err) {
+__global__ void k_quant(QKeys keys, const uint8_t* pkt_in, PacketHeader e, const void* x, size_t n,
+                        uint8_t* out, int* err) {
+  uint64_t key = 0, rkey = 0;
+  keys.resolve(&key, &rkey);
   if (pkt_in != nullptr) {
     if (!block_packet_ok(pkt_in, e, err)) return;
   } else if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -128,8 +151,11 @@ __global__ void k_quant(uint64_t key, uint64_t rkey, const uint8_t* pkt_in, Pack
 
 // ROT: the record's values rotated back (a non-finite record's NaN spreads over its block).
 template <uint32_t BITS, int ET, bool ROT>
-__global__ void k_quant_decode(uint64_t rkey, const uint8_t* pkt, PacketHeader e, size_t n, void* y,
+__global__ void k_quant_decode(QKeys keys, const uint8_t* pkt, PacketHeader e, size_t n, void* y,
                                float scale, int* err, unsigned long long* nonzeros) {
+  uint64_t key = 0, rkey = 0;
+  keys.resolve(&key, &rkey);
+  (void)key;
   if (!block_packet_ok(pkt, e, err)) return;
   const size_t R = detail::q_record_bytes(BITS);
   const uint8_t* body = pkt + sizeof(PacketHeader);

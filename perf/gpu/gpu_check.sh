@@ -20,7 +20,7 @@
 # later process; a build (reused from .gpu_deps/prebuilt when it was made from these sources by
 # the same nvcc release and its binaries load here, else configured and built here with
 # -Dnccl_home=python -Dwerror=false -Dsm_archs=90); then the sections in order of importance,
-# each under its own timeout and all under one deadline (GPU_CHECK_DEADLINE, 480 s): a section
+# each under its own timeout and all under one deadline (GPU_CHECK_DEADLINE, 495 s): a section
 # that would start too late is "cut by time". The plan table below is the one list of sections.
 #
 # At most 8 result files in OUTDIR: summary.txt (its first lines: the result, which sections ran,
@@ -34,7 +34,7 @@
 # missing tool, GoogleTest, nccl.h: see summary.txt); 3 no GPU in a real run (built, nothing ran).
 #
 # Environment: GPU_CHECK_BUILD (build folder, default /tmp/sketchccl-gpu-build), GPU_CHECK_DEPS
-# (default .gpu_deps in the repository), GPU_CHECK_DEADLINE (seconds, default 480),
+# (default .gpu_deps in the repository), GPU_CHECK_DEADLINE (seconds, default 495),
 # GPU_CHECK_SECTIONS (a subset of the plan, in plan order), GTEST_SRC (--prepare), JOBS.
 set -euo pipefail
 
@@ -76,7 +76,7 @@ OUTDIR=${1:?usage: perf/gpu/gpu_check.sh [--prepare | --plan | --rehearse | --dr
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 BUILD=${GPU_CHECK_BUILD:-/tmp/sketchccl-gpu-build}
-DEADLINE=${GPU_CHECK_DEADLINE:-480}
+DEADLINE=${GPU_CHECK_DEADLINE:-495}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 LOG=$OUTDIR/gpu_check.log
 TESTS=$OUTDIR/tests.log
@@ -105,11 +105,12 @@ PLAN=(
   "kernels 60 15 every codec kernel gives the CPU reference's bits (unit_kernels_codec_gpu)"
   "staging 60 15 the staged call on a real stream: stream order, both flag mechanisms, block reuse, the hazard cases, then again under one hardware queue (gpu_staging_test)"
   "api 110 45 the AllReduce on device buffers through nccl.h, standalone: 2 ranks (GpuApi and six codecs) first, then 4 ranks, identical bytes on every rank"
+  "device_codecs 90 30 the second rung (SKETCHCCL_DEVICE_CODECS=device): the linear codecs' ring kernels on the caller's stream give the host codecs' bytes (AllReduce and ReduceScatter, 2 and 4 ranks), then stream_stress's hazards on it under one hardware queue"
   "first_contact 120 60 first calls under a held stream (q8 casq3 s2 sparse first), two communicators, a capture on another thread, growing buckets, abort, CUDA_LAUNCH_BLOCKING=1 (the same path)"
   "hazards 150 40 stream_stress: 64 application streams, an application thread in cudaFree / a 64 MiB pageable copy / cudaHostAlloc during the calls, CUDA_DEVICE_MAX_CONNECTIONS unset 1 32, streams at the greatest priority; proxy_cuda_calls 0"
   "in_front 70 25 stream_stress in front of the wheel's libnccl: an int32 AllReduce forwarded to NCCL right behind a taken-over float one on the same stream"
   "ddp_nccl 180 100 PyTorch DDP in front of the wheel's NCCL: 2 ranks flat and 2 nodes x 2, q8 really compressing, loss against the exact run"
-  "codec_bench 40 10 GB/s per codec at 2^25 elements (the kernels; not on the device path)"
+  "codec_bench 40 10 GB/s per codec at 2^25 elements (the kernels: the linear codecs' are the second rung's)"
 )
 # What a section's pass depends on that is being fixed elsewhere; until then it reports it.
 declare -A P_DEPENDS=(
@@ -180,6 +181,7 @@ PYBIN=$(dirname "$(readlink -f "$(command -v python3)")")
 [ -d "$PYBIN" ] && export PATH="$PATH:$PYBIN:$(dirname "$(command -v python3)")"
 TARGET_PATHS="tests/unit/unit_kernels_codec_gpu tests/gpu/gpu_staging_test tests/gpu/gpu_worker
   tests/gpu/gpu_api_test tests/gpu/first_contact_worker tests/gpu/gpu_first_contact_test
+  tests/gpu/gpu_device_codecs_test tests/gpu/reduce_scatter_gpu_worker
   perf/bench/sketchccl-gpu-codec-bench perf/gpu/sketchccl-stream-stress"
 # What the prebuilt binaries must have been made from: every file the build reads.
 sources_hash() {
@@ -505,6 +507,22 @@ section_api() {
     --gtest_filter='*EveryRankGetsTheSameResult*/4ranks_*' || r2=$?
   detail "api: $LAST"
   fold "$r1" "$r2"
+}
+
+# The second rung (docs/cuda.md): each case runs its calls with the host codecs, then with the
+# kernels on the caller's stream, and wants the same bytes on every rank (the in-front cases need
+# the fake NCCL, not built here: they skip); then the hazards' stream_stress with every call on
+# the second rung (its statistics say so) under one hardware queue, the application thread on.
+section_device_codecs() {
+  local r1=0
+  gtest_step device_codecs "$(limit 55)" -- "$(B tests/gpu/gpu_device_codecs_test)" \
+    "$(B tests/gpu/gpu_worker)" "$(B tests/gpu/reduce_scatter_gpu_worker)" \
+    --gtest_filter='*_2ranks_q8:*_2ranks_bf16:*_2ranks_q4r:*_4ranks_q8:DeviceCodecsOrder.*:-*InFront*' ||
+    r1=$?
+  detail "device_codecs: $LAST"
+  stress_run "device_codecs: stream_stress on the second rung, CUDA_DEVICE_MAX_CONNECTIONS=1" \
+    "$(limit 30)" SKETCHCCL_DEVICE_CODECS=device CUDA_DEVICE_MAX_CONNECTIONS=1 -- --priority mixed
+  fold "$r1" "$STRESS_RC"
 }
 
 # The launcher puts the inherited environment before a test's own and getenv takes the first, so

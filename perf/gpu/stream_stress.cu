@@ -20,7 +20,9 @@
 // the 64 streams and the application thread done within --wait seconds, and the communicator's
 // statistics (SKETCHCCL_STATS_FILE, one JSON line at ncclCommDestroy, redirected per rank here):
 // proxy_cuda_calls 0, the float calls taken over (calls_taken), in front the int32 calls
-// forwarded (calls_forwarded). The parent kills every rank still running after --timeout seconds.
+// forwarded (calls_forwarded), under SKETCHCCL_DEVICE_CODECS=device every float call on the
+// second rung (device_codec_calls). The parent kills every rank still running after --timeout
+// seconds.
 //
 // Prints per rank "rank R: RESULT: ok ..." or "rank R: RESULT: <wrong|hang|stuck|stats|error> ...",
 // and last "RESULT: ok|FAILED|timeout (...)". Exit 0 every rank passed; 1 a rank failed (wrong
@@ -373,6 +375,14 @@ int run_rank(const Options& o, int rank, const ncclUniqueId& id) {
   }
   if (taken >= 0 && taken < o.iters) {
     why << " stats: only " << taken << " of " << o.iters << " float calls taken over;";
+    ++failures;
+  }
+  // SKETCHCCL_DEVICE_CODECS=device: every float call ran its codec on the stream (docs/cuda.md).
+  const char* rung = std::getenv("SKETCHCCL_DEVICE_CODECS");
+  const long long on_stream = json_field(line, "device_codec_calls");
+  if (rung != nullptr && std::strcmp(rung, "device") == 0 && on_stream < o.iters) {
+    why << " stats: only " << on_stream << " of " << o.iters
+        << " float calls ran their codec on the stream (device_codec_calls);";
     ++failures;
   }
   if (o.in_front && forwarded >= 0 && forwarded < o.iters) {

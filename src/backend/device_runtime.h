@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/codec.h"
 #include "src/backend/cuda_query.h"
 #include "src/core/status.h"
 
@@ -67,6 +68,43 @@ class DeviceRuntime {
     (void)device, (void)p, (void)stream;
     return Status(Code::kUnhandledCudaError, "no stream-ordered device memory");
   }
+  // The codec kernels on `stream` (kernels/cuda/codec_cuda.h), for the device path's second rung
+  // (src/coll/device_ring.h): packets and `ws` in alloc_staging memory, `x` and `y` the user's
+  // buffers. The call number is the word at `call` (alloc_staging memory the proxy writes before
+  // the stream reaches the launch), not p.call; linear codecs only. step rewrites `pkt` in place
+  // (the received partial sum plus x). prepare_codecs loads every codec kernel on `device` first,
+  // on the caller's thread before any stream waits (a kernel's first load may synchronize the
+  // context). The defaults have no kernels: every call takes the first rung.
+  virtual Status prepare_codecs(int device) {
+    (void)device;
+    return Status(Code::kUnhandledCudaError, "no codec kernels on this device runtime");
+  }
+  virtual size_t codec_workspace_bytes(const kernels::CodecParams& p, size_t n) {
+    (void)p, (void)n;
+    return 0;
+  }
+  virtual Status encode_on_stream(int device, const kernels::CodecParams& p, const uint64_t* call,
+                                  const void* x, kernels::ElemType t, size_t n, void* pkt,
+                                  size_t cap, void* ws, size_t ws_bytes, void* stream) {
+    (void)device, (void)p, (void)call, (void)x, (void)t, (void)n, (void)pkt, (void)cap, (void)ws,
+        (void)ws_bytes, (void)stream;
+    return Status(Code::kUnhandledCudaError, "no codec kernels on this device runtime");
+  }
+  virtual Status step_on_stream(int device, const kernels::CodecParams& p, const uint64_t* call,
+                                const void* x, kernels::ElemType t, size_t n, void* pkt,
+                                size_t bytes, void* ws, size_t ws_bytes, void* stream) {
+    (void)device, (void)p, (void)call, (void)x, (void)t, (void)n, (void)pkt, (void)bytes, (void)ws,
+        (void)ws_bytes, (void)stream;
+    return Status(Code::kUnhandledCudaError, "no codec kernels on this device runtime");
+  }
+  virtual Status decode_on_stream(int device, const kernels::CodecParams& p, const uint64_t* call,
+                                  const void* pkt, size_t bytes, void* y, kernels::ElemType t,
+                                  size_t n, float scale, void* ws, size_t ws_bytes, void* stream) {
+    (void)device, (void)p, (void)call, (void)pkt, (void)bytes, (void)y, (void)t, (void)n,
+        (void)scale, (void)ws, (void)ws_bytes, (void)stream;
+    return Status(Code::kUnhandledCudaError, "no codec kernels on this device runtime");
+  }
+
   // How many calls of this runtime were made on a thread marked as a proxy (ProxyThreadMark):
   // zero by design (docs/cuda.md, "What the proxy never does"), counted in the statistics.
   uint64_t proxy_calls() const;

@@ -285,6 +285,28 @@ Status DeviceStager::enqueue_tail(void* stream, void* recv, const std::shared_pt
   return st;
 }
 
+Status DeviceStager::enqueue_ready(void* stream, const std::shared_ptr<StagedCall>& c) {
+  const Status st = device_runtime().write_flag(device_, c->ready_, c->gen_, stream);
+  if (!st.ok()) {
+    // Nothing was enqueued: the block is free again, and the proxy must not run the call.
+    store(c->back_, c->gen_);
+    c->cancel(st);
+  }
+  return st;
+}
+
+Status DeviceStager::enqueue_finish(void* stream, const std::shared_ptr<StagedCall>& c) {
+  DeviceRuntime& rt = device_runtime();
+  Status st = rt.wait_flag(device_, c->done_, c->gen_, stream);
+  if (st.ok()) st = rt.write_flag(device_, c->back_, c->gen_, stream);
+  if (!st.ok()) lose(c);
+  return st;
+}
+
+void DeviceStager::lose(const std::shared_ptr<StagedCall>& c) {
+  c->lost_.store(true, std::memory_order_release);
+}
+
 uint64_t DeviceStager::pinned_bytes() const {
   Ledger& l = ledger(device_);
   std::lock_guard<std::mutex> lock(l.mu);

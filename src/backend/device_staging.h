@@ -30,6 +30,9 @@ class StagedCall {
   uint8_t* out() const { return out_; }
   size_t in_bytes() const { return in_bytes_; }
   size_t out_bytes() const { return out_bytes_; }
+  // The value every flag of this use of the block is written to: never 0, distinct from the
+  // block's previous use (its flags read 0 or an older value until written).
+  uint32_t generation() const { return gen_; }
 
   // Proxy: returns once the stream has copied the input out; kRemoteError past timeout_s or once
   // *abort is true; the cancel's status when the stream operations could not be enqueued.
@@ -97,6 +100,14 @@ class DeviceStager {
   // call's head before any tail (src/api/group.h).
   Status enqueue_head(void* stream, const void* send, const std::shared_ptr<StagedCall>& c);
   Status enqueue_tail(void* stream, void* recv, const std::shared_ptr<StagedCall>& c);
+  // For a call that enqueues its own stream work between the two (the fused ring program,
+  // src/coll/device_ring.h; its data live in in()): the first operation, `ready = g` (a failure
+  // cancels the call, and the block is free again), and the last ones, wait `done == g` (the
+  // proxy is done with the block: its last send has left) and `back = g`; lose() when an
+  // operation between them could not be enqueued (`back` never comes: the block is never reused).
+  Status enqueue_ready(void* stream, const std::shared_ptr<StagedCall>& c);
+  Status enqueue_finish(void* stream, const std::shared_ptr<StagedCall>& c);
+  static void lose(const std::shared_ptr<StagedCall>& c);
   // Pinned bytes of the staging blocks this stager's calls hold now.
   uint64_t pinned_bytes() const;
   // The calls whose result the stream has not yet copied back.

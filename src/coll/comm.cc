@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "src/coll/link_probe.h"
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
+#include "src/coll/schedule_choice.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {
@@ -481,6 +483,8 @@ Status Communicator::submit_reduction_stream(const ReductionArgs& args, void* st
 
 Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCall* call,
                                             bool may_wait) {
+  kernels::CodecId codec{};
+  if (takes_device_ring(args, may_wait, &codec)) return stage_device_ring(args, codec, call);
   const size_t esz = kernels::elem_size(args.type);
   return stage_on_stream(
       args.count * esz, output_count(args) * esz, args.send, args.recv, 0,
@@ -497,6 +501,114 @@ Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCal
         return reduce(l, host);
       },
       call, may_wait);
+}
+
+bool Communicator::takes_device_ring(const ReductionArgs& args, bool may_wait,
+                                     kernels::CodecId* codec) {
+  if (settings_.device_codecs == Settings::DeviceCodecs::kHost) return false;
+  const char* why = first_rung_reason(args, may_wait, codec);
+  if (why == nullptr) why = device_codecs_unusable();
+  if (why == nullptr) return true;
+  if (settings_.device_codecs == Settings::DeviceCodecs::kDevice) {
+    // Once per reason and process: a benchmark or a test sees it did not run what it asked.
+    static std::mutex mu;
+    static std::set<const char*>* said = new std::set<const char*>();
+    std::lock_guard<std::mutex> lock(mu);
+    if (said->insert(why).second) {
+      SCCL_WARN(kLogColl,
+                "SKETCHCCL_DEVICE_CODECS=device: a %s on device buffers runs its codecs on the "
+                "host (%s; said once)",
+                call_kind_name(args.kind), why);
+    }
+  }
+  return false;
+}
+
+const char* Communicator::first_rung_reason(const ReductionArgs& args, bool may_wait,
+                                            kernels::CodecId* codec) const {
+  if (args.kind != CallKind::kAllReduce && args.kind != CallKind::kReduceScatter) {
+    return "a hierarchy's rail phase";
+  }
+  if (hier_ && HierarchicalReduction::takes(args)) return "the hierarchy";
+  if (nranks_ < 2) return "one rank copies";
+  // One thread may drive several ranks in a group, on one stream: a rank's kernels queued
+  // behind another rank's wait for them would never run.
+  if (!may_wait) return "inside a group";
+  if (settings_.error_feedback) return "error feedback";
+  if (settings_.max_nmse > 0) return "the accuracy guard";
+  // The ranks agree on each call's codec decision on the proxy, after the call was enqueued.
+  if (!args.exact && settings_.auto_codec) return "SKETCHCCL_CODEC=auto";
+  *codec = args.exact ? kernels::CodecId::kNone : args.has_codec ? args.codec : settings_.codec;
+  if (kernels::codec_info(*codec)->family != kernels::CodecFamily::kLinear) {
+    return "a codec without ring kernels on the device path";
+  }
+  if (choose_schedule(settings_, *codec, nranks_, args.count, /*backend_sums=*/true, args.kind) !=
+      Schedule::kRing) {
+    return "the two-shot schedule";
+  }
+  return nullptr;
+}
+
+const char* Communicator::device_codecs_unusable() {
+  backend::RelaxedCaptureScope relaxed;
+  std::lock_guard<std::mutex> dlock(device_mu_);
+  if (!build_device_path_locked().ok()) return "the device path could not be built";
+  if (device_codecs_state_ == 0) {
+    const Status st = backend::device_runtime().prepare_codecs(cuda_device_ < 0 ? 0 : cuda_device_);
+    device_codecs_state_ = st.ok() ? 1 : -1;
+    if (!st.ok()) {
+      SCCL_WARN(kLogColl, "rank %d: the codec kernels cannot run on the caller's stream: %s", rank_,
+                st.to_string().c_str());
+    }
+  }
+  return device_codecs_state_ > 0 ? nullptr : "the codec kernels could not be loaded";
+}
+
+Status Communicator::stage_device_ring(const ReductionArgs& args, kernels::CodecId codec,
+                                       StreamCall* call) {
+  DeviceRingCall rc;
+  rc.scatter = args.kind == CallKind::kReduceScatter;
+  rc.count = args.count;
+  rc.rank = rank_;
+  rc.nranks = nranks_;
+  rc.slice_elems = settings_.slice_elems;
+  // As the codec plan's parameters (codec_plan.h); the call number is the proxy's.
+  rc.base.codec = codec;
+  rc.base.seed = settings_.seed;
+  rc.base.s2_rows = settings_.s2_rows;
+  rc.type = args.type;
+  rc.scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
+  rc.send = args.send;
+  rc.recv = args.recv;
+  rc.recv_first = rc.scatter ? static_cast<size_t>(rank_) * output_count(args) : 0;
+  rc.device = cuda_device_ < 0 ? 0 : cuda_device_;
+  std::unique_ptr<DeviceRingProgram> made;
+  SCCL_RETURN_IF_ERROR(DeviceRingProgram::make(rc, &made));
+  std::shared_ptr<DeviceRingProgram> program = std::move(made);
+  const uint64_t bytes_in = args.count * kernels::elem_size(args.type);
+  return stage_on_stream(
+      program->block_bytes(), 0, args.send, args.recv, 0, call_kind_name(args.kind),
+      [this, program, codec, bytes_in](const CommLink& l, uint8_t*, uint8_t*) {
+        const auto t0 = std::chrono::steady_clock::now();
+        RingStats rs;
+        const Status st = run_caught("the device ring", [&] { return program->run(l, &rs); });
+        // The engine's figures of a ring call (reduction_engine.cc), the codec work on the stream.
+        CommStats& s = engine_.stats();
+        CodecStats& cs = s.by_codec[kernels::codec_name(codec)];
+        cs.calls++;
+        cs.bytes_in += bytes_in;
+        cs.bytes_sent += rs.bytes_sent;
+        cs.bytes_received += rs.bytes_received;
+        const size_t right = static_cast<size_t>((rank_ + 1) % nranks_);
+        const bool right_here =
+            right >= topology_.node_of.size() || topology_.node_of[right] == topology_.node;
+        (right_here ? cs.intra_node_bytes_sent : cs.inter_node_bytes_sent) += rs.bytes_sent;
+        cs.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        (st.ok() ? s.calls_taken : s.calls_failed)++;
+        s.device_codec_calls++;
+        return st;
+      },
+      call, /*may_wait=*/true, program);
 }
 
 Status Communicator::stage_allgather_stream(const GatherArgs& args, GatherSpan span,
@@ -520,7 +632,8 @@ Status Communicator::stage_allgather_stream(const GatherArgs& args, GatherSpan s
 Status Communicator::stage_on_stream(size_t in_bytes, size_t out_bytes, const void* send,
                                      void* recv, uint8_t phase, const char* what,
                                      std::function<Status(const CommLink&, uint8_t*, uint8_t*)> run,
-                                     StreamCall* call, bool may_wait) {
+                                     StreamCall* call, bool may_wait,
+                                     std::shared_ptr<DeviceRingProgram> program) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
@@ -533,6 +646,7 @@ Status Communicator::stage_on_stream(size_t in_bytes, size_t out_bytes, const vo
   SCCL_RETURN_IF_ERROR(build_device_path_locked());
   std::shared_ptr<backend::StagedCall> staged;
   SCCL_RETURN_IF_ERROR(stager_->stage(in_bytes, out_bytes, &staged, may_wait));
+  if (program) program->bind(staged);
   auto w = std::make_shared<Work>([this, phase, what, run = std::move(run), staged] {
     CommLink l = link(phase);
     ++op_seq_;
@@ -557,13 +671,17 @@ Status Communicator::stage_on_stream(size_t in_bytes, size_t out_bytes, const vo
     return st;
   });
   // However the work ends (done, failed, dropped by abort), the caller's stream goes on.
-  w->set_on_complete([staged] { staged->release(); });
+  w->set_on_complete([staged, program] {
+    if (program) program->release();
+    staged->release();
+  });
   // Queued before the stream operations: a launch may return only once its kernel ends
   // (CUDA_LAUNCH_BLOCKING), and only this work releases the wait.
   enqueue_work(w);
   call->staged = std::move(staged);
   call->send = send;
   call->recv = recv;
+  call->program = std::move(program);
   return Status::Ok();
 }
 
@@ -575,13 +693,26 @@ Status Communicator::enqueue_stream_head(const StreamCall& call, void* stream) {
     call.staged->cancel(st);
     return st;
   }
+  if (call.program) return stager_->enqueue_ready(stream, call.staged);
   return stager_->enqueue_head(stream, call.send, call.staged);
 }
 
 Status Communicator::enqueue_stream_tail(const StreamCall& call, void* stream) {
   backend::RelaxedCaptureScope relaxed;
   std::lock_guard<std::mutex> dlock(device_mu_);
-  if (!stager_) return Status(Code::kInvalidUsage, "the communicator's device memory was released");
+  if (!stager_) {
+    // The second rung's proxy waits for the stream's decodes: they never come.
+    if (call.program) backend::DeviceStager::lose(call.staged);
+    return Status(Code::kInvalidUsage, "the communicator's device memory was released");
+  }
+  if (call.program) {
+    const Status st = call.program->enqueue(stream);
+    if (!st.ok()) {
+      backend::DeviceStager::lose(call.staged);
+      return st;
+    }
+    return stager_->enqueue_finish(stream, call.staged);
+  }
   return stager_->enqueue_tail(stream, call.recv, call.staged);
 }
 

@@ -15,6 +15,7 @@
 
 #include "src/backend/device_staging.h"
 #include "src/coll/allgather.h"
+#include "src/coll/device_ring.h"
 #include "src/coll/hierarchy.h"
 #include "src/coll/network_verdict.h"
 #include "src/coll/p2p.h"
@@ -104,6 +105,9 @@ class Communicator {
     std::shared_ptr<backend::StagedCall> staged;
     const void* send = nullptr;
     void* recv = nullptr;
+    // The second rung (SKETCHCCL_DEVICE_CODECS, device_ring.h): the head writes `ready` only, the
+    // tail enqueues the ring program's kernels and flags, then `back`.
+    std::shared_ptr<DeviceRingProgram> program;
   };
   // `may_wait`: DeviceStager::stage's (false inside a group's launch).
   Status stage_reduction_stream(const ReductionArgs& args, StreamCall* call, bool may_wait = true);
@@ -194,10 +198,24 @@ class Communicator {
   // Stages a device call of in_bytes in, out_bytes out on the stager and queues its proxy work,
   // which waits for the input, runs `run` on the staged copies (in, out) over link(phase) and
   // releases the stream; `what` names it in the failure's WARN.
+  // `program`: the second rung's, laid out in the staged block (in_bytes: its block_bytes) and
+  // released with the stream however the work ends.
   Status stage_on_stream(size_t in_bytes, size_t out_bytes, const void* send, void* recv,
                          uint8_t phase, const char* what,
                          std::function<Status(const CommLink&, uint8_t*, uint8_t*)> run,
-                         StreamCall* call, bool may_wait);
+                         StreamCall* call, bool may_wait,
+                         std::shared_ptr<DeviceRingProgram> program = nullptr);
+  // Whether a device reduction runs its codecs on the caller's stream (the second rung,
+  // SKETCHCCL_DEVICE_CODECS; docs/cuda.md), with *codec; else it is staged for the host codecs,
+  // and under `device` the first call of each reason WARNs it.
+  bool takes_device_ring(const ReductionArgs& args, bool may_wait, kernels::CodecId* codec);
+  // Why the call does not qualify for the second rung (null: it does, with *codec).
+  const char* first_rung_reason(const ReductionArgs& args, bool may_wait,
+                                kernels::CodecId* codec) const;
+  // Caller's thread: the codec kernels loaded on the device once; null, or why they cannot run.
+  const char* device_codecs_unusable();
+  // stage_reduction_stream of a call that takes the second rung.
+  Status stage_device_ring(const ReductionArgs& args, kernels::CodecId codec, StreamCall* call);
   // Under device_mu_: the stager, once; the first failure is kept in device_path_error_.
   Status build_device_path_locked();
   // The elements a reduction of `args` writes on this rank.
@@ -251,6 +269,8 @@ class Communicator {
   mutable std::mutex device_mu_;
   std::unique_ptr<backend::DeviceStager> stager_;
   Status device_path_error_;  // under device_mu_: why the device path could not be built
+  // Under device_mu_: the codec kernels loaded for the second rung (0 not yet, 1 yes, -1 failed).
+  int device_codecs_state_ = 0;
   std::thread proxy_;
 };
 

@@ -460,6 +460,11 @@ static_assert(kTagSliceBits + kTagStepBits + kTagPhaseBits + kTagOpBits == kRing
 // A ring of P ranks runs 2 (P - 1) steps, each named in kTagStepBits.
 constexpr int kMaxRanks = 1 << (kTagStepBits - 1);
 constexpr int kMaxSlices = (1 << kTagSliceBits) - 1;
+static_assert(kMaxRanks == kRingMaxRanks && kMaxSlices == kRingMaxSlices, "ring.h's limits");
+
+int ring_step_chunk(int step, int rank, int nranks, bool scatter) {
+  return ring_step(step, rank, nranks, scatter).chunk;
+}
 
 uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice) {
   constexpr uint64_t kOpMask = (1u << kTagOpBits) - 1, kPhaseMask = (1u << kTagPhaseBits) - 1;

@@ -175,6 +175,17 @@ Status ring_reduce_scatter(const CommLink& link, size_t count, size_t slice_elem
 // (membership, per-call decisions), not for data.
 Status ring_allgather_small(const CommLink& link, const void* mine, size_t bytes, void* all);
 
+// The chunk that ring step `step` (0 .. 2P-2; the reduce-scatter alone: 0 .. P-1) of `rank` works
+// on: it receives that chunk's packet (all but step 0) and sends it (all but the last step, and
+// the reduce-scatter's P-1, whose chunk is the rank's own). Transfer i is step i's send and step
+// i + 1's receive, tagged ring_tag(.., i, slice). The device path's ring program
+// (device_ring.h) runs the same steps.
+int ring_step_chunk(int step, int rank, int nranks, bool scatter);
+
+// The limits of a ring's tags: ranks, and slices per chunk.
+constexpr int kRingMaxRanks = 1 << 11;
+constexpr int kRingMaxSlices = (1 << 19) - 1;
+
 // Tag of one transfer: operation, phase, ring step, slice; below 2^kRingTagBits.
 constexpr int kRingTagBits = 44;
 uint64_t ring_tag(uint32_t op_seq, uint8_t phase, int step, int slice);

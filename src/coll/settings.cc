@@ -111,6 +111,10 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   s.algo = algo == "ring"      ? Settings::Algo::kRing
            : algo == "twoshot" ? Settings::Algo::kTwoShot
                                : Settings::Algo::kAuto;
+  const std::string& device_codecs = cfg.get_string(Var::kDeviceCodecs);
+  s.device_codecs = device_codecs == "device" ? Settings::DeviceCodecs::kDevice
+                    : device_codecs == "auto" ? Settings::DeviceCodecs::kAuto
+                                              : Settings::DeviceCodecs::kHost;
   SCCL_RETURN_IF_ERROR(
       codec_setting(var_spec(Var::kDenseCodec), cfg.get_string(Var::kDenseCodec), &s.dense_codec));
   SCCL_RETURN_IF_ERROR(codec_setting(var_spec(Var::kAllGatherCodec),

@@ -38,6 +38,9 @@ struct Settings {
   // (link_probe.h); 0 measures it.
   double link_gbps;
   double link_latency_us;
+  // SKETCHCCL_DEVICE_CODECS: where a device call's codecs run (docs/cuda.md): the host (the first
+  // rung), or the ring kernels on the caller's stream where the call qualifies (device_ring.h).
+  enum class DeviceCodecs : uint8_t { kHost, kDevice, kAuto } device_codecs = DeviceCodecs::kHost;
 
   // The table's defaults.
   Settings();

@@ -176,7 +176,7 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
       "\"calls_forwarded_no_gain\": %llu, \"calls_exact_no_gain\": %llu, "
       "\"link_gbps\": %.6g, \"link_latency_us\": %.6g, "
       "\"device_bytes\": %llu, \"pinned_bytes\": %llu, \"suspended\": %s, "
-      "\"proxy_cuda_calls\": %llu",
+      "\"proxy_cuda_calls\": %llu, \"device_codec_calls\": %llu",
       static_cast<unsigned long long>(comm_id), rank, nranks,
       static_cast<unsigned long long>(calls_taken),
       static_cast<unsigned long long>(calls_forwarded),
@@ -185,7 +185,8 @@ std::string CommStats::to_json(int rank, int nranks, uint64_t comm_id) const {
       static_cast<unsigned long long>(calls_forwarded_no_gain),
       static_cast<unsigned long long>(calls_exact_no_gain), link_gbps, link_latency_us,
       static_cast<unsigned long long>(device_bytes), static_cast<unsigned long long>(pinned_bytes),
-      suspended ? "true" : "false", static_cast<unsigned long long>(proxy_cuda_calls));
+      suspended ? "true" : "false", static_cast<unsigned long long>(proxy_cuda_calls),
+      static_cast<unsigned long long>(device_codec_calls));
   out += buf;
   append_memory(&out, *this);
   out += ", \"codecs\": {";

@@ -63,6 +63,8 @@ struct CommStats {
   bool suspended = false;
   // Device runtime calls made on a proxy thread in this process: 0 by design (docs/cuda.md).
   uint64_t proxy_cuda_calls = 0;
+  // Device calls whose codecs ran on the caller's stream (the second rung, device_ring.h).
+  uint64_t device_codec_calls = 0;
   // Packet memory it leases from the process's pools now (0 between its calls), and the most it
   // leased at once (what it would keep alone, without the pools).
   uint64_t packet_leased_bytes = 0;

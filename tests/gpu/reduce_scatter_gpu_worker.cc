@@ -18,6 +18,7 @@
 
 #include "tests/api/rank_report.h"
 #include "tests/gpu/cuda_ok.h"
+#include "tests/gpu/rung_report.h"
 
 namespace {
 
@@ -26,9 +27,17 @@ using sketchccl::testing::input_value;
 using sketchccl::testing::parse_id_hex;
 
 int g_rank = 0, g_nranks = 1;
+// HASH of each case: its name (equal on every rank, for expect_agreement), or with "output" as
+// the last argument this rank's output bytes (tests/gpu/device_codecs_test.cc compares them
+// between two runs).
+bool g_hash_output = false;
 
-void report(const std::string& name, const std::string& verdict) {
-  sketchccl::testing::report_case(name, name.data(), name.size(), verdict);
+void report(const std::string& name, const void* out, size_t bytes, const std::string& verdict) {
+  if (g_hash_output) {
+    sketchccl::testing::report_case(name, out, bytes, verdict);
+  } else {
+    sketchccl::testing::report_case(name, name.data(), name.size(), verdict);
+  }
 }
 
 // This rank's chunk against the exact reduction; the error is over the whole result's energy.
@@ -92,7 +101,7 @@ void scenario_ring(ncclComm_t comm, const std::string& codec, const std::string&
         std::snprintf(name, sizeof name, "rs/%s/%s/n=%zu/%s/%s/call%d", codec.c_str(), data.c_str(),
                       recvcount, op == ncclSum ? "sum" : "avg", inplace ? "inplace" : "outofplace",
                       call);
-        report(name, verdict);
+        report(name, hout, rbytes, verdict);
       }
     }
   }
@@ -107,12 +116,14 @@ void scenario_ring(ncclComm_t comm, const std::string& codec, const std::string&
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: reduce_scatter_gpu_worker RANK NRANKS ID_HEX RECVCOUNTS DATA\n");
+    std::fprintf(stderr,
+                 "usage: reduce_scatter_gpu_worker RANK NRANKS ID_HEX RECVCOUNTS DATA [output]\n");
     return 2;
   }
   alarm(300);
   g_rank = std::atoi(argv[1]);
   g_nranks = std::atoi(argv[2]);
+  g_hash_output = argc > 6 && std::string(argv[6]) == "output";
   ncclUniqueId id;
   if (!parse_id_hex(argv[3], &id)) {
     std::fprintf(stderr, "bad id\n");
@@ -134,6 +145,7 @@ int main(int argc, char** argv) {
     }
     pos = end + 1;
   }
+  sketchccl::testing::report_rung(comm);
   NCCL_OK(ncclCommDestroy(comm));
   return g_case_failures ? 1 : 0;
 }

@@ -149,6 +149,7 @@ void fill(const coll::Communicator& comm, sketchcclCommStats* out) {
   out->process_packet_reuses = s.process_host_packets.reuses + s.process_pinned_packets.reuses;
   out->packet_misses = s.packet_misses;
   out->proxy_cuda_calls = s.proxy_cuda_calls;
+  out->device_codec_calls = s.device_codec_calls;
 #define SCCL_GATHER_STAT(field, type, format, json) out->allgather_##field = s.allgather.field;
 #include "src/coll/gather_stats.def"
   for (const auto& [name, c] : s.by_codec) {

@@ -14,6 +14,7 @@
 #include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPoint
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/codec_cuda.h"
 #include "src/backend/cuda/flag_kernels.h"
 #endif
 
@@ -177,6 +178,62 @@ class CudaRuntime final : public DeviceRuntime {
     return Status::Ok();
   }
 
+  Status prepare_codecs(int device) override {
+    count_call();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (codecs_ready_[device]) return Status::Ok();
+    DeviceScope scope(device);
+    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
+    // Every codec kernel loaded now, on the caller's thread: under lazy loading a first launch
+    // behind a held stream could wait for the whole context.
+    size_t local = 0;
+    cudaError_t e = kernels::cuda::preload_codec_kernels(&local);
+    if (e != cudaSuccess) return cuda_error(e, "loading the codec kernels");
+    size_t stack = 0;
+    if ((e = cudaDeviceGetLimit(&stack, cudaLimitStackSize)) != cudaSuccess) {
+      return cuda_error(e, "cudaDeviceGetLimit(StackSize)");
+    }
+    if (local > stack && (e = cudaDeviceSetLimit(cudaLimitStackSize, local)) != cudaSuccess) {
+      return cuda_error(e, "cudaDeviceSetLimit(StackSize) for the codec kernels");
+    }
+    codecs_ready_[device] = true;
+    return Status::Ok();
+  }
+
+  size_t codec_workspace_bytes(const kernels::CodecParams& p, size_t n) override {
+    return kernels::cuda::workspace_bytes(p, n);
+  }
+
+  Status encode_on_stream(int device, const kernels::CodecParams& p, const uint64_t* call,
+                          const void* x, kernels::ElemType t, size_t n, void* pkt, size_t cap,
+                          void* ws, size_t ws_bytes, void* stream) override {
+    count_call();
+    DeviceScope scope(device);
+    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
+    return kernels::cuda::encode(p, x, t, n, pkt, cap, ws, ws_bytes,
+                                 static_cast<cudaStream_t>(stream), call);
+  }
+
+  Status step_on_stream(int device, const kernels::CodecParams& p, const uint64_t* call,
+                        const void* x, kernels::ElemType t, size_t n, void* pkt, size_t bytes,
+                        void* ws, size_t ws_bytes, void* stream) override {
+    count_call();
+    DeviceScope scope(device);
+    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
+    return kernels::cuda::step(p, pkt, bytes, x, t, n, pkt, bytes, ws, ws_bytes,
+                               static_cast<cudaStream_t>(stream), call);
+  }
+
+  Status decode_on_stream(int device, const kernels::CodecParams& p, const uint64_t* call,
+                          const void* pkt, size_t bytes, void* y, kernels::ElemType t, size_t n,
+                          float scale, void* ws, size_t ws_bytes, void* stream) override {
+    count_call();
+    DeviceScope scope(device);
+    if (scope.error() != cudaSuccess) return cuda_error(scope.error(), "cudaSetDevice");
+    return kernels::cuda::decode(p, pkt, bytes, y, t, n, scale, nullptr, ws, ws_bytes,
+                                 static_cast<cudaStream_t>(stream), nullptr, call);
+  }
+
  private:
   struct Flags {
     bool prepared = false;
@@ -281,6 +338,7 @@ class CudaRuntime final : public DeviceRuntime {
 
   std::mutex mu_;
   std::map<int, Flags> flags_;
+  std::map<int, bool> codecs_ready_;
   std::map<int, cudaMemPool_t> pools_;
 };
 

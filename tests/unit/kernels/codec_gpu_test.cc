@@ -179,6 +179,59 @@ TEST_P(CodecGpuTest, MatchesCpu) {
 // Every element type, a start that is not 16-byte aligned (the scalar path of the grouped
 // loads) and one that is, counts that are not multiples of 8 or 256, the step in place: the
 // packets the GPU writes are the CPU's, byte for byte, outside the atomically summed parts.
+// The device path's second rung (src/coll/device_ring.h): the call number is not a launch
+// argument but a word of mapped host memory written after the launches were enqueued; the
+// kernels derive the keys from it as the CPU does from CodecParams::call (the same packet and
+// output bytes). Other families refuse it.
+TEST_P(CodecGpuTest, CallNumberReadOnTheDeviceGivesTheCpuBytes) {
+  const CodecId c = GetParam();
+  const size_t n = 3001;
+  CodecParams p = params_for(c, n / 3);
+  p.call = 77;
+  uint64_t* call = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&call), 64, cudaHostAllocMapped), cudaSuccess);
+  *call = 0;
+  CodecParams pd = p;
+  pd.call = 0;  // ignored: the kernels read *call
+  const size_t bytes = packet_bytes(p, n), wsb = cuda::workspace_bytes(p, n);
+  std::vector<float> a = make_data(Dist::kLaplace, n, 3), b = make_data(Dist::kLaplace, n, 4);
+  DevBuf<float> da(n * 4), db(n * 4), dy(n * 4);
+  DevBuf<uint8_t> g(bytes), ws(wsb);
+  da.put(a.data(), n * 4);
+  db.put(b.data(), n * 4);
+  if (codec_info(c)->family != CodecFamily::kLinear) {
+    EXPECT_EQ(
+        cuda::encode(pd, da.p, ElemType::kF32, n, g.p, bytes, ws.p, wsb, nullptr, call).code(),
+        Code::kInvalidArgument);
+    cudaFreeHost(call);
+    return;
+  }
+  Packet c0(bytes), c1(bytes);
+  ASSERT_TRUE(encode(p, a.data(), ElemType::kF32, n, c0.data(), bytes).ok());
+  CodecParams p1 = p, pd1 = pd;
+  p1.step = pd1.step = 1;
+  ASSERT_TRUE(step(p1, c0.data(), bytes, b.data(), ElemType::kF32, n, c1.data(), bytes).ok());
+  std::vector<float> ycpu(n);
+  ASSERT_TRUE(decode(p1, c1.data(), bytes, ycpu.data(), ElemType::kF32, n, 0.5f, nullptr).ok());
+  *call = p.call;
+  ASSERT_TRUE(cuda::encode(pd, da.p, ElemType::kF32, n, g.p, bytes, ws.p, wsb, nullptr, call).ok());
+  ASSERT_TRUE(
+      cuda::step(pd1, g.p, bytes, db.p, ElemType::kF32, n, g.p, bytes, ws.p, wsb, nullptr, call)
+          .ok());
+  ASSERT_TRUE(cuda::read_device_error(ws.p, nullptr).ok());
+  Packet gp(bytes);
+  g.get(gp.data(), bytes);
+  EXPECT_EQ(std::memcmp(gp.data(), c1.data(), bytes), 0) << "the stepped packet's bytes";
+  ASSERT_TRUE(cuda::decode(pd1, g.p, bytes, dy.p, ElemType::kF32, n, 0.5f, nullptr, ws.p, wsb,
+                           nullptr, nullptr, call)
+                  .ok());
+  ASSERT_TRUE(cuda::read_device_error(ws.p, nullptr).ok());
+  std::vector<float> ygpu(n);
+  dy.get(ygpu.data(), n * 4);
+  EXPECT_EQ(std::memcmp(ygpu.data(), ycpu.data(), n * 4), 0) << "the decoded bytes";
+  cudaFreeHost(call);
+}
+
 TEST_P(CodecGpuTest, PacketsMatchCpuBytes) {
   const CodecId c = GetParam();
   for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBf16}) {
