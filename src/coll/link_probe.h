@@ -19,6 +19,8 @@ namespace sketchccl::coll {
 inline constexpr size_t kProbeWarmupBytes = size_t(1) << 20;
 inline constexpr size_t kProbeBytes = size_t(4) << 20;
 inline constexpr int kProbeRounds = 2;
+// The latency's chain of one-byte shifts.
+inline constexpr int kLatencyShifts = 8;
 // The codec speeds' buffer: 8 MiB of fp32, more than the caches hold, as a call's data is.
 inline constexpr size_t kCodecProbeElems = size_t(1) << 21;
 
