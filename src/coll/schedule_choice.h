@@ -115,7 +115,8 @@ inline constexpr double kSmallCallTwoShotBytes = 1 << 20;
 // more) and for a small call (above); else, where the scale
 // model does not find the ring more than 5% faster on the default link figures, two-shot when the
 // model's ring error is at least twice two-shot's (AllReduce from 8 ranks, ReduceScatter from 5, at
-// kRingNmseGrowth4), the ring otherwise.
+// kRingNmseGrowth4), the ring otherwise. Under `auto` with measured figures the engine asks
+// schedule_on_network (network_verdict.h), which may take two-shot where this keeps the ring.
 Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
                          bool backend_sums, CallKind kind = CallKind::kAllReduce);
 
