@@ -69,12 +69,15 @@ def main():
             if f is None or f["codec"] is None:
                 print(f"# P={p} {codec}: no INIT line", file=sys.stderr)
                 continue
-            shared = f["ranks_per_machine"] > f["cores"]
+            # As judge() weighs them: the ranks of one machine share its cores (and its
+            # copies are the link), and a lossy call runs its accuracy sample.
+            shared = True
             base = ["--ranks", str(p), "--bytes", str(size), "--flat-only",
                     "--link", f"{f['gbps'] / 8!r},{f['lat_us']!r},0",
-                    "--cores", str(f["ranks_per_machine"] if shared else 0)]
+                    "--cores", str(f["cores"] * p / f["ranks_per_machine"] if shared else 0)]
             for c, costs in (("none", f["exact"]), (codec, f["codec"])):
-                rows = model(tool, c, base + ["--costs", ",".join(repr(v) for v in costs)])
+                rows = model(tool, c, base + ["--costs", ",".join(repr(v) for v in costs)] +
+                             ([] if c == "none" else ["--sampled"]))
                 for algo in (("ring",) if c == "none" else ("ring", "twoshot")):
                     r = rows.get((p, "flat", algo))
                     if r:

@@ -1,6 +1,7 @@
 #include "src/coll/link_probe.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -34,14 +35,22 @@ Status shift(const PeerLink& link, int send_to, int recv_from, int step, const u
   return Status::Ok();
 }
 
-// Seconds per fp32 byte of `fn` over `bytes`, the faster of two runs.
+// This thread's CPU time: what the codec's work costs one core, whether or not the ranks that
+// share the cores took turns on it meanwhile (the model stretches it by ranks per core).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Seconds of one core per fp32 byte of `fn` over `bytes`, the faster of two runs.
 template <typename Fn>
 double per_byte(size_t bytes, Fn fn) {
   double best = 0;
   for (int i = 0; i < 2; ++i) {
-    const auto t0 = Clock::now();
+    const double t0 = thread_cpu_seconds();
     if (!fn().ok()) return 0;
-    const double s = seconds_since(t0);
+    const double s = thread_cpu_seconds() - t0;
     best = i == 0 ? s : std::min(best, s);
   }
   return best / static_cast<double>(bytes);
@@ -67,23 +76,28 @@ Status measure_link(const PeerLink& link, int send_to, int recv_from, const Sett
     if (s.link_latency_us > 0) return Status::Ok();
   }
   std::vector<uint8_t> buf_out(kProbeBytes, 0x5a), buf_in(kProbeBytes);
-  // Latency: the fastest of a few one-byte shifts (each also lines the ranks up for the next).
-  double lat = 0;
-  for (int i = 0; i < 3; ++i) {
-    double t = 0;
-    SCCL_RETURN_IF_ERROR(shift(link, send_to, recv_from, i, buf_out.data(), buf_in.data(), 1, &t));
-    lat = i == 0 ? t : std::min(lat, t);
+  // Latency: one ring step of a small message with every rank stepping at once, as the ring's
+  // steps follow one another: the mean over a chain of one-byte shifts after one that lines the
+  // ranks up. Where ranks share cores, a step waits for its peers to be scheduled, and the mean,
+  // not the luckiest, is what a chain of steps adds up to.
+  double t = 0, chain = 0;
+  SCCL_RETURN_IF_ERROR(shift(link, send_to, recv_from, 0, buf_out.data(), buf_in.data(), 1, &t));
+  for (int i = 0; i < kLatencyShifts; ++i) {
+    SCCL_RETURN_IF_ERROR(
+        shift(link, send_to, recv_from, 1 + i, buf_out.data(), buf_in.data(), 1, &t));
+    chain += t;
   }
+  double lat = chain / kLatencyShifts;
   if (s.link_latency_us > 0) lat = s.link_latency_us * 1e-6;
   out->latency_s = lat;
   if (out->stated != 0) return Status::Ok();
-  double t = 0;
+  const int step = 1 + kLatencyShifts;
   SCCL_RETURN_IF_ERROR(
-      shift(link, send_to, recv_from, 3, buf_out.data(), buf_in.data(), kProbeWarmupBytes, &t));
+      shift(link, send_to, recv_from, step, buf_out.data(), buf_in.data(), kProbeWarmupBytes, &t));
   double best = 0;
   for (int i = 0; i < kProbeRounds; ++i) {
-    SCCL_RETURN_IF_ERROR(
-        shift(link, send_to, recv_from, 4 + i, buf_out.data(), buf_in.data(), kProbeBytes, &t));
+    SCCL_RETURN_IF_ERROR(shift(link, send_to, recv_from, step + 1 + i, buf_out.data(),
+                               buf_in.data(), kProbeBytes, &t));
     best = i == 0 ? t : std::min(best, t);
   }
   // The round's time less one latency is the bytes' time.

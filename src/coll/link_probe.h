@@ -1,8 +1,8 @@
 // What a rank measures for auto's verdict (network_verdict.h) at join: the link to the peer it
 // receives from in the schedule's ring (a short timed ring shift over the transport, or
 // SKETCHCCL_LINK_GBPS), what the transport reports of that link, and this machine's codec speeds
-// (measured once per process, on this rank's thread, right after the shift so that every rank of
-// the machine measures at once, as they will run).
+// (measured once per process, on this rank's thread, in its CPU time: one core's speed, which
+// the model stretches by the ranks per core).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,8 @@ namespace sketchccl::coll {
 inline constexpr size_t kProbeWarmupBytes = size_t(1) << 20;
 inline constexpr size_t kProbeBytes = size_t(4) << 20;
 inline constexpr int kProbeRounds = 2;
+// The latency's chain of one-byte shifts.
+inline constexpr int kLatencyShifts = 8;
 // The codec speeds' buffer: 8 MiB of fp32, more than the caches hold, as a call's data is.
 inline constexpr size_t kCodecProbeElems = size_t(1) << 21;
 

@@ -64,6 +64,7 @@ NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nran
       f.cores = m.cores;
     }
   }
+  f.machines = static_cast<int>(per_machine.size());
   // A link that reports its rate cannot carry more: the probe's first bytes may pass a shaper's
   // burst unshaped.
   if (f.nominal_bytes_per_s > 0 && !f.stated) {
@@ -101,6 +102,67 @@ std::string NetworkFigures::describe() const {
   return buf;
 }
 
+namespace {
+
+// The model's call on the agreed figures: what judge and schedule_on_network weigh alike.
+ModelCall model_call(const NetworkFigures& f, const Settings& s, const VerdictCall& call) {
+  ModelCall m;
+  m.kind = call.kind == CallKind::kReduceScatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
+  m.nranks = call.nranks;
+  m.bytes = 4.0 * static_cast<double>(call.count);
+  m.ranks_per_node = call.ranks_per_node;
+  m.inter = f.link;
+  m.slice_bytes = 4.0 * static_cast<double>(s.slice_elems);
+  m.depth = s.depth;
+  // Every rank on one machine (its links are the cores' copies), or more ranks than cores on a
+  // machine: the copies and the codec's work take turns on the same cores, and the ranks' codec
+  // work of one step queues for them: the call's ranks get the busiest machine's share of
+  // cores. The link figures were measured with every rank moving bytes at once, the codec's on
+  // one core.
+  if (f.cores > 0 && (f.machines == 1 || f.ranks_per_machine > f.cores)) {
+    m.cores = f.cores * call.nranks / f.ranks_per_machine;
+  }
+  return m;
+}
+
+// A lossy codec's call under `auto` estimates its accuracy from a sample (call_sample.h): the
+// ring's side ring, or carried in two-shot's messages.
+double codec_seconds(const ModelCall& m, const CodecCosts& costs, Schedule sched,
+                     const VerdictCall& call) {
+  ModelCall mc = m;
+  mc.codec = costs;
+  mc.sampled = true;
+  // A staged device call copies the input out and the result back, once each.
+  const double staging = call.device ? 2 * m.bytes / kDeviceStagingBytesPerS : 0;
+  return predict_time(mc, sched).seconds + staging;
+}
+
+int candidate_index(const NetworkFigures& f, CodecId codec) {
+  for (int k = 0; k < kVerdictCodecs; ++k) {
+    if (f.codecs[k] == codec) return k;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Schedule schedule_on_network(const NetworkFigures& f, const Settings& s, CodecId codec,
+                             const VerdictCall& call) {
+  const Schedule policy =
+      choose_schedule(s, codec, call.nranks, call.count, call.backend_sums, call.kind);
+  const int k = candidate_index(f, codec);
+  if (!f.known || k < 0 || policy != Schedule::kRing || s.algo != Settings::Algo::kAuto ||
+      !two_shot_applies(codec, call.backend_sums)) {
+    return policy;
+  }
+  const ModelCall m = model_call(f, s, call);
+  const double ring = codec_seconds(m, f.costs[k], Schedule::kRing, call);
+  const double two = codec_seconds(m, f.costs[k], Schedule::kTwoShot, call);
+  // Only beyond the model's own error target: on the bandwidth-bound 1 Gbit/s link two-shot ran
+  // up to 22% longer than the ring at 16-64 MiB, which the model does not carry (docs/scale.md).
+  return two * kTwoShotMargin < ring ? Schedule::kTwoShot : Schedule::kRing;
+}
+
 Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call) {
   Verdict v;
   if (!f.known) {  // nothing measured: the dense codec, as a forced one
@@ -109,28 +171,15 @@ Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& cal
     v.codec = c[0];
     return v;
   }
-  ModelCall m;
-  m.kind = call.kind == CallKind::kReduceScatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
-  m.nranks = call.nranks;
-  m.bytes = 4.0 * static_cast<double>(call.count);
-  m.ranks_per_node = call.ranks_per_node;
-  m.inter = f.link;
-  // More ranks than cores on a machine: the copies and the codec's work take turns on the same
-  // cores. The figures were measured with every rank busy at once, so they are not stretched.
-  m.cores = f.ranks_per_machine > f.cores && f.cores > 0 ? f.ranks_per_machine : 0;
+  ModelCall m = model_call(f, s, call);
   m.codec = call.device || call.nccl_alone ? CodecCosts{f.exact.wire, 0, 0, 0, 0} : f.exact;
   v.exact_s = predict_time(m, Schedule::kRing).seconds;
   v.codec_s = v.exact_s;
   for (int k = 0; k < kVerdictCodecs; ++k) {
     const CodecId c = f.codecs[k];
     if (c == CodecId::kNone) continue;
-    ModelCall mc = m;
-    mc.codec = f.costs[k];
-    const Schedule sched =
-        choose_schedule(s, c, call.nranks, call.count, call.backend_sums, call.kind);
-    // A staged device call copies the input out and the result back, once each.
-    const double staging = call.device ? 2 * m.bytes / kDeviceStagingBytesPerS : 0;
-    const double t = predict_time(mc, sched).seconds + staging;
+    const Schedule sched = schedule_on_network(f, s, c, call);
+    const double t = codec_seconds(m, f.costs[k], sched, call);
     // Ties go to the more accurate: the exact reduction, then the safer rung.
     if (t < v.codec_s || (v.codec != CodecId::kNone && t <= v.codec_s)) {
       v.codec = c;

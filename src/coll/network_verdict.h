@@ -52,6 +52,7 @@ struct NetworkFigures {
   // copies and the codec's work do not overlap there (the model's shared-cores case).
   int ranks_per_machine = 1;
   double cores = 0;
+  int machines = 1;  // distinct machines: one, and the ring's copies are its cores' work too
   // One line for logs and sketchccl-info.
   std::string describe() const;
 };
@@ -87,5 +88,16 @@ struct Verdict {
 
 // The fastest of the exact reduction and the candidates for this call (`auto`'s dense choice).
 Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call);
+
+// How much faster the model must find two-shot than the ring to take it where the policy keeps
+// the ring: its accuracy target (predictions within 25% of the measured time).
+inline constexpr double kTwoShotMargin = 1.25;
+
+// The schedule of `codec` for this call on the measured links: choose_schedule's, but where it
+// keeps the ring (SKETCHCCL_ALGO=auto, no accuracy rule for two-shot), two-shot where the model on
+// these figures predicts it kTwoShotMargin times faster (it is never less accurate than the ring).
+// Agreed figures and numbers only: the same on every rank.
+Schedule schedule_on_network(const NetworkFigures& f, const Settings& s, kernels::CodecId codec,
+                             const VerdictCall& call);
 
 }  // namespace sketchccl::coll

@@ -139,10 +139,16 @@ Status ReductionEngine::run(const CommLink& link, const ReductionArgs& args) {
   backend::Backend* be = nullptr;
   Status st = backend_for(args.mem, &be);
   // The schedule from agreed numbers: the codec, P, the count, the settings (and the memory
-  // type's backend, which every rank of a call is expected to share).
+  // type's backend, which every rank of a call is expected to share), and under `auto` the
+  // agreed link and codec figures.
   auto schedule_of = [&](CodecId c) {
-    return st.ok() ? choose_schedule(settings_, c, link.nranks, args.count, be->sums(), args.kind)
-                   : Schedule::kRing;
+    if (!st.ok()) return Schedule::kRing;
+    VerdictCall vc;
+    vc.kind = args.kind;
+    vc.nranks = link.nranks;
+    vc.count = args.count;
+    vc.backend_sums = be->sums();
+    return schedule_on_network(network_, settings_, c, vc);
   };
   Schedule schedule = schedule_of(codec);
   // Only where the history shapes the protocol or the values: `auto`, the guard, error feedback,

@@ -27,13 +27,25 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
   const bool tally_round = c.sampled && s == Schedule::kTwoShot && !all;
   const double side_rounds = side_ring ? 2 * pm1 : 0;
   double bw = 0, compute = 0, rounds = 0, messages = 0;
+  // The share of the smaller of link and codec time that the other hides (a core per rank).
+  double overlap = 1;
   const CodecCosts& k = c.codec;
   const LinkFigures& l = s == Schedule::kRing || crossing <= 0 ? ring_link : slow;
   if (s == Schedule::kRing) {
+    // Each lane walks one slice of every chunk through the ring's steps, receive, codec work,
+    // send, one after the other; a chunk's slices take turns on min(slices, depth) lanes. On
+    // shared cores the steps' latencies (waits for peers to be scheduled) add up once per turn;
+    // a core per rank hides a lane's latency behind the other lanes' transfers.
+    const double slice = std::max(1.0, c.slice_bytes);
+    const int depth = std::max(1, c.depth);
+    const double slices = std::max(1.0, std::ceil(n / p / slice));
+    const double lanes = std::min(slices, static_cast<double>(depth));
+    const double turns = std::ceil(slices / depth);
     bw = sent / ring_link.bytes_per_s;
-    rounds = rounds_ring + side_rounds;
+    rounds = rounds_ring * (c.cores > 0 ? turns : 1) + side_rounds;
     messages = rounds;
     compute = n / p * k.encode + share * n * k.step + (all ? n : n / p) * k.decode;
+    overlap = 1 - 1 / lanes;
   } else {
     bw = std::max(sent * crossing / slow.bytes_per_s, sent * (1 - crossing) / fast.bytes_per_s);
     const double phases = (all ? 2 : 1) + (tally_round ? 1 : 0);
@@ -43,13 +55,14 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
                   : n * (k.encode + k.decode_add);
   }
   const double lat = rounds * l.latency_s + messages * l.per_message_s;
-  if (c.cores <= 0) return std::max(bw, compute) + lat;
-  // Ranks sharing cores (one machine): the "link" is the cores' copies too, so nothing overlaps,
-  // and every round waits for peers that queue for the same cores.
+  if (c.cores <= 0) return bw + compute - overlap * std::min(bw, compute) + lat;
+  // Ranks sharing cores (one machine): the "link" is the cores' copies too, so nothing overlaps;
+  // every rank's codec work of a step runs at once on the same cores, and every round waits for
+  // peers that queue for them.
   const SharedCoreCosts& sh = c.shared;
   const double per_core = p / c.cores;
   const double round_s = sh.per_round_s + sh.round_wait_s * std::max(0.0, per_core - 1);
-  return (bw + compute + messages * l.per_message_s) * stretch(c, p) + rounds * l.latency_s +
+  return bw + (compute + messages * l.per_message_s) * stretch(c, p) + rounds * l.latency_s +
          sh.per_call_s + rounds * round_s;
 }
 
@@ -175,6 +188,8 @@ Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, 
   c.nranks = nranks;
   c.bytes = 4.0 * static_cast<double>(count);
   c.codec.wire = codec_wire_ratio(codec, s.slice_elems);
+  c.slice_bytes = 4.0 * static_cast<double>(s.slice_elems);
+  c.depth = s.depth;
   const double ring = predict_time(c, Schedule::kRing).seconds;
   const double two = predict_time(c, Schedule::kTwoShot).seconds;
   if (two > 1.05 * ring) return Schedule::kRing;

@@ -7,8 +7,8 @@
 #include <cstddef>
 
 #include "kernels/codec.h"
-#include "src/coll/reduction.h"
 #include "src/coll/coll_shape.h"
+#include "src/coll/reduction.h"
 #include "src/coll/settings.h"
 
 namespace sketchccl::coll {
@@ -55,9 +55,15 @@ struct ModelCall {
   LinkFigures intra = kNvlinkFigures;
   LinkFigures inter = kNicFigures;
   CodecCosts codec;
+  // The ring's pipeline (SKETCHCCL_SLICE_BYTES of fp32 input, SKETCHCCL_PIPELINE_DEPTH lanes):
+  // a chunk of one slice has one lane, whose codec work and transfers take turns; with k lanes a
+  // rank's codec work overlaps the others' transfers but for 1/k of it.
+  double slice_bytes = 1 << 20;
+  int depth = 4;
   // Ranks sharing this many cores (one machine): the link's copies and the codec's work run on
-  // the same cores, one after the other, stretched by ranks / cores; 0: a core (or a GPU) per
-  // rank, the codec's work overlapping the link's.
+  // the same cores, one after the other, the codec's work stretched by ranks / cores (its figures
+  // are one core's, the link's were measured with every rank moving bytes at once); 0: a core
+  // (or a GPU) per rank, the codec's work overlapping the link's.
   double cores = 0;
   SharedCoreCosts shared;  // read only where cores > 0
   // The call estimates its accuracy from a sample of positions: the ring reduces their exact
@@ -109,7 +115,8 @@ inline constexpr double kSmallCallTwoShotBytes = 1 << 20;
 // more) and for a small call (above); else, where the scale
 // model does not find the ring more than 5% faster on the default link figures, two-shot when the
 // model's ring error is at least twice two-shot's (AllReduce from 8 ranks, ReduceScatter from 5, at
-// kRingNmseGrowth4), the ring otherwise.
+// kRingNmseGrowth4), the ring otherwise. Under `auto` with measured figures the engine asks
+// schedule_on_network (network_verdict.h), which may take two-shot where this keeps the ring.
 Schedule choose_schedule(const Settings& s, kernels::CodecId codec, int nranks, size_t count,
                          bool backend_sums, CallKind kind = CallKind::kAllReduce);
 

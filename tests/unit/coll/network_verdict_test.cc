@@ -151,6 +151,45 @@ TEST(NetworkVerdict, TheSaferRungWinsWhereItIsFaster) {
   EXPECT_EQ(judge(f, s, c).codec, CodecId::kBf16);
 }
 
+// Ranks sharing cores whose steps wait long for their peers (a large measured latency): two-shot's
+// two rounds beat the ring's 2(P - 1) and its side ring, so auto runs two-shot where the policy
+// alone kept the ring; not where SKETCHCCL_ALGO forces the ring, nor for a codec two-shot cannot
+// run, nor on links where the ring is faster; the same verdict from the same figures.
+TEST(NetworkVerdict, AutoWeighsTwoShotWhereThePolicyKeepsTheRing) {
+  Settings s = auto_settings(CodecId::kQ8);
+  std::vector<RankFigures> all(4, rank_figures(4, 10, 5, 7));
+  for (RankFigures& r : all) {
+    r.cores = 2;
+    r.latency_s = 2e-3;
+  }
+  const NetworkFigures f = agree_network(s, all.data(), 4);
+  VerdictCall c;
+  c.nranks = 4;
+  c.count = size_t(16) << 18;  // 16 MiB: the policy keeps the ring at 4 ranks
+  ASSERT_EQ(choose_schedule(s, CodecId::kQ8, 4, c.count, true), Schedule::kRing);
+  EXPECT_EQ(schedule_on_network(f, s, CodecId::kQ8, c), Schedule::kTwoShot);
+  const Verdict v = judge(f, s, c);
+  EXPECT_EQ(v.codec, CodecId::kQ8);
+  EXPECT_EQ(v.schedule, Schedule::kTwoShot);
+  c.backend_sums = false;  // two-shot does not apply
+  EXPECT_EQ(schedule_on_network(f, s, CodecId::kQ8, c), Schedule::kRing);
+  c.backend_sums = true;
+  s.algo = Settings::Algo::kRing;
+  EXPECT_EQ(schedule_on_network(f, s, CodecId::kQ8, c), Schedule::kRing);
+  s.algo = Settings::Algo::kAuto;
+  // A machine per rank on a fast link with a small latency: the ring's lanes hide its codec work
+  // and its steps cost little, two-shot's decode-add is more work: the ring stays.
+  std::vector<RankFigures> apart(4, rank_figures(100, 10, 5, 0));
+  for (int r = 0; r < 4; ++r) {
+    RankFigures& x = apart[static_cast<size_t>(r)];
+    x.machine = static_cast<uint64_t>(r);
+    x.codec_costs[0][3] = 1e-9 / 2;  // q8's decode-add, slow
+  }
+  const NetworkFigures g = agree_network(s, apart.data(), 4);
+  EXPECT_EQ(schedule_on_network(g, s, CodecId::kQ8, c), Schedule::kRing);
+  EXPECT_EQ(schedule_on_network(NetworkFigures{}, s, CodecId::kQ8, c), Schedule::kRing);
+}
+
 TEST(NetworkVerdict, NothingMeasuredMeansTheDenseCodec) {
   const Settings s = auto_settings(CodecId::kQ4);
   VerdictCall c;

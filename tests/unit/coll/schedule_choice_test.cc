@@ -202,6 +202,8 @@ TEST(ScaleModel, OnSharedCoresTheCallCostAndTheRoundWaitAddUp) {
     double last = 0, last_per_rank = 0;
     for (int p = 2; p <= 32; p *= 2) {
       c.nranks = p;
+      // The link as a probe measures it with every rank of the machine moving bytes at once.
+      c.inter.bytes_per_s = 0.5e9 * 2 / p;
       const double t = predict_time(c, s).seconds;
       EXPECT_GT(t, last) << schedule_name(s) << " " << p;
       if (p > 2) {
@@ -213,6 +215,7 @@ TEST(ScaleModel, OnSharedCoresTheCallCostAndTheRoundWaitAddUp) {
     }
   }
   // The wait per round only where ranks outnumber the cores.
+  c.inter.bytes_per_s = 0.5e9;
   c.nranks = 2;
   ModelCall no_wait = c;
   no_wait.shared.round_wait_s = 0;
