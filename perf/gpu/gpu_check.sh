@@ -479,14 +479,14 @@ section_kernels() {
 }
 
 # The staged call on a real stream, with a thread named like the proxy that makes no CUDA call:
-# every case, then the hazard and order cases again under one hardware queue.
+# every case, then the hazard, order and chunk cases again under one hardware queue.
 section_staging() {
   local x r1=0 r2=0
   x=$(B tests/gpu/gpu_staging_test)
   gtest_step staging "$(limit 35)" -- "$x" || r1=$?
   detail "staging: $LAST"
   gtest_step staging_one_queue "$(limit 25)" CUDA_DEVICE_MAX_CONNECTIONS=1 -- "$x" \
-    --gtest_filter='Flags/Hazard.*:Flags/Staged.*' || r2=$?
+    --gtest_filter='Flags/Hazard.*:Flags/Staged.*:Flags/Chunks.*' || r2=$?
   detail "staging: $LAST"
   fold "$r1" "$r2"
 }
@@ -583,8 +583,10 @@ stress_run() {
   echo "=== $label (timeout ${t}s${envs:+, ${envs[*]}}) $*" >>"$out"
   local t0=$SECONDS n0
   n0=$(wc -l <"$out")
-  # The program kills its own ranks after --timeout; timeout(1) is the backstop.
-  env "${envs[@]}" SKETCHCCL_TIMEOUT=15 SKETCHCCL_TRANSPORT=socket \
+  # The program kills its own ranks after --timeout; timeout(1) is the backstop. Its 4 MiB calls
+  # go in 16 chunks of 256 KiB each way (docs/cuda.md, "Chunks"): every chunk's flags meet the
+  # hazards.
+  env SKETCHCCL_STAGE_CHUNK_BYTES=262144 "${envs[@]}" SKETCHCCL_TIMEOUT=15 SKETCHCCL_TRANSPORT=socket \
     timeout -k 5 "$t" "$x" --wait "$((t - 12))" --timeout "$((t - 6))" "$@" >>"$out" 2>&1 ||
     STRESS_RC=$?
   # This run's lines only (stress.txt keeps every run's).
