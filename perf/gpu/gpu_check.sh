@@ -103,7 +103,7 @@ START=$SECONDS
 PLAN=(
   "build 270 150 the library and the run's test binaries build with the machine's compilers"
   "kernels 60 15 every codec kernel gives the CPU reference's bits (unit_kernels_codec_gpu)"
-  "staging 60 15 the staged call on a real stream: stream order, both flag mechanisms, block reuse, the hazard cases, then again under one hardware queue (gpu_staging_test)"
+  "staging 60 15 the staged call on a real stream: stream order, both flag mechanisms, block reuse, chunks read after their flags and copied back before the last is done, the hazard cases, then again under one hardware queue (gpu_staging_test)"
   "api 110 45 the AllReduce on device buffers through nccl.h, standalone: 2 ranks (GpuApi and six codecs) first, then 4 ranks, identical bytes on every rank"
   "first_contact 120 60 first calls under a held stream (q8 casq3 s2 sparse first), two communicators, a capture on another thread, growing buckets, abort, CUDA_LAUNCH_BLOCKING=1 (the same path)"
   "hazards 150 40 stream_stress: 64 application streams, an application thread in cudaFree / a 64 MiB pageable copy / cudaHostAlloc during the calls, CUDA_DEVICE_MAX_CONNECTIONS unset 1 32, streams at the greatest priority; proxy_cuda_calls 0"
