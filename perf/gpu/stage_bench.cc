@@ -4,10 +4,11 @@
 // codec: the host call on host buffers (Communicator::submit_reduction, waited for), the device
 // call staged on the rank's stream as whole buffers (SKETCHCCL_STAGE_CHUNK_BYTES=0) and in chunks
 // (--chunk), each from the call to cudaStreamSynchronize. The ranks start each call together
-// (a barrier); a call's time is the slowest rank's; the median of --iters calls after one warm-up
-// is printed, with the pipeline's gain (whole / chunked). On the emulated runtime (cudaemu) the
-// copies are the emulator's memcpy on its queue threads, so the figures weigh the pipeline's
-// overlap on this machine's cores, not a GPU's PCIe (docs/cuda.md, "Chunks").
+// (a barrier), the three paths in turn call after call; a call's time is the slowest rank's; the
+// median of --iters calls after one warm-up is printed, with the pipeline's gain (whole / chunked).
+// On the emulated runtime (cudaemu) the copies are the emulator's memcpy on its queue threads, so
+// the figures weigh the pipeline's overlap on this machine's cores, not a GPU's PCIe (docs/cuda.md,
+// "Chunks").
 //
 // Options: --ranks N (2), --mib LIST (4,16,64), --codecs LIST (none,q8), --iters N (3),
 // --chunk BYTES (4194304), --slice BYTES (SKETCHCCL_SLICE_BYTES). Exit 0; 77 without a device;
@@ -105,18 +106,24 @@ struct Ranks {
   }
 };
 
-// One path at one size: the median of the calls' times (the slowest rank's), in seconds; each
-// rank's last result into results[r]. Negative on an error.
-double run_path(const Options& o, coll::Settings s, Path path, size_t count,
-                std::vector<std::vector<float>>* results) {
-  s.stage_chunk_bytes = path == Path::kChunked ? o.chunk : 0;
-  Ranks ranks(o.ranks, s);
-  if (ranks.comms.empty()) return -1;
+// The three paths at one size, interleaved call by call (so that a machine whose load changes
+// weighs on each alike): per path the median of the calls' times (the slowest rank's), in
+// seconds, negative on an error; each rank's last result of each path into results[p][r].
+void run_paths(const Options& o, coll::Settings s, size_t count, double t[3],
+               std::vector<std::vector<float>> results[3]) {
+  std::unique_ptr<Ranks> ranks[3];
+  for (int p = 0; p < 3; ++p) {
+    s.stage_chunk_bytes = static_cast<Path>(p) == Path::kChunked ? o.chunk : 0;
+    ranks[p] = std::make_unique<Ranks>(o.ranks, s);
+    results[p].assign(static_cast<size_t>(o.ranks), {});
+  }
   const int calls = o.iters + 1;
-  std::vector<std::vector<double>> took(static_cast<size_t>(o.ranks),
-                                        std::vector<double>(static_cast<size_t>(calls)));
+  const size_t nr = static_cast<size_t>(o.ranks);
+  // took[p][r][k]
+  std::vector<std::vector<std::vector<double>>> took(
+      3, std::vector<std::vector<double>>(nr, std::vector<double>(static_cast<size_t>(calls))));
   Barrier sync(o.ranks);
-  std::vector<bool> ok(static_cast<size_t>(o.ranks), true);
+  std::vector<bool> ok(3 * nr, true);
   std::vector<std::thread> threads;
   for (int r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
@@ -127,57 +134,70 @@ double run_path(const Options& o, coll::Settings s, Path path, size_t count,
         x[i] = static_cast<float>((i * 7 + ur * 13) % 1000) * 0.01f - 5.f;
       void *dx = nullptr, *dy = nullptr;
       cudaStream_t stream = nullptr;
-      const bool device = path != Path::kHost;
-      if (device) {
-        ok[ur] = cudaSetDevice(0) == cudaSuccess && cudaMalloc(&dx, bytes) == cudaSuccess &&
-                 cudaMalloc(&dy, bytes) == cudaSuccess &&
-                 cudaMemcpy(dx, x.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
-                 cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
-      }
-      coll::ReductionArgs a;
-      a.count = count;
-      a.type = kernels::ElemType::kF32;
-      a.send = device ? dx : x.data();
-      a.recv = device ? dy : y.data();
-      a.mem = device ? backend::MemoryType::kDevice : backend::MemoryType::kHost;
+      const bool dev_ok = cudaSetDevice(0) == cudaSuccess &&
+                          cudaMalloc(&dx, bytes) == cudaSuccess &&
+                          cudaMalloc(&dy, bytes) == cudaSuccess &&
+                          cudaMemcpy(dx, x.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+                          cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
       for (int k = 0; k < calls; ++k) {
-        sync.arrive_and_wait();
-        const auto t0 = Clock::now();
-        if (ok[ur]) {
-          coll::Communicator& c = *ranks.comms[ur];
-          if (device) {
-            ok[ur] = c.submit_reduction_stream(a, stream).ok() &&
-                     cudaStreamSynchronize(stream) == cudaSuccess;
+        for (int p = 0; p < 3; ++p) {
+          const bool device = static_cast<Path>(p) != Path::kHost;
+          const size_t at = static_cast<size_t>(p) * nr + ur;
+          coll::ReductionArgs a;
+          a.count = count;
+          a.type = kernels::ElemType::kF32;
+          a.send = device ? dx : x.data();
+          a.recv = device ? dy : y.data();
+          a.mem = device ? backend::MemoryType::kDevice : backend::MemoryType::kHost;
+          sync.arrive_and_wait();
+          const auto t0 = Clock::now();
+          if (ok[at] && !ranks[p]->comms.empty() && (dev_ok || !device)) {
+            coll::Communicator& c = *ranks[p]->comms[ur];
+            if (device) {
+              ok[at] = c.submit_reduction_stream(a, stream).ok() &&
+                       cudaStreamSynchronize(stream) == cudaSuccess;
+            } else {
+              ok[at] = c.submit_reduction(a)->wait().ok();
+            }
           } else {
-            ok[ur] = c.submit_reduction(a)->wait().ok();
+            ok[at] = false;
+          }
+          took[static_cast<size_t>(p)][ur][static_cast<size_t>(k)] =
+              std::chrono::duration<double>(Clock::now() - t0).count();
+          if (k + 1 == calls && ok[at]) {
+            std::vector<float> out(count);
+            if (device) {
+              ok[at] = cudaMemcpy(out.data(), dy, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+            } else {
+              out = y;
+            }
+            results[p][ur] = std::move(out);
           }
         }
-        took[ur][static_cast<size_t>(k)] = std::chrono::duration<double>(Clock::now() - t0).count();
       }
-      if (device && ok[ur]) {
-        ok[ur] = cudaMemcpy(y.data(), dy, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
-      }
-      if (device) {
-        cudaFree(dx);
-        cudaFree(dy);
-        cudaStreamDestroy(stream);
-      }
-      (*results)[ur] = std::move(y);
+      cudaFree(dx);
+      cudaFree(dy);
+      if (stream != nullptr) cudaStreamDestroy(stream);
     });
   }
-  for (auto& t : threads)
-    t.join();
-  for (bool b : ok)
-    if (!b) return -1;
-  std::vector<double> per_call;
-  for (int k = 1; k < calls; ++k) {
-    double worst = 0;
-    for (int r = 0; r < o.ranks; ++r)
-      worst = std::max(worst, took[static_cast<size_t>(r)][static_cast<size_t>(k)]);
-    per_call.push_back(worst);
+  for (auto& th : threads)
+    th.join();
+  for (int p = 0; p < 3; ++p) {
+    t[p] = -1;
+    bool all = true;
+    for (size_t r = 0; r < nr; ++r)
+      all = all && ok[static_cast<size_t>(p) * nr + r];
+    if (!all) continue;
+    std::vector<double> per_call;
+    for (int k = 1; k < calls; ++k) {
+      double worst = 0;
+      for (size_t r = 0; r < nr; ++r)
+        worst = std::max(worst, took[static_cast<size_t>(p)][r][static_cast<size_t>(k)]);
+      per_call.push_back(worst);
+    }
+    std::sort(per_call.begin(), per_call.end());
+    t[p] = per_call[per_call.size() / 2];
   }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
 }
 
 int bench(const Options& o) {
@@ -205,9 +225,8 @@ int bench(const Options& o) {
       const size_t count = (mib << 20) / sizeof(float);
       double t[3];
       std::vector<std::vector<float>> res[3];
+      run_paths(o, s, count, t, res);
       for (int p = 0; p < 3; ++p) {
-        res[p].resize(static_cast<size_t>(o.ranks));
-        t[p] = run_path(o, s, static_cast<Path>(p), count, &res[p]);
         if (t[p] < 0) {
           std::printf("%zu MiB %s: the %s path failed\n", mib, codec.c_str(),
                       path_name(static_cast<Path>(p)));
