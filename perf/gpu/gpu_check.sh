@@ -103,7 +103,7 @@ START=$SECONDS
 PLAN=(
   "build 270 150 the library and the run's test binaries build with the machine's compilers"
   "kernels 60 15 every codec kernel gives the CPU reference's bits (unit_kernels_codec_gpu)"
-  "staging 60 15 the staged call on a real stream: stream order, both flag mechanisms, block reuse, the hazard cases, then again under one hardware queue (gpu_staging_test)"
+  "staging 60 15 the staged call on a real stream: stream order, both flag mechanisms, block reuse, chunks read after their flags and copied back before the last is done, the hazard cases, then again under one hardware queue (gpu_staging_test)"
   "api 110 45 the AllReduce on device buffers through nccl.h, standalone: 2 ranks (GpuApi and six codecs) first, then 4 ranks, identical bytes on every rank"
   "device_codecs 90 30 the second rung (SKETCHCCL_DEVICE_CODECS=device): the linear codecs' ring kernels on the caller's stream give the host codecs' bytes (AllReduce and ReduceScatter, 2 and 4 ranks), then stream_stress's hazards on it under one hardware queue"
   "first_contact 120 60 first calls under a held stream (q8 casq3 s2 sparse first), two communicators, a capture on another thread, growing buckets, abort, CUDA_LAUNCH_BLOCKING=1 (the same path)"
@@ -481,14 +481,14 @@ section_kernels() {
 }
 
 # The staged call on a real stream, with a thread named like the proxy that makes no CUDA call:
-# every case, then the hazard and order cases again under one hardware queue.
+# every case, then the hazard, order and chunk cases again under one hardware queue.
 section_staging() {
   local x r1=0 r2=0
   x=$(B tests/gpu/gpu_staging_test)
   gtest_step staging "$(limit 35)" -- "$x" || r1=$?
   detail "staging: $LAST"
   gtest_step staging_one_queue "$(limit 25)" CUDA_DEVICE_MAX_CONNECTIONS=1 -- "$x" \
-    --gtest_filter='Flags/Hazard.*:Flags/Staged.*' || r2=$?
+    --gtest_filter='Flags/Hazard.*:Flags/Staged.*:Flags/Chunks.*' || r2=$?
   detail "staging: $LAST"
   fold "$r1" "$r2"
 }
@@ -601,8 +601,10 @@ stress_run() {
   echo "=== $label (timeout ${t}s${envs:+, ${envs[*]}}) $*" >>"$out"
   local t0=$SECONDS n0
   n0=$(wc -l <"$out")
-  # The program kills its own ranks after --timeout; timeout(1) is the backstop.
-  env "${envs[@]}" SKETCHCCL_TIMEOUT=15 SKETCHCCL_TRANSPORT=socket \
+  # The program kills its own ranks after --timeout; timeout(1) is the backstop. Its 4 MiB calls
+  # go in 16 chunks of 256 KiB each way (docs/cuda.md, "Chunks"): every chunk's flags meet the
+  # hazards.
+  env SKETCHCCL_STAGE_CHUNK_BYTES=262144 "${envs[@]}" SKETCHCCL_TIMEOUT=15 SKETCHCCL_TRANSPORT=socket \
     timeout -k 5 "$t" "$x" --wait "$((t - 12))" --timeout "$((t - 6))" "$@" >>"$out" 2>&1 ||
     STRESS_RC=$?
   # This run's lines only (stress.txt keeps every run's).

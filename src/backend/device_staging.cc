@@ -16,12 +16,15 @@ namespace sketchccl::backend {
 
 namespace {
 
-// A block: three flag words, one per 64-byte line (the device writes them, the host polls), then
-// the input and the result.
+// A block: a 4 KiB header of flag words, one per 64-byte line (the device writes `ready` and
+// `back`, the host polls them; the host writes `done`, the device waits), then the input and the
+// result.
+constexpr size_t kLine = 64;
 constexpr size_t kReadyAt = 0;
-constexpr size_t kDoneAt = 64;
-constexpr size_t kBackAt = 128;
-constexpr size_t kDataAt = 256;
+constexpr size_t kDoneAt = kReadyAt + kMaxStagingChunks * kLine;
+constexpr size_t kBackAt = kDoneAt + kMaxStagingChunks * kLine;
+constexpr size_t kDataAt = 4096;
+static_assert(kBackAt + kLine <= kDataAt, "the staging block's flags fit its header");
 
 size_t round64(size_t n) {
   return (n + 63) & ~size_t(63);
@@ -75,15 +78,23 @@ MemoryPool& staging_pool(int device) {
   return process_pool(PoolKind::kPinnedStaging, device, 0, 0, make_staging_source);
 }
 
-Status StagedCall::wait_input(double timeout_s, const std::atomic<bool>* abort) const {
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+size_t staging_chunk_bytes(size_t bytes, size_t min_chunk) {
+  if (min_chunk == 0 || bytes <= min_chunk) return bytes;
+  const size_t share = (bytes + kMaxStagingChunks - 1) / kMaxStagingChunks;
+  const size_t c = std::max(min_chunk, share);
+  return (c + 4095) & ~size_t(4095);
+}
+
+template <class Ready>
+Status StagedCall::poll(Ready ready, double timeout_s, const std::atomic<bool>* abort,
+                        const char* late, const char* why) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (uint64_t polls = 0;; ++polls) {
     if (is_cancelled_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mu_);
       return cancelled_;
     }
-    if (load(ready_) == gen_) return Status::Ok();
+    if (ready()) return Status::Ok();
     if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
       return Status(Code::kRemoteError, "aborted while waiting for the caller's stream");
     }
@@ -93,17 +104,68 @@ Status StagedCall::wait_input(double timeout_s, const std::atomic<bool>* abort) 
       continue;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return errorf(Code::kRemoteError,
-                    "the caller's stream did not reach the call within SKETCHCCL_TIMEOUT (%.0f s): "
-                    "work queued before it on the stream has not finished",
-                    timeout_s);
+      return errorf(Code::kRemoteError, "%s within SKETCHCCL_TIMEOUT (%.0f s)%s", late, timeout_s,
+                    why);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 20 : 200));
   }
 }
 
+size_t StagedCall::in_len(int k) const {
+  const size_t at = static_cast<size_t>(k) * in_chunk_;
+  return std::min(in_chunk_, in_bytes_ - at);
+}
+
+size_t StagedCall::out_len(int k) const {
+  const size_t at = static_cast<size_t>(k) * out_chunk_;
+  return std::min(out_chunk_, out_bytes_ - at);
+}
+
+Status StagedCall::wait_started(double timeout_s, const std::atomic<bool>* abort) const {
+  return poll([this] { return started_.load(std::memory_order_acquire); }, timeout_s, abort,
+              "the caller's thread did not enqueue the call's copies", "");
+}
+
+Status StagedCall::wait_input(double timeout_s, const std::atomic<bool>* abort) {
+  SCCL_RETURN_IF_ERROR(wait_started(timeout_s, abort));
+  bound_waits(timeout_s, abort);
+  return need_input(0, in_bytes_);
+}
+
+void StagedCall::bound_waits(double timeout_s, const std::atomic<bool>* abort) {
+  timeout_s_ = timeout_s;
+  abort_ = abort;
+}
+
+Status StagedCall::need_input(size_t begin, size_t end) {
+  end = std::min(end, in_bytes_);
+  if (begin >= end || in_chunk_ == 0) return Status::Ok();
+  const int last = static_cast<int>((end - 1) / in_chunk_);
+  for (int k = static_cast<int>(begin / in_chunk_); k <= last; ++k) {
+    if (seen_ & (1u << k)) continue;
+    SCCL_RETURN_IF_ERROR(poll([this, k] { return load(ready_[k]) == gen_; }, timeout_s_, abort_,
+                              "the caller's stream did not reach the call",
+                              ": work queued before it on the stream has not finished"));
+    seen_ |= 1u << k;
+  }
+  return Status::Ok();
+}
+
+void StagedCall::output_final(size_t begin, size_t end) {
+  end = std::min(end, out_bytes_);
+  if (begin >= end || out_chunk_ == 0) return;
+  const int last = static_cast<int>((end - 1) / out_chunk_);
+  for (int k = static_cast<int>(begin / out_chunk_); k <= last; ++k) {
+    const size_t lo = std::max(begin, static_cast<size_t>(k) * out_chunk_);
+    const size_t hi = std::min(end, static_cast<size_t>(k) * out_chunk_ + out_len(k));
+    final_[k] += hi - lo;
+    if (final_[k] >= out_len(k)) store(done_[k], gen_);
+  }
+}
+
 void StagedCall::release() {
-  store(done_, gen_);
+  for (int k = 0; k < out_n_; ++k)
+    store(done_[k], gen_);
 }
 
 bool StagedCall::finished() const {
@@ -204,8 +266,33 @@ Status DeviceStager::prepare() {
   return Status::Ok();
 }
 
+namespace {
+
+// A chunk size and order as the call may use them: at most kMaxStagingChunks chunks, an order
+// that is a permutation (else ascending).
+void cut(size_t bytes, size_t chunk, const std::vector<int>& order, int* n, size_t* size,
+         int* into) {
+  *size = chunk == 0 || chunk >= bytes ? bytes : chunk;
+  *n = *size == 0 ? 1 : static_cast<int>((bytes + *size - 1) / *size);
+  if (*n > kMaxStagingChunks) {
+    *size = staging_chunk_bytes(bytes, 1);
+    *n = static_cast<int>((bytes + *size - 1) / *size);
+  }
+  uint32_t seen = 0;
+  bool permutation = order.size() == static_cast<size_t>(*n);
+  for (size_t i = 0; permutation && i < order.size(); ++i) {
+    const int k = order[i];
+    permutation = k >= 0 && k < *n && !(seen & (1u << k));
+    if (permutation) seen |= 1u << k;
+  }
+  for (int i = 0; i < *n; ++i)
+    into[i] = permutation ? order[static_cast<size_t>(i)] : i;
+}
+
+}  // namespace
+
 Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<StagedCall>* out,
-                           bool may_wait) {
+                           bool may_wait, const StagingChunks& chunks) {
   Ledger& l = ledger(device_);
   std::unique_lock<std::mutex> lock(l.mu);
   l.reclaim();
@@ -232,19 +319,23 @@ Status DeviceStager::stage(size_t in_bytes, size_t out_bytes, std::shared_ptr<St
   }
   auto c = std::make_shared<StagedCall>();
   uint8_t* b = lease.data();
-  c->ready_ = reinterpret_cast<uint32_t*>(b + kReadyAt);
-  c->done_ = reinterpret_cast<uint32_t*>(b + kDoneAt);
+  cut(in_bytes, chunks.in_chunk, chunks.in_order, &c->in_n_, &c->in_chunk_, c->in_order_);
+  cut(out_bytes, chunks.out_chunk, chunks.out_order, &c->out_n_, &c->out_chunk_, c->out_order_);
+  // The block is free: no stream operation of an earlier call on it is pending, so the host may
+  // write its words.
+  for (int k = 0; k < kMaxStagingChunks; ++k) {
+    c->ready_[k] = reinterpret_cast<uint32_t*>(b + kReadyAt + static_cast<size_t>(k) * kLine);
+    c->done_[k] = reinterpret_cast<uint32_t*>(b + kDoneAt + static_cast<size_t>(k) * kLine);
+    store(c->ready_[k], 0);
+    store(c->done_[k], 0);
+  }
   c->back_ = reinterpret_cast<uint32_t*>(b + kBackAt);
+  store(c->back_, 0);
   c->in_ = b + kDataAt;
   c->out_ = b + kDataAt + round64(in_bytes);
   c->in_bytes_ = in_bytes;
   c->out_bytes_ = out_bytes;
   c->gen_ = next_generation();
-  // The block is free: no stream operation of an earlier call on it is pending, so the host may
-  // write its words.
-  store(c->ready_, 0);
-  store(c->done_, 0);
-  store(c->back_, 0);
   l.held.push_back(Held{this, std::move(lease), c});
   *out = std::move(c);
   return Status::Ok();
@@ -259,45 +350,63 @@ Status DeviceStager::enqueue(void* stream, const void* send, void* recv,
 Status DeviceStager::enqueue_head(void* stream, const void* send,
                                   const std::shared_ptr<StagedCall>& c) {
   DeviceRuntime& rt = device_runtime();
-  Status st = rt.copy_async(device_, c->in_, send, c->in_bytes_, stream);
-  if (!st.ok()) {
-    // Nothing was enqueued: the block is free again, and the proxy must not run the call.
-    store(c->back_, c->gen_);
-    c->cancel(st);
-    return st;
+  const auto* src = static_cast<const uint8_t*>(send);
+  // In the order the proxy is expected to read them, each chunk's flag right behind its copy.
+  for (int i = 0; i < c->in_n_; ++i) {
+    const int k = c->in_order_[i];
+    const size_t at = static_cast<size_t>(k) * c->in_chunk_;
+    Status st = rt.copy_async(device_, c->in_ + at, src + at, c->in_len(k), stream);
+    if (!st.ok() && i == 0) {
+      // Nothing was enqueued: the block is free again, and the proxy must not run the call.
+      store(c->back_, c->gen_);
+      c->cancel(st);
+      return st;
+    }
+    if (st.ok()) st = rt.write_flag(device_, c->ready_[k], c->gen_, stream);
+    if (!st.ok()) {
+      // A copy may still run into the block: cancelled, and the block is never reused.
+      c->lost_.store(true, std::memory_order_release);
+      c->cancel(st);
+      return st;
+    }
   }
-  st = rt.write_flag(device_, c->ready_, c->gen_, stream);
-  if (!st.ok()) {
-    // The copy may still run into the block: cancelled, and the block is never reused.
-    c->lost_.store(true, std::memory_order_release);
-    c->cancel(st);
-  }
-  return st;
+  c->started_.store(true, std::memory_order_release);
+  return Status::Ok();
 }
 
 Status DeviceStager::enqueue_tail(void* stream, void* recv, const std::shared_ptr<StagedCall>& c) {
   // From here the proxy runs the call: the other ranks run it too.
   DeviceRuntime& rt = device_runtime();
-  Status st = rt.wait_flag(device_, c->done_, c->gen_, stream);
-  if (st.ok()) st = rt.copy_async(device_, recv, c->out_, c->out_bytes_, stream);
+  auto* dst = static_cast<uint8_t*>(recv);
+  Status st;
+  // Each chunk of the result as soon as the proxy says it is final.
+  for (int i = 0; i < c->out_n_ && st.ok(); ++i) {
+    const int k = c->out_order_[i];
+    const size_t at = static_cast<size_t>(k) * c->out_chunk_;
+    st = rt.wait_flag(device_, c->done_[k], c->gen_, stream);
+    if (st.ok()) st = rt.copy_async(device_, dst + at, c->out_ + at, c->out_len(k), stream);
+  }
   if (st.ok()) st = rt.write_flag(device_, c->back_, c->gen_, stream);
   if (!st.ok()) c->lost_.store(true, std::memory_order_release);
   return st;
 }
 
 Status DeviceStager::enqueue_ready(void* stream, const std::shared_ptr<StagedCall>& c) {
-  const Status st = device_runtime().write_flag(device_, c->ready_, c->gen_, stream);
+  // The program's block is one chunk: its `ready` is the first chunk's.
+  const Status st = device_runtime().write_flag(device_, c->ready_[0], c->gen_, stream);
   if (!st.ok()) {
     // Nothing was enqueued: the block is free again, and the proxy must not run the call.
     store(c->back_, c->gen_);
     c->cancel(st);
+    return st;
   }
+  c->started_.store(true, std::memory_order_release);
   return st;
 }
 
 Status DeviceStager::enqueue_finish(void* stream, const std::shared_ptr<StagedCall>& c) {
   DeviceRuntime& rt = device_runtime();
-  Status st = rt.wait_flag(device_, c->done_, c->gen_, stream);
+  Status st = rt.wait_flag(device_, c->done_[0], c->gen_, stream);
   if (st.ok()) st = rt.write_flag(device_, c->back_, c->gen_, stream);
   if (!st.ok()) lose(c);
   return st;

@@ -12,19 +12,54 @@
 
 namespace sketchccl::coll {
 
-Status CallSample::take(const PlanCall& c) {
+namespace {
+constexpr size_t kBlock = 4096;  // elements per entry of before_block_
+}  // namespace
+
+Status CallSample::take(const PlanCall& c, bool lazily) {
   const size_t count = c.args.count;
   const size_t stride = c.shape.sample_stride();
   SCCL_RETURN_IF_ERROR(run_caught("the accuracy sample's bitmap", [&] {
     sample_bitmap(c.settings.seed, c.link.op_seq, count, &bits_, stride);
+    if (lazily) {
+      before_block_.assign(count / kBlock + 1, 0);
+      for (size_t b = 1; b < before_block_.size(); ++b) {
+        before_block_[b] = before_block_[b - 1] +
+                           kernels::bitmap_count_range(bits_.data(), (b - 1) * kBlock, b * kBlock);
+      }
+    }
     return Status::Ok();
   }));
   SCCL_RETURN_IF_ERROR(
       alloc_vector(&own_, sample_count(count, stride), "accuracy sample's values"));
-  SCCL_RETURN_IF_ERROR(
-      c.be.sparse_compact(bits_.data(), count, c.args.send, c.args.type, own_.data(), nullptr));
   taken_ = true;
-  return Status::Ok();
+  lazy_ = lazily;
+  be_ = &c.be;
+  send_ = static_cast<const uint8_t*>(c.args.send);
+  type_ = c.args.type;
+  count_ = count;
+  if (lazily) return Status::Ok();
+  return c.be.sparse_compact(bits_.data(), count, c.args.send, c.args.type, own_.data(), nullptr);
+}
+
+Status CallSample::fill(size_t offset, size_t n) {
+  if (!lazy_ || offset >= count_) return Status::Ok();
+  n = std::min(n, count_ - offset);
+  const size_t b = offset / kBlock;
+  const size_t first = before_block_[b] + samples_in(b * kBlock, offset);
+  // The range's bits from bit 0, for the compaction of its elements alone.
+  const size_t words = (n + 63) / 64;
+  range_bits_.assign(words, 0);
+  const size_t sh = offset % 64;
+  for (size_t w = 0; w < words; ++w) {
+    const size_t at = offset / 64 + w;
+    uint64_t v = bits_[at] >> sh;
+    if (sh != 0 && at + 1 < bits_.size()) v |= bits_[at + 1] << (64 - sh);
+    range_bits_[w] = v;
+  }
+  if (n % 64 != 0) range_bits_[words - 1] &= (uint64_t(1) << (n % 64)) - 1;
+  return be_->sparse_compact(range_bits_.data(), n, send_ + offset * kernels::elem_size(type_),
+                             type_, own_.data() + first, nullptr);
 }
 
 Status CallSample::carry(SampleCarry** out) {

@@ -16,8 +16,12 @@ namespace sketchccl::coll {
 
 class CallSample {
  public:
-  // Reads this rank's input at the sample of call `c`.
-  Status take(const PlanCall& c);
+  // Reads this rank's input at the sample of call `c`; `lazily` (a staged call whose input
+  // arrives in chunks): only places the sample, whose values fill() reads as the input arrives.
+  Status take(const PlanCall& c, bool lazily = false);
+  // A lazy sample's values at the sampled positions among elements [offset, offset + n) (the
+  // input there is in place); a no-op for a sample taken at once.
+  Status fill(size_t offset, size_t n);
   bool taken() const { return taken_; }
   // The sample to carry in the data's own messages (ShapeJob::sample), where the shape can: then
   // estimate() reads the exact sums the call left instead of running the side ring.
@@ -41,6 +45,14 @@ class CallSample {
   Status estimate_by_tallies(PlanCall& c, AccuracyEstimate* e);
 
   bool taken_ = false;
+  // A lazy sample's input (fill reads it) and its samples before each 4096 elements.
+  bool lazy_ = false;
+  backend::Backend* be_ = nullptr;
+  const uint8_t* send_ = nullptr;
+  kernels::ElemType type_ = kernels::ElemType::kF32;
+  size_t count_ = 0;
+  std::vector<size_t> before_block_;
+  std::vector<uint64_t> range_bits_;  // fill's bits of its range, from bit 0
   std::vector<uint64_t> bits_;
   std::vector<float> own_;
   std::vector<float> exact_;  // the carried sample's exact sums

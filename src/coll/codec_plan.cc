@@ -40,6 +40,7 @@ class CodecRingPlan : public CodecPlan {
     return kernels::codec_info(c.codec)->lossy_step ? Feedback::kPerStep : Feedback::kNone;
   }
   bool exact(const PlanCall& c) const override { return !kernels::codec_info(c.codec)->lossy; }
+  bool streams() const override { return true; }
   Status ring(PlanCall& c, ShapeJob* job) override {
     ops_.emplace(c.be, params(c), user_buffers(c), c.scale);
     job->stage = Stage::kData;
@@ -105,6 +106,8 @@ class S2Plan : public CodecRingPlan {
     return !c.settings.s2_repair && c.shape.whole_result() ? Feedback::kAtDecode : Feedback::kNone;
   }
   bool exact(const PlanCall& c) const override { return c.settings.s2_repair; }
+  // The repair (or the lossy residual) reads and writes the buffers after the ring.
+  bool streams() const override { return false; }
   Status before(PlanCall& c) override {
     const bool repair = c.settings.s2_repair;
     SCCL_RETURN_IF_ERROR(log_.reset(c.args.count, repair || c.residual != nullptr));

@@ -13,10 +13,10 @@
 #include "src/backend/backend.h"
 #include "src/coll/buffer_states.h"
 #include "src/coll/codec_slice_ops.h"
+#include "src/coll/coll_shape.h"
 #include "src/coll/error_feedback.h"
 #include "src/coll/reduction.h"
 #include "src/coll/ring.h"
-#include "src/coll/coll_shape.h"
 #include "src/coll/settings.h"
 #include "src/coll/stats.h"
 
@@ -47,6 +47,10 @@ class CodecPlan {
   virtual Feedback feedback(const PlanCall& c) const = 0;
   // Its result is the exact sum (fp32): no accuracy estimate.
   virtual bool exact(const PlanCall& c) const = 0;
+  // It reads the input and writes the output only through its ring job's slice operations, each
+  // output element once: a staged call's chunks can then arrive and leave as the ring goes
+  // (gated_slice_ops.h); else the engine waits for the whole input first.
+  virtual bool streams() const { return false; }
   // Before the ring; the input is still intact (an in-place call's ring overwrites it).
   virtual Status before(PlanCall& c) {
     (void)c;

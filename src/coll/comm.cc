@@ -18,6 +18,7 @@
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/schedule_choice.h"
+#include "src/coll/stage_chunks.h"
 #include "src/core/log.h"
 
 namespace sketchccl::coll {
@@ -342,6 +343,16 @@ CommLink Communicator::link(uint8_t phase) {
 // By the call's kind: the hierarchy's phases on several nodes of several ranks, else the flat
 // engine's shapes.
 Status Communicator::reduce(const CommLink& l, const ReductionArgs& args) {
+  const bool hier = args.kind == CallKind::kRail || args.kind == CallKind::kRailReduceScatter ||
+                    (hier_ && HierarchicalReduction::takes(args));
+  // The hierarchy reads a staged input whole (every chunk of it first) and its result is final
+  // at its end: its phases' engines see whole buffers.
+  if (hier && args.gate != nullptr) {
+    SCCL_RETURN_IF_ERROR(args.gate->need_input(0, args.count * kernels::elem_size(args.type)));
+    ReductionArgs whole = args;
+    whole.gate = nullptr;
+    return reduce(l, whole);
+  }
   if (args.kind == CallKind::kRail || args.kind == CallKind::kRailReduceScatter) {
     if (!hier_) return Status(Code::kInternalError, "a rail phase on a flat communicator");
     return run_caught(args.kind == CallKind::kRail ? "a hierarchical AllReduce's rail phase"
@@ -486,17 +497,24 @@ Status Communicator::stage_reduction_stream(const ReductionArgs& args, StreamCal
   kernels::CodecId codec{};
   if (takes_device_ring(args, may_wait, &codec)) return stage_device_ring(args, codec, call);
   const size_t esz = kernels::elem_size(args.type);
+  const size_t out_bytes = output_count(args) * esz;
+  // In chunks where the flat engine runs it (the hierarchy reads its input whole).
+  const backend::StagingChunks chunks =
+      hierarchical() ? backend::StagingChunks{}
+                     : reduction_chunks(args.kind, args.count, esz, out_bytes, rank_, nranks_,
+                                        settings_.slice_elems, settings_.stage_chunk_bytes);
   return stage_on_stream(
-      args.count * esz, output_count(args) * esz, args.send, args.recv, 0,
-      call_kind_name(args.kind),
-      [this, args](const CommLink& l, uint8_t* in, uint8_t* out) {
+      args.count * esz, out_bytes, chunks, args.send, args.recv, 0, call_kind_name(args.kind),
+      [this, args](const CommLink& l, backend::StagedCall& c) {
         // The engine runs on the staged copies as on host buffers: the same code, the same
-        // packets.
+        // packets; it waits for each chunk of the input as it reads it and releases each chunk
+        // of the result once final.
         ReductionArgs host = args;
-        host.send = in;
-        host.recv = out;
+        host.send = c.in();
+        host.recv = c.out();
         host.mem = backend::MemoryType::kHost;
         host.staged = true;
+        host.gate = &c;
         if (host.state_key == nullptr) host.state_key = args.send;  // the user's buffer
         return reduce(l, host);
       },
@@ -587,8 +605,11 @@ Status Communicator::stage_device_ring(const ReductionArgs& args, kernels::Codec
   std::shared_ptr<DeviceRingProgram> program = std::move(made);
   const uint64_t bytes_in = args.count * kernels::elem_size(args.type);
   return stage_on_stream(
-      program->block_bytes(), 0, args.send, args.recv, 0, call_kind_name(args.kind),
-      [this, program, codec, bytes_in](const CommLink& l, uint8_t*, uint8_t*) {
+      program->block_bytes(), 0, backend::StagingChunks{}, args.send, args.recv, 0,
+      call_kind_name(args.kind),
+      [this, program, codec, bytes_in](const CommLink& l, backend::StagedCall& c) {
+        // The stream's `ready`: its earlier work is done and the kernels may start.
+        SCCL_RETURN_IF_ERROR(c.need_input(0, c.in_bytes()));
         const auto t0 = std::chrono::steady_clock::now();
         RingStats rs;
         const Status st = run_caught("the device ring", [&] { return program->run(l, &rs); });
@@ -617,23 +638,25 @@ Status Communicator::stage_allgather_stream(const GatherArgs& args, GatherSpan s
   const size_t shards = span == GatherSpan::kRail ? static_cast<size_t>(topology_.nodes)
                                                   : static_cast<size_t>(nranks_);
   return stage_on_stream(
-      args.count * esz, shards * args.count * esz, args.send, args.recv, kPhaseCompressedGather,
-      "AllGather",
-      [this, args, span](const CommLink& l, uint8_t* in, uint8_t* out) {
-        // In place on the device is two staged copies here.
+      args.count * esz, shards * args.count * esz, backend::StagingChunks{}, args.send, args.recv,
+      kPhaseCompressedGather, "AllGather",
+      [this, args, span](const CommLink& l, backend::StagedCall& c) {
+        // Whole buffers: the shard in at once, the gathered shards back at the end. In place on
+        // the device is two staged copies here.
+        SCCL_RETURN_IF_ERROR(c.need_input(0, c.in_bytes()));
         GatherArgs host = args;
-        host.send = in;
-        host.recv = out;
+        host.send = c.in();
+        host.recv = c.out();
         return allgather(l, host, span);
       },
       call, may_wait);
 }
 
-Status Communicator::stage_on_stream(size_t in_bytes, size_t out_bytes, const void* send,
-                                     void* recv, uint8_t phase, const char* what,
-                                     std::function<Status(const CommLink&, uint8_t*, uint8_t*)> run,
-                                     StreamCall* call, bool may_wait,
-                                     std::shared_ptr<DeviceRingProgram> program) {
+Status Communicator::stage_on_stream(
+    size_t in_bytes, size_t out_bytes, const backend::StagingChunks& chunks, const void* send,
+    void* recv, uint8_t phase, const char* what,
+    std::function<Status(const CommLink&, backend::StagedCall&)> run, StreamCall* call,
+    bool may_wait, std::shared_ptr<DeviceRingProgram> program) {
   Status prior = async_error();
   if (!prior.ok() && prior.code() != Code::kInProgress) {
     return Status(prior.code(), "communicator failed earlier: " + prior.message());
@@ -645,16 +668,19 @@ Status Communicator::stage_on_stream(size_t in_bytes, size_t out_bytes, const vo
   std::lock_guard<std::mutex> dlock(device_mu_);
   SCCL_RETURN_IF_ERROR(build_device_path_locked());
   std::shared_ptr<backend::StagedCall> staged;
-  SCCL_RETURN_IF_ERROR(stager_->stage(in_bytes, out_bytes, &staged, may_wait));
+  SCCL_RETURN_IF_ERROR(stager_->stage(in_bytes, out_bytes, &staged, may_wait, chunks));
   if (program) program->bind(staged);
   auto w = std::make_shared<Work>([this, phase, what, run = std::move(run), staged] {
     CommLink l = link(phase);
     ++op_seq_;
-    Status st = staged->wait_input(settings_.timeout_s, &abort_);
+    // The head enqueued: from here the call runs with the other ranks, its input read chunk by
+    // chunk as the stream copies it (each wait bounded by SKETCHCCL_TIMEOUT and the abort flag).
+    Status st = staged->wait_started(settings_.timeout_s, &abort_);
     // The stream operations could not be enqueued: the caller forwards the call (or reports it);
     // no rank's ring waits for this work and the communicator has not failed.
     if (!st.ok() && staged->cancelled()) return st;
-    if (st.ok()) st = run(l, staged->in(), staged->out());
+    staged->bound_waits(settings_.timeout_s, &abort_);
+    if (st.ok()) st = run(l, *staged);
     // It ran with the other ranks, but a stream operation after its input could not be enqueued:
     // its result cannot reach the caller's buffer, so the communicator fails, as after any error
     // found later (the other ranks' calls completed).

@@ -195,14 +195,15 @@ class Communicator {
   std::shared_ptr<Work> submit_reduce(const ReductionArgs& args);
   // On the proxy: a compressed AllGather, with the host backend made on its first call.
   Status allgather(const CommLink& l, const GatherArgs& args, GatherSpan span);
-  // Stages a device call of in_bytes in, out_bytes out on the stager and queues its proxy work,
-  // which waits for the input, runs `run` on the staged copies (in, out) over link(phase) and
-  // releases the stream; `what` names it in the failure's WARN.
+  // Stages a device call of in_bytes in, out_bytes out, cut in `chunks`, on the stager and
+  // queues its proxy work, which waits for the head, runs `run` on the staged call (its copies
+  // in() and out(), its input waited for chunk by chunk: StageGate) over link(phase) and releases
+  // the stream; `what` names it in the failure's WARN.
   // `program`: the second rung's, laid out in the staged block (in_bytes: its block_bytes) and
   // released with the stream however the work ends.
-  Status stage_on_stream(size_t in_bytes, size_t out_bytes, const void* send, void* recv,
-                         uint8_t phase, const char* what,
-                         std::function<Status(const CommLink&, uint8_t*, uint8_t*)> run,
+  Status stage_on_stream(size_t in_bytes, size_t out_bytes, const backend::StagingChunks& chunks,
+                         const void* send, void* recv, uint8_t phase, const char* what,
+                         std::function<Status(const CommLink&, backend::StagedCall&)> run,
                          StreamCall* call, bool may_wait,
                          std::shared_ptr<DeviceRingProgram> program = nullptr);
   // Whether a device reduction runs its codecs on the caller's stream (the second rung,

@@ -7,6 +7,7 @@
 
 #include "kernels/codec.h"
 #include "src/backend/memory_type.h"
+#include "src/backend/stage_gate.h"
 
 namespace sketchccl::coll {
 
@@ -59,6 +60,9 @@ struct ReductionArgs {
   kernels::CodecId codec = kernels::CodecId::kNone;
   // The host copies of a device call's buffers, staged on the caller's stream (Communicator).
   bool staged = false;
+  // Where they arrive and leave in chunks (docs/cuda.md, "Chunks"): the engine asks before it
+  // first reads a range of `send` and says when a range of `recv` is final. Null: whole buffers.
+  backend::StageGate* gate = nullptr;
 };
 
 }  // namespace sketchccl::coll

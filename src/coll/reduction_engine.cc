@@ -13,6 +13,7 @@
 #include "src/coll/call_sample.h"
 #include "src/coll/codec_plan.h"
 #include "src/coll/error_feedback.h"
+#include "src/coll/gated_slice_ops.h"
 #include "src/coll/oom.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/s2_repair.h"
@@ -261,7 +262,9 @@ Status ReductionEngine::run_on(const ScheduleRun& run) {
   Status st;
   if (nranks_ == 1) {
     // Nothing to reduce and nothing to compress: NCCL copies, and so do we.
-    st = be.copy(args.recv, args.send, args.count * kernels::elem_size(args.type));
+    const size_t bytes = args.count * kernels::elem_size(args.type);
+    st = args.gate != nullptr ? args.gate->need_input(0, bytes) : Status::Ok();
+    if (st.ok()) st = be.copy(args.recv, args.send, bytes);
   } else {
     st = run_plan(run);
   }
@@ -286,6 +289,14 @@ Status ReductionEngine::run_plan(const ScheduleRun& run) {
   const BufferState history = state;  // the decisions use the previous call only
   const float scale = args.avg ? 1.0f / static_cast<float>(nranks_) : 1.0f;
   PlanCall c{link, args, shape, settings_, codec, be, *host_, state, history, cs, scale};
+  // A staged call's input arrives and its result leaves in chunks: the ring's slice operations
+  // wait for each (gated_slice_ops.h) where the plan reads and writes only through them; any
+  // other plan first waits for the whole input.
+  const size_t esz = kernels::elem_size(args.type);
+  const bool streams = args.gate != nullptr && plan->streams();
+  if (args.gate != nullptr && !streams) {
+    SCCL_RETURN_IF_ERROR(args.gate->need_input(0, args.count * esz));
+  }
   // Error feedback wraps the plan: the buffer's residual (in the backend's memory: on the device
   // for device buffers, docs/cuda.md), when the plan keeps one.
   const Feedback feedback = settings_.error_feedback ? plan->feedback(c) : Feedback::kNone;
@@ -294,7 +305,7 @@ Status ReductionEngine::run_plan(const ScheduleRun& run) {
   }
   // So does the accuracy estimate, of every call that may be inexact.
   CallSample sample;
-  if (!plan->exact(c)) SCCL_RETURN_IF_ERROR(sample.take(c));
+  if (!plan->exact(c)) SCCL_RETURN_IF_ERROR(sample.take(c, /*lazily=*/streams));
   SCCL_RETURN_IF_ERROR(plan->before(c));
   ShapeJob job;
   SCCL_RETURN_IF_ERROR(plan->ring(c, &job));
@@ -302,6 +313,13 @@ Status ReductionEngine::run_plan(const ScheduleRun& run) {
   if (c.residual != nullptr && plan->feedback_target() != nullptr) {
     compensated.emplace(*plan->feedback_target(), c.residual, feedback, &cs);
     job.ops = &*compensated;
+  }
+  // A speculative call may run again (exact): its output is said final only by its end.
+  std::optional<GatedSliceOps> gated;
+  if (streams) {
+    gated.emplace(*job.ops, *args.gate, esz, shape.out_first(args.count, link),
+                  sample.taken() ? &sample : nullptr, /*outputs=*/spec == nullptr);
+    job.ops = &*gated;
   }
   // What the data's messages carry, as the shape answers: the decision ahead (the peers expect
   // it there), and the sample behind, so no side ring after it (an AllReduce's exact sums reach
@@ -320,6 +338,11 @@ Status ReductionEngine::run_plan(const ScheduleRun& run) {
   SCCL_RETURN_IF_ERROR(st);
   // The ranks' decisions differed: nothing of this call is kept (it runs again, exact).
   if (spec != nullptr && spec->disagreed) return Status::Ok();
+  // Every sampled value, whatever the shape read (it read the whole input).
+  if (streams && sample.taken()) {
+    SCCL_RETURN_IF_ERROR(args.gate->need_input(0, args.count * esz));
+    SCCL_RETURN_IF_ERROR(sample.fill(0, args.count));
+  }
   SCCL_RETURN_IF_ERROR(plan->after(c));
   if (sample.taken()) SCCL_RETURN_IF_ERROR(sample.estimate(c, job.sample != nullptr));
   plan->record(c);

@@ -96,6 +96,7 @@ Status Settings::from_config(const Config& cfg, Settings* out) {
   }
   s.slice_elems = cfg.get_size(Var::kSliceBytes) / sizeof(float);
   s.depth = static_cast<int>(cfg.get_int(Var::kPipelineDepth));
+  s.stage_chunk_bytes = cfg.get_size(Var::kStageChunkBytes);
   s.error_feedback = cfg.get_bool(Var::kErrorFeedback);
   s.seed = static_cast<uint64_t>(cfg.get_int(Var::kSeed));
   s.s2_rows = static_cast<uint32_t>(cfg.get_int(Var::kS2Rows));

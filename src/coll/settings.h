@@ -23,6 +23,7 @@ struct Settings {
   SupportSetting sparse_support;  // SKETCHCCL_SPARSE_SUPPORT: `sparse` phase 1's encoding
   size_t slice_elems;             // SKETCHCCL_SLICE_BYTES / 4
   int depth;
+  size_t stage_chunk_bytes;  // SKETCHCCL_STAGE_CHUNK_BYTES: a staged device call's chunk, 0: whole
   bool error_feedback;
   uint64_t seed;
   uint32_t s2_rows;

@@ -378,6 +378,109 @@ INSTANTIATE_TEST_SUITE_P(Flags, StagingBlocks, ::testing::Bool(),
                            return std::string(i.param ? "kernels" : "memops");
                          });
 
+// ---- chunks (docs/cuda.md, "Chunks") -----------------------------------------------------------
+
+class Chunks : public ::testing::TestWithParam<bool>, protected StagingBase {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE();
+    set_up(GetParam());
+  }
+  void TearDown() override { tear_down(); }
+};
+
+// 4 MiB in 16 chunks each way, a slow kernel before the call writing the input, the stream
+// copying the input in from the last chunk to the first. The proxy (no CUDA call) reads chunk k
+// only once need_input says the stream copied it, and sees the kernel's values there; it makes
+// the result's chunk 0 final, then waits until the stream has copied that chunk back into the
+// caller's (pinned) buffer before it makes any other chunk final: the copy back of one chunk
+// runs while the proxy still holds the others. The work after the call sees every chunk.
+TEST_P(Chunks, EachIsReadAfterItsFlagAndCopiedBackBeforeTheLastIsDone) {
+  Watchdog dog(120, "the chunked call");
+  constexpr size_t n = size_t(1) << 20;
+  constexpr size_t bytes = n * sizeof(float);
+  constexpr size_t chunk = bytes / 16;
+  const float base = 5;
+  Buf x(bytes, Mem::kDevice), y(bytes, Mem::kPinned);
+  std::memset(y.p, 0xff, bytes);
+  cudaStream_t s;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* host_y = nullptr;
+  CUDA_ASSERT(cudaMallocHost(reinterpret_cast<void**>(&host_y), bytes));
+  CUDA_ASSERT(cudaMemset(x.p, 0xff, bytes));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  {
+    DeviceStager stager(0);
+    ASSERT_TRUE(stager.prepare().ok());
+    CUDA_ASSERT(gputest::fill_after_delay(x.f(), n, base, 200, s));
+    StagingChunks ch;
+    ch.in_chunk = ch.out_chunk = chunk;
+    for (int k = 15; k >= 0; --k)
+      ch.in_order.push_back(k);
+    std::shared_ptr<StagedCall> c;
+    ASSERT_TRUE(stager.stage(bytes, bytes, &c, true, ch).ok());
+    ASSERT_EQ(c->in_chunks(), 16);
+    ASSERT_EQ(c->out_chunks(), 16);
+    std::atomic<size_t> bad_in{0};
+    std::atomic<bool> first_back{false};
+    std::atomic<uint64_t> proxy_calls{0};
+    Status proxy_st;
+    std::thread proxy([&] {
+      pthread_setname_np(pthread_self(), "sccl-proxy");
+      ProxyThreadMark mark;
+      const uint64_t before = cuda_device_runtime().proxy_calls();
+      StagedCall& call = *c;
+      Status st = call.wait_started(60, nullptr);
+      call.bound_waits(60, nullptr);
+      const float* in = reinterpret_cast<const float*>(call.in());
+      float* out = reinterpret_cast<float*>(call.out());
+      const size_t per = chunk / sizeof(float);
+      for (int k = 0; k < 16 && st.ok(); ++k) {
+        st = call.need_input(k * chunk, (k + 1) * chunk);
+        for (size_t i = k * per; st.ok() && i < (k + 1) * per; ++i) {
+          bad_in += in[i] != input_at(i, base);
+          out[i] = 2 * in[i] + 1;
+        }
+        if (k == 0 && st.ok()) {
+          call.output_final(0, chunk);
+          // Host memory only: the stream's copy of chunk 0 into the pinned result.
+          const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          const volatile float* yv = y.f();
+          while (yv[per - 1] != 2 * input_at(per - 1, base) + 1 &&
+                 std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          first_back = yv[per - 1] == 2 * input_at(per - 1, base) + 1;
+        }
+      }
+      for (int k = 1; k < 16 && st.ok(); ++k)
+        call.output_final(k * chunk, (k + 1) * chunk);
+      call.release();
+      proxy_st = st;
+      proxy_calls = cuda_device_runtime().proxy_calls() - before;
+    });
+    ASSERT_TRUE(stager.enqueue(s, x.p, y.p, c).ok());
+    CUDA_ASSERT(cudaMemcpyAsync(host_y, y.p, bytes, cudaMemcpyDefault, s));
+    EXPECT_TRUE(finishes(s, 60)) << "the stream never completed";
+    proxy.join();
+    EXPECT_TRUE(proxy_st.ok()) << proxy_st.to_string();
+    EXPECT_EQ(proxy_calls.load(), 0u) << "a device runtime call on the proxy thread";
+    EXPECT_EQ(bad_in.load(), 0u) << "a chunk was read before the stream copied the kernel's input";
+    EXPECT_TRUE(first_back.load()) << "chunk 0 did not come back before the others were done";
+    size_t bad_out = 0;
+    for (size_t i = 0; i < n; ++i)
+      bad_out += host_y[i] != 2 * input_at(i, base) + 1;
+    EXPECT_EQ(bad_out, 0u);
+    EXPECT_TRUE(c->finished());
+  }
+  cudaFreeHost(host_y);
+  cudaStreamDestroy(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flags, Chunks, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "kernels" : "memops");
+                         });
+
 // ---- cancel paths ----------------------------------------------------------------------------
 
 // The CUDA runtime, with the n-th call of one stream operation failing (as a launch or copy

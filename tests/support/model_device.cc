@@ -344,10 +344,32 @@ void ModelDevice::free_staging(int, void* p) {
 Status ModelDevice::copy_async(int device, void* dst, const void* src, size_t bytes, void* stream) {
   enter("copy_async");
   if (++counts_.copy_async == fail_copy_at_) return model_error("cudaMemcpyAsync");
-  launch(device, stream, [dst, src, bytes] {
+  std::function<void(void*, const void*, size_t)> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hook = on_copy_;
+  }
+  launch(device, stream, [this, hook, dst, src, bytes] {
+    if (hook) hook(dst, src, bytes);
     if (bytes > 0) std::memcpy(dst, src, bytes);
+    record(Event{Event::kCopy, dst, src, bytes, false, std::chrono::steady_clock::now()});
   });
   return Status::Ok();
+}
+
+void ModelDevice::on_copy(std::function<void(void* dst, const void* src, size_t bytes)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_copy_ = std::move(hook);
+}
+
+void ModelDevice::record(const Event& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(e);
+}
+
+std::vector<ModelDevice::Event> ModelDevice::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
 }
 
 Status ModelDevice::write_flag(int device, uint32_t* flag, uint32_t value, void* stream) {
@@ -365,6 +387,7 @@ Status ModelDevice::wait_flag(int device, const uint32_t* flag, uint32_t value, 
   launch(device, stream, [this, flag, value] {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.hang_s);
+    const bool waited = __atomic_load_n(flag, __ATOMIC_ACQUIRE) != value;
     while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != value) {
       if (stopping_) return;
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -373,6 +396,7 @@ Status ModelDevice::wait_flag(int device, const uint32_t* flag, uint32_t value, 
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    record(Event{Event::kWait, flag, nullptr, 0, waited, std::chrono::steady_clock::now()});
   });
   return Status::Ok();
 }

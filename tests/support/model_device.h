@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -77,6 +78,20 @@ class ModelDevice final : public backend::DeviceRuntime {
   void fail_copy_in(int k) { fail_copy_at_ = counts_.copy_async + k; }
   void fail_write_flag_in(int k) { fail_write_at_ = counts_.write_flag + k; }
   void fail_wait_flag_in(int k) { fail_wait_at_ = counts_.wait_flag + k; }
+
+  // Runs in the queue before every copy_async's memcpy (the test may sleep there: a slow copy).
+  void on_copy(std::function<void(void* dst, const void* src, size_t bytes)> hook);
+  // What the queues ran, in the order they ran it: copies (dst, src, bytes) and waits on flags
+  // (the flag; `waited`: it was not yet set when the wait began), each with the time it ended.
+  struct Event {
+    enum Kind { kCopy, kWait } kind;
+    const void* dst;
+    const void* src;
+    size_t bytes;
+    bool waited;
+    std::chrono::steady_clock::time_point t;
+  };
+  std::vector<Event> events() const;
 
   const Counts& counts() const { return counts_; }
   // Devices prepare and alloc_staging were asked for, in order.
@@ -141,6 +156,9 @@ class ModelDevice final : public backend::DeviceRuntime {
   std::map<uintptr_t, size_t> staging_;  // block -> bytes
   std::vector<int> prepare_devices_, staging_devices_;
   std::vector<std::string> violations_, hangs_;
+  std::function<void(void*, const void*, size_t)> on_copy_;
+  std::vector<Event> events_;
+  void record(const Event& e);
   struct Scratch {
     std::unique_ptr<uint8_t[]> mem;
     size_t bytes;
