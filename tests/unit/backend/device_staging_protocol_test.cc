@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,10 @@ using testutil::ModelOptions;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// The socket transport: the protocol under test needs no UCX, and under ThreadSanitizer UCX's
+// shared-memory mappings now and then land where TSan cannot map their shadow (it then aborts).
+[[maybe_unused]] const int kSocketTransport = setenv("SKETCHCCL_TRANSPORT", "socket", 0);
 
 coll::Settings exact_settings(double timeout_s) {
   coll::Settings s;
