@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # auto on every link the demo emulates (docs/scale.md, "auto and the network"): the exact ring, the
-# fixed codecs auto may choose (q8, the dense codec, and bf16, its safer rung) and auto, side by
-# side on 4 ranks, 16-64 MiB: on the 1 Gbit/s tbf network and on the same namespaces unshaped
+# fixed codecs auto may choose (q8, the dense codec, on the ring and on two-shot, and bf16, its
+# safer rung) and auto, side by side on 4 ranks, 16-64 MiB: on the 1 Gbit/s tbf network and on the same namespaces unshaped
 # (as root), and on loopback (always). auto logs its measured figures and verdict at init; the
 # report (perf/report/auto_links_report.py) puts them next to the busbw it reached.
 #
@@ -12,7 +12,7 @@ BUILD=${1:?usage: perf/demo/auto_links.sh BUILD_DIR OUT_DIR [--quick]}
 OUT=${2:?usage: perf/demo/auto_links.sh BUILD_DIR OUT_DIR [--quick]}
 ITERS=5
 [ "${3:-}" = --quick ] && ITERS=2
-CODECS=none,bf16,q8
+CODECS=none,bf16,q8@ring,q8@twoshot
 SWEEP=(-b 16M -e 64M -f 2 -n "$ITERS" -w 1)
 LINKS=()
 run_link() {  # NAME NETEM-ARGS...

@@ -16,7 +16,9 @@
 #   --rate R              tbf rate of every link (default 1gbit); none: unshaped veth links
 #   --build DIR           build directory holding perf/bench/sketchccl-perf (default build)
 #   --codecs LIST         comma-separated (default none,q8); s2 and sparse get --sparse-data;
-#                         CODEC@flat runs it with SKETCHCCL_HIERARCHY=flat (one ring over all)
+#                         CODEC@flat runs it with SKETCHCCL_HIERARCHY=flat (one ring over all);
+#                         CODEC@ring and CODEC@twoshot with that SKETCHCCL_ALGO (auto's choice
+#                         of schedule beside both forced)
 #   --data D              data for the other codecs (default gauss)
 #   --sparse-data D       data for s2 and sparse (default sparse:0.01)
 #   --transports LIST     ucx,socket (default ucx,socket)
@@ -314,6 +316,8 @@ for tr in "${transport_list[@]}"; do
          SKETCHCCL_DEBUG="${SKETCHCCL_DEBUG:-WARN}" SKETCHCCL_DEBUG_SUBSYS="${SKETCHCCL_DEBUG_SUBSYS:-^COLL}")
     case "$c" in
       *@flat) env+=(SKETCHCCL_HIERARCHY=flat) ;;  # one ring over every rank
+      *@ring) env+=(SKETCHCCL_ALGO=ring) ;;
+      *@twoshot) env+=(SKETCHCCL_ALGO=twoshot) ;;
       *@*) d=$SPARSE_DATA ;;  # "none@sparse": a codec on the sparse data
     esac
     extra=()
