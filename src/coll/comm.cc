@@ -237,6 +237,16 @@ Status Communicator::measure_network() {
   const transport::LinkReport report = transport_->link_report(from);
   mine.nominal_bytes_per_s = report.nominal_bytes_per_s;
   measure_codecs(settings_, &mine);
+  if (schedule_trial_applies(settings_, nranks_, hierarchical())) {
+    SCCL_RETURN_IF_ERROR(time_schedules(
+        settings_, nranks_,
+        [this] {
+          CommLink l = link();
+          ++op_seq_;
+          return l;
+        },
+        &mine));
+  }
   std::vector<RankFigures> all(static_cast<size_t>(nranks_));
   SCCL_RETURN_IF_ERROR(allgather_small(&mine, sizeof mine, all.data()));
   network_ = agree_network(settings_, all.data(), nranks_);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/backend/backend.h"
+#include "src/coll/reduction_engine.h"
 #include "src/coll/ring_phase.h"
 #include "src/coll/topology.h"
 
@@ -103,6 +104,41 @@ Status measure_link(const PeerLink& link, int send_to, int recv_from, const Sett
   // The round's time less one latency is the bytes' time.
   const double bytes_s = std::max(best - lat, best / 2);
   out->link_bytes_per_s = static_cast<double>(kProbeBytes) / bytes_s;
+  return Status::Ok();
+}
+
+Status time_schedules(const Settings& s, int nranks, const std::function<CommLink()>& next_link,
+                      RankFigures* out) {
+  kernels::CodecId codecs[kVerdictCodecs];
+  candidate_codecs(s, codecs);
+  Settings t = s;
+  t.auto_codec = false;
+  t.codec = codecs[0];
+  t.error_feedback = false;
+  t.max_nmse = 0;
+  t.algo = Settings::Algo::kRing;
+  ReductionEngine ring(t, nranks);
+  t.algo = Settings::Algo::kTwoShot;
+  ReductionEngine two(t, nranks);
+  std::vector<float> x(kScheduleTrialElems), y(kScheduleTrialElems);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 2654435761u) % 2001) * 1e-3f - 1.f;
+  ReductionArgs a;
+  a.send = x.data();
+  a.recv = y.data();
+  a.count = x.size();
+  ReductionEngine* engines[2] = {&ring, &two};
+  double best[2] = {0, 0};
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      const auto t0 = Clock::now();
+      SCCL_RETURN_IF_ERROR(engines[k]->run(next_link(), a));
+      const double took = seconds_since(t0);
+      if (round > 0) best[k] = round == 1 ? took : std::min(best[k], took);
+    }
+  }
+  out->trial_s[0] = best[0];
+  out->trial_s[1] = best[1];
   return Status::Ok();
 }
 

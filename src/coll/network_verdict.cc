@@ -15,6 +15,76 @@ double gbs(double s_per_byte) {
   return s_per_byte > 0 ? 1e-9 / s_per_byte : 0.0;
 }
 
+// The model's call on the agreed figures: what judge and schedule_on_network weigh alike.
+ModelCall model_call(const NetworkFigures& f, const Settings& s, const VerdictCall& call) {
+  ModelCall m;
+  m.kind = call.kind == CallKind::kReduceScatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
+  m.nranks = call.nranks;
+  m.bytes = 4.0 * static_cast<double>(call.count);
+  m.ranks_per_node = call.ranks_per_node;
+  m.inter = f.link;
+  m.slice_bytes = 4.0 * static_cast<double>(s.slice_elems);
+  m.depth = s.depth;
+  // Every rank on one machine (its links are the cores' copies), or more ranks than cores on a
+  // machine: the copies and the codec's work take turns on the same cores, and the ranks' codec
+  // work of one step queues for them: the call's ranks get the busiest machine's share of
+  // cores. The link figures were measured with every rank moving bytes at once, the codec's on
+  // one core.
+  if (f.cores > 0 && (f.machines == 1 || f.ranks_per_machine > f.cores)) {
+    m.cores = f.cores * call.nranks / f.ranks_per_machine;
+  }
+  // The trial ran the flat ring of these ranks: its rounds are theirs.
+  if (call.ranks_per_node <= 1) {
+    m.ring_round_s = f.round_s[0];
+    m.two_shot_round_s = f.round_s[1];
+  }
+  return m;
+}
+
+// A lossy codec's call under `auto` estimates its accuracy from a sample (call_sample.h): the
+// ring's side ring, or carried in two-shot's messages.
+double codec_seconds(const ModelCall& m, const CodecCosts& costs, Schedule sched,
+                     const VerdictCall& call) {
+  ModelCall mc = m;
+  mc.codec = costs;
+  mc.sampled = true;
+  // A staged device call copies the input out and the result back, once each.
+  const double staging = call.device ? 2 * m.bytes / kDeviceStagingBytesPerS : 0;
+  return predict_time(mc, sched).seconds + staging;
+}
+
+// The trial's time beyond the model's bytes and codec work, per round, for each schedule: what
+// the model then takes as that schedule's round latency. Only where every rank ran the trial.
+void calibrate_rounds(const Settings& s, const RankFigures* all, int nranks, NetworkFigures* f) {
+  for (int i = 0; i < 2; ++i) {
+    f->trial_s[i] = 0;
+    for (int r = 0; r < nranks; ++r) {
+      if (all[r].trial_s[i] <= 0) return;
+      f->trial_s[i] = std::max(f->trial_s[i], all[r].trial_s[i]);
+    }
+  }
+  VerdictCall call;
+  call.nranks = nranks;
+  call.count = kScheduleTrialElems;
+  ModelCall m = model_call(*f, s, call);
+  m.codec = f->costs[0];
+  m.sampled = true;
+  m.inter.latency_s = 0;
+  m.inter.per_message_s = 0;
+  const Schedule sched[2] = {Schedule::kRing, Schedule::kTwoShot};
+  for (int i = 0; i < 2; ++i) {
+    const double beyond = f->trial_s[i] - predict_time(m, sched[i]).seconds;
+    f->round_s[i] = std::max(0.0, beyond) / std::max(1.0, flat_rounds(m, sched[i]));
+  }
+}
+
+int candidate_index(const NetworkFigures& f, CodecId codec) {
+  for (int k = 0; k < kVerdictCodecs; ++k) {
+    if (f.codecs[k] == codec) return k;
+  }
+  return -1;
+}
+
 }  // namespace
 
 void candidate_codecs(const Settings& s, CodecId out[kVerdictCodecs]) {
@@ -74,12 +144,13 @@ NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nran
     f.costs[k].wire = codec_wire_ratio(f.codecs[k], s.slice_elems);
   }
   f.exact.wire = codec_wire_ratio(CodecId::kNone, s.slice_elems);
+  calibrate_rounds(s, all, nranks, &f);
   return f;
 }
 
 std::string NetworkFigures::describe() const {
   if (!known) return "not measured";
-  char buf[640];
+  char buf[768];
   int n =
       std::snprintf(buf, sizeof buf, "link %.3g Gbit/s, %.3g us (%s)", link.bytes_per_s * 8 / 1e9,
                     link.latency_s * 1e6, stated ? "stated" : "probed");
@@ -95,56 +166,20 @@ std::string NetworkFigures::describe() const {
                        kernels::codec_name(codecs[k]), gbs(c.encode), gbs(c.step), gbs(c.decode));
   }
   if (n > 0 && static_cast<size_t>(n) < sizeof buf) {
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                       ", exact encode %.2g step %.2g decode %.2g GB/s, %d rank(s) on %.0f core(s)",
+                       gbs(exact.encode), gbs(exact.step), gbs(exact.decode), ranks_per_machine,
+                       cores);
+  }
+  if (trial_s[0] > 0 && n > 0 && static_cast<size_t>(n) < sizeof buf) {
     std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
-                  ", exact encode %.2g step %.2g decode %.2g GB/s, %d rank(s) on %.0f core(s)",
-                  gbs(exact.encode), gbs(exact.step), gbs(exact.decode), ranks_per_machine, cores);
+                  ", trial of %s at %zu MiB: ring %.3g ms (rounds %.3g us), two-shot %.3g ms "
+                  "(rounds %.3g us)",
+                  kernels::codec_name(codecs[0]), kScheduleTrialElems >> 18, trial_s[0] * 1e3,
+                  round_s[0] * 1e6, trial_s[1] * 1e3, round_s[1] * 1e6);
   }
   return buf;
 }
-
-namespace {
-
-// The model's call on the agreed figures: what judge and schedule_on_network weigh alike.
-ModelCall model_call(const NetworkFigures& f, const Settings& s, const VerdictCall& call) {
-  ModelCall m;
-  m.kind = call.kind == CallKind::kReduceScatter ? CallKind::kReduceScatter : CallKind::kAllReduce;
-  m.nranks = call.nranks;
-  m.bytes = 4.0 * static_cast<double>(call.count);
-  m.ranks_per_node = call.ranks_per_node;
-  m.inter = f.link;
-  m.slice_bytes = 4.0 * static_cast<double>(s.slice_elems);
-  m.depth = s.depth;
-  // Every rank on one machine (its links are the cores' copies), or more ranks than cores on a
-  // machine: the copies and the codec's work take turns on the same cores, and the ranks' codec
-  // work of one step queues for them: the call's ranks get the busiest machine's share of
-  // cores. The link figures were measured with every rank moving bytes at once, the codec's on
-  // one core.
-  if (f.cores > 0 && (f.machines == 1 || f.ranks_per_machine > f.cores)) {
-    m.cores = f.cores * call.nranks / f.ranks_per_machine;
-  }
-  return m;
-}
-
-// A lossy codec's call under `auto` estimates its accuracy from a sample (call_sample.h): the
-// ring's side ring, or carried in two-shot's messages.
-double codec_seconds(const ModelCall& m, const CodecCosts& costs, Schedule sched,
-                     const VerdictCall& call) {
-  ModelCall mc = m;
-  mc.codec = costs;
-  mc.sampled = true;
-  // A staged device call copies the input out and the result back, once each.
-  const double staging = call.device ? 2 * m.bytes / kDeviceStagingBytesPerS : 0;
-  return predict_time(mc, sched).seconds + staging;
-}
-
-int candidate_index(const NetworkFigures& f, CodecId codec) {
-  for (int k = 0; k < kVerdictCodecs; ++k) {
-    if (f.codecs[k] == codec) return k;
-  }
-  return -1;
-}
-
-}  // namespace
 
 Schedule schedule_on_network(const NetworkFigures& f, const Settings& s, CodecId codec,
                              const VerdictCall& call) {
@@ -158,9 +193,18 @@ Schedule schedule_on_network(const NetworkFigures& f, const Settings& s, CodecId
   const ModelCall m = model_call(f, s, call);
   const double ring = codec_seconds(m, f.costs[k], Schedule::kRing, call);
   const double two = codec_seconds(m, f.costs[k], Schedule::kTwoShot, call);
-  // Only beyond the model's own error target: on the bandwidth-bound 1 Gbit/s link two-shot ran
-  // up to 22% longer than the ring at 16-64 MiB, which the model does not carry (docs/scale.md).
-  return two * kTwoShotMargin < ring ? Schedule::kTwoShot : Schedule::kRing;
+  // Only beyond the model's error: its own target, or the trial's noise where the trial measured
+  // the rounds (docs/scale.md).
+  const double margin = f.round_s[0] >= 0 ? kTwoShotMarginTrial : kTwoShotMargin;
+  return two * margin < ring ? Schedule::kTwoShot : Schedule::kRing;
+}
+
+bool schedule_trial_applies(const Settings& s, int nranks, bool hierarchical) {
+  CodecId c[kVerdictCodecs];
+  candidate_codecs(s, c);
+  return s.auto_codec && s.algo == Settings::Algo::kAuto && nranks >= 3 && !hierarchical &&
+         s.link_gbps <= 0 && c[0] != CodecId::kNone && two_shot_applies(c[0], true) &&
+         choose_schedule(s, c[0], nranks, kScheduleTrialElems << 4, true) == Schedule::kRing;
 }
 
 Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call) {

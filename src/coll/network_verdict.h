@@ -33,7 +33,14 @@ struct RankFigures {
   // decode-add, in the order candidate_codecs gives; and of the exact ring's (`none`: copy, add).
   double codec_costs[kVerdictCodecs][4] = {};
   double exact_costs[4] = {};
+  // Seconds of the schedule trial (link_probe.h: the dense codec's AllReduce of
+  // kScheduleTrialElems on the ring, then on two-shot); 0: not run.
+  double trial_s[2] = {};
 };
+
+// The schedule trial's call: 4 MiB of fp32, where the ring's steps and two-shot's phases both
+// show and a 1 Gbit/s link takes about 20 ms.
+inline constexpr size_t kScheduleTrialElems = size_t(1) << 20;
 
 // The candidates of `s` in a fixed order (kNone where a slot is unused): every rank computes them
 // from the agreed settings.
@@ -53,6 +60,12 @@ struct NetworkFigures {
   int ranks_per_machine = 1;
   double cores = 0;
   int machines = 1;  // distinct machines: one, and the ring's copies are its cores' work too
+  // The schedule trial, the slowest rank's (0: not run), and a round's latency on the ring and on
+  // two-shot that it implies (its time beyond the model's bytes and codec work, per round; -1:
+  // the link's latency): the rounds as the schedules take them on these links, where the ranks'
+  // steps wait for each other, for cores, or for a shaper that P - 1 senders share.
+  double trial_s[2] = {};
+  double round_s[2] = {-1, -1};
   // One line for logs and sketchccl-info.
   std::string describe() const;
 };
@@ -90,8 +103,15 @@ struct Verdict {
 Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call);
 
 // How much faster the model must find two-shot than the ring to take it where the policy keeps
-// the ring: its accuracy target (predictions within 25% of the measured time).
+// the ring: its accuracy target (predictions within 25% of the measured time); 1.1 where the
+// schedule trial measured both schedules' rounds on these links (its own noise).
 inline constexpr double kTwoShotMargin = 1.25;
+inline constexpr double kTwoShotMarginTrial = 1.1;
+
+// Whether the join runs the schedule trial: auto's codec and schedule, a flat ring of at least
+// 3 ranks (at 2 the ring's rounds are two-shot's), links not stated, and a dense codec whose
+// schedule the policy leaves to the ring (and so to schedule_on_network).
+bool schedule_trial_applies(const Settings& s, int nranks, bool hierarchical);
 
 // The schedule of `codec` for this call on the measured links: choose_schedule's, but where it
 // keeps the ring (SKETCHCCL_ALGO=auto, no accuracy rule for two-shot), two-shot where the model on

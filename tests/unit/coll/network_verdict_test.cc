@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace sketchccl::coll {
@@ -188,6 +189,72 @@ TEST(NetworkVerdict, AutoWeighsTwoShotWhereThePolicyKeepsTheRing) {
   const NetworkFigures g = agree_network(s, apart.data(), 4);
   EXPECT_EQ(schedule_on_network(g, s, CodecId::kQ8, c), Schedule::kRing);
   EXPECT_EQ(schedule_on_network(NetworkFigures{}, s, CodecId::kQ8, c), Schedule::kRing);
+}
+
+// The schedule trial (4 ranks sharing 2 cores, a link whose probed latency is small): ranks that
+// timed it differently agree on the slowest; where two-shot's trial ran well ahead of the ring's,
+// the ring's twelve rounds carry its lost time and a 16 MiB call moves to two-shot, which the
+// probed latency alone keeps on the ring; where both took as long, the ring stays (two-shot's
+// two rounds then carry what the ring spent in its twelve, as where a shaper that P - 1 senders
+// share drops their packets). A rank that did not run it leaves the probed latency in charge.
+TEST(NetworkVerdict, TheScheduleTrialSetsEachSchedulesRounds) {
+  const Settings s = auto_settings(CodecId::kQ8);
+  VerdictCall c;
+  c.nranks = 4;
+  c.count = size_t(16) << 18;
+  auto ranks = [](double ring_ms, double two_ms) {
+    std::vector<RankFigures> all(4, rank_figures(4, 10, 5, 7));
+    for (RankFigures& r : all) {
+      r.cores = 2;
+      r.latency_s = 50e-6;
+      r.trial_s[0] = ring_ms * 1e-3;
+      r.trial_s[1] = two_ms * 1e-3;
+    }
+    return all;
+  };
+  std::vector<RankFigures> none = ranks(0, 0);
+  const NetworkFigures probed = agree_network(s, none.data(), 4);
+  EXPECT_EQ(probed.round_s[0], -1);
+  EXPECT_EQ(schedule_on_network(probed, s, CodecId::kQ8, c), Schedule::kRing);
+
+  std::vector<RankFigures> faster = ranks(30, 12);
+  faster[2].trial_s[0] = 40e-3;  // the slowest rank's times count
+  faster[1].trial_s[1] = 14e-3;
+  const NetworkFigures f = agree_network(s, faster.data(), 4);
+  EXPECT_DOUBLE_EQ(f.trial_s[0], 40e-3);
+  EXPECT_DOUBLE_EQ(f.trial_s[1], 14e-3);
+  EXPECT_GE(f.round_s[0], 0);
+  EXPECT_GE(f.round_s[1], 0);
+  EXPECT_EQ(schedule_on_network(f, s, CodecId::kQ8, c), Schedule::kTwoShot);
+  EXPECT_EQ(judge(f, s, c).schedule, Schedule::kTwoShot);
+  EXPECT_NE(f.describe().find("trial of q8 at 4 MiB: ring 40 ms"), std::string::npos)
+      << f.describe();
+
+  std::vector<RankFigures> even = ranks(30, 30);
+  const NetworkFigures g = agree_network(s, even.data(), 4);
+  EXPECT_GT(g.round_s[1], g.round_s[0]);
+  EXPECT_EQ(schedule_on_network(g, s, CodecId::kQ8, c), Schedule::kRing);
+
+  faster[3].trial_s[1] = 0;  // one rank did not run it
+  EXPECT_EQ(agree_network(s, faster.data(), 4).round_s[1], -1);
+}
+
+// The join runs the trial only where its verdict can matter: auto's codec and schedule, a flat
+// ring of 3 ranks or more, links not stated, a dense codec two-shot runs.
+TEST(NetworkVerdict, TheScheduleTrialRunsOnlyWhereTheScheduleIsOpen) {
+  Settings s = auto_settings(CodecId::kQ8);
+  EXPECT_TRUE(schedule_trial_applies(s, 4, false));
+  EXPECT_FALSE(schedule_trial_applies(s, 2, false));
+  EXPECT_FALSE(schedule_trial_applies(s, 4, true));
+  s.algo = Settings::Algo::kTwoShot;
+  EXPECT_FALSE(schedule_trial_applies(s, 4, false));
+  s.algo = Settings::Algo::kAuto;
+  s.link_gbps = 10;
+  EXPECT_FALSE(schedule_trial_applies(s, 4, false));
+  s.link_gbps = 0;
+  s.auto_codec = false;
+  EXPECT_FALSE(schedule_trial_applies(s, 4, false));
+  EXPECT_FALSE(schedule_trial_applies(auto_settings(CodecId::kNone), 4, false));
 }
 
 TEST(NetworkVerdict, NothingMeasuredMeansTheDenseCodec) {
