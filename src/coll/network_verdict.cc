@@ -33,11 +33,6 @@ ModelCall model_call(const NetworkFigures& f, const Settings& s, const VerdictCa
   if (f.cores > 0 && (f.machines == 1 || f.ranks_per_machine > f.cores)) {
     m.cores = f.cores * call.nranks / f.ranks_per_machine;
   }
-  // The trial ran the flat ring of these ranks: its rounds are theirs.
-  if (call.ranks_per_node <= 1) {
-    m.ring_round_s = f.round_s[0];
-    m.two_shot_round_s = f.round_s[1];
-  }
   return m;
 }
 
@@ -53,9 +48,10 @@ double codec_seconds(const ModelCall& m, const CodecCosts& costs, Schedule sched
   return predict_time(mc, sched).seconds + staging;
 }
 
-// The trial's time beyond the model's bytes and codec work, per round, for each schedule: what
-// the model then takes as that schedule's round latency. Only where every rank ran the trial.
-void calibrate_rounds(const Settings& s, const RankFigures* all, int nranks, NetworkFigures* f) {
+// The trial's time beyond the model, per input byte, for each schedule: what the model then adds
+// to a flat call on it (the effects the trial shows grow with the data, as measured on the
+// emulated links: docs/scale.md). Only where every rank ran the trial.
+void calibrate_schedules(const Settings& s, const RankFigures* all, int nranks, NetworkFigures* f) {
   for (int i = 0; i < 2; ++i) {
     f->trial_s[i] = 0;
     for (int r = 0; r < nranks; ++r) {
@@ -69,13 +65,12 @@ void calibrate_rounds(const Settings& s, const RankFigures* all, int nranks, Net
   ModelCall m = model_call(*f, s, call);
   m.codec = f->costs[0];
   m.sampled = true;
-  m.inter.latency_s = 0;
-  m.inter.per_message_s = 0;
   const Schedule sched[2] = {Schedule::kRing, Schedule::kTwoShot};
   for (int i = 0; i < 2; ++i) {
     const double beyond = f->trial_s[i] - predict_time(m, sched[i]).seconds;
-    f->round_s[i] = std::max(0.0, beyond) / std::max(1.0, flat_rounds(m, sched[i]));
+    f->extra_s_per_byte[i] = std::max(0.0, beyond) / m.bytes;
   }
+  f->schedules_tried = true;
 }
 
 int candidate_index(const NetworkFigures& f, CodecId codec) {
@@ -144,7 +139,7 @@ NetworkFigures agree_network(const Settings& s, const RankFigures* all, int nran
     f.costs[k].wire = codec_wire_ratio(f.codecs[k], s.slice_elems);
   }
   f.exact.wire = codec_wire_ratio(CodecId::kNone, s.slice_elems);
-  calibrate_rounds(s, all, nranks, &f);
+  calibrate_schedules(s, all, nranks, &f);
   return f;
 }
 
@@ -173,10 +168,11 @@ std::string NetworkFigures::describe() const {
   }
   if (trial_s[0] > 0 && n > 0 && static_cast<size_t>(n) < sizeof buf) {
     std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
-                  ", trial of %s at %zu MiB: ring %.3g ms (rounds %.3g us), two-shot %.3g ms "
-                  "(rounds %.3g us)",
+                  ", trial of %s at %zu MiB: ring %.3g ms (+%.3g ms/MiB), two-shot %.3g ms "
+                  "(+%.3g ms/MiB)",
                   kernels::codec_name(codecs[0]), kScheduleTrialElems >> 18, trial_s[0] * 1e3,
-                  round_s[0] * 1e6, trial_s[1] * 1e3, round_s[1] * 1e6);
+                  extra_s_per_byte[0] * 1e3 * (1 << 20), trial_s[1] * 1e3,
+                  extra_s_per_byte[1] * 1e3 * (1 << 20));
   }
   return buf;
 }
@@ -190,12 +186,19 @@ Schedule schedule_on_network(const NetworkFigures& f, const Settings& s, CodecId
       !two_shot_applies(codec, call.backend_sums)) {
     return policy;
   }
-  const ModelCall m = model_call(f, s, call);
+  ModelCall m = model_call(f, s, call);
+  // The trial (on the flat ring of these ranks) weighs the schedules against each other only: what
+  // it measured beyond the model is this host's engine, not NCCL's, so the verdict against the
+  // exact reduction (judge) stays the model's.
+  if (f.schedules_tried && call.ranks_per_node <= 1) {
+    m.ring_extra_s_per_byte = f.extra_s_per_byte[0];
+    m.two_shot_extra_s_per_byte = f.extra_s_per_byte[1];
+  }
   const double ring = codec_seconds(m, f.costs[k], Schedule::kRing, call);
   const double two = codec_seconds(m, f.costs[k], Schedule::kTwoShot, call);
   // Only beyond the model's error: its own target, or the trial's noise where the trial measured
   // the rounds (docs/scale.md).
-  const double margin = f.round_s[0] >= 0 ? kTwoShotMarginTrial : kTwoShotMargin;
+  const double margin = f.schedules_tried ? kTwoShotMarginTrial : kTwoShotMargin;
   return two * margin < ring ? Schedule::kTwoShot : Schedule::kRing;
 }
 

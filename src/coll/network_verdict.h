@@ -60,12 +60,13 @@ struct NetworkFigures {
   int ranks_per_machine = 1;
   double cores = 0;
   int machines = 1;  // distinct machines: one, and the ring's copies are its cores' work too
-  // The schedule trial, the slowest rank's (0: not run), and a round's latency on the ring and on
-  // two-shot that it implies (its time beyond the model's bytes and codec work, per round; -1:
-  // the link's latency): the rounds as the schedules take them on these links, where the ranks'
-  // steps wait for each other, for cores, or for a shaper that P - 1 senders share.
+  // The schedule trial, the slowest rank's (0: not run), and what it implies of the ring and of
+  // two-shot: the time each took beyond the model, per fp32 input byte (what these links cost a
+  // schedule beyond their figures: steps that wait for each other and for cores, a shaper that
+  // two-shot's P - 1 senders share), which the model then adds to a flat call of any size.
   double trial_s[2] = {};
-  double round_s[2] = {-1, -1};
+  double extra_s_per_byte[2] = {};
+  bool schedules_tried = false;
   // One line for logs and sketchccl-info.
   std::string describe() const;
 };

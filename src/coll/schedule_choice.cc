@@ -59,9 +59,7 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
     compute = all ? share * n * (k.encode + k.decode_add) + n / p * k.encode + n * k.decode
                   : n * (k.encode + k.decode_add);
   }
-  const double measured_round = s == Schedule::kRing ? c.ring_round_s : c.two_shot_round_s;
-  const double round_latency = measured_round >= 0 ? measured_round : l.latency_s;
-  const double lat = rounds * round_latency + messages * l.per_message_s;
+  const double lat = rounds * l.latency_s + messages * l.per_message_s;
   if (c.cores <= 0) return bw + compute - overlap * std::min(bw, compute) + lat;
   // Ranks sharing cores (one machine): the "link" is the cores' copies too, so nothing overlaps;
   // every rank's codec work of a step runs at once on the same cores, and every round waits for
@@ -69,7 +67,7 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
   const SharedCoreCosts& sh = c.shared;
   const double per_core = p / c.cores;
   const double round_s = sh.per_round_s + sh.round_wait_s * std::max(0.0, per_core - 1);
-  return bw + (compute + messages * l.per_message_s) * stretch(c, p) + rounds * round_latency +
+  return bw + (compute + messages * l.per_message_s) * stretch(c, p) + rounds * l.latency_s +
          sh.per_call_s + rounds * round_s;
 }
 
@@ -106,7 +104,9 @@ ModelTime predict_time(const ModelCall& c, Schedule s) {
   const int nodes = (p + L - 1) / L;
   if (L == 1 || nodes == 1) {
     const LinkFigures& l = L == 1 ? c.inter : c.intra;
-    t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, l, l, 0);
+    const double extra =
+        s == Schedule::kRing ? c.ring_extra_s_per_byte : c.two_shot_extra_s_per_byte;
+    t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, l, l, 0) + extra * c.bytes;
   } else if (c.kind == CallKind::kReduceScatter) {
     // A ReduceScatter keeps the flat schedule over every rank (docs/hierarchy.md).
     t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, c.intra, c.inter,
@@ -125,10 +125,6 @@ ModelTime predict_time(const ModelCall& c, Schedule s) {
   }
   t.busbw = t.seconds > 0 ? c.bytes / t.seconds * bus_factor(c.kind, p) : 0;
   return t;
-}
-
-double flat_rounds(const ModelCall& c, Schedule s) {
-  return rounds_of(c, c.kind, s, c.nranks, c.bytes);
 }
 
 NmseFit fit_nmse(double ring_nmse_2, double ring_nmse_4) {

@@ -70,18 +70,18 @@ struct ModelCall {
   // values in a side ring of its own; two-shot carries them in its messages, its ReduceScatter
   // with one more round for the owners' tallies.
   bool sampled = false;
-  // A round's latency on each schedule as a trial call of it took (network_verdict.h: its time
-  // beyond the model's bytes and codec work, per round); negative: the link's latency_s.
-  double ring_round_s = -1;
-  double two_shot_round_s = -1;
+  // The time a trial call of each schedule took beyond this model, per fp32 input byte
+  // (network_verdict.h), added to a flat call's: what the links cost the schedule that the link
+  // figures do not show (steps waiting for each other and for cores, a shaper that two-shot's
+  // P - 1 senders share).
+  double ring_extra_s_per_byte = 0;
+  double two_shot_extra_s_per_byte = 0;
 };
 struct ModelTime {
   double seconds = 0;
   double busbw = 0;  // nccl-tests' bus bandwidth of the call, bytes per second
 };
 ModelTime predict_time(const ModelCall& call, Schedule schedule);
-// The message rounds of a flat call (ranks_per_node 1) on `schedule`, as predict_time counts them.
-double flat_rounds(const ModelCall& call, Schedule schedule);
 
 // The error model: a quantization of a sum of k contributions adds eps * k^(1 - gamma) times one
 // contribution's energy (gamma: how much lighter the sum's tails are, so its block maxima fall
