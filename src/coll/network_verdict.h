@@ -38,9 +38,10 @@ struct RankFigures {
   double trial_s[2] = {};
 };
 
-// The schedule trial's call: 4 MiB of fp32, where the ring's steps and two-shot's phases both
-// show and a 1 Gbit/s link takes about 20 ms.
-inline constexpr size_t kScheduleTrialElems = size_t(1) << 20;
+// The schedule trial's call: 8 MiB of fp32, past where the schedules cross on a shaped link
+// (two-shot's phases ahead of the ring's steps below 4-6 MiB at 1 Gbit/s, behind from there as
+// its P - 1 senders share the shaper), about 40 ms at 1 Gbit/s.
+inline constexpr size_t kScheduleTrialElems = size_t(2) << 20;
 
 // The candidates of `s` in a fixed order (kNone where a slot is unused): every rank computes them
 // from the agreed settings.
@@ -60,13 +61,9 @@ struct NetworkFigures {
   int ranks_per_machine = 1;
   double cores = 0;
   int machines = 1;  // distinct machines: one, and the ring's copies are its cores' work too
-  // The schedule trial, the slowest rank's (0: not run), and what it implies of the ring and of
-  // two-shot: the time each took beyond the model, per fp32 input byte (what these links cost a
-  // schedule beyond their figures: steps that wait for each other and for cores, a shaper that
-  // two-shot's P - 1 senders share), which the model then adds to a flat call of any size.
+  // The schedule trial, the slowest rank's seconds on the ring and on two-shot (0: not run).
   double trial_s[2] = {};
-  double extra_s_per_byte[2] = {};
-  bool schedules_tried = false;
+  bool schedules_tried = false;  // every rank ran it
   // One line for logs and sketchccl-info.
   std::string describe() const;
 };
@@ -103,9 +100,9 @@ struct Verdict {
 // The fastest of the exact reduction and the candidates for this call (`auto`'s dense choice).
 Verdict judge(const NetworkFigures& f, const Settings& s, const VerdictCall& call);
 
-// How much faster the model must find two-shot than the ring to take it where the policy keeps
-// the ring: its accuracy target (predictions within 25% of the measured time); 1.1 where the
-// schedule trial measured both schedules' rounds on these links (its own noise).
+// How much faster two-shot must be than the ring to take it where the policy keeps the ring: as
+// the model predicts it, its accuracy target (predictions within 25% of the measured time); as
+// the schedule trial measured it, the trial's own noise.
 inline constexpr double kTwoShotMargin = 1.25;
 inline constexpr double kTwoShotMarginTrial = 1.1;
 
@@ -115,9 +112,11 @@ inline constexpr double kTwoShotMarginTrial = 1.1;
 bool schedule_trial_applies(const Settings& s, int nranks, bool hierarchical);
 
 // The schedule of `codec` for this call on the measured links: choose_schedule's, but where it
-// keeps the ring (SKETCHCCL_ALGO=auto, no accuracy rule for two-shot), two-shot where the model on
-// these figures predicts it kTwoShotMargin times faster (it is never less accurate than the ring).
-// Agreed figures and numbers only: the same on every rank.
+// keeps the ring (SKETCHCCL_ALGO=auto, no accuracy rule for two-shot), two-shot where it is faster
+// (it is never less accurate than the ring): on a flat ring, for a call at least as large as the
+// schedule trial's, where the trial ran two-shot kTwoShotMarginTrial times faster; otherwise
+// where the model on these figures predicts it kTwoShotMargin times faster. Agreed figures and
+// numbers only: the same on every rank.
 Schedule schedule_on_network(const NetworkFigures& f, const Settings& s, kernels::CodecId codec,
                              const VerdictCall& call);
 

@@ -104,9 +104,7 @@ ModelTime predict_time(const ModelCall& c, Schedule s) {
   const int nodes = (p + L - 1) / L;
   if (L == 1 || nodes == 1) {
     const LinkFigures& l = L == 1 ? c.inter : c.intra;
-    const double extra =
-        s == Schedule::kRing ? c.ring_extra_s_per_byte : c.two_shot_extra_s_per_byte;
-    t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, l, l, 0) + extra * c.bytes;
+    t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, l, l, 0);
   } else if (c.kind == CallKind::kReduceScatter) {
     // A ReduceScatter keeps the flat schedule over every rank (docs/hierarchy.md).
     t.seconds = flat_seconds(c, c.kind, s, p, c.bytes, c.intra, c.inter,

@@ -70,12 +70,6 @@ struct ModelCall {
   // values in a side ring of its own; two-shot carries them in its messages, its ReduceScatter
   // with one more round for the owners' tallies.
   bool sampled = false;
-  // The time a trial call of each schedule took beyond this model, per fp32 input byte
-  // (network_verdict.h), added to a flat call's: what the links cost the schedule that the link
-  // figures do not show (steps waiting for each other and for cores, a shaper that two-shot's
-  // P - 1 senders share).
-  double ring_extra_s_per_byte = 0;
-  double two_shot_extra_s_per_byte = 0;
 };
 struct ModelTime {
   double seconds = 0;
