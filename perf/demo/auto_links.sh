@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # auto on every link the demo emulates (docs/scale.md, "auto and the network"): the exact ring, the
 # fixed codecs auto may choose (q8, the dense codec, on the ring and on two-shot, and bf16, its
-# safer rung) and auto, side by side on 4 ranks, 16-64 MiB: on the 1 Gbit/s tbf network and on the same namespaces unshaped
-# (as root), and on loopback (always). auto logs its measured figures and verdict at init; the
+# safer rung) and auto, side by side on 4 ranks, 16-64 MiB: on the 1 Gbit/s tbf network, behind a
+# 20 Gbit/s shaper (the cores the limit) and unshaped on the same namespaces (as root), and on
+# loopback (always). auto logs its measured figures and verdict at init; the
 # report (perf/report/auto_links_report.py) puts them next to the busbw it reached.
 #
 #   perf/demo/auto_links.sh BUILD_DIR OUT_DIR [--quick]
@@ -29,6 +30,7 @@ run_link() {  # NAME NETEM-ARGS...
 if [ "$(id -u)" -eq 0 ] && ip netns add scclprobe 2>/dev/null; then
   ip netns del scclprobe
   run_link tbf-1gbit --topology bridge --rate 1gbit
+  run_link tbf-20gbit --topology bridge --rate 20gbit  # a shaper above what the cores move
   run_link unshaped --topology bridge --rate none
 fi
 run_link loopback --loopback
