@@ -150,7 +150,7 @@ fi
 # bf16, q8 and auto side by side on the 1 Gbit/s network, the same namespaces unshaped (root) and
 # loopback, with the figures and verdict auto measured at init.
 echo
-echo "auto on each link (exact ring, bf16, q8 and auto, 16-64 MiB; auto's measured figures at init):"
+echo "auto on each link (exact ring, bf16, q8 on the ring and on two-shot, and auto, 16-64 MiB; auto's measured figures at init):"
 mkdir -p "$OUT/auto"
 quick_flag=()
 [ "$MAXB" = 8M ] && quick_flag=(--quick)
