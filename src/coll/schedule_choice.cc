@@ -10,19 +10,6 @@ double stretch(const ModelCall& c, int ranks) {
   return c.cores > 0 ? std::max(1.0, ranks / c.cores) : 1.0;
 }
 
-// The message rounds of one flat reduction among p ranks of `bytes` each (below): the ring's
-// steps, once per turn of its lanes where ranks share cores, and its sample's side ring of
-// 2(P - 1) rounds of one small message each; two-shot's phases (its AllReduce carries the
-// sample, its ReduceScatter adds one round of P - 1 tallies).
-double rounds_of(const ModelCall& c, CallKind kind, Schedule s, int p, double bytes) {
-  const bool all = kind != CallKind::kReduceScatter;
-  if (s != Schedule::kRing) return (all ? 2 : 1) + (c.sampled && !all ? 1 : 0);
-  const double pm1 = p - 1.0;
-  const double slices = std::max(1.0, std::ceil(bytes / p / std::max(1.0, c.slice_bytes)));
-  const double turns = std::ceil(slices / std::max(1, c.depth));
-  return (all ? 2 * pm1 : pm1) * (c.cores > 0 ? turns : 1) + (c.sampled ? 2 * pm1 : 0);
-}
-
 // One flat reduction among p ranks of `bytes` each. `crossing`: the share of a two-shot rank's
 // peers on other nodes (whose bytes take `slow`); the ring moves in lockstep, so its every step
 // waits for the slowest link it crosses (`slow` when any rank's neighbour is on another node).
@@ -31,8 +18,14 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
   if (p < 2) return 0;
   const double n = bytes, w = c.codec.wire, pm1 = p - 1.0, share = pm1 / p;
   const bool all = kind != CallKind::kReduceScatter;
+  const double rounds_ring = all ? 2 * pm1 : pm1;
   const double sent = (all ? 2 : 1) * share * n * w;
   const LinkFigures& ring_link = crossing > 0 ? slow : fast;
+  // The ring's sample: a side ring of 2(P - 1) rounds of one small message each. Two-shot's
+  // AllReduce carries it; its ReduceScatter adds one round of P - 1 tallies.
+  const bool side_ring = c.sampled && s == Schedule::kRing;
+  const bool tally_round = c.sampled && s == Schedule::kTwoShot && !all;
+  const double side_rounds = side_ring ? 2 * pm1 : 0;
   double bw = 0, compute = 0, rounds = 0, messages = 0;
   // The share of the smaller of link and codec time that the other hides (a core per rank).
   double overlap = 1;
@@ -47,15 +40,17 @@ double flat_seconds(const ModelCall& c, CallKind kind, Schedule s, int p, double
     const int depth = std::max(1, c.depth);
     const double slices = std::max(1.0, std::ceil(n / p / slice));
     const double lanes = std::min(slices, static_cast<double>(depth));
+    const double turns = std::ceil(slices / depth);
     bw = sent / ring_link.bytes_per_s;
-    rounds = rounds_of(c, kind, s, p, n);
+    rounds = rounds_ring * (c.cores > 0 ? turns : 1) + side_rounds;
     messages = rounds;
     compute = n / p * k.encode + share * n * k.step + (all ? n : n / p) * k.decode;
     overlap = 1 - 1 / lanes;
   } else {
     bw = std::max(sent * crossing / slow.bytes_per_s, sent * (1 - crossing) / fast.bytes_per_s);
-    rounds = rounds_of(c, kind, s, p, n);
-    messages = rounds * pm1;
+    const double phases = (all ? 2 : 1) + (tally_round ? 1 : 0);
+    rounds = phases;
+    messages = phases * pm1;
     compute = all ? share * n * (k.encode + k.decode_add) + n / p * k.encode + n * k.decode
                   : n * (k.encode + k.decode_add);
   }
